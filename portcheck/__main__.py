@@ -1,0 +1,3 @@
+from portcheck.cli import main
+
+main()

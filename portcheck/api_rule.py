@@ -1,0 +1,88 @@
+"""Rules driven by the CUDA API table: each reports the names cuda_api.toml assigns to its code.
+
+The table holds the facts (what the call does without CUDA, what replaces it, since which
+torch, per-target caveats); a rule class only adds its code, name and documentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+import libcst as cst
+
+from portcheck import targets as target_data
+from portcheck.findings import Severity
+from portcheck.rule import Rule, SeverityMap
+from portcheck.targets import api
+
+
+class CudaApiRule(Rule):
+    """Base class; subclasses set `code`, `name`, the docstring and examples."""
+
+    message = "`{name}` is CUDA-only: without CUDA it {effect}"
+    triggers: ClassVar[tuple[bytes, ...]] = (b"cuda", b"cudnn")
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        rows = {**api.table(), **api.fallbacks()}
+        mine = {name: entry for name, entry in rows.items() if entry.rule == cls.code}
+        cls.watched_names = tuple(sorted(mine))
+        cls.severity = severities_of(mine.values())
+
+    def __init__(self, ctx) -> None:  # noqa: ANN001 - FileContext
+        super().__init__(ctx)
+        self._reported: set[int] = set()
+
+    def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
+        match = api.lookup(qualified_name)
+        if match is None or match[1].rule != self.code or id(node) in self._reported:
+            return
+        name, entry = match
+        self._reported.add(id(node))
+        self.report(
+            node,
+            severity=entry.severities(),
+            hint=hint(entry, self.ctx.targets, self.ctx.torch_version),
+            name=name,
+            effect=entry.off_cuda,
+        )
+
+
+def replacement_for(entry: api.ApiEntry, target: str) -> str:
+    facts = target_data.get(target)
+    return entry.replacement_on(target).format(device=facts.device_type, amp_dtype=facts.amp_dtype)
+
+
+def hint(entry: api.ApiEntry, selected: tuple[str, ...], torch_version: tuple[int, ...] | None) -> str:
+    """What to write instead on the selected targets, and the caveats that apply there."""
+    relevant = [t for t in selected if entry.severity_on(t) > Severity.OFF] or list(selected)
+    by_text: dict[str, list[str]] = {}
+    for target in relevant:
+        by_text.setdefault(replacement_for(entry, target), []).append(target)
+    if len(by_text) == 1:
+        parts = [f"instead: {next(iter(by_text))}"]
+    else:
+        parts = ["instead: " + "; ".join(f"{'/'.join(ts)}: {text}" for text, ts in by_text.items())]
+    if entry.since:
+        since = ".".join(map(str, entry.since))
+        if torch_version is not None and torch_version < entry.since:
+            parts.append(f"(needs torch>={since}; the configured torch-version is {'.'.join(map(str, torch_version))})")
+        else:
+            parts.append(f"(torch>={since})")
+    if entry.guard and any(not target_data.get(t).accelerator_api for t in relevant):
+        parts.append("- it raises without an accelerator: guard it with `if torch.accelerator.is_available():`")
+    notes = [entry.note] if entry.note else []
+    notes += [f"{t}: {entry.per_target[t].note}" for t in relevant if t in entry.per_target and entry.per_target[t].note]
+    if notes:
+        parts.append("- " + "; ".join(notes))
+    return " ".join(parts)
+
+
+def severities_of(entries: Iterable[api.ApiEntry]) -> SeverityMap:
+    """The worst severity per target over some entries."""
+    entries = list(entries)
+    return {
+        target: max((entry.severity_on(target) for entry in entries), default=Severity.OFF)
+        for target in target_data.TARGET_ORDER
+    }

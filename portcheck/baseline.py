@@ -1,0 +1,50 @@
+"""Accepted findings, by fingerprint, so that a CI gate fails only on new ones."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from portcheck import __version__
+from portcheck.api import ScanReport
+from portcheck.findings import Finding
+
+FORMAT = 1
+
+
+class BaselineError(ValueError):
+    """The baseline file is missing or malformed."""
+
+
+def write(path: Path, findings: Iterable[Finding]) -> int:
+    """Record the findings; a reviewable JSON file, sorted for stable diffs."""
+    entries = sorted(
+        ({"fingerprint": f.fingerprint, "code": f.code, "path": f.path, "line": f.line} for f in findings),
+        key=lambda e: (e["path"], e["line"], e["code"], e["fingerprint"]),
+    )
+    document = {"portcheck_baseline": FORMAT, "created_by": f"portcheck {__version__}", "findings": entries}
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    return len(entries)
+
+
+def load(path: Path) -> frozenset[str]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BaselineError(f"cannot read baseline {path}: {error}") from None
+    if not isinstance(document, dict) or document.get("portcheck_baseline") != FORMAT:
+        raise BaselineError(f"{path} is not a portcheck baseline (format {FORMAT})")
+    try:
+        return frozenset(str(entry["fingerprint"]) for entry in document["findings"])
+    except (KeyError, TypeError):
+        raise BaselineError(f"{path}: every entry needs a fingerprint") from None
+
+
+def apply(report: ScanReport, fingerprints: frozenset[str]) -> ScanReport:
+    """Hide the findings the baseline already holds."""
+    kept = tuple(f for f in report.findings if f.fingerprint not in fingerprints)
+    return replace(report, findings=kept, baselined=len(report.findings) - len(kept))

@@ -1,0 +1,211 @@
+"""The command line: options -> config -> api -> reporter -> exit code. Nothing else lives here.
+
+Exit codes, as in Ruff: 0 nothing at or above --fail-on, 1 something is, 2 usage, configuration
+or tool errors (including paths that do not exist).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from portcheck import __version__, api, baseline, explain
+from portcheck.config import Config, ConfigError, load
+from portcheck.report import FORMAT_NAMES, formats, statistics
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Find what ties PyTorch code to CUDA, per target accelerator (tpu, neuron, xla, mps, xpu, npu, hpu, rocm, cpu).",
+)
+
+Paths = Annotated[Optional[list[Path]], typer.Argument(help="Files or directories (default: .)", show_default=False)]
+Targets = Annotated[
+    Optional[list[str]], typer.Option("--target", "-t", help="Target(s), repeatable or comma-separated; 'all' for every one.")
+]
+Select = Annotated[Optional[list[str]], typer.Option(help="Rule codes or prefixes to enable (replaces the default ALL).")]
+ExtendSelect = Annotated[Optional[list[str]], typer.Option(help="Rule codes or prefixes to enable in addition.")]
+Ignore = Annotated[Optional[list[str]], typer.Option(help="Rule codes or prefixes to disable.")]
+Exclude = Annotated[Optional[list[str]], typer.Option(help="Gitignore-style patterns replacing the default excludes.")]
+ExtendExclude = Annotated[Optional[list[str]], typer.Option(help="Gitignore-style patterns to exclude in addition.")]
+ConfigFile = Annotated[Optional[Path], typer.Option("--config", help="A pyproject.toml to read [tool.portcheck] from.")]
+TorchVersion = Annotated[Optional[str], typer.Option(help="The torch release the code must run on, e.g. 2.13.")]
+NoGitignore = Annotated[bool, typer.Option("--no-respect-gitignore", help="Scan files that .gitignore excludes.")]
+ForceExclude = Annotated[bool, typer.Option(help="Apply excludes to paths given explicitly too (pre-commit).")]
+Jobs = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Processes to scan with (default: all cores).")]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"portcheck: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _split(values: Optional[list[str]]) -> Optional[list[str]]:
+    if values is None:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _config(
+    paths: list[Path],
+    config_file: Optional[Path],
+    **overrides: object,
+) -> Config:
+    start = paths[0] if len(paths) == 1 else Path.cwd()
+    try:
+        config = load(start if start.exists() else Path.cwd(), config_file)
+        given = {key: _split(value) if isinstance(value, list) else value for key, value in overrides.items()}
+        return config.with_overrides(**{key: value for key, value in given.items() if value is not None})
+    except ConfigError as error:
+        raise _fail(str(error)) from None
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"portcheck {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """portcheck: move PyTorch code off CUDA safely."""
+
+
+@app.command()
+def scan(
+    paths: Paths = None,
+    target: Targets = None,
+    select: Select = None,
+    extend_select: ExtendSelect = None,
+    ignore: Ignore = None,
+    exclude: Exclude = None,
+    extend_exclude: ExtendExclude = None,
+    config_file: ConfigFile = None,
+    torch_version: TorchVersion = None,
+    no_respect_gitignore: NoGitignore = False,
+    force_exclude: ForceExclude = False,
+    jobs: Jobs = None,
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", help=f"Output format: {', '.join(FORMAT_NAMES)}.")
+    ] = "text",
+    output_file: Annotated[Optional[Path], typer.Option("--output-file", "-o", help="Write the report here.")] = None,
+    fail_on: Annotated[Optional[str], typer.Option(help="Lowest severity that fails: error, warning or info.")] = None,
+    exit_zero: Annotated[bool, typer.Option(help="Exit 0 even when findings fail the run.")] = False,
+    show_statistics: Annotated[bool, typer.Option("--statistics", help="Only show counts per rule.")] = False,
+    baseline_file: Annotated[
+        Optional[Path], typer.Option("--baseline", help="Ignore findings recorded by `portcheck baseline`.")
+    ] = None,
+) -> None:
+    """Report what ties the code to CUDA, per target."""
+    paths = paths or [Path(".")]
+    if output_format not in FORMAT_NAMES:
+        raise _fail(f"unknown format {output_format!r}; choose from {', '.join(FORMAT_NAMES)}")
+    config = _config(
+        paths,
+        config_file,
+        targets=target,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        exclude=exclude,
+        extend_exclude=extend_exclude,
+        torch_version=torch_version,
+        respect_gitignore=False if no_respect_gitignore else None,
+        force_exclude=True if force_exclude else None,
+        fail_on=fail_on,
+    )
+    report = api.scan_paths(paths, config, jobs=jobs)
+    if baseline_file is not None:
+        try:
+            report = baseline.apply(report, baseline.load(baseline_file))
+        except baseline.BaselineError as error:
+            raise _fail(str(error)) from None
+    out = output_file.open("w", encoding="utf-8") if output_file else sys.stdout
+    try:
+        color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        if show_statistics:
+            _print_statistics(report, output_format, out)
+        else:
+            formats()[output_format](report, out, color)
+    finally:
+        if output_file:
+            out.close()
+    if report.errors or report.internal_errors:
+        raise typer.Exit(2)
+    failing = any(f.severity >= report.config.fail_on for f in report.findings)
+    raise typer.Exit(1 if failing and not exit_zero else 0)
+
+
+def _print_statistics(report: api.ScanReport, output_format: str, out) -> None:  # noqa: ANN001
+    rows = statistics(report)
+    if output_format == "json":
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+        return
+    for row in rows:
+        out.write(f"{row['count']:>6}\t{row['code']}\t{row['name']}\t{row['worst_severity']}\n")
+
+
+@app.command("baseline")
+def write_baseline(
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the baseline.")] = Path(
+        ".portcheck-baseline.json"
+    ),
+    target: Targets = None,
+    select: Select = None,
+    extend_select: ExtendSelect = None,
+    ignore: Ignore = None,
+    config_file: ConfigFile = None,
+    jobs: Jobs = None,
+) -> None:
+    """Record today's findings so that `scan --baseline` fails only on new ones."""
+    paths = paths or [Path(".")]
+    config = _config(paths, config_file, targets=target, select=select, extend_select=extend_select, ignore=ignore)
+    report = api.scan_paths(paths, config, jobs=jobs)
+    if report.errors or report.internal_errors:
+        for error in (*report.errors, *report.internal_errors):
+            typer.echo(f"portcheck: error: {error}", err=True)
+        raise typer.Exit(2)
+    count = baseline.write(output, report.findings)
+    typer.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to {output}")
+
+
+@app.command()
+def rules(
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
+) -> None:
+    """List every rule with its severity per target."""
+    try:
+        text = explain.rules_listing(output_format, color=sys.stdout.isatty())
+    except ValueError as error:
+        raise _fail(str(error)) from None
+    sys.stdout.write(text)
+
+
+@app.command("explain")
+def explain_rule(
+    code: Annotated[str, typer.Argument(help="A rule code such as PC203.")],
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Show what applies on this target.")] = None,
+) -> None:
+    """Show a rule's documentation, per-target severity and replacements."""
+    try:
+        sys.stdout.write(explain.explain(code.upper(), target))
+    except ValueError as error:
+        raise _fail(str(error)) from None
+
+
+def main() -> None:
+    app()
+

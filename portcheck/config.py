@@ -1,0 +1,190 @@
+"""`[tool.portcheck]` in the nearest pyproject.toml, merged with command-line overrides.
+
+The result is one frozen, picklable `Config` that worker processes receive as is.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from portcheck import registry
+from portcheck import targets as target_data
+from portcheck.findings import Severity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_EXCLUDE = (
+    ".bzr/", ".direnv/", ".eggs/", ".git/", ".hg/", ".mypy_cache/", ".nox/", ".pants.d/",
+    ".portcheck_cache/", ".pytest_cache/", ".pytype/", ".ruff_cache/", ".svn/", ".tox/",
+    ".venv/", "__pycache__/", "__pypackages__/", "_build/", "buck-out/", "build/", "dist/",
+    "node_modules/", "site-packages/", "venv/",
+)  # fmt: skip
+
+
+class ConfigError(ValueError):
+    """Invalid configuration: reported to the user, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a scan needs to know, already validated."""
+
+    root: Path = field(default_factory=Path.cwd)
+    config_path: Path | None = None
+    targets: tuple[str, ...] = target_data.DEFAULT_TARGETS
+    rules: tuple[str, ...] = field(default_factory=lambda: registry.select(None))
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    respect_gitignore: bool = True
+    force_exclude: bool = False
+    fail_on: Severity = Severity.ERROR
+    torch_version: tuple[int, ...] | None = None
+    max_file_size: int = 2_000_000
+
+    def with_overrides(self, **overrides: object) -> Config:
+        """Apply settings given as in pyproject (kebab or snake case keys) over this config."""
+        return _apply(self, {key.replace("_", "-"): value for key, value in overrides.items()})
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` that has a [tool.portcheck] table."""
+    start = start.resolve()
+    for directory in (start, *start.parents) if start.is_dir() else start.parents:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file() and "portcheck" in _read_toml(candidate).get("tool", {}):
+            return candidate
+    return None
+
+
+def load(start: Path, explicit: Path | None = None) -> Config:
+    """The config for paths under `start`, or from `explicit` (a pyproject.toml)."""
+    path = explicit or find_pyproject(start)
+    if path is None:
+        return Config(root=Path.cwd())
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    table = _read_toml(path).get("tool", {}).get("portcheck", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.portcheck] must be a table")
+    table = {k: v for k, v in table.items() if not isinstance(v, dict) or k not in _NESTED_TABLES}
+    try:
+        return _apply(Config(root=path.parent.resolve(), config_path=path), table)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}") from None
+
+
+def _strings(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a list of strings")
+    return tuple(v.strip() for v in value)
+
+
+def _targets(key: str, value: object) -> tuple[str, ...]:
+    names = _strings(key, value)
+    if "all" in names:
+        return target_data.TARGET_ORDER
+    try:
+        chosen = {target_data.get(name).name for name in names}
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if not chosen:
+        raise ConfigError(f"{key} must name at least one target")
+    return tuple(t for t in target_data.TARGET_ORDER if t in chosen)
+
+
+def _version(key: str, value: object) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    parts = str(value).strip().split(".")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise ConfigError(f"{key} must look like 2.13, got {value!r}")
+    return tuple(int(p) for p in parts)
+
+
+def _bool(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false")
+    return value
+
+
+def _size(key: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{key} must be a positive number of bytes")
+    return value
+
+
+def _severity(key: str, value: object) -> Severity:
+    try:
+        return Severity.parse(str(value))
+    except ValueError as error:
+        raise ConfigError(f"{key}: {error}") from None
+
+
+def _per_file_ignores(key: str, value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key} must be a table of glob = [codes]")
+    try:
+        return tuple(
+            (pattern, tuple(sorted(registry.expand(_strings(f"{key}.{pattern}", codes)))))
+            for pattern, codes in value.items()
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+_FIELDS: dict[str, tuple[str, Callable[[str, object], object]]] = {
+    "targets": ("targets", _targets),
+    "per-file-ignores": ("per_file_ignores", _per_file_ignores),
+    "exclude": ("exclude", _strings),
+    "extend-exclude": ("extend_exclude", _strings),
+    "respect-gitignore": ("respect_gitignore", _bool),
+    "force-exclude": ("force_exclude", _bool),
+    "fail-on": ("fail_on", _severity),
+    "torch-version": ("torch_version", _version),
+    "max-file-size": ("max_file_size", _size),
+}
+_SELECTION = ("select", "extend-select", "ignore")
+_NESTED_TABLES = ("smoke",)  # sub-tables owned by other commands
+
+
+def _apply(config: Config, settings: Mapping[str, object]) -> Config:
+    unknown = set(settings) - set(_FIELDS) - set(_SELECTION)
+    if unknown:
+        known = ", ".join(sorted((*_FIELDS, *_SELECTION)))
+        raise ConfigError(f"unknown setting(s) {', '.join(sorted(unknown))}; known settings: {known}")
+    changes = {}
+    for key, value in settings.items():
+        if key in _FIELDS and value is not None:
+            name, convert = _FIELDS[key]
+            changes[name] = convert(key, value)
+    if any(settings.get(key) is not None for key in _SELECTION):
+        try:
+            changes["rules"] = _select(config, settings)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    assert set(changes) <= {f.name for f in fields(Config)}
+    return replace(config, **changes)
+
+
+def _select(config: Config, settings: Mapping[str, object]) -> tuple[str, ...]:
+    selected = settings.get("select")
+    base = config.rules if selected is None else registry.select(_strings("select", selected))
+    extra = registry.expand(_strings("extend-select", settings.get("extend-select") or []))
+    ignored = registry.expand(_strings("ignore", settings.get("ignore") or []))
+    return tuple(sorted((set(base) | extra) - ignored))

@@ -1,0 +1,149 @@
+"""Which files to scan: paths, default and configured excludes, .gitignore, and the prefilter."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+from portcheck.config import Config
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """The files to scan, sorted, and one message per path that could not be used."""
+
+    files: tuple[Path, ...]
+    errors: tuple[str, ...] = ()
+
+
+@dataclass
+class _IgnoreRules:
+    """The .gitignore files that apply at one depth of the walk, deepest last."""
+
+    specs: list[tuple[Path, GitIgnoreSpec]] = field(default_factory=list)
+
+    def with_file(self, directory: Path) -> _IgnoreRules:
+        spec = _read_spec(directory / ".gitignore")
+        return _IgnoreRules([*self.specs, (directory, spec)]) if spec else self
+
+    def ignores(self, path: Path, is_dir: bool) -> bool:
+        for base, spec in reversed(self.specs):
+            try:
+                relative = path.relative_to(base).as_posix()
+            except ValueError:
+                continue
+            result = spec.check_file(relative + "/" if is_dir else relative)
+            if result.include is not None:
+                return result.include
+        return False
+
+
+def _read_spec(path: Path) -> GitIgnoreSpec | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return GitIgnoreSpec.from_lines(lines) if lines else None
+
+
+def _ancestor_ignores(directory: Path) -> _IgnoreRules:
+    """.gitignore files above the walk's start, up to the repository that holds it."""
+    chain = [directory, *directory.parents]
+    top = next((i for i, d in enumerate(chain) if (d / ".git").exists()), None)
+    if top is None:
+        return _IgnoreRules()
+    rules = _IgnoreRules()
+    exclude = _read_spec(chain[top] / ".git" / "info" / "exclude")
+    if exclude:
+        rules.specs.append((chain[top], exclude))
+    for ancestor in reversed(chain[1 : top + 1]):
+        rules = rules.with_file(ancestor)
+    return rules
+
+
+def discover(paths: Sequence[Path], config: Config) -> Discovery:
+    """Expand files and directories into the sorted, de-duplicated list of files to scan."""
+    excluded = GitIgnoreSpec.from_lines((*config.exclude, *config.extend_exclude))
+    files: dict[Path, None] = {}
+    errors: list[str] = []
+    for given in paths:
+        try:
+            is_dir = given.is_dir()
+            exists = is_dir or given.is_file()
+        except OSError as error:  # a symlink loop raises ELOOP here
+            errors.append(f"{given}: cannot access: {error.strerror or error}")
+            continue
+        if not exists:
+            kind = "is a broken symbolic link" if given.is_symlink() else "does not exist"
+            errors.append(f"{given}: path {kind}")
+            continue
+        real = given.resolve()
+        base = config.root if real.is_relative_to(config.root) else (real if is_dir else real.parent)
+        if config.force_exclude and _is_excluded(real, base, excluded, is_dir):
+            continue
+        if not is_dir:
+            files[given] = None
+            continue
+        ignores = _ancestor_ignores(real) if config.respect_gitignore else _IgnoreRules()
+        for path in _walk(given, real, base, config, excluded, ignores, errors):
+            files[path] = None
+    return Discovery(tuple(sorted(files)), tuple(errors))
+
+
+def _is_excluded(path: Path, base: Path, excluded: GitIgnoreSpec, is_dir: bool) -> bool:
+    relative = path.relative_to(base).as_posix()
+    if relative == ".":
+        return False
+    return excluded.match_file(relative + "/" if is_dir else relative)
+
+
+def _walk(
+    shown: Path,
+    real: Path,
+    base: Path,
+    config: Config,
+    excluded: GitIgnoreSpec,
+    ignores: _IgnoreRules,
+    errors: list[str],
+) -> Iterator[Path]:
+    """Files under a directory; symlinked directories are not followed (no loops)."""
+    if config.respect_gitignore:
+        ignores = ignores.with_file(real)
+    try:
+        entries = sorted(os.scandir(real), key=lambda e: e.name)
+    except OSError as error:
+        errors.append(f"{shown}: cannot list directory: {error.strerror or error}")
+        return
+    for entry in entries:
+        path_real = real / entry.name
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if _is_excluded(path_real, base, excluded, is_dir) or ignores.ignores(path_real, is_dir):
+            continue
+        if is_dir:
+            yield from _walk(shown / entry.name, path_real, base, config, excluded, ignores, errors)
+        elif entry.name.endswith(PYTHON_SUFFIXES):
+            yield shown / entry.name
+
+
+class Prefilter:
+    """Says cheaply whether a file can matter to any enabled rule, from its raw bytes."""
+
+    def __init__(self, triggers: Iterable[bytes] | None) -> None:
+        words = sorted(set(triggers)) if triggers is not None else None
+        self._pattern = re.compile(b"|".join(map(re.escape, words))) if words else None
+        self.skips_nothing = words is None
+
+    def wants(self, data: bytes) -> bool:
+        if self.skips_nothing:
+            return True
+        return self._pattern is not None and self._pattern.search(data) is not None

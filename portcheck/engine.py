@@ -1,0 +1,267 @@
+"""Scans one file: read, prefilter, parse once, one batched walk, findings, suppressions.
+
+Everything a file can do wrong (not exist, not decode, not parse, be binary or huge) becomes a
+finding or a message for that file; the run goes on. Only a bug in portcheck itself is an
+`internal_error`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tokenize
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from io import BytesIO
+from pathlib import Path
+
+import libcst as cst
+from pathspec import GitIgnoreSpec
+
+from portcheck import registry, suppress
+from portcheck.config import Config
+from portcheck.discovery import Prefilter
+from portcheck.findings import Finding, Severity
+from portcheck.positions import positions
+from portcheck.resolve import Resolver
+from portcheck.rule import Rule, SeverityMap
+from portcheck.walk import Walker
+
+PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What scanning one file produced."""
+
+    path: str  # root-relative POSIX path when under the root, else as given
+    findings: tuple[Finding, ...] = ()
+    skipped: bool = False  # no trigger word of any enabled rule: not parsed
+    internal_error: str | None = None
+
+
+class _Context:
+    """The FileContext rules see (portcheck.rule.FileContext)."""
+
+    def __init__(self, path: str, config: Config, resolver: Resolver) -> None:
+        self.path = path
+        self.targets = config.targets
+        self.torch_version = config.torch_version
+        self.resolver = resolver
+        self.walker: Walker | None = None
+
+    def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
+        return self.resolver.qualified_names(node)
+
+    def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
+        return self.resolver.assigned_value(node)
+
+    @property
+    def parent(self) -> cst.CSTNode | None:
+        ancestors = self.walker.ancestors if self.walker else ()
+        return ancestors[-1] if ancestors else None
+
+    @property
+    def ancestors(self) -> Sequence[cst.CSTNode]:
+        return self.walker.ancestors if self.walker else ()
+
+
+def display_path(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def scan_file(path: Path, config: Config) -> FileResult:
+    shown = display_path(path, config.root)
+    try:
+        size = path.stat().st_size
+        data = path.read_bytes() if size <= 16 * config.max_file_size else None
+    except OSError as error:
+        return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
+    return scan_bytes(data, shown, config, size=size)
+
+
+def scan_bytes(data: bytes | None, path: str, config: Config, size: int | None = None) -> FileResult:
+    """Scan the contents of one file; `path` is only used for reporting and per-file-ignores.
+
+    `data` is None when the file was too large to be worth reading.
+    """
+    size = len(data) if size is None and data is not None else size or 0
+    if data is None:
+        return _too_large(path, config, size)
+    text, problem = _decode(data)
+    if text is None:
+        return _tool_only(path, config, READ_ERROR, detail=problem)
+    enabled = _enabled_codes(path, config)
+    visiting = tuple(code for code in enabled if not registry.get(code).engine_reported)
+    wanted = _prefilter(visiting).wants(data)
+    if not wanted and suppress.MARKER not in text:
+        return FileResult(path, skipped=True)
+    if wanted and size > config.max_file_size:
+        return _too_large(path, config, size)
+    try:
+        findings = _findings_from_source(data, text, path, config, visiting) if wanted else []
+    except _ParseFailure as failure:
+        findings = [_tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=failure.detail)]
+    except Exception:  # a bug in a rule or in portcheck: report it, keep going
+        return FileResult(path, internal_error=traceback.format_exc(limit=-4))
+    directives = suppress.parse(text)
+    if directives:
+        findings = suppress.apply(
+            findings,
+            directives,
+            enabled,
+            config.targets,
+            lambda d, e, why: _tool_finding(UNUSED_SUPPRESSION, path, config, d.line, d.column, text, detail=why),
+        )
+    return FileResult(path, tuple(f for f in findings if f.code in enabled))
+
+
+def _too_large(path: str, config: Config, size: int) -> FileResult:
+    limit = f"{config.max_file_size / 1e6:.1f} MB"
+    return _tool_only(path, config, TOO_LARGE, size=f"{size / 1e6:.1f} MB", limit=limit)
+
+
+def _enabled_codes(path: str, config: Config) -> tuple[str, ...]:
+    ignored: set[str] = set()
+    for pattern, codes in config.per_file_ignores:
+        if _glob(pattern).match_file(path):
+            ignored.update(codes)
+    return tuple(code for code in config.rules if code not in ignored)
+
+
+@cache
+def _glob(pattern: str) -> GitIgnoreSpec:
+    return GitIgnoreSpec.from_lines([pattern])
+
+
+@cache
+def _prefilter(codes: tuple[str, ...]) -> Prefilter:
+    rules = [registry.get(code) for code in codes]
+    if any(not rule.triggers for rule in rules):
+        return Prefilter(None)
+    return Prefilter(trigger for rule in rules for trigger in rule.triggers)
+
+
+def _decode(data: bytes) -> tuple[str | None, str]:
+    """The source text, or why there is none (binary, undecodable, bad coding cookie)."""
+    if b"\0" in data:
+        return None, "binary file (contains NUL bytes), not Python source"
+    try:
+        encoding, _ = tokenize.detect_encoding(BytesIO(data).readline)
+    except SyntaxError as error:
+        return None, f"cannot decode: {error.msg}"
+    try:
+        return data.decode(encoding), ""
+    except UnicodeDecodeError as error:
+        return None, (
+            f"not valid {encoding} at byte {error.start} ({error.reason}); "
+            "convert the file or declare its encoding in a coding comment"
+        )
+
+
+class _ParseFailure(Exception):
+    def __init__(self, line: int, column: int, detail: str) -> None:
+        super().__init__(detail)
+        self.line, self.column, self.detail = line, column, detail
+
+
+def _parse(data: bytes, text: str) -> cst.Module:
+    try:
+        return cst.parse_module(data)
+    except (cst.ParserSyntaxError, SyntaxError, RecursionError, MemoryError) as error:
+        raise _describe_parse_failure(text, error) from None
+
+
+def _describe_parse_failure(text: str, error: Exception) -> _ParseFailure:
+    """Prefer CPython's message (clearer, e.g. Python 2 print) over libcst's token list."""
+    try:
+        ast.parse(text)
+    except SyntaxError as python_error:
+        return _ParseFailure(python_error.lineno or 1, python_error.offset or 1, f"syntax error: {python_error.msg}")
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    if isinstance(error, (RecursionError, MemoryError)):
+        return _ParseFailure(1, 1, "too deeply nested to parse")
+    message = str(getattr(error, "message", error)).splitlines()[0]
+    found = re.search(r"error at (\d+):(\d+)", message)
+    line, column = (int(found[1]), int(found[2]) + 1) if found else (1, 1)
+    return _ParseFailure(line, column, f"libcst cannot parse this file: {message}")
+
+
+def _findings_from_source(data: bytes, text: str, path: str, config: Config, codes: Sequence[str]) -> list[Finding]:
+    module = _parse(data, text)
+    resolver = Resolver(module)
+    context = _Context(path, config, resolver)
+    rules = [registry.get(code)(context) for code in codes]
+    walker = Walker(rules, resolver)
+    context.walker = walker
+    walker.walk(module)
+    reported = [(type(rule), report) for rule in rules for report in rule.reports]
+    if not reported:
+        return []
+    ranges = positions(module, [report.node for _, report in reported])
+    lines = text.splitlines()
+    findings = []
+    for rule, report in reported:
+        start_line, start_col, end_line, end_col = ranges[id(report.node)]
+        span = (start_line, start_col + 1, end_line, end_col + 1)
+        finding = _finding(rule, report.message, report.hint, report.severity, path, config, span, lines)
+        if finding is not None:
+            findings.append(finding)
+    return findings
+
+
+def _finding(
+    rule: type[Rule],
+    message: str,
+    hint: str,
+    severity: SeverityMap,
+    path: str,
+    config: Config,
+    span: tuple[int, int, int, int],
+    lines: Sequence[str],
+) -> Finding | None:
+    """A finding for the selected targets it matters on; None if it matters on none."""
+    per_target = tuple(
+        (target, severity[target]) for target in config.targets if severity.get(target, Severity.OFF) > Severity.OFF
+    )
+    if not per_target:
+        return None
+    line = span[0]
+    return Finding(
+        path=path,
+        code=rule.code,
+        name=rule.name,
+        message=message,
+        hint=hint,
+        line=line,
+        column=span[1],
+        end_line=span[2],
+        end_column=span[3],
+        severity=max(level for _, level in per_target),
+        targets=per_target,
+        fix_safety=rule.fix_safety,
+        source_line=lines[line - 1] if 0 < line <= len(lines) else "",
+    )
+
+
+def _tool_finding(code: str, path: str, config: Config, line: int, column: int, text: str, **fields: str) -> Finding:
+    """A finding of one of the engine-reported rules (PC0), spanning the rest of its line."""
+    rule = registry.get(code)
+    lines = text.splitlines()
+    end_column = max(column + 1, len(lines[line - 1]) + 1 if 0 < line <= len(lines) else 0)
+    span = (line, column, line, end_column)
+    finding = _finding(rule, rule.message.format(**fields), rule.hint, rule.severity, path, config, span, lines)
+    assert finding is not None, "tool rules matter on every target"
+    return finding
+
+
+def _tool_only(path: str, config: Config, code: str, **fields: str) -> FileResult:
+    if code not in _enabled_codes(path, config):
+        return FileResult(path)
+    return FileResult(path, (_tool_finding(code, path, config, 1, 1, "", **fields),))

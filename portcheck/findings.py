@@ -1,0 +1,88 @@
+"""Value types shared by the engine, the reporters and the fixer.
+
+Findings are frozen and made only of strings, ints and tuples so that worker processes can
+return them by pickling and reporters can serialise them without knowing about libcst.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+
+class Severity(enum.IntEnum):
+    """How much a finding matters on one target; ordered so that `max()` picks the worst."""
+
+    OFF = 0
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            valid = ", ".join(s.label for s in cls if s is not cls.OFF)
+            raise ValueError(f"unknown severity {text!r} (expected one of: {valid})") from None
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class FixSafety(enum.Enum):
+    """Ruff's applicability tiers: safe fixes keep behaviour on the target, unsafe may not."""
+
+    NONE = "none"
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem at one place, with the targets it matters on and how much."""
+
+    path: str  # relative to the project root, POSIX separators
+    code: str
+    name: str
+    message: str
+    hint: str  # what to do instead; may be empty
+    line: int  # 1-based
+    column: int  # 1-based
+    end_line: int
+    end_column: int  # 1-based, exclusive (SARIF convention)
+    severity: Severity  # the worst over `targets`
+    targets: tuple[tuple[str, Severity], ...]  # selected targets where it is not off
+    fix_safety: FixSafety = FixSafety.NONE
+    source_line: str = ""  # the text of `line`, for reporters and fingerprints
+    fingerprint: str = ""
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.targets)
+
+
+def with_fingerprints(findings: Iterable[Finding]) -> list[Finding]:
+    """Sort findings and give each a fingerprint that survives unrelated edits.
+
+    The fingerprint hashes the rule, the path, the stripped text of the finding's line and the
+    occurrence count of that triple, not the line number: inserting lines above a finding keeps
+    its fingerprint, which is what baselines and SARIF's partialFingerprints need.
+    """
+    ordered = sorted(findings, key=lambda f: f.sort_key)
+    seen: Counter[tuple[str, str, str]] = Counter()
+    result = []
+    for finding in ordered:
+        key = (finding.code, finding.path, finding.source_line.strip())
+        seen[key] += 1
+        digest = hashlib.sha256("\0".join((*key, str(seen[key]))).encode()).hexdigest()[:20]
+        result.append(replace(finding, fingerprint=digest))
+    return result

@@ -1,0 +1,172 @@
+"""Small predicates over libcst nodes that several rules share.
+
+They answer syntactic questions only ("is this a CUDA device string?", "which argument is the
+device?"); what a name refers to is the resolver's job.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+_CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
+_DEVICE_NAME = re.compile(r"(^|_)(device|devices|dev|device_str|device_name)($|_)", re.IGNORECASE)
+_BACKEND_NAME = re.compile(r"(^|_)(backend|dist_backend|process_group_backend)($|_)", re.IGNORECASE)
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    """The value of a plain (non-f, non-bytes) string literal, else None."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def is_cuda_device_literal(node: cst.CSTNode) -> bool:
+    """`"cuda"`, `"cuda:0"`, `f"cuda:{i}"`, `"cuda:" + str(i)`, `"cuda:%d" % i`, `"cuda:{}".format(i)`."""
+    value = string_value(node)
+    if value is not None:
+        return _CUDA_DEVICE.fullmatch(value) is not None
+    if isinstance(node, cst.FormattedString):
+        parts = node.parts
+        head = parts[0] if parts else None
+        if isinstance(head, cst.FormattedStringText):
+            if len(parts) == 1:
+                return _CUDA_DEVICE.fullmatch(head.value) is not None
+            return head.value == "cuda:" and len(parts) == 2
+        return False
+    if isinstance(node, cst.BinaryOperation):
+        left = string_value(node.left)
+        if isinstance(node.operator, cst.Add):
+            return left == "cuda:"
+        if isinstance(node.operator, cst.Modulo):
+            return left in ("cuda:%d", "cuda:%s", "cuda:%i")
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
+        return string_value(node.func.value) == "cuda:{}"
+    return False
+
+
+def cuda_device_literals(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """CUDA device strings an expression can evaluate to: itself, or branches of `a if c else b`
+    and `a or b` (`args.device or "cuda"`)."""
+    if is_cuda_device_literal(node):
+        yield node
+    elif isinstance(node, cst.IfExp):
+        yield from cuda_device_literals(node.body)
+        yield from cuda_device_literals(node.orelse)
+    elif isinstance(node, cst.BooleanOperation):
+        yield from cuda_device_literals(node.left)
+        yield from cuda_device_literals(node.right)
+
+
+def strings_in(node: cst.CSTNode, wanted: set[str]) -> Iterator[cst.CSTNode]:
+    """String literals among `wanted` that an expression can evaluate to (same shapes as above)."""
+    value = string_value(node)
+    if value is not None:
+        if value in wanted:
+            yield node
+    elif isinstance(node, cst.IfExp):
+        yield from strings_in(node.body, wanted)
+        yield from strings_in(node.orelse, wanted)
+    elif isinstance(node, cst.BooleanOperation):
+        yield from strings_in(node.left, wanted)
+        yield from strings_in(node.right, wanted)
+
+
+def device_literals_through_names(node: cst.BaseExpression, assigned_value) -> list[cst.CSTNode]:  # noqa: ANN001
+    """CUDA device literals an argument evaluates to, looking through one plain name binding.
+
+    A name that itself names a device (`device = "cuda"`) is left alone: cuda-device-string
+    (PC101) reports the literal where it is bound, so each literal has one owner.
+    """
+    if isinstance(node, cst.Name):
+        if is_device_name(node.value):
+            return []
+        bound = assigned_value(node)
+        return list(cuda_device_literals(bound)) if bound is not None else []
+    return list(cuda_device_literals(node))
+
+
+def is_device_name(name: str) -> bool:
+    """Whether an identifier names a device: `device`, `dev`, `train_device`, `DEVICE`..."""
+    return _DEVICE_NAME.search(name) is not None
+
+
+def is_backend_name(name: str) -> bool:
+    return _BACKEND_NAME.search(name) is not None
+
+
+def target_name(node: cst.CSTNode) -> str | None:
+    """The identifier an assignment target or dict key names: `x`, `self.x`, `"x"`."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return string_value(node)
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional(call: cst.Call, index: int) -> cst.Arg | None:
+    """The index-th positional argument, or None if absent or hidden behind `*args`."""
+    position = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star == "**":
+            break
+        if arg.star == "*":
+            return None
+        if position == index:
+            return arg
+        position += 1
+    return None
+
+
+def argument(call: cst.Call, index: int, name: str) -> cst.Arg | None:
+    """An argument given by position or by keyword."""
+    return positional(call, index) or keyword(call, name)
+
+
+def method_name(call: cst.Call) -> str | None:
+    """`m` for a call written `<anything>.m(...)`."""
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def is_chain_prefix(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+    """True when `node` is not a whole dotted name: `a.b` in `a.b.c`, or the `c` of `a.b.c`."""
+    if isinstance(parent, cst.Attribute):
+        return parent.value is node or parent.attr is node
+    return False
+
+
+# Calls whose "cuda" device argument another rule owns (PC302 autocast, PC405 device meshes).
+AMP_DEVICE_CALLS = frozenset(
+    {
+        "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",
+        "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.amp.custom_fwd",
+        "torch.amp.custom_bwd", "torch.get_autocast_dtype", "torch.set_autocast_dtype",
+        "torch.is_autocast_enabled", "torch.set_autocast_enabled", "torch.is_autocast_available",
+        "torch.amp.is_autocast_available", "torch.amp.autocast_mode.is_autocast_available",
+    }
+)  # fmt: skip
+DEVICE_MESH_CALLS = frozenset(
+    {
+        "torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+        "torch.distributed.device_mesh.DeviceMesh", "torch.distributed.DeviceMesh",
+        "torch.distributed.tensor.DeviceMesh", "torch.distributed._tensor.DeviceMesh",
+        "torch.distributed._tensor.init_device_mesh",
+    }
+)  # fmt: skip
+TENSOR_METHOD_NAMES = frozenset({"torch.Tensor", "torch.nn.Module", "torch.nn.modules.module.Module"})
+
+
+def resolves_outside_torch_classes(names: frozenset[str]) -> bool:
+    """True when an `x.method` reference is known to come from an import other than a torch
+    class (e.g. a module attribute), so it cannot be the Tensor or Module method."""
+    return bool(names) and not any(name.rpartition(".")[0] in TENSOR_METHOD_NAMES for name in names)

@@ -1,0 +1,99 @@
+"""SARIF 2.1.0 for GitHub code scanning and other static-analysis dashboards.
+
+URIs are relative to the project root (`%SRCROOT%`), every result carries a
+partialFingerprint (the line-shift-proof fingerprint), and every selected rule is described
+with its documentation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from portcheck import __version__, registry
+from portcheck.api import ScanReport
+from portcheck.findings import Finding, Severity
+from portcheck.rule import Rule, doc_sections
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+FINGERPRINT_KEY = "portcheck/v1"
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note", Severity.OFF: "none"}
+
+
+def _rule_descriptor(rule: type[Rule]) -> dict[str, object]:
+    sections = doc_sections(rule)
+    what = sections.get("What it does", "")
+    why = sections.get("Why is this bad?", "")
+    markdown = "\n\n".join(f"## {title}\n{body}" for title, body in sections.items())
+    family = rule.__module__.split(".")[-2]
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary()[:1024]},
+        "fullDescription": {"text": f"{what}\n\n{why}".strip()[:1024]},
+        "help": {"text": f"{why}\n\nUse instead:\n{sections.get('Use instead', '')}".strip(), "markdown": markdown},
+        "defaultConfiguration": {"level": _LEVEL[rule.worst_severity()]},
+        "properties": {"tags": ["portability", family], "precision": "high"},
+    }
+
+
+def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, object]:
+    text = finding.message + (f". {finding.hint}" if finding.hint else "")
+    return {
+        "ruleId": finding.code,
+        "ruleIndex": rule_index[finding.code],
+        "level": _LEVEL[finding.severity],
+        "message": {"text": text},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": finding.path, "uriBaseId": "%SRCROOT%"},
+                    "region": {
+                        "startLine": finding.line,
+                        "startColumn": finding.column,
+                        "endLine": finding.end_line,
+                        "endColumn": finding.end_column,
+                    },
+                }
+            }
+        ],
+        "partialFingerprints": {FINGERPRINT_KEY: finding.fingerprint},
+        "properties": {"targets": {target: level.label for target, level in finding.targets}},
+    }
+
+
+def document(report: ScanReport) -> dict[str, object]:
+    codes = sorted(set(report.config.rules) | {f.code for f in report.findings})
+    rule_index = {code: index for index, code in enumerate(codes)}
+    notifications = [
+        {"level": "error", "message": {"text": error}} for error in (*report.errors, *report.internal_errors)
+    ]
+    root_uri = report.config.root.as_uri().rstrip("/") + "/"
+    return {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "portcheck",
+                        "version": __version__,
+                        "semanticVersion": __version__.split("+")[0],
+                        "informationUri": "https://pypi.org/project/portcheck/",
+                        "rules": [_rule_descriptor(registry.get(code)) for code in codes],
+                    }
+                },
+                "automationDetails": {"id": f"portcheck/{'+'.join(report.config.targets)}/"},
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": root_uri}},
+                "invocations": [
+                    {"executionSuccessful": not report.internal_errors, "toolExecutionNotifications": notifications}
+                ],
+                "results": [_result(f, rule_index) for f in report.findings],
+            }
+        ],
+    }
+
+
+def render(report: ScanReport, out: TextIO, color: bool = False) -> None:
+    json.dump(document(report), out, indent=2)
+    out.write("\n")

@@ -1,0 +1,88 @@
+"""The human-readable report: each finding with its source line, then a summary by rule and by
+target. Colours only when writing to a terminal."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from portcheck.api import ScanReport
+from portcheck.findings import Finding, Severity
+from portcheck.report import counts_by_severity, counts_by_target, shown_path, statistics, target_summary
+
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def render(report: ScanReport, out: TextIO, color: bool = False) -> None:
+    console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, width=None if color else 120)
+    for finding in report.findings:
+        _finding(console, finding, report)
+    for error in (*report.errors, *report.internal_errors):
+        console.print(Text("error: ", style="bold red") + Text(error))
+    _summary(console, report)
+
+
+def _finding(console: Console, finding: Finding, report: ScanReport) -> None:
+    header = Text()
+    header.append(f"{shown_path(finding, report.config.root)}:{finding.line}:{finding.column}: ", style="bold")
+    header.append(f"{finding.code} ", style="bold")
+    header.append(target_summary(finding, report.config.targets), style=_STYLE[finding.severity])
+    header.append(f" {finding.message}")
+    console.print(header, soft_wrap=True)
+    if finding.source_line:
+        gutter = " " * len(str(finding.line))
+        line = finding.source_line.replace("\t", " ")
+        end = finding.end_column if finding.end_line == finding.line else len(line) + 1
+        width = max(1, min(end, len(line) + 1) - finding.column)
+        console.print(Text(f"{gutter} |", style="blue"))
+        console.print(Text(f"{finding.line} | ", style="blue") + Text(line), soft_wrap=True)
+        marker = " " * (finding.column - 1) + "^" * width
+        console.print(Text(f"{gutter} | ", style="blue") + Text(marker, style=_STYLE[finding.severity]))
+    if finding.hint:
+        console.print(Text(f"{' ' * len(str(finding.line))} = help: ", style="blue") + Text(finding.hint), soft_wrap=True)
+    console.print()
+
+
+def _summary(console: Console, report: ScanReport) -> None:
+    findings = report.findings
+    scanned = report.files - report.skipped
+    if not findings:
+        console.print(
+            Text(f"No findings in {report.files} file{'s' if report.files != 1 else ''} ", style="bold green")
+            + Text(f"({scanned} parsed, {report.skipped} without any CUDA-related word)")
+        )
+    else:
+        by_severity = counts_by_severity(findings)
+        levels = ", ".join(f"{by_severity[s]} {s.label}" for s in (Severity.ERROR, Severity.WARNING, Severity.INFO))
+        files_hit = len({f.path for f in findings})
+        console.print(
+            Text(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ", style="bold")
+            + Text(f"({levels}) in {files_hit} of {report.files} files; {scanned} parsed, {report.skipped} skipped")
+        )
+        console.print(_rule_table(report))
+        console.print(_target_table(report))
+    if report.baselined:
+        console.print(f"{report.baselined} known finding{'s' if report.baselined != 1 else ''} hidden by the baseline.")
+
+
+def _rule_table(report: ScanReport) -> Table:
+    table = Table(title="By rule", title_justify="left", show_edge=False, pad_edge=False)
+    for column, justify in (("code", "left"), ("name", "left"), ("count", "right"), ("worst", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in statistics(report):
+        table.add_row(str(row["code"]), str(row["name"]), str(row["count"]), str(row["worst_severity"]))
+    return table
+
+
+def _target_table(report: ScanReport) -> Table:
+    table = Table(title="By target", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("target", "error", "warning", "info"):
+        table.add_column(column, justify="left" if column == "target" else "right")
+    counts = counts_by_target(report.findings)
+    for target in report.config.targets:
+        row = counts.get(target, {})
+        table.add_row(target, *(str(row.get(level, 0)) for level in (Severity.ERROR, Severity.WARNING, Severity.INFO)))
+    return table

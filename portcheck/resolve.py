@@ -1,0 +1,230 @@
+"""Qualified-name resolution that costs a statement walk, not a full scope analysis.
+
+libcst's QualifiedNameProvider analyses every scope and access of a file (about seven times the
+cost of parsing it). portcheck only needs to know what an expression like `T.cuda.sync` refers
+to when `T` came from an import, so each scope records just its import bindings and which other
+names it binds locally. Names are then resolved on demand, at candidate nodes only.
+
+Python's rules are kept where they decide the answer: a name bound anywhere in a function is
+local to all of it, class bodies are not visible from nested functions, `global`/`nonlocal`
+redirect, decorators and default values are evaluated outside the function. A name bound both
+by an import and by an assignment (`try: import torch` / `except: torch = None`) resolves to
+the import, as libcst's provider does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+EMPTY: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class Scope:
+    """The names one scope binds: imports by target, everything else by name only."""
+
+    kind: str  # module | function | class | comprehension
+    parent: Scope | None
+    imports: dict[str, set[str]] = field(default_factory=dict)
+    bound: set[str] = field(default_factory=set)
+    values: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
+    declared_global: set[str] = field(default_factory=set)
+    declared_nonlocal: set[str] = field(default_factory=set)
+
+    def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
+        self.bound.add(name)
+        self.values.setdefault(name, []).append(value)
+
+    def bind_import(self, name: str, target: str) -> None:
+        self.bind(name)
+        self.imports.setdefault(name, set()).add(target)
+
+    def bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None = None) -> None:
+        if isinstance(target, cst.Name):
+            self.bind(target.value, value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.bind_target(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self.bind_target(target.value)
+
+
+def module_scope(module: cst.Module) -> Scope:
+    scope = Scope("module", None)
+    _collect(module.body, scope)
+    return scope
+
+
+def function_scope(node: cst.FunctionDef | cst.Lambda, parent: Scope) -> Scope:
+    scope = Scope("function", parent)
+    params = node.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        scope.bind(param.name.value)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            scope.bind(star.name.value)
+    if isinstance(node, cst.FunctionDef):
+        _collect(_statements(node.body), scope)
+    return scope
+
+
+def class_scope(node: cst.ClassDef, parent: Scope) -> Scope:
+    scope = Scope("class", parent)
+    _collect(_statements(node.body), scope)
+    return scope
+
+
+def comprehension_scope(node: cst.BaseComp, parent: Scope) -> Scope:
+    scope = Scope("comprehension", parent)
+    for_in: cst.CompFor | None = node.for_in
+    while for_in is not None:
+        scope.bind_target(for_in.target)
+        for_in = for_in.inner_for_in
+    return scope
+
+
+def _statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
+    return body.body
+
+
+def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
+    """Record the bindings of a block without entering nested functions or classes."""
+    for stmt in statements:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            _collect(stmt.body, scope)
+        elif isinstance(stmt, cst.Import):
+            for alias in stmt.names:
+                dotted = _dotted(alias.name)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    scope.bind_import(alias.asname.name.value, dotted)
+                else:
+                    top = dotted.split(".", 1)[0]
+                    scope.bind_import(top, top)
+        elif isinstance(stmt, cst.ImportFrom):
+            if isinstance(stmt.names, cst.ImportStar):
+                continue
+            module = "." * len(stmt.relative) + (_dotted(stmt.module) if stmt.module else "")
+            for alias in stmt.names:
+                imported = _dotted(alias.name)
+                local = alias.asname.name if alias.asname is not None else alias.name
+                if isinstance(local, cst.Name):
+                    prefix = module if module.endswith(".") else module + "."
+                    scope.bind_import(local.value, prefix + imported)
+        elif isinstance(stmt, cst.Assign):
+            single = len(stmt.targets) == 1
+            for target in stmt.targets:
+                scope.bind_target(target.target, stmt.value if single else None)
+        elif isinstance(stmt, cst.AnnAssign):
+            scope.bind_target(stmt.target, stmt.value)
+        elif isinstance(stmt, cst.AugAssign):
+            scope.bind_target(stmt.target)
+        elif isinstance(stmt, cst.Global):
+            scope.declared_global.update(item.name.value for item in stmt.names)
+        elif isinstance(stmt, cst.Nonlocal):
+            scope.declared_nonlocal.update(item.name.value for item in stmt.names)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            scope.bind(stmt.name.value)
+        elif isinstance(stmt, cst.If):
+            _collect(_statements(stmt.body), scope)
+            if stmt.orelse is not None:
+                _collect([stmt.orelse], scope)
+        elif isinstance(stmt, cst.Else):
+            _collect(_statements(stmt.body), scope)
+        elif isinstance(stmt, (cst.For, cst.While)):
+            if isinstance(stmt, cst.For):
+                scope.bind_target(stmt.target)
+            _collect(_statements(stmt.body), scope)
+            if stmt.orelse is not None:
+                _collect([stmt.orelse], scope)
+        elif isinstance(stmt, cst.With):
+            for item in stmt.items:
+                if item.asname is not None:
+                    scope.bind_target(item.asname.name)
+            _collect(_statements(stmt.body), scope)
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+            _collect(_statements(stmt.body), scope)
+            for handler in stmt.handlers:
+                if handler.name is not None:
+                    scope.bind_target(handler.name.name)
+                _collect(_statements(handler.body), scope)
+            for tail in (stmt.orelse, stmt.finalbody):
+                if tail is not None:
+                    _collect(_statements(tail.body), scope)
+        elif isinstance(stmt, cst.Match):
+            for case in stmt.cases:
+                _collect(_statements(case.body), scope)
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+class Resolver:
+    """Resolves names against the scope stack the walker maintains."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module_scope(module)
+        self.scope = self.module
+        self._cache: dict[int, frozenset[str]] = {}
+
+    def enter(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def exit(self) -> None:
+        assert self.scope.parent is not None
+        self.scope = self.scope.parent
+
+    def _owner(self, name: str) -> Scope | None:
+        """The scope whose binding of `name` is visible here, or None if it is unbound."""
+        scope: Scope | None = self.scope
+        innermost = True
+        while scope is not None:
+            if scope.kind == "class" and not innermost:
+                scope = scope.parent
+                continue
+            innermost = False
+            if name in scope.declared_global:
+                return self.module if name in self.module.bound else None
+            if name in scope.declared_nonlocal:
+                scope = scope.parent
+                continue
+            if name in scope.bound:
+                return scope
+            scope = scope.parent
+        return None
+
+    def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
+        """What a `Name` or dotted `Attribute` chain refers to through imports.
+
+        Empty when any link is not a plain name (a call, a subscript) or when the base name is
+        not bound by an import: `torch.randn(3).cuda` and a parameter called `torch` resolve
+        to nothing.
+        """
+        key = id(node)
+        cached = self._cache.get(key)
+        if cached is None:
+            if isinstance(node, cst.Name):
+                owner = self._owner(node.value)
+                cached = frozenset(owner.imports.get(node.value, ())) if owner else EMPTY
+            elif isinstance(node, cst.Attribute):
+                attr = node.attr.value
+                cached = frozenset(f"{base}.{attr}" for base in self.qualified_names(node.value))
+            else:
+                cached = EMPTY
+            self._cache[key] = cached
+        return cached
+
+    def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
+        """The expression a name is bound to, when its scope binds it exactly once by `=`."""
+        owner = self._owner(node.value)
+        if owner is None or node.value in owner.imports:
+            return None
+        values = owner.values.get(node.value, ())
+        return values[0] if len(values) == 1 else None

@@ -1,0 +1,149 @@
+"""What a rule is: one code, one class, its documentation, its examples, and what it observes.
+
+A rule subclasses `Rule`, declares its metadata as class attributes, and defines libcst-style
+`visit_<Node>` / `leave_<Node>` methods that call `self.report(node, ...)`. Rules never read
+files, print or look at configuration beyond what `FileContext` hands them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+import libcst as cst
+
+from portcheck import targets as target_data
+from portcheck.findings import FixSafety, Severity
+
+ERROR, WARNING, INFO, OFF = Severity.ERROR, Severity.WARNING, Severity.INFO, Severity.OFF
+SeverityMap = Mapping[str, Severity]
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Targets", "Fix safety")
+CODE_PATTERN = re.compile(r"^PC\d{3}$")
+NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def per_target(default: Severity, **overrides: Severity) -> dict[str, Severity]:
+    """A severity for every known target: `default`, except where named."""
+    unknown = set(overrides) - set(target_data.TARGET_ORDER)
+    if unknown:
+        raise ValueError(f"unknown targets {sorted(unknown)}")
+    return {name: overrides.get(name, default) for name in target_data.TARGET_ORDER}
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Source that the rule must not report."""
+
+    code: str | bytes
+    options: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Source that the rule must report, on `lines` when given (one entry per finding)."""
+
+    code: str | bytes
+    lines: Sequence[int] | None = None
+    message: str = ""  # a substring every reported message must contain
+    options: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a rule saw; the engine turns it into a `Finding` once it knows positions."""
+
+    node: cst.CSTNode
+    message: str
+    hint: str
+    severity: SeverityMap
+
+
+class FileContext(Protocol):
+    """The engine-side services a rule may use while visiting one file."""
+
+    path: str
+    targets: tuple[str, ...]
+    torch_version: tuple[int, ...] | None
+
+    def qualified_names(self, node: cst.CSTNode) -> frozenset[str]: ...
+
+    def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None: ...
+
+    @property
+    def parent(self) -> cst.CSTNode | None: ...
+
+
+class Rule:
+    """Base class of every rule. Subclasses fill in the class attributes below."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]  # str.format template, filled from report(**fields)
+    hint: ClassVar[str] = ""  # what to do instead; also a template
+    severity: ClassVar[SeverityMap]
+    fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    # Byte strings one of which must occur in a file for this rule to find anything; the
+    # engine skips files that contain none of the enabled rules' triggers. Empty means the
+    # rule can fire on any file (tokenless patterns) and disables that skipping.
+    triggers: ClassVar[tuple[bytes, ...]] = ()
+    # Qualified-name prefixes (e.g. "torch.cuda") whose uses this rule wants: the walker resolves
+    # each whole dotted reference once and calls visit_watched_name for the matching ones.
+    watched_names: ClassVar[tuple[str, ...]] = ()
+    # Tool rules are reported by the engine itself, never by visiting.
+    engine_reported: ClassVar[bool] = False
+    VALID: ClassVar[Sequence[Valid]] = ()
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.reports: list[Report] = []
+
+    def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
+        """Called for each reference that resolves under one of `watched_names`."""
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        *,
+        severity: SeverityMap | None = None,
+        hint: str | None = None,
+        **fields: object,
+    ) -> None:
+        self.reports.append(
+            Report(
+                node=node,
+                message=self.message.format(**fields),
+                hint=self.hint.format(**fields) if hint is None else hint,
+                severity=self.severity if severity is None else severity,
+            )
+        )
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first sentence of the docstring's "What it does" section."""
+        return doc_sections(cls).get("What it does", "").split("\n\n")[0].replace("\n", " ").strip()
+
+    @classmethod
+    def worst_severity(cls) -> Severity:
+        return max(cls.severity.values(), default=OFF)
+
+
+def doc_sections(rule: type[Rule]) -> dict[str, str]:
+    """The docstring split on its `## Section` headings."""
+    sections: dict[str, str] = {}
+    current = None
+    lines: list[str] = []
+    for line in inspect.cleandoc(rule.__doc__ or "").splitlines():
+        if line.startswith("## "):
+            if current is not None:
+                sections[current] = "\n".join(lines).strip()
+            current, lines = line[3:].strip(), []
+        else:
+            lines.append(line)
+    if current is not None:
+        sections[current] = "\n".join(lines).strip()
+    return sections
+

@@ -1,0 +1,1 @@
+"""PC4: distributed training and launch (NCCL, DDP device_ids, CUDA environment variables, device meshes)."""

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
+
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"})
+
+
+class DataParallel(Rule):
+    """## What it does
+    Reports `torch.nn.DataParallel(model)`.
+
+    ## Why is this bad?
+    DataParallel replicates a module over the visible CUDA GPUs of one process. Without CUDA it
+    quietly runs the module on a single device, so a multi-device job silently uses one; it is
+    also slower than DistributedDataParallel on CUDA and PyTorch recommends against it.
+
+    ## Example
+    ```python
+    model = torch.nn.DataParallel(model)
+    ```
+
+    ## Use instead
+    One process per device with DistributedDataParallel (or FSDP2), launched by `torchrun`:
+    ```python
+    model = torch.nn.parallel.DistributedDataParallel(model.to(device))
+    ```
+
+    ## Targets
+    A warning on every target but ROCm.
+
+    ## Fix safety
+    No automatic fix: this changes how the program is launched.
+    """
+
+    code = "PC406"
+    name = "data-parallel"
+    message = "DataParallel only parallelises over CUDA GPUs; elsewhere it runs on one device"
+    hint = "use DistributedDataParallel or FSDP with one process per device"
+    severity = per_target(WARNING, rocm=OFF)
+    triggers = (b"DataParallel",)
+
+    VALID = [
+        Valid("import torch\nmodel = torch.nn.parallel.DistributedDataParallel(model)\n"),
+        Valid("def wrap(torch, m):\n    return torch.nn.DataParallel(m)\n"),
+        Valid("class DataParallel:\n    pass\nm = DataParallel()\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\nmodel = torch.nn.DataParallel(model)\n", lines=[2]),
+        Invalid("import torch as T\nmodel = T.nn.DataParallel(model, device_ids=[0, 1])\n", lines=[2]),
+        Invalid("from torch import nn\nmodel = nn.DataParallel(model)\n", lines=[2]),
+        Invalid("from torch.nn.parallel import DataParallel as DP\nimport torch.cuda\nmodel = DP(model)\n", lines=[3]),
+        Invalid("import torch.nn\nif n > 1:\n    model = torch.nn.parallel.DataParallel(model)\n", lines=[3]),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_names(node.func) & _DATA_PARALLEL:
+            self.report(node)

@@ -1,0 +1,48 @@
+from portcheck.api_rule import CudaApiRule
+from portcheck.rule import Invalid, Valid
+
+
+class CudnnFlag(CudaApiRule):
+    """## What it does
+    Reports cuDNN switches: `torch.backends.cudnn.benchmark`, `.deterministic`, `.enabled`,
+    `.is_available()`, and the rest of `torch.backends.cudnn`.
+
+    ## Why is this bad?
+    cuDNN exists only on NVIDIA GPUs. `benchmark` and `enabled` are harmless no-ops elsewhere,
+    but `deterministic = True` is usually there for reproducibility, and on another target it
+    silently guarantees nothing.
+
+    ## Example
+    ```python
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    ```
+
+    ## Use instead
+    ```python
+    torch.use_deterministic_algorithms(True)
+    ```
+
+    ## Targets
+    Info for the harmless switches and a warning for `deterministic`, on every target but ROCm
+    (MIOpen answers to them). On Trainium deterministic mode disables adaptive eager fusion.
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC306"
+    name = "cudnn-flag"
+
+    VALID = [
+        Valid("import torch\ntorch.use_deterministic_algorithms(True)\n"),
+        Valid("def configure(torch):\n    torch.backends.cudnn.benchmark = True\n"),
+        Valid("import torch\ntorch.backends.cudnn.benchmark = True\n", options={"targets": ["rocm"]}),
+    ]
+    INVALID = [
+        Invalid("import torch\ntorch.backends.cudnn.deterministic = True\n", lines=[2], message="deterministic"),
+        Invalid("import torch as T\nT.backends.cudnn.benchmark = True\n", lines=[2]),
+        Invalid("from torch import backends\nif backends.cudnn.is_available():\n    pass\n", lines=[2]),
+        Invalid("from torch.backends import cudnn as cu\ncu.enabled = False\n", lines=[2]),
+        Invalid("import torch.backends.cudnn as cudnn\ncudnn.benchmark = True\n", lines=[2]),
+    ]

@@ -1,0 +1,49 @@
+from portcheck.api_rule import CudaApiRule
+from portcheck.rule import Invalid, Valid
+
+
+class Tf32Flag(CudaApiRule):
+    """## What it does
+    Reports the CUDA TF32 switches: `torch.backends.cuda.matmul.allow_tf32`,
+    `torch.backends.cudnn.allow_tf32` and their `fp32_precision` successors.
+
+    ## Why is this bad?
+    They set cuBLAS and cuDNN flags. On any other target nothing reads them, so the intended
+    faster float32 matmuls silently do not happen (or, reading them, code draws conclusions
+    about precision that do not hold).
+
+    ## Example
+    ```python
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    ```
+
+    ## Use instead
+    ```python
+    torch.set_float32_matmul_precision("high")
+    ```
+
+    ## Targets
+    A warning on every target but ROCm. TorchTPU patches `set_float32_matmul_precision`:
+    "high" means multi-pass bfloat16 and "highest" full precision; on TPU, float32 matmuls
+    run at bfloat16 precision by default. On XLA use `torch_xla.backends.set_mat_mul_precision`.
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC305"
+    name = "tf32-flag"
+
+    VALID = [
+        Valid('import torch\ntorch.set_float32_matmul_precision("high")\n'),
+        Valid("def configure(torch):\n    torch.backends.cuda.matmul.allow_tf32 = True\n"),
+        Valid("import torch\ntorch.backends.mps.is_available()\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", lines=[2]),
+        Invalid("import torch as T\nT.backends.cudnn.allow_tf32 = True\n", lines=[2]),
+        Invalid("from torch import backends\nbackends.cuda.matmul.fp32_precision = 'tf32'\n", lines=[2]),
+        Invalid("from torch.backends import cudnn as cudnn_backend\ncudnn_backend.allow_tf32 = False\n", lines=[2]),
+        Invalid("import torch.backends.cuda\nprint(torch.backends.cuda.matmul.allow_tf32)\n", lines=[2]),
+    ]

@@ -1,0 +1,1 @@
+"""PC2: the CUDA runtime API (torch.cuda.*, torch.version.cuda, torch.backends.cuda.*)."""

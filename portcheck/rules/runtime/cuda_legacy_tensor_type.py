@@ -1,0 +1,46 @@
+from portcheck.api_rule import CudaApiRule
+from portcheck.rule import Invalid, Valid
+
+
+class CudaLegacyTensorType(CudaApiRule):
+    """## What it does
+    Reports the legacy CUDA tensor and storage types: `torch.cuda.FloatTensor`,
+    `torch.cuda.LongTensor`, `torch.cuda.HalfTensor`, `torch.cuda.FloatStorage` and the rest.
+
+    ## Why is this bad?
+    Without CUDA, constructing one raises `TypeError: type torch.cuda.FloatTensor not available`,
+    and `isinstance(x, torch.cuda.FloatTensor)` is always False. Old code also writes
+    `dtype = torch.cuda.FloatTensor if cuda else torch.FloatTensor`.
+
+    ## Example
+    ```python
+    mask = torch.cuda.LongTensor(batch_size).fill_(0)
+    ```
+
+    ## Use instead
+    ```python
+    mask = torch.zeros(batch_size, dtype=torch.long, device=device)
+    ```
+
+    ## Targets
+    An error on every target but ROCm.
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC213"
+    name = "cuda-legacy-tensor-type"
+
+    VALID = [
+        Valid("import torch\nx = torch.zeros(3, dtype=torch.float32)\n"),
+        Valid("import torch\nx = torch.FloatTensor(3)\n"),
+        Valid("def make(torch):\n    return torch.cuda.FloatTensor(3)\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\nx = torch.cuda.FloatTensor(3)\n", lines=[2]),
+        Invalid("import torch as T\nTensor = T.cuda.FloatTensor if cuda else T.FloatTensor\n", lines=[2]),
+        Invalid("from torch import cuda\nok = isinstance(x, cuda.LongTensor)\n", lines=[2]),
+        Invalid("from torch.cuda import HalfTensor as HT\ny = x.type(HT)\n", lines=[2]),
+        Invalid("import torch.cuda\ns = torch.cuda.FloatStorage(10)\n", lines=[2]),
+    ]

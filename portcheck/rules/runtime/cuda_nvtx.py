@@ -1,0 +1,50 @@
+from portcheck.api_rule import CudaApiRule
+from portcheck.rule import Invalid, Valid
+
+
+class CudaNvtx(CudaApiRule):
+    """## What it does
+    Reports NVTX profiling annotations: `torch.cuda.nvtx.range_push/range_pop`,
+    `torch.cuda.nvtx.range(...)` and `torch.cuda.nvtx.mark(...)`.
+
+    ## Why is this bad?
+    Without CUDA every NVTX call raises `RuntimeError: NVTX functions not installed`, so
+    profiling annotations left in training code crash it.
+
+    ## Example
+    ```python
+    torch.cuda.nvtx.range_push("forward")
+    out = model(x)
+    torch.cuda.nvtx.range_pop()
+    ```
+
+    ## Use instead
+    ```python
+    with torch.profiler.record_function("forward"):
+        out = model(x)
+    ```
+
+    ## Targets
+    An error on every target but ROCm. `record_function` ranges appear in every PyTorch
+    profiler trace (TorchTPU registers its own profiler backend); they stop appearing in
+    Nsight, which is expected.
+
+    ## Fix safety
+    No automatic fix yet: push/pop pairs need restructuring into a `with` block.
+    """
+
+    code = "PC209"
+    name = "cuda-nvtx"
+
+    VALID = [
+        Valid("import torch\nwith torch.profiler.record_function('fwd'):\n    pass\n"),
+        Valid("def push(torch):\n    torch.cuda.nvtx.range_push('x')\n"),
+        Valid("import nvtx_shim\nnvtx_shim.range_push('x')\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\ntorch.cuda.nvtx.range_push('fwd')\ntorch.cuda.nvtx.range_pop()\n", lines=[2, 3]),
+        Invalid("import torch as T\nwith T.cuda.nvtx.range('step'):\n    pass\n", lines=[2]),
+        Invalid("from torch import cuda\ncuda.nvtx.mark('epoch')\n", lines=[2]),
+        Invalid("from torch.cuda.nvtx import range_push as push\npush('x')\n", lines=[2]),
+        Invalid("import torch.cuda.nvtx as nvtx\nnvtx.range_pop()\n", lines=[2]),
+    ]

@@ -1,0 +1,96 @@
+"""Per-target facts, kept as versioned TOML data beside this module.
+
+Rules and fixes read these facts instead of branching on target names, so adding a target or
+correcting a fact is a data change. Each file carries `schema` (the shape of the file, checked
+here) and `data-version` (when its facts were last verified against sources).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass, fields
+from functools import cache
+from importlib import resources
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SCHEMA = 1
+TARGET_ORDER = ("tpu", "neuron", "xla", "mps", "xpu", "npu", "hpu", "rocm", "cpu")
+DEFAULT_TARGETS = tuple(t for t in TARGET_ORDER if t != "rocm")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What portcheck knows about one accelerator target."""
+
+    name: str
+    title: str
+    data_version: str
+    device_type: str  # the string torch uses as device type ("cuda" on ROCm)
+    package: str  # the backend plugin, empty when built into torch
+    torch_versions: str  # PEP 440 specifier of the torch releases the backend supports
+    one_device_per_process: bool
+    keeps_cuda_api: bool  # ROCm: torch.cuda and "cuda" are the right spellings
+    accelerator_api: bool  # torch.accelerator.* works (raises on a host with none)
+    rejects_legacy_device_api: bool  # TorchTPU raises on torch.<dev>.synchronize() & co.
+    distributed_backend: str
+    distributed_init_method: str
+    autocast_default_dtype: str  # what torch.autocast(dev) picks without dtype= (torch 2.13)
+    amp_dtype: str  # the dtype autocast should use there
+    needs_grad_scaler: bool
+    float64: str  # native | slow | unsupported
+    cuda_graphs: str  # what replaces CUDA graph capture
+    compile_backend: str  # empty: torch.compile's default is right
+    compile_modes: tuple[str, ...]
+    dynamic_shapes: str  # free | recompile | unsupported
+    triton: bool
+    kernel_languages: tuple[str, ...]
+    visibility_env: str
+    notes: tuple[str, ...]
+
+    @property
+    def bf16_native(self) -> bool:
+        return self.amp_dtype == "bfloat16" and not self.needs_grad_scaler
+
+
+def _load(name: str) -> Target:
+    text = resources.files(__package__).joinpath(f"{name}.toml").read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    if raw.pop("schema", None) != SCHEMA:
+        raise ValueError(f"targets/{name}.toml: expected schema = {SCHEMA}")
+    values = {key.replace("-", "_"): value for key, value in raw.items()}
+    expected = {f.name for f in fields(Target)}
+    if set(values) != expected:
+        missing, extra = expected - set(values), set(values) - expected
+        raise ValueError(f"targets/{name}.toml: missing {sorted(missing)}, unknown {sorted(extra)}")
+    for key, value in values.items():
+        if isinstance(value, list):
+            values[key] = tuple(value)
+    return Target(**values)
+
+
+@cache
+def all_targets() -> dict[str, Target]:
+    """Every known target, in the order reports list them."""
+    return {name: _load(name) for name in TARGET_ORDER}
+
+
+def get(name: str) -> Target:
+    try:
+        return all_targets()[name]
+    except KeyError:
+        raise ValueError(f"unknown target {name!r} (expected one of: {', '.join(TARGET_ORDER)})") from None
+
+
+@cache
+def data_fingerprint() -> str:
+    """A hash of every data file, so caches and reports can say which facts they used."""
+    digest = hashlib.sha256()
+    for entry in sorted(resources.files(__package__).iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            digest.update(entry.name.encode() + b"\0" + entry.read_bytes())
+    return digest.hexdigest()[:16]
