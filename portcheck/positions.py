@@ -24,8 +24,19 @@ class _TargetedPositions(CodegenState):
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.targets = {id(node) for node in targets}
         self.ranges: dict[int, Range] = {}
+        self._starts: dict[int, tuple[int, int]] = {}
         self.line = 1
         self.column = 0
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if id(node) in self.targets:
+            self._starts[id(node)] = (self.line, self.column)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        """Nodes without a syntactic range (punctuation, whitespace) span all they own."""
+        key = id(node)
+        if key in self.targets and key not in self.ranges:
+            self.ranges[key] = (*self._starts[key], self.line, self.column)
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:

@@ -45,6 +45,7 @@ class CudaDeviceMesh(Rule):
     VALID = [
         Valid("from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh(device.type, (2,))\n"),
         Valid('def build(init_device_mesh):\n    return init_device_mesh("cuda", (2,))\n'),
+        Valid('def build(torch):\n    return torch.distributed.device_mesh.init_device_mesh("cuda", (2,))\n'),
         Valid('import torch\nmesh = torch.distributed.device_mesh.init_device_mesh("cpu", (2,))\n'),
     ]
     INVALID = [

@@ -57,7 +57,7 @@ class DdpDeviceIds(Rule):
     message = "DistributedDataParallel is given {what}, which name CUDA devices of the process"
     hint = "move the model to the process's device and drop device_ids/output_device"
     severity = _severity()
-    triggers = (b"device_ids", b"output_device")
+    triggers = (b"DistributedDataParallel",)
 
     VALID = [
         Valid("import torch\nmodel = torch.nn.parallel.DistributedDataParallel(model.to(device))\n"),

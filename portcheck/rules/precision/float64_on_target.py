@@ -65,6 +65,7 @@ class Float64OnTarget(Rule):
         Invalid("import torch as T\ny = T.randn(2).double()\n", lines=[2]),
         Invalid("from torch import double\nz = torch.zeros(1, dtype=double)\n", lines=[2]),
         Invalid("from torch import float64 as f64\nimport torch.cuda\nw = torch.empty(2, dtype=f64)\n", lines=[3]),
+        Invalid("from torch.cuda import is_available as has_gpu\nimport torch\ny = torch.ones(1).double() if has_gpu() else None\n", lines=[3]),
         Invalid("import torch\ntorch.set_default_dtype(torch.double)\nx = torch.tensor([1.0], dtype='float64')\n", lines=[2, 3]),
     ]
 

@@ -1,0 +1,126 @@
+"""The engine: positions, ordering, fingerprints, parallel scans, prefilter, per-file results."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from portcheck import registry
+from portcheck.api import scan_paths, scan_source
+from portcheck.config import Config
+from portcheck.engine import scan_bytes
+from portcheck.positions import positions
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = (ROOT / "examples" / "cuda_app" / "train.py").read_text()
+
+
+def test_targeted_positions_match_libcst_position_provider() -> None:
+    sources = [SAMPLE, "x = 1\r\ny = (\r\n  2)\r\n", "if a:\n\tb = c.cuda()  # tab\n", "class A:\n    def f(self):\n        pass\n"]
+    sources += [e.code for rule in registry.all_rules().values() for e in rule.INVALID if isinstance(e.code, str)]
+    for source in sources:
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            continue
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        nodes = [node for node in expected if not isinstance(node, cst.Module)]
+        got = positions(module, nodes)
+        for node in nodes:
+            want = expected[node]
+            assert got[id(node)] == (want.start.line, want.start.column, want.end.line, want.end.column), source
+
+
+def test_findings_are_sorted_and_columns_one_based() -> None:
+    findings = scan_source(SAMPLE, config=Config(root=ROOT))
+    assert findings == sorted(findings, key=lambda f: f.sort_key)
+    sync = next(f for f in findings if f.code == "PC203")
+    assert (sync.line, sync.column) == (57, 9)
+    assert sync.source_line.strip() == "torch.cuda.synchronize()"
+    assert (sync.end_line, sync.end_column) == (57, 9 + len("torch.cuda.synchronize"))
+
+
+def test_fingerprints_survive_unrelated_edits_above() -> None:
+    before = {(f.code, f.fingerprint) for f in scan_source(SAMPLE)}
+    edited = "# a new header comment\n\nimport sys\n" + SAMPLE
+    after = {(f.code, f.fingerprint) for f in scan_source(edited)}
+    assert before == after
+    assert len({fp for _, fp in before}) == len(before), "fingerprints are unique"
+
+
+def test_repeated_identical_lines_get_distinct_stable_fingerprints() -> None:
+    source = "import torch\ntorch.cuda.synchronize()\ntorch.cuda.synchronize()\n"
+    first = [f.fingerprint for f in scan_source(source)]
+    assert len(set(first)) == 2
+    assert first == [f.fingerprint for f in scan_source(source)]
+
+
+def test_findings_pickle_for_worker_processes() -> None:
+    findings = scan_source(SAMPLE)
+    assert pickle.loads(pickle.dumps(findings)) == findings
+
+
+def test_parallel_and_serial_scans_agree(tmp_path: Path) -> None:
+    for index in range(40):
+        (tmp_path / f"m{index:02}.py").write_text(SAMPLE if index % 3 else "x = 1\n")
+    config = Config(root=tmp_path)
+    serial = scan_paths([tmp_path], config, jobs=1)
+    parallel = scan_paths([tmp_path], config, jobs=2)
+    assert serial.findings == parallel.findings
+    assert (serial.files, serial.skipped) == (parallel.files, parallel.skipped) == (40, 14)
+
+
+def test_files_without_trigger_words_are_not_parsed() -> None:
+    result = scan_bytes(b"def f(:\n", "broken_but_irrelevant.py", Config())
+    assert result.skipped and not result.findings
+
+
+def test_tokenless_rules_would_disable_the_prefilter(monkeypatch: pytest.MonkeyPatch) -> None:
+    from portcheck import engine
+
+    rule = registry.get("PC102")
+    monkeypatch.setattr(rule, "triggers", ())
+    engine._prefilter.cache_clear()
+    try:
+        result = scan_bytes(b"def f(:\n", "x.py", Config())
+        assert [f.code for f in result.findings] == ["PC001"]
+    finally:
+        monkeypatch.undo()
+        engine._prefilter.cache_clear()
+
+
+def test_per_file_ignores_apply_by_glob() -> None:
+    config = Config().with_overrides(per_file_ignores={"tests/**": ["PC2"]})
+    assert not [f for f in scan_bytes(SAMPLE.encode(), "tests/test_train.py", config).findings if f.code.startswith("PC2")]
+    assert [f for f in scan_bytes(SAMPLE.encode(), "src/train.py", config).findings if f.code.startswith("PC2")]
+
+
+def test_the_reported_severity_is_the_worst_over_the_selected_targets() -> None:
+    source = "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[0])\n"
+    (both,) = scan_source(source, config=Config(targets=("neuron", "cpu")))
+    assert both.severity.label == "error" and dict(both.targets) == {"neuron": 1, "cpu": 3}
+    (neuron,) = scan_source(source, config=Config(targets=("neuron",)))
+    assert neuron.severity.label == "info"
+    assert scan_source(source, config=Config(targets=("rocm",))) == []
+
+
+def test_hints_follow_the_selected_targets() -> None:
+    source = "import torch\ntorch.cuda.synchronize()\n"
+    (xla,) = scan_source(source, config=Config(targets=("xla",)))
+    assert "torch_xla.sync()" in xla.hint
+    (tpu,) = scan_source(source, config=Config(targets=("tpu",)))
+    assert "torch.accelerator.synchronize()" in tpu.hint and "torch_xla" not in tpu.hint
+    (cpu,) = scan_source(source, config=Config(targets=("cpu",)))
+    assert "guard it" in cpu.hint
+
+
+def test_a_newer_replacement_than_the_configured_torch_is_called_out() -> None:
+    source = "import torch\ntorch.cuda.empty_cache()\n"
+    (old,) = scan_source(source, config=Config(targets=("tpu",), torch_version=(2, 6)))
+    assert "needs torch>=2.9" in old.hint
+    (new,) = scan_source(source, config=Config(targets=("tpu",), torch_version=(2, 13)))
+    assert "needs" not in new.hint
