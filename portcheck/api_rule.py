@@ -13,7 +13,7 @@ import libcst as cst
 
 from portcheck import targets as target_data
 from portcheck.findings import Severity
-from portcheck.rule import Rule, SeverityMap
+from portcheck.rule import FileContext, Rule, SeverityMap
 from portcheck.targets import api
 
 
@@ -30,7 +30,7 @@ class CudaApiRule(Rule):
         cls.watched_names = tuple(sorted(mine))
         cls.severity = severities_of(mine.values())
 
-    def __init__(self, ctx) -> None:  # noqa: ANN001 - FileContext
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._reported: set[int] = set()
 

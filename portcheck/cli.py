@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, TextIO
 
 import typer
 
@@ -147,14 +147,18 @@ def scan(
     raise typer.Exit(1 if failing and not exit_zero else 0)
 
 
-def _print_statistics(report: api.ScanReport, output_format: str, out) -> None:  # noqa: ANN001
+def _print_statistics(report: api.ScanReport, output_format: str, out: TextIO) -> None:
     rows = statistics(report)
     if output_format == "json":
-        json.dump(rows, out, indent=2)
+        document = [
+            {"code": r.code, "name": r.name, "count": r.count, "worst_severity": r.worst.label, "fixable": r.fixable}
+            for r in rows
+        ]
+        json.dump(document, out, indent=2)
         out.write("\n")
         return
     for row in rows:
-        out.write(f"{row['count']:>6}\t{row['code']}\t{row['name']}\t{row['worst_severity']}\n")
+        out.write(f"{row.count:>6}\t{row.code}\t{row.name}\t{row.worst.label}\n")
 
 
 @app.command("baseline")

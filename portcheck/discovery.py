@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,19 +77,16 @@ def discover(paths: Sequence[Path], config: Config) -> Discovery:
     errors: list[str] = []
     for given in paths:
         try:
-            is_dir = given.is_dir()
-            exists = is_dir or given.is_file()
-        except OSError as error:  # a symlink loop raises ELOOP here
-            errors.append(f"{given}: cannot access: {error.strerror or error}")
-            continue
-        if not exists:
-            kind = "is a broken symbolic link" if given.is_symlink() else "does not exist"
-            errors.append(f"{given}: path {kind}")
+            is_dir = stat.S_ISDIR(given.stat().st_mode)
+        except OSError as error:
+            errors.append(f"{given}: {_why_unusable(given, error)}")
             continue
         real = given.resolve()
         base = config.root if real.is_relative_to(config.root) else (real if is_dir else real.parent)
-        if config.force_exclude and _is_excluded(real, base, excluded, is_dir):
-            continue
+        if _is_excluded(real, base, excluded, is_dir):
+            if config.force_exclude:
+                continue
+            base = real  # asked for by name: its contents count from here, as if it were a root
         if not is_dir:
             files[given] = None
             continue
@@ -95,6 +94,14 @@ def discover(paths: Sequence[Path], config: Config) -> Discovery:
         for path in _walk(given, real, base, config, excluded, ignores, errors):
             files[path] = None
     return Discovery(tuple(sorted(files)), tuple(errors))
+
+
+def _why_unusable(path: Path, error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return "symbolic link loop"
+    if error.errno == errno.ENOENT:
+        return "broken symbolic link" if path.is_symlink() else "path does not exist"
+    return f"cannot access: {error.strerror or error}"
 
 
 def _is_excluded(path: Path, base: Path, excluded: GitIgnoreSpec, is_dir: bool) -> bool:

@@ -7,8 +7,7 @@ finding or a message for that file; the run goes on. Only a bug in portcheck its
 
 from __future__ import annotations
 
-import ast
-import re
+import os
 import tokenize
 import traceback
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from pathlib import Path
 import libcst as cst
 from pathspec import GitIgnoreSpec
 
-from portcheck import registry, suppress
+from portcheck import parsing, registry, suppress
 from portcheck.config import Config
 from portcheck.discovery import Prefilter
 from portcheck.findings import Finding, Severity
@@ -30,6 +29,7 @@ from portcheck.rule import Rule, SeverityMap
 from portcheck.walk import Walker
 
 PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
+READ_LIMIT = 64 * 2**20  # larger files are reported without being read, trigger words or not
 
 
 @dataclass(frozen=True)
@@ -69,17 +69,19 @@ class _Context:
 
 
 def display_path(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return path.as_posix()
+    """The path relative to the project root, as walked: symbolic links are not followed here
+    (a link's own location is what the user sees, and a link loop cannot be resolved)."""
+    absolute = Path(os.path.abspath(path))
+    if absolute.is_relative_to(root):
+        return absolute.relative_to(root).as_posix()
+    return path.as_posix()
 
 
 def scan_file(path: Path, config: Config) -> FileResult:
     shown = display_path(path, config.root)
     try:
         size = path.stat().st_size
-        data = path.read_bytes() if size <= 16 * config.max_file_size else None
+        data = path.read_bytes() if size <= max(READ_LIMIT, config.max_file_size) else None
     except OSError as error:
         return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
     return scan_bytes(data, shown, config, size=size)
@@ -105,8 +107,11 @@ def scan_bytes(data: bytes | None, path: str, config: Config, size: int | None =
         return _too_large(path, config, size)
     try:
         findings = _findings_from_source(data, text, path, config, visiting) if wanted else []
-    except _ParseFailure as failure:
+    except parsing.ParseFailure as failure:
         findings = [_tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=failure.detail)]
+    except RecursionError:  # parsed, but nested deeper than the walk (and CPython) can follow
+        detail = "too deeply nested for portcheck to analyse"
+        findings = [_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail)]
     except Exception:  # a bug in a rule or in portcheck: report it, keep going
         return FileResult(path, internal_error=traceback.format_exc(limit=-4))
     directives = suppress.parse(text)
@@ -122,8 +127,14 @@ def scan_bytes(data: bytes | None, path: str, config: Config, size: int | None =
 
 
 def _too_large(path: str, config: Config, size: int) -> FileResult:
-    limit = f"{config.max_file_size / 1e6:.1f} MB"
-    return _tool_only(path, config, TOO_LARGE, size=f"{size / 1e6:.1f} MB", limit=limit)
+    return _tool_only(path, config, TOO_LARGE, size=_bytes(size), limit=_bytes(config.max_file_size))
+
+
+def _bytes(count: int) -> str:
+    for unit, scale in (("MB", 10**6), ("kB", 10**3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _enabled_codes(path: str, config: Config) -> tuple[str, ...]:
@@ -142,8 +153,8 @@ def _glob(pattern: str) -> GitIgnoreSpec:
 @cache
 def _prefilter(codes: tuple[str, ...]) -> Prefilter:
     rules = [registry.get(code) for code in codes]
-    if any(not rule.triggers for rule in rules):
-        return Prefilter(None)
+    if not rules or any(not rule.triggers for rule in rules):
+        return Prefilter(None)  # only tool rules (e.g. a syntax check), or a tokenless rule
     return Prefilter(trigger for rule in rules for trigger in rule.triggers)
 
 
@@ -164,37 +175,8 @@ def _decode(data: bytes) -> tuple[str | None, str]:
         )
 
 
-class _ParseFailure(Exception):
-    def __init__(self, line: int, column: int, detail: str) -> None:
-        super().__init__(detail)
-        self.line, self.column, self.detail = line, column, detail
-
-
-def _parse(data: bytes, text: str) -> cst.Module:
-    try:
-        return cst.parse_module(data)
-    except (cst.ParserSyntaxError, SyntaxError, RecursionError, MemoryError) as error:
-        raise _describe_parse_failure(text, error) from None
-
-
-def _describe_parse_failure(text: str, error: Exception) -> _ParseFailure:
-    """Prefer CPython's message (clearer, e.g. Python 2 print) over libcst's token list."""
-    try:
-        ast.parse(text)
-    except SyntaxError as python_error:
-        return _ParseFailure(python_error.lineno or 1, python_error.offset or 1, f"syntax error: {python_error.msg}")
-    except (RecursionError, MemoryError, ValueError):
-        pass
-    if isinstance(error, (RecursionError, MemoryError)):
-        return _ParseFailure(1, 1, "too deeply nested to parse")
-    message = str(getattr(error, "message", error)).splitlines()[0]
-    found = re.search(r"error at (\d+):(\d+)", message)
-    line, column = (int(found[1]), int(found[2]) + 1) if found else (1, 1)
-    return _ParseFailure(line, column, f"libcst cannot parse this file: {message}")
-
-
 def _findings_from_source(data: bytes, text: str, path: str, config: Config, codes: Sequence[str]) -> list[Finding]:
-    module = _parse(data, text)
+    module = parsing.parse(data, text)
     resolver = Resolver(module)
     context = _Context(path, config, resolver)
     rules = [registry.get(code)(context) for code in codes]

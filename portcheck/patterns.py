@@ -7,7 +7,7 @@ device?"); what a name refers to is the resolver's job.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -75,7 +75,9 @@ def strings_in(node: cst.CSTNode, wanted: set[str]) -> Iterator[cst.CSTNode]:
         yield from strings_in(node.right, wanted)
 
 
-def device_literals_through_names(node: cst.BaseExpression, assigned_value) -> list[cst.CSTNode]:  # noqa: ANN001
+def device_literals_through_names(
+    node: cst.BaseExpression, assigned_value: Callable[[cst.Name], cst.BaseExpression | None]
+) -> list[cst.CSTNode]:
     """CUDA device literals an argument evaluates to, looking through one plain name binding.
 
     A name that itself names a device (`device = "cuda"`) is left alone: cuda-device-string

@@ -19,10 +19,15 @@ Range = tuple[int, int, int, int]  # start line, start column, end line, end col
 _NEWLINE = re.compile(r"\r\n?|\n")
 
 
+class _AllFound(Exception):
+    """Raised to stop code generation once every asked-for node has its range."""
+
+
 class _TargetedPositions(CodegenState):
     def __init__(self, module: cst.Module, targets: Collection[cst.CSTNode]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.targets = {id(node) for node in targets}
+        self.wanted = set(self.targets)
         self.ranges: dict[int, Range] = {}
         self._starts: dict[int, tuple[int, int]] = {}
         self.line = 1
@@ -37,6 +42,12 @@ class _TargetedPositions(CodegenState):
         key = id(node)
         if key in self.targets and key not in self.ranges:
             self.ranges[key] = (*self._starts[key], self.line, self.column)
+            self._stop_when_done(key)
+
+    def _stop_when_done(self, key: int) -> None:
+        self.wanted.discard(key)
+        if not self.wanted:
+            raise _AllFound
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
@@ -81,6 +92,7 @@ class _TargetedPositions(CodegenState):
         if end_node is not None and id(end_node) in self.ranges:
             end = self.ranges[id(end_node)][2:]
         self.ranges[id(node)] = (*start, *end)
+        self._stop_when_done(id(node))
 
 
 def positions(module: cst.Module, nodes: Collection[cst.CSTNode]) -> dict[int, Range]:
@@ -88,5 +100,8 @@ def positions(module: cst.Module, nodes: Collection[cst.CSTNode]) -> dict[int, R
     if not nodes:
         return {}
     state = _TargetedPositions(module, nodes)
-    module._codegen(state)
+    try:
+        module._codegen(state)
+    except _AllFound:
+        pass
     return state.ranges

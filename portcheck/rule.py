@@ -75,6 +75,9 @@ class FileContext(Protocol):
     @property
     def parent(self) -> cst.CSTNode | None: ...
 
+    @property
+    def ancestors(self) -> Sequence[cst.CSTNode]: ...
+
 
 class Rule:
     """Base class of every rule. Subclasses fill in the class attributes below."""

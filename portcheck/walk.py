@@ -16,6 +16,7 @@ from functools import cache
 import libcst as cst
 
 from portcheck import resolve
+from portcheck.rule import Rule
 
 _PUNCTUATION_FIELDS = frozenset(
     {
@@ -88,7 +89,7 @@ class Walker:
     `visit_watched_name(node, qualified_name)` for those under a watched prefix.
     """
 
-    def __init__(self, rules: Iterable[object], resolver: resolve.Resolver) -> None:
+    def __init__(self, rules: Iterable[Rule], resolver: resolve.Resolver) -> None:
         self.resolver = resolver
         self.ancestors: list[cst.CSTNode] = []
         self._visit: dict[type, list[Visit]] = {}
@@ -98,8 +99,8 @@ class Walker:
             for kind, node_type, attr in _handlers(type(rule)):
                 table = self._visit if kind == "visit" else self._leave
                 table.setdefault(node_type, []).append(getattr(rule, attr))
-            for prefix in getattr(rule, "watched_names", ()):
-                self._watchers.setdefault(prefix, []).append(rule.visit_watched_name)  # type: ignore[attr-defined]
+            for prefix in rule.watched_names:
+                self._watchers.setdefault(prefix, []).append(rule.visit_watched_name)
 
     def walk(self, node: cst.CSTNode) -> None:
         node_type = type(node)

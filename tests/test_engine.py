@@ -124,3 +124,8 @@ def test_a_newer_replacement_than_the_configured_torch_is_called_out() -> None:
     assert "needs torch>=2.9" in old.hint
     (new,) = scan_source(source, config=Config(targets=("tpu",), torch_version=(2, 13)))
     assert "needs" not in new.hint
+
+
+def test_selecting_only_tool_rules_checks_the_syntax_of_every_file() -> None:
+    config = Config().with_overrides(select=["PC001"])
+    assert [f.code for f in scan_bytes(b"def f(:\n", "x.py", config).findings] == ["PC001"]

@@ -14,6 +14,8 @@ from portcheck.walk import Walker, is_reference
 class _CallProbe:
     """Records what the function of every call resolves to, in source order."""
 
+    watched_names = ()
+
     def __init__(self, resolver: Resolver) -> None:
         self.resolver = resolver
         self.calls: list[tuple[str, frozenset[str]]] = []
@@ -209,6 +211,8 @@ def test_is_reference_for_names(source: str, expected: bool) -> None:
     found = []
 
     class Probe:
+        watched_names = ()
+
         def __init__(self) -> None:
             self.walker: Walker | None = None
 

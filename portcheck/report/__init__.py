@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -61,15 +62,23 @@ def counts_by_target(findings: tuple[Finding, ...]) -> dict[str, Counter[Severit
     return table
 
 
-def statistics(report: ScanReport) -> list[dict[str, object]]:
-    """One row per rule that fired: Ruff's --statistics."""
-    rows: dict[str, dict[str, object]] = {}
+@dataclass(frozen=True)
+class RuleCount:
+    """One row of --statistics (Ruff's shape): how often a rule fired, and how badly."""
+
+    code: str
+    name: str
+    count: int
+    worst: Severity
+    fixable: int = 0
+
+
+def statistics(report: ScanReport) -> list[RuleCount]:
+    by_code: dict[str, list[Finding]] = {}
     for finding in report.findings:
-        row = rows.setdefault(
-            finding.code,
-            {"code": finding.code, "name": finding.name, "count": 0, "worst_severity": finding.severity.label, "fixable": False},
-        )
-        row["count"] = int(row["count"]) + 1  # type: ignore[call-overload]
-        if finding.severity > Severity.parse(str(row["worst_severity"])):
-            row["worst_severity"] = finding.severity.label
-    return sorted(rows.values(), key=lambda r: (-int(r["count"]), str(r["code"])))  # type: ignore[call-overload]
+        by_code.setdefault(finding.code, []).append(finding)
+    rows = [
+        RuleCount(code, found[0].name, len(found), max(f.severity for f in found), sum(f.fix_safety.value != "none" for f in found))
+        for code, found in by_code.items()
+    ]
+    return sorted(rows, key=lambda row: (-row.count, row.code))

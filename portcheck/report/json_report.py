@@ -50,7 +50,7 @@ def document(report: ScanReport) -> dict[str, object]:
                 target: {level.label: count for level, count in sorted(counts.items(), reverse=True)}
                 for target, counts in counts_by_target(report.findings).items()
             },
-            "by_rule": {row["code"]: row["count"] for row in statistics(report)},
+            "by_rule": {row.code: row.count for row in statistics(report)},
         },
         "errors": [*report.errors, *report.internal_errors],
         "findings": [finding_dict(f) for f in report.findings],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from typing import TextIO
+from urllib.parse import quote
 
 from portcheck import __version__, registry
 from portcheck.api import ScanReport
@@ -47,7 +48,7 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, object]:
         "locations": [
             {
                 "physicalLocation": {
-                    "artifactLocation": {"uri": finding.path, "uriBaseId": "%SRCROOT%"},
+                    "artifactLocation": {"uri": quote(finding.path), "uriBaseId": "%SRCROOT%"},
                     "region": {
                         "startLine": finding.line,
                         "startColumn": finding.column,

@@ -56,7 +56,10 @@ def _summary(console: Console, report: ScanReport) -> None:
         )
     else:
         by_severity = counts_by_severity(findings)
-        levels = ", ".join(f"{by_severity[s]} {s.label}" for s in (Severity.ERROR, Severity.WARNING, Severity.INFO))
+        levels = ", ".join(
+            f"{by_severity[s]} {s.label}{'s' if by_severity[s] != 1 and s is not Severity.INFO else ''}"
+            for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
+        )
         files_hit = len({f.path for f in findings})
         console.print(
             Text(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ", style="bold")
@@ -70,10 +73,12 @@ def _summary(console: Console, report: ScanReport) -> None:
 
 def _rule_table(report: ScanReport) -> Table:
     table = Table(title="By rule", title_justify="left", show_edge=False, pad_edge=False)
-    for column, justify in (("code", "left"), ("name", "left"), ("count", "right"), ("worst", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table.add_column("code")
+    table.add_column("name")
+    table.add_column("count", justify="right")
+    table.add_column("worst")
     for row in statistics(report):
-        table.add_row(str(row["code"]), str(row["name"]), str(row["count"]), str(row["worst_severity"]))
+        table.add_row(row.code, row.name, str(row.count), row.worst.label)
     return table
 
 

@@ -4,7 +4,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.rule import ERROR, OFF, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
 
 _BACKEND_FIRST = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
 _BACKEND_THIRD = frozenset({"torch.distributed.new_group", "torch.distributed.distributed_c10d.new_group"})
@@ -94,7 +94,7 @@ class NcclBackend(Rule):
         Invalid('strategy = DDPStrategy(process_group_backend="nccl")\ncfg = {"backend": "nccl"}\n', lines=[1, 2]),
     ]
 
-    def __init__(self, ctx) -> None:  # noqa: ANN001
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._reported: set[int] = set()
 

@@ -68,10 +68,10 @@ class CudaDeviceComparison(Rule):
             left = right
 
     def visit_Call(self, node: cst.Call) -> None:
-        if patterns.method_name(node) in ("startswith", "endswith"):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
             prefix = patterns.positional(node, 0)
-            receiver = node.func.value  # type: ignore[attr-defined]
-            if prefix is not None and _is_cuda(prefix.value) and _is_device_like(receiver):
+            if prefix is not None and _is_cuda(prefix.value) and _is_device_like(func.value):
                 self.report(node)
 
 

@@ -4,7 +4,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.rule import ERROR, OFF, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
 
 _DEVICE_FIRST_ARGUMENT = frozenset({"torch.device", "torch.set_default_device", "torch.Generator"})
 _OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
@@ -88,7 +88,7 @@ class CudaDeviceString(Rule):
         Invalid('import torch\nx = torch.ones(2).to(device=args.device or "cuda", non_blocking=True)\n', lines=[2]),
     ]
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._reported: set[int] = set()
 

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.rule import ERROR, OFF, WARNING, Invalid, Rule, Valid
+from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Rule, Valid
 
 _FLOAT64_NAMES = ("torch.float64", "torch.double", "torch.DoubleTensor", "torch.cdouble", "torch.complex128")
 _SEVERITY_BY_SUPPORT = {"unsupported": ERROR, "slow": WARNING, "native": OFF}
@@ -69,7 +71,7 @@ class Float64OnTarget(Rule):
         Invalid("import torch\ntorch.set_default_dtype(torch.double)\nx = torch.tensor([1.0], dtype='float64')\n", lines=[2, 3]),
     ]
 
-    def __init__(self, ctx) -> None:  # noqa: ANN001
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._on_cpu: set[int] = set()  # dtype arguments of calls that say device="cpu"
 
@@ -94,7 +96,7 @@ class Float64OnTarget(Rule):
         self.report(node, what=what, support=_support_text(self.ctx.targets))
 
 
-def _in_comparison(ancestors) -> bool:  # noqa: ANN001
+def _in_comparison(ancestors: Sequence[cst.CSTNode]) -> bool:
     """A dtype being tested (`x.dtype == torch.float64`, `dt in (torch.float64, ...)`) creates nothing."""
     for ancestor in reversed(ancestors):
         if isinstance(ancestor, (cst.Comparison, cst.ComparisonTarget)):
