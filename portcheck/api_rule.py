@@ -73,7 +73,9 @@ def hint(entry: api.ApiEntry, selected: tuple[str, ...], torch_version: tuple[in
     if entry.guard and any(not target_data.get(t).accelerator_api for t in relevant):
         parts.append("- it raises without an accelerator: guard it with `if torch.accelerator.is_available():`")
     notes = [entry.note] if entry.note else []
-    notes += [f"{t}: {entry.per_target[t].note}" for t in relevant if t in entry.per_target and entry.per_target[t].note]
+    notes += [
+        f"{t}: {entry.per_target[t].note}" for t in relevant if t in entry.per_target and entry.per_target[t].note
+    ]
     if notes:
         parts.append("- " + "; ".join(notes))
     return " ".join(parts)

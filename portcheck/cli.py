@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional, TextIO
+from typing import Annotated, TextIO
 
 import typer
 
@@ -26,20 +26,21 @@ app = typer.Typer(
     help="Find what ties PyTorch code to CUDA, per target accelerator (tpu, neuron, xla, mps, xpu, npu, hpu, rocm, cpu).",
 )
 
-Paths = Annotated[Optional[list[Path]], typer.Argument(help="Files or directories (default: .)", show_default=False)]
+Paths = Annotated[list[Path] | None, typer.Argument(help="Files or directories (default: .)", show_default=False)]
 Targets = Annotated[
-    Optional[list[str]], typer.Option("--target", "-t", help="Target(s), repeatable or comma-separated; 'all' for every one.")
+    list[str] | None,
+    typer.Option("--target", "-t", help="Target(s), repeatable or comma-separated; 'all' for every one."),
 ]
-Select = Annotated[Optional[list[str]], typer.Option(help="Rule codes or prefixes to enable (replaces the default ALL).")]
-ExtendSelect = Annotated[Optional[list[str]], typer.Option(help="Rule codes or prefixes to enable in addition.")]
-Ignore = Annotated[Optional[list[str]], typer.Option(help="Rule codes or prefixes to disable.")]
-Exclude = Annotated[Optional[list[str]], typer.Option(help="Gitignore-style patterns replacing the default excludes.")]
-ExtendExclude = Annotated[Optional[list[str]], typer.Option(help="Gitignore-style patterns to exclude in addition.")]
-ConfigFile = Annotated[Optional[Path], typer.Option("--config", help="A pyproject.toml to read [tool.portcheck] from.")]
-TorchVersion = Annotated[Optional[str], typer.Option(help="The torch release the code must run on, e.g. 2.13.")]
+Select = Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes to enable (replaces the default ALL).")]
+ExtendSelect = Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes to enable in addition.")]
+Ignore = Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes to disable.")]
+Exclude = Annotated[list[str] | None, typer.Option(help="Gitignore-style patterns replacing the default excludes.")]
+ExtendExclude = Annotated[list[str] | None, typer.Option(help="Gitignore-style patterns to exclude in addition.")]
+ConfigFile = Annotated[Path | None, typer.Option("--config", help="A pyproject.toml to read [tool.portcheck] from.")]
+TorchVersion = Annotated[str | None, typer.Option(help="The torch release the code must run on, e.g. 2.13.")]
 NoGitignore = Annotated[bool, typer.Option("--no-respect-gitignore", help="Scan files that .gitignore excludes.")]
 ForceExclude = Annotated[bool, typer.Option(help="Apply excludes to paths given explicitly too (pre-commit).")]
-Jobs = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Processes to scan with (default: all cores).")]
+Jobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Processes to scan with (default: all cores).")]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -47,7 +48,7 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _split(values: Optional[list[str]]) -> Optional[list[str]]:
+def _split(values: list[str] | None) -> list[str] | None:
     if values is None:
         return None
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
@@ -55,7 +56,7 @@ def _split(values: Optional[list[str]]) -> Optional[list[str]]:
 
 def _config(
     paths: list[Path],
-    config_file: Optional[Path],
+    config_file: Path | None,
     **overrides: object,
 ) -> Config:
     start = paths[0] if len(paths) == 1 else Path.cwd()
@@ -99,12 +100,12 @@ def scan(
     output_format: Annotated[
         str, typer.Option("--format", "-f", help=f"Output format: {', '.join(FORMAT_NAMES)}.")
     ] = "text",
-    output_file: Annotated[Optional[Path], typer.Option("--output-file", "-o", help="Write the report here.")] = None,
-    fail_on: Annotated[Optional[str], typer.Option(help="Lowest severity that fails: error, warning or info.")] = None,
+    output_file: Annotated[Path | None, typer.Option("--output-file", "-o", help="Write the report here.")] = None,
+    fail_on: Annotated[str | None, typer.Option(help="Lowest severity that fails: error, warning or info.")] = None,
     exit_zero: Annotated[bool, typer.Option(help="Exit 0 even when findings fail the run.")] = False,
     show_statistics: Annotated[bool, typer.Option("--statistics", help="Only show counts per rule.")] = False,
     baseline_file: Annotated[
-        Optional[Path], typer.Option("--baseline", help="Ignore findings recorded by `portcheck baseline`.")
+        Path | None, typer.Option("--baseline", help="Ignore findings recorded by `portcheck baseline`.")
     ] = None,
 ) -> None:
     """Report what ties the code to CUDA, per target."""
@@ -201,7 +202,7 @@ def rules(
 @app.command("explain")
 def explain_rule(
     code: Annotated[str, typer.Argument(help="A rule code such as PC203.")],
-    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Show what applies on this target.")] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Show what applies on this target.")] = None,
 ) -> None:
     """Show a rule's documentation, per-target severity and replacements."""
     try:
@@ -212,4 +213,3 @@ def explain_rule(
 
 def main() -> None:
     app()
-

@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 
 class Severity(enum.IntEnum):

@@ -48,31 +48,21 @@ def is_cuda_device_literal(node: cst.CSTNode) -> bool:
     return False
 
 
-def cuda_device_literals(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """CUDA device strings an expression can evaluate to: itself, or branches of `a if c else b`
-    and `a or b` (`args.device or "cuda"`)."""
-    if is_cuda_device_literal(node):
+def value_literals(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> Iterator[cst.CSTNode]:
+    """The literals an expression can evaluate to that `wanted` accepts: the expression
+    itself, or the branches of `a if c else b` and `a or b` (`args.device or "cuda"`)."""
+    if wanted(node):
         yield node
     elif isinstance(node, cst.IfExp):
-        yield from cuda_device_literals(node.body)
-        yield from cuda_device_literals(node.orelse)
+        yield from value_literals(node.body, wanted)
+        yield from value_literals(node.orelse, wanted)
     elif isinstance(node, cst.BooleanOperation):
-        yield from cuda_device_literals(node.left)
-        yield from cuda_device_literals(node.right)
+        yield from value_literals(node.left, wanted)
+        yield from value_literals(node.right, wanted)
 
 
-def strings_in(node: cst.CSTNode, wanted: set[str]) -> Iterator[cst.CSTNode]:
-    """String literals among `wanted` that an expression can evaluate to (same shapes as above)."""
-    value = string_value(node)
-    if value is not None:
-        if value in wanted:
-            yield node
-    elif isinstance(node, cst.IfExp):
-        yield from strings_in(node.body, wanted)
-        yield from strings_in(node.orelse, wanted)
-    elif isinstance(node, cst.BooleanOperation):
-        yield from strings_in(node.left, wanted)
-        yield from strings_in(node.right, wanted)
+def cuda_device_literals(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    return value_literals(node, is_cuda_device_literal)
 
 
 def device_literals_through_names(
@@ -172,3 +162,27 @@ def resolves_outside_torch_classes(names: frozenset[str]) -> bool:
     """True when an `x.method` reference is known to come from an import other than a torch
     class (e.g. a module attribute), so it cannot be the Tensor or Module method."""
     return bool(names) and not any(name.rpartition(".")[0] in TENSOR_METHOD_NAMES for name in names)
+
+
+_EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
+
+
+def compares_literal_with(
+    node: cst.Comparison, is_literal: Callable[[cst.CSTNode], bool], is_subject: Callable[[cst.BaseExpression], bool]
+) -> bool:
+    """Whether some `==`, `!=`, `in` or `not in` link of a comparison chain pits a wanted
+    literal (or a tuple, list or set holding one) against a wanted subject, either way round."""
+
+    def holds(side: cst.BaseExpression) -> bool:
+        if isinstance(side, (cst.Tuple, cst.List, cst.Set)):
+            return any(is_literal(element.value) for element in side.elements)
+        return is_literal(side)
+
+    left = node.left
+    for link in node.comparisons:
+        right = link.comparator
+        if isinstance(link.operator, _EQUALITY):
+            if (holds(left) and is_subject(right)) or (holds(right) and is_subject(left)):
+                return True
+        left = right
+    return False

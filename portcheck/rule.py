@@ -149,4 +149,3 @@ def doc_sections(rule: type[Rule]) -> dict[str, str]:
     if current is not None:
         sections[current] = "\n".join(lines).strip()
     return sections
-

@@ -27,7 +27,9 @@ from portcheck.rules.placement.tensor_cuda_call import TensorCudaCall
 
 PORTCHECK_ROOT = str(Path(portcheck.__file__).resolve().parents[1])  # subprocesses run this same portcheck
 CUDA_SOURCE = "import torch\ntorch.cuda.synchronize()\n"  # PC203 on line 2
-LATIN1_WITH_COOKIE = "# -*- coding: latin-1 -*-\nimport torch\nname = 'café'\ntorch.cuda.synchronize()\n".encode("latin-1")
+LATIN1_WITH_COOKIE = "# -*- coding: latin-1 -*-\nimport torch\nname = 'café'\ntorch.cuda.synchronize()\n".encode(
+    "latin-1"
+)
 NOT_UTF8 = b"import torch\nname = 'caf\xe9'\ntorch.cuda.synchronize()\n"  # Latin-1 bytes, no cookie
 
 
@@ -272,7 +274,9 @@ def test_genuine_10_mb_file_without_any_trigger_word_is_silently_skipped(tmp_pat
     assert (report.files, report.skipped) == (1, 1)
 
 
-def test_too_large_file_is_only_a_warning_for_the_cli_exit_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_large_file_is_only_a_warning_for_the_cli_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "pyproject.toml", "[tool.portcheck]\nmax-file-size = 1000\n")
     write(tmp_path / "generated.py", "import torch\n" + "x = torch.zeros(1).cuda()\n" * 100)
     result = run_cli(tmp_path, monkeypatch, "generated.py")
@@ -437,7 +441,9 @@ def test_nonexistent_path_is_reported_in_scan_paths_errors(tmp_path: Path) -> No
     assert_good_file_scanned(report)
 
 
-def test_nonexistent_path_alone_still_exits_2_even_with_exit_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nonexistent_path_alone_still_exits_2_even_with_exit_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     result = run_cli(tmp_path, monkeypatch, "missing.py", "--exit-zero")
     assert result.exit_code == 2, result.output
 
@@ -505,7 +511,9 @@ def test_rule_raising_is_an_internal_error_for_that_file_only(tmp_path: Path, ex
     assert internal.startswith("boom.py: internal error")
     assert "ZeroDivisionError: simulated bug in PC102" in internal
     assert_good_file_scanned(report)
-    assert [(f.code, f.line) for f in findings_for(report, "other.py")] == [("PC102", 2)]  # the rule still works elsewhere
+    assert [(f.code, f.line) for f in findings_for(report, "other.py")] == [
+        ("PC102", 2)
+    ]  # the rule still works elsewhere
 
 
 def test_rule_raising_makes_scan_source_raise_runtime_error(exploding_rule: None) -> None:

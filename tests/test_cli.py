@@ -277,9 +277,7 @@ def test_select_accepts_a_comma_separated_list(runner: CliRunner, project: Path)
 
 def test_extend_select_adds_to_select(runner: CliRunner, project: Path) -> None:
     write(project / "m.py", MIXED_SOURCE)
-    result = runner.invoke(
-        app, ["scan", "m.py", "--select", "PC1", "--extend-select", "PC203", "--format", "concise"]
-    )
+    result = runner.invoke(app, ["scan", "m.py", "--select", "PC1", "--extend-select", "PC203", "--format", "concise"])
     assert concise_codes(result.stdout) == ["PC102", "PC203", "PC103"]
 
 
@@ -566,7 +564,7 @@ def test_explain_unknown_target_exits_2(runner: CliRunner) -> None:
 
 
 def write_pyproject(directory: Path, body: str) -> Path:
-    return write(directory / "pyproject.toml", "[project]\nname = \"demo\"\n\n[tool.portcheck]\n" + body)
+    return write(directory / "pyproject.toml", '[project]\nname = "demo"\n\n[tool.portcheck]\n' + body)
 
 
 def test_config_targets_change_the_results(runner: CliRunner, project: Path) -> None:

@@ -119,5 +119,7 @@ def test_targets_all_selects_every_target_including_rocm() -> None:
 
 
 def test_other_tools_sub_tables_are_ignored(tmp_path: Path) -> None:
-    pyproject = write(tmp_path / "pyproject.toml", '[tool.portcheck]\ntargets = ["tpu"]\n[tool.portcheck.smoke]\nx = 1\n')
+    pyproject = write(
+        tmp_path / "pyproject.toml", '[tool.portcheck]\ntargets = ["tpu"]\n[tool.portcheck.smoke]\nx = 1\n'
+    )
     assert load(tmp_path, pyproject).targets == ("tpu",)

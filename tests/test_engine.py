@@ -20,7 +20,12 @@ SAMPLE = (ROOT / "examples" / "cuda_app" / "train.py").read_text()
 
 
 def test_targeted_positions_match_libcst_position_provider() -> None:
-    sources = [SAMPLE, "x = 1\r\ny = (\r\n  2)\r\n", "if a:\n\tb = c.cuda()  # tab\n", "class A:\n    def f(self):\n        pass\n"]
+    sources = [
+        SAMPLE,
+        "x = 1\r\ny = (\r\n  2)\r\n",
+        "if a:\n\tb = c.cuda()  # tab\n",
+        "class A:\n    def f(self):\n        pass\n",
+    ]
     sources += [e.code for rule in registry.all_rules().values() for e in rule.INVALID if isinstance(e.code, str)]
     for source in sources:
         try:
@@ -95,7 +100,9 @@ def test_tokenless_rules_would_disable_the_prefilter(monkeypatch: pytest.MonkeyP
 
 def test_per_file_ignores_apply_by_glob() -> None:
     config = Config().with_overrides(per_file_ignores={"tests/**": ["PC2"]})
-    assert not [f for f in scan_bytes(SAMPLE.encode(), "tests/test_train.py", config).findings if f.code.startswith("PC2")]
+    assert not [
+        f for f in scan_bytes(SAMPLE.encode(), "tests/test_train.py", config).findings if f.code.startswith("PC2")
+    ]
     assert [f for f in scan_bytes(SAMPLE.encode(), "src/train.py", config).findings if f.code.startswith("PC2")]
 
 

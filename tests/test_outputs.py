@@ -328,7 +328,9 @@ def sarif_validator() -> jsonschema.Draft7Validator:
         pytest.skip(f"SARIF 2.1.0 schema not found at {SARIF_SCHEMA} (expected in shared/schemas beside the checkout)")
     schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
     jsonschema.Draft7Validator.check_schema(schema)
-    return jsonschema.Draft7Validator(sarif_log_schema(schema), format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    return jsonschema.Draft7Validator(
+        sarif_log_schema(schema), format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER
+    )
 
 
 def sarif_run(*args: str, expect: int = 1) -> dict:
@@ -337,7 +339,9 @@ def sarif_run(*args: str, expect: int = 1) -> dict:
     return document
 
 
-def test_sarif_validates_against_the_sarif_2_1_0_schema(tree: Path, sarif_validator: jsonschema.Draft7Validator) -> None:
+def test_sarif_validates_against_the_sarif_2_1_0_schema(
+    tree: Path, sarif_validator: jsonschema.Draft7Validator
+) -> None:
     document = sarif_run()
     errors = sorted(sarif_validator.iter_errors(document), key=lambda e: list(e.absolute_path))
     assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:10])

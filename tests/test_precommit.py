@@ -99,7 +99,16 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
 
 
 def _try_repo(sandbox: Sandbox, file: str, pip_log: Path) -> subprocess.CompletedProcess[str]:
-    command = [str(PRE_COMMIT), "try-repo", str(sandbox.hook_repository), "portcheck", "--color", "never", "--files", file]
+    command = [
+        str(PRE_COMMIT),
+        "try-repo",
+        str(sandbox.hook_repository),
+        "portcheck",
+        "--color",
+        "never",
+        "--files",
+        file,
+    ]
     env = _env(PRE_COMMIT_HOME=str(sandbox.pre_commit_home), PIP_LOG=str(pip_log))
     completed = subprocess.run(command, cwd=sandbox.project, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert "portcheck....." in completed.stdout, f"the hook did not run:\n{completed.stdout}\n{completed.stderr}"

@@ -78,7 +78,13 @@ def statistics(report: ScanReport) -> list[RuleCount]:
     for finding in report.findings:
         by_code.setdefault(finding.code, []).append(finding)
     rows = [
-        RuleCount(code, found[0].name, len(found), max(f.severity for f in found), sum(f.fix_safety.value != "none" for f in found))
+        RuleCount(
+            code,
+            found[0].name,
+            len(found),
+            max(f.severity for f in found),
+            sum(f.fix_safety.value != "none" for f in found),
+        )
         for code, found in by_code.items()
     ]
     return sorted(rows, key=lambda row: (-row.count, row.code))

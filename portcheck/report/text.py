@@ -42,7 +42,9 @@ def _finding(console: Console, finding: Finding, report: ScanReport) -> None:
         marker = " " * (finding.column - 1) + "^" * width
         console.print(Text(f"{gutter} | ", style="blue") + Text(marker, style=_STYLE[finding.severity]))
     if finding.hint:
-        console.print(Text(f"{' ' * len(str(finding.line))} = help: ", style="blue") + Text(finding.hint), soft_wrap=True)
+        console.print(
+            Text(f"{' ' * len(str(finding.line))} = help: ", style="blue") + Text(finding.hint), soft_wrap=True
+        )
     console.print()
 
 

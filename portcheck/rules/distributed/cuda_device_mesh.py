@@ -43,7 +43,9 @@ class CudaDeviceMesh(Rule):
     triggers = (b"cuda",)
 
     VALID = [
-        Valid("from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh(device.type, (2,))\n"),
+        Valid(
+            "from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh(device.type, (2,))\n"
+        ),
         Valid('def build(init_device_mesh):\n    return init_device_mesh("cuda", (2,))\n'),
         Valid('def build(torch):\n    return torch.distributed.device_mesh.init_device_mesh("cuda", (2,))\n'),
         Valid('import torch\nmesh = torch.distributed.device_mesh.init_device_mesh("cpu", (2,))\n'),
@@ -51,9 +53,18 @@ class CudaDeviceMesh(Rule):
     INVALID = [
         Invalid('import torch\nmesh = torch.distributed.device_mesh.init_device_mesh("cuda", (2, 4))\n', lines=[2]),
         Invalid('import torch as T\nmesh = T.distributed.device_mesh.DeviceMesh("cuda", [[0, 1]])\n', lines=[2]),
-        Invalid('from torch import distributed as dist\nmesh = dist.device_mesh.init_device_mesh(device_type="cuda", mesh_shape=(8,))\n', lines=[2]),
-        Invalid('from torch.distributed.device_mesh import init_device_mesh as mesh_of\nm = mesh_of("cuda", (2,))\n', lines=[2]),
-        Invalid('import torch.distributed.device_mesh\nimport torch.cuda\nm = torch.distributed.device_mesh.DeviceMesh("cuda", [0])\n', lines=[3]),
+        Invalid(
+            'from torch import distributed as dist\nmesh = dist.device_mesh.init_device_mesh(device_type="cuda", mesh_shape=(8,))\n',
+            lines=[2],
+        ),
+        Invalid(
+            'from torch.distributed.device_mesh import init_device_mesh as mesh_of\nm = mesh_of("cuda", (2,))\n',
+            lines=[2],
+        ),
+        Invalid(
+            'import torch.distributed.device_mesh\nimport torch.cuda\nm = torch.distributed.device_mesh.DeviceMesh("cuda", [0])\n',
+            lines=[3],
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

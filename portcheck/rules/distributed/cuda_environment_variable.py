@@ -7,7 +7,9 @@ from portcheck import targets as target_data
 from portcheck.rule import INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
 
 _VISIBILITY = "CUDA_VISIBLE_DEVICES"
-_NO_EFFECT = frozenset({"CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "CUBLAS_WORKSPACE_CONFIG"})
+_NO_EFFECT = frozenset(
+    {"CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "CUBLAS_WORKSPACE_CONFIG"}
+)
 
 
 class CudaEnvironmentVariable(Rule):
@@ -57,8 +59,13 @@ class CudaEnvironmentVariable(Rule):
     INVALID = [
         Invalid('import os\nos.environ["CUDA_VISIBLE_DEVICES"] = str(rank)\n', lines=[2]),
         Invalid('import os\nimport torch as T\ndebug = os.getenv("CUDA_LAUNCH_BLOCKING") == "1"\n', lines=[3]),
-        Invalid('from os import environ\nfrom torch import cuda\nenviron.setdefault("NCCL_DEBUG", "INFO")\n', lines=[3]),
-        Invalid('from torch.cuda import device_count as n\nimport torch.cuda\nenv = {"CUDA_VISIBLE_DEVICES": ",".join(ids)}\n', lines=[3]),
+        Invalid(
+            'from os import environ\nfrom torch import cuda\nenviron.setdefault("NCCL_DEBUG", "INFO")\n', lines=[3]
+        ),
+        Invalid(
+            'from torch.cuda import device_count as n\nimport torch.cuda\nenv = {"CUDA_VISIBLE_DEVICES": ",".join(ids)}\n',
+            lines=[3],
+        ),
         Invalid('import torch\nimport os\nif "PYTORCH_CUDA_ALLOC_CONF" in os.environ:\n    pass\n', lines=[3]),
     ]
 

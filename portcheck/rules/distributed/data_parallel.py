@@ -4,7 +4,9 @@ import libcst as cst
 
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 
-_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"})
+_DATA_PARALLEL = frozenset(
+    {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
+)
 
 
 class DataParallel(Rule):

@@ -67,9 +67,14 @@ class DdpDeviceIds(Rule):
     INVALID = [
         Invalid("import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n", lines=[2]),
         Invalid("import torch as T\nm = T.nn.parallel.DistributedDataParallel(m, [rank], rank)\n", lines=[2]),
-        Invalid("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, output_device=0)\n", lines=[2]),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, output_device=0)\n", lines=[2]
+        ),
         Invalid("from torch import nn\nm = nn.parallel.DistributedDataParallel(m, device_ids=[args.gpu])\n", lines=[2]),
-        Invalid("import torch.nn.parallel\nimport torch.cuda\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[0])\n", lines=[3]),
+        Invalid(
+            "import torch.nn.parallel\nimport torch.cuda\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[0])\n",
+            lines=[3],
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

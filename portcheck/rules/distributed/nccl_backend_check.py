@@ -6,7 +6,6 @@ from portcheck import patterns
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 from portcheck.rules.distributed.nccl_backend import is_nccl
 
-_EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 _GET_BACKEND = frozenset({"torch.distributed.get_backend", "torch.distributed.distributed_c10d.get_backend"})
 
 
@@ -53,13 +52,16 @@ class NcclBackendCheck(Rule):
     VALID = [
         Valid('import torch.distributed as dist\nif dist.get_backend() == "gloo":\n    pass\n'),
         Valid('if "nccl" in message:\n    pass\n'),
-        Valid('def f(torch):\n    return torch.distributed.is_nccl_available()\n'),
+        Valid("def f(torch):\n    return torch.distributed.is_nccl_available()\n"),
     ]
     INVALID = [
         Invalid('import torch\nif torch.distributed.get_backend() == "nccl":\n    pass\n', lines=[2]),
-        Invalid('import torch as T\nok = T.distributed.is_nccl_available()\n', lines=[2]),
+        Invalid("import torch as T\nok = T.distributed.is_nccl_available()\n", lines=[2]),
         Invalid('from torch import distributed as dist\nuse = args.backend != "nccl"\n', lines=[2]),
-        Invalid('from torch.distributed import get_backend as backend_of\nif backend_of(g) in ("nccl", "xccl"):\n    pass\n', lines=[2]),
+        Invalid(
+            'from torch.distributed import get_backend as backend_of\nif backend_of(g) in ("nccl", "xccl"):\n    pass\n',
+            lines=[2],
+        ),
         Invalid('import torch.distributed\nif dist_backend == "nccl":\n    pass\n', lines=[2]),
     ]
 
@@ -67,23 +69,13 @@ class NcclBackendCheck(Rule):
         self.report(node)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        left = node.left
-        for target in node.comparisons:
-            right = target.comparator
-            if isinstance(target.operator, _EQUALITY) and (self._pairs(left, right) or self._pairs(right, left)):
-                self.report(node)
-                return
-            left = right
-
-    def _pairs(self, literal: cst.BaseExpression, other: cst.BaseExpression) -> bool:
-        if isinstance(literal, (cst.Tuple, cst.List, cst.Set)):
-            has_nccl = any(is_nccl(element.value) for element in literal.elements)
-        else:
-            has_nccl = is_nccl(literal)
-        return has_nccl and self._is_backend(other)
+        if patterns.compares_literal_with(node, is_nccl, self._is_backend):
+            self.report(node)
 
     def _is_backend(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Call):
-            return bool(self.ctx.qualified_names(node.func) & _GET_BACKEND) or patterns.method_name(node) == "get_backend"
+            return (
+                bool(self.ctx.qualified_names(node.func) & _GET_BACKEND) or patterns.method_name(node) == "get_backend"
+            )
         name = patterns.target_name(node)
         return name is not None and patterns.is_backend_name(name)

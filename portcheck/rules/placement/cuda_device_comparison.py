@@ -5,8 +5,6 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 
-_EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
-
 
 class CudaDeviceComparison(Rule):
     """## What it does
@@ -38,7 +36,7 @@ class CudaDeviceComparison(Rule):
 
     code = "PC105"
     name = "cuda-device-comparison"
-    message = "compares a device with \"cuda\", which is false on every other device"
+    message = 'compares a device with "cuda", which is false on every other device'
     hint = 'ask what the check means: "any accelerator" is `device.type != "cpu"`; a target is `== "<type>"`'
     severity = per_target(WARNING, rocm=OFF)
     triggers = (b"cuda",)
@@ -53,19 +51,20 @@ class CudaDeviceComparison(Rule):
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2]),
         Invalid('import torch as T\ndev = T.device("cpu")\nif dev.type != "cuda":\n    pass\n', lines=[3]),
         Invalid('from torch import cuda\nif "cuda" in str(device) and cuda.is_available():\n    pass\n', lines=[2]),
-        Invalid('from torch.cuda import synchronize as sync\nif str(args.device).startswith("cuda"):\n    sync()\n', lines=[2]),
+        Invalid(
+            'from torch.cuda import synchronize as sync\nif str(args.device).startswith("cuda"):\n    sync()\n',
+            lines=[2],
+        ),
         Invalid('import torch.cuda\npin = device == "cuda:0"\n', lines=[2]),
-        Invalid('def step(batch, device):\n    if device in ("cuda", "mps"):\n        batch = batch.pin_memory()\n', lines=[2]),
+        Invalid(
+            'def step(batch, device):\n    if device in ("cuda", "mps"):\n        batch = batch.pin_memory()\n',
+            lines=[2],
+        ),
     ]
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        left = node.left
-        for target in node.comparisons:
-            right = target.comparator
-            if isinstance(target.operator, _EQUALITY) and (_pairs(left, right) or _pairs(right, left)):
-                self.report(node)
-                return
-            left = right
+        if patterns.compares_literal_with(node, _is_cuda, _is_device_like):
+            self.report(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -75,15 +74,8 @@ class CudaDeviceComparison(Rule):
                 self.report(node)
 
 
-def _pairs(literal: cst.BaseExpression, other: cst.BaseExpression) -> bool:
-    if isinstance(literal, (cst.Tuple, cst.List, cst.Set)):
-        return any(_is_cuda(e.value) for e in literal.elements) and _is_device_like(other)
-    return _is_cuda(literal) and _is_device_like(other)
-
-
-def _is_cuda(node: cst.BaseExpression) -> bool:
-    value = patterns.string_value(node)
-    return value is not None and patterns.is_cuda_device_literal(node)
+def _is_cuda(node: cst.CSTNode) -> bool:
+    return patterns.string_value(node) is not None and patterns.is_cuda_device_literal(node)
 
 
 def _is_device_like(node: cst.BaseExpression) -> bool:

@@ -1,16 +1,19 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, Invalid, Valid, per_target
+from portcheck.setting_rule import SettingValueRule
 
 _DEVICE_FIRST_ARGUMENT = frozenset({"torch.device", "torch.set_default_device", "torch.Generator"})
 _OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
 
 
-class CudaDeviceString(Rule):
+class CudaDeviceString(SettingValueRule):
     """## What it does
     Reports `"cuda"`, `"cuda:N"` and `f"cuda:{i}"` where they are used as a device: in
     `torch.device(...)`, `.to(...)`, any `device=` keyword, `torch.set_default_device`, the
@@ -65,7 +68,7 @@ class CudaDeviceString(Rule):
         Invalid('import torch as T\ndev = T.device("cuda:0")\n', lines=[2]),
         Invalid('from torch import cuda\ndevice = "cuda" if cuda.is_available() else "cpu"\n', lines=[2]),
         Invalid(
-            'import torch\nfrom torch.cuda import is_available as has_cuda\n'
+            "import torch\nfrom torch.cuda import is_available as has_cuda\n"
             'DEVICE = torch.device("cuda" if has_cuda() else "cpu")\n',
             lines=[3],
         ),
@@ -88,60 +91,22 @@ class CudaDeviceString(Rule):
         Invalid('import torch\nx = torch.ones(2).to(device=args.device or "cuda", non_blocking=True)\n', lines=[2]),
     ]
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._reported: set[int] = set()
+    def names_setting(self, name: str) -> bool:
+        return patterns.is_device_name(name)
 
-    def visit_Call(self, node: cst.Call) -> None:
-        names = self.ctx.qualified_names(node.func)
-        if names & _OWNED_ELSEWHERE or any(name.startswith("torch.cuda.") for name in names):
-            return
-        if names & _DEVICE_FIRST_ARGUMENT or patterns.method_name(node) == "to":
-            first = patterns.positional(node, 0)
-            if first is not None:
-                self._check(first.value)
-        for arg in node.args:
-            if arg.keyword is not None and patterns.is_device_name(arg.keyword.value):
-                self._check(arg.value)
-        if patterns.method_name(node) == "add_argument":
-            option = patterns.positional(node, 0)
-            default = patterns.keyword(node, "default")
-            flag = patterns.string_value(option.value) if option else None
-            if default is not None and flag and patterns.is_device_name(flag.lstrip("-").replace("-", "_")):
-                self._check(default.value)
+    def literals(self, expression: cst.CSTNode) -> Iterable[cst.CSTNode]:
+        return patterns.cuda_device_literals(expression)
 
-    def visit_Param(self, node: cst.Param) -> None:
-        if node.default is not None and patterns.is_device_name(node.name.value):
-            self._check(node.default)
+    def skips_call(self, names: frozenset[str]) -> bool:
+        return bool(names & _OWNED_ELSEWHERE) or any(name.startswith("torch.cuda.") for name in names)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any(self._names_device(target.target) for target in node.targets):
-            self._check(node.value)
+    def positional_setting(self, call: cst.Call, names: frozenset[str]) -> cst.Arg | None:
+        if names & _DEVICE_FIRST_ARGUMENT or patterns.method_name(call) == "to":
+            return patterns.positional(call, 0)
+        return None
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None and self._names_device(node.target):
-            self._check(node.value)
-
-    def visit_DictElement(self, node: cst.DictElement) -> None:
-        key = patterns.string_value(node.key)
-        if key is not None and patterns.is_device_name(key):
-            self._check(node.value)
-
-    @staticmethod
-    def _names_device(target: cst.BaseExpression) -> bool:
-        name = patterns.target_name(target)
-        return name is not None and patterns.is_device_name(name)
-
-    def _check(self, expression: cst.BaseExpression) -> None:
-        literals = list(patterns.cuda_device_literals(expression))
-        if isinstance(expression, cst.Name):
-            bound = self.ctx.assigned_value(expression)
-            if bound is not None:
-                literals.extend(patterns.cuda_device_literals(bound))
-        for literal in literals:
-            if id(literal) not in self._reported:
-                self._reported.add(id(literal))
-                self.report(literal, literal=describe(literal), advice=device_advice(self.ctx.targets))
+    def report_literal(self, literal: cst.CSTNode) -> None:
+        self.report(literal, literal=describe(literal), advice=device_advice(self.ctx.targets))
 
 
 def describe(literal: cst.CSTNode) -> str:

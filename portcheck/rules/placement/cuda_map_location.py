@@ -50,15 +50,21 @@ class CudaMapLocation(Rule):
         Valid('import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'),
         Valid('import torch\nstate = torch.load("ckpt.pt", map_location={"cuda:1": "cpu"})\n'),
         Valid('def load(torch):\n    return torch.load("x.pt", "cuda")\n'),
-        Valid('import torch\ndevice = "cuda"\nstate = torch.load("ckpt.pt", map_location=device)\n', options={"select": ["PC104"]}),
+        Valid(
+            'import torch\ndevice = "cuda"\nstate = torch.load("ckpt.pt", map_location=device)\n',
+            options={"select": ["PC104"]},
+        ),
         Valid('import torch\nstate = torch.load("ckpt.pt", "cuda")\n', options={"targets": ["rocm"]}),
     ]
     INVALID = [
         Invalid('import torch\nstate = torch.load("ckpt.pt", map_location="cuda")\n', lines=[2]),
         Invalid('import torch as T\nstate = T.load(path, "cuda:0")\n', lines=[2]),
-        Invalid('from torch import cuda, load\nstate = load(path, map_location="cuda" if cuda.is_available() else "cpu")\n', lines=[2]),
         Invalid(
-            'from torch.cuda import current_device as cur\nimport torch.cuda\n'
+            'from torch import cuda, load\nstate = load(path, map_location="cuda" if cuda.is_available() else "cpu")\n',
+            lines=[2],
+        ),
+        Invalid(
+            "from torch.cuda import current_device as cur\nimport torch.cuda\n"
             'm = torch.jit.load("m.pt", map_location=f"cuda:{cur()}")\n',
             lines=[3],
         ),

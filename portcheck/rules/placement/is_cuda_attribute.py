@@ -46,8 +46,11 @@ class IsCudaAttribute(Rule):
         Valid('import torch\nif x.device.type != "cpu":\n    pass\n'),
         Valid("import torch\nis_cuda = torch.cuda.is_available()\nprint(is_cuda)\n"),
         Valid("import config\nif config.is_cuda:\n    pass\n"),
-        Valid("class Loader:\n    def __init__(self, device):\n        self.is_cuda = device.type == 'cuda'\n"
-              "    def __iter__(self):\n        if self.is_cuda:\n            pass\n", options={"select": ["PC103"]}),
+        Valid(
+            "class Loader:\n    def __init__(self, device):\n        self.is_cuda = device.type == 'cuda'\n"
+            "    def __iter__(self):\n        if self.is_cuda:\n            pass\n",
+            options={"select": ["PC103"]},
+        ),
         Valid("state.is_cuda = False\n"),
         Valid("def f(torch):\n    is_cuda = torch.cuda.is_available()\n    return is_cuda\n"),
     ]

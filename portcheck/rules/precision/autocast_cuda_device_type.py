@@ -50,14 +50,20 @@ class AutocastCudaDeviceType(Rule):
         Valid("import torch\nwith torch.autocast(device.type):\n    pass\n"),
         Valid('def f(torch):\n    return torch.autocast("cuda")\n'),
         # the literal is bound to a device name: cuda-device-string (PC101) reports it there
-        Valid('import torch\ndevice_type = "cuda"\nwith torch.autocast(device_type):\n    pass\n', options={"select": ["PC302"]}),
+        Valid(
+            'import torch\ndevice_type = "cuda"\nwith torch.autocast(device_type):\n    pass\n',
+            options={"select": ["PC302"]},
+        ),
         Valid('import torch\nwith torch.autocast("cuda"):\n    pass\n', options={"targets": ["rocm"]}),
     ]
     INVALID = [
         Invalid('import torch\nwith torch.autocast("cuda", dtype=torch.float16):\n    pass\n', lines=[2]),
         Invalid('import torch as T\nwith T.amp.autocast(device_type="cuda"):\n    pass\n', lines=[2]),
         Invalid('from torch import amp\nscaler = amp.GradScaler("cuda")\n', lines=[2]),
-        Invalid('from torch.amp import custom_fwd as fwd\n@fwd(device_type="cuda")\ndef f(ctx, x):\n    return x\n', lines=[2]),
+        Invalid(
+            'from torch.amp import custom_fwd as fwd\n@fwd(device_type="cuda")\ndef f(ctx, x):\n    return x\n',
+            lines=[2],
+        ),
         Invalid('import torch.amp\nKIND = "cuda"\nd = torch.get_autocast_dtype(KIND)\n', lines=[2]),
     ]
 

@@ -47,7 +47,9 @@ class CudaAmpApi(CudaApiRule):
         Invalid("import torch\nwith torch.cuda.amp.autocast():\n    pass\n", lines=[2]),
         Invalid("import torch as T\nscaler = T.cuda.amp.GradScaler()\n", lines=[2]),
         Invalid("from torch import cuda\nwith cuda.amp.autocast(dtype=cuda_dtype):\n    pass\n", lines=[2]),
-        Invalid("from torch.cuda.amp import autocast as ac, GradScaler\nwith ac():\n    s = GradScaler()\n", lines=[2, 3]),
+        Invalid(
+            "from torch.cuda.amp import autocast as ac, GradScaler\nwith ac():\n    s = GradScaler()\n", lines=[2, 3]
+        ),
         Invalid("import torch.cuda.amp\n@torch.cuda.amp.custom_fwd\ndef forward(ctx, x):\n    return x\n", lines=[2]),
         Invalid("from torch.cuda import amp\nwith amp.autocast():\n    pass\n", lines=[2]),
     ]

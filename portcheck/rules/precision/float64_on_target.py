@@ -47,9 +47,7 @@ class Float64OnTarget(Rule):
     name = "float64-on-target"
     message = "{what} creates float64 tensors, {support}"
     hint = "use float32 (or keep the float64 computation on the CPU)"
-    severity = {
-        name: _SEVERITY_BY_SUPPORT[t.float64] for name, t in target_data.all_targets().items()
-    }
+    severity = {name: _SEVERITY_BY_SUPPORT[t.float64] for name, t in target_data.all_targets().items()}
     triggers = (b"float64", b"double", b"Double", b"complex128")
     watched_names = _FLOAT64_NAMES
 
@@ -67,8 +65,14 @@ class Float64OnTarget(Rule):
         Invalid("import torch as T\ny = T.randn(2).double()\n", lines=[2]),
         Invalid("from torch import double\nz = torch.zeros(1, dtype=double)\n", lines=[2]),
         Invalid("from torch import float64 as f64\nimport torch.cuda\nw = torch.empty(2, dtype=f64)\n", lines=[3]),
-        Invalid("from torch.cuda import is_available as has_gpu\nimport torch\ny = torch.ones(1).double() if has_gpu() else None\n", lines=[3]),
-        Invalid("import torch\ntorch.set_default_dtype(torch.double)\nx = torch.tensor([1.0], dtype='float64')\n", lines=[2, 3]),
+        Invalid(
+            "from torch.cuda import is_available as has_gpu\nimport torch\ny = torch.ones(1).double() if has_gpu() else None\n",
+            lines=[3],
+        ),
+        Invalid(
+            "import torch\ntorch.set_default_dtype(torch.double)\nx = torch.tensor([1.0], dtype='float64')\n",
+            lines=[2, 3],
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:

@@ -6,7 +6,12 @@ from portcheck import targets as target_data
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid
 
 _SCALERS = frozenset(
-    {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.GradScaler", "torch.cpu.amp.GradScaler"}
+    {
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cpu.amp.GradScaler",
+    }
 )
 
 

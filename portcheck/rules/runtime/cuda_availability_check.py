@@ -42,7 +42,9 @@ class CudaAvailabilityCheck(CudaApiRule):
         Valid("import torch\nok = torch.cuda.is_available()\n", options={"targets": ["rocm"]}),
     ]
     INVALID = [
-        Invalid("import torch\nif torch.cuda.is_available():\n    pass\n", lines=[2], message="torch.cuda.is_available"),
+        Invalid(
+            "import torch\nif torch.cuda.is_available():\n    pass\n", lines=[2], message="torch.cuda.is_available"
+        ),
         Invalid("import torch as T\nn = T.cuda.device_count()\n", lines=[2]),
         Invalid("from torch import cuda\nuse_gpu = cuda.is_available()\n", lines=[2]),
         Invalid("from torch.cuda import is_available as has_gpu\nif has_gpu():\n    pass\n", lines=[2]),

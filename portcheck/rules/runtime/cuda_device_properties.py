@@ -45,6 +45,8 @@ class CudaDeviceProperties(CudaApiRule):
         Invalid("import torch\nprint(torch.cuda.get_device_name(0))\n", lines=[2]),
         Invalid("import torch as T\nif T.cuda.get_device_capability() >= (8, 0):\n    pass\n", lines=[2]),
         Invalid("from torch import cuda\nbf16 = cuda.is_bf16_supported()\n", lines=[2], message="is_bf16_supported"),
-        Invalid("from torch.cuda import get_device_properties as props\nsm = props(0).multi_processor_count\n", lines=[2]),
+        Invalid(
+            "from torch.cuda import get_device_properties as props\nsm = props(0).multi_processor_count\n", lines=[2]
+        ),
         Invalid("import torch.cuda\nload = torch.cuda.utilization()\n", lines=[2]),
     ]

@@ -48,5 +48,7 @@ class CudaMemoryApi(CudaApiRule):
         Invalid("from torch import cuda\nfree, total = cuda.mem_get_info()\n", lines=[2]),
         Invalid("from torch.cuda import reset_peak_memory_stats as reset\nreset()\n", lines=[2]),
         Invalid("import torch.cuda.memory\nstats = torch.cuda.memory.memory_stats()\n", lines=[2]),
-        Invalid("import torch\ntorch.cuda.set_per_process_memory_fraction(0.5)\n", lines=[2], message="set_per_process"),
+        Invalid(
+            "import torch\ntorch.cuda.set_per_process_memory_fraction(0.5)\n", lines=[2], message="set_per_process"
+        ),
     ]

@@ -61,7 +61,9 @@ class CudaModuleReference(Rule):
         Invalid("import torch\nbackend = torch.cuda\n", lines=[2]),
         Invalid('import torch as T\nmod = getattr(T, "cuda")\n', lines=[2]),
         Invalid("from torch import cuda\nmodules = {'gpu': cuda}\n", lines=[2]),
-        Invalid('from torch.cuda import synchronize as sync\nimport torch\nm = torch.get_device_module("cuda")\n', lines=[3]),
+        Invalid(
+            'from torch.cuda import synchronize as sync\nimport torch\nm = torch.get_device_module("cuda")\n', lines=[3]
+        ),
         Invalid('import torch.cuda\nimport importlib\nm = importlib.import_module("torch.cuda")\n', lines=[3]),
     ]
 

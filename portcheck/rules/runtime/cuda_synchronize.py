@@ -38,7 +38,9 @@ class CudaSynchronize(CudaApiRule):
     VALID = [
         Valid("import torch\ntorch.accelerator.synchronize()\n"),
         Valid("def wait(torch):\n    torch.cuda.synchronize()\n"),
-        Valid("import torch\nstream = torch.cuda.current_stream\nstream().synchronize()\n", options={"select": ["PC203"]}),
+        Valid(
+            "import torch\nstream = torch.cuda.current_stream\nstream().synchronize()\n", options={"select": ["PC203"]}
+        ),
         Valid("import torch\ntorch.cuda.synchronize()\n", options={"targets": ["rocm"]}),
     ]
     INVALID = [

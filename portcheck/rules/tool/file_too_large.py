@@ -41,5 +41,7 @@ class FileTooLarge(Rule):
     ]
     INVALID = [
         Invalid("import torch\n" + "x = torch.zeros(1).cuda()\n" * 10, lines=[1], options={"max-file-size": 100}),
-        Invalid("import torch as T\n" + "y = 0\n" * 40 + "T.cuda.synchronize()\n", lines=[1], options={"max-file-size": 64}),
+        Invalid(
+            "import torch as T\n" + "y = 0\n" * 40 + "T.cuda.synchronize()\n", lines=[1], options={"max-file-size": 64}
+        ),
     ]

@@ -34,7 +34,9 @@ class UnreadableFile(Rule):
     engine_reported = True
 
     VALID = [
-        Valid("# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\nx = torch.zeros(1).cuda()\n".encode("latin-1")),
+        Valid(
+            "# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\nx = torch.zeros(1).cuda()\n".encode("latin-1")
+        ),
         Valid(b"\xef\xbb\xbfimport torch\nx = torch.zeros(1).cuda()\n"),
     ]
     INVALID = [

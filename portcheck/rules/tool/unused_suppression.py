@@ -36,7 +36,10 @@ class UnusedSuppression(Rule):
     engine_reported = True
 
     VALID = [
-        Valid("import torch\nx = torch.zeros(1).cuda()  # portcheck: ignore[PC102]\n", options={"select": ["PC004", "PC102"]}),
+        Valid(
+            "import torch\nx = torch.zeros(1).cuda()  # portcheck: ignore[PC102]\n",
+            options={"select": ["PC004", "PC102"]},
+        ),
         Valid("import torch\nx = torch.zeros(1)  # portcheck: ignore[PC102]\n", options={"select": ["PC004"]}),
         Valid(
             "import torch as T\n# portcheck: ignore[PC203@tpu]\nT.cuda.synchronize()\n",
@@ -44,7 +47,11 @@ class UnusedSuppression(Rule):
         ),
     ]
     INVALID = [
-        Invalid("import torch\nx = torch.zeros(1)  # portcheck: ignore[PC102]\n", lines=[2], options={"select": ["PC004", "PC102"]}),
+        Invalid(
+            "import torch\nx = torch.zeros(1)  # portcheck: ignore[PC102]\n",
+            lines=[2],
+            options={"select": ["PC004", "PC102"]},
+        ),
         Invalid("x = 1  # portcheck: ignore[PC999]\n", lines=[1], message="names no portcheck rule"),
         Invalid("x = 1  # portcheck: ignore[PC102@gpu]\n", lines=[1], message="names no portcheck target"),
         Invalid(

@@ -1,0 +1,95 @@
+"""A base for rules about one string setting (a CUDA device, the NCCL backend).
+
+Such a string is reported where it is given to something named for the setting (a keyword
+argument, a parameter default, an assignment to a name or attribute, a dict entry, an argparse
+option default) or passed where a known call expects it, directly or through a name bound
+once. Real code spells these settings in all of those places; log messages and unrelated dict
+keys are never named for them, so they stay quiet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.rule import FileContext, Rule
+
+
+class SettingValueRule(Rule):
+    """Subclasses say which names hold the setting, which literals are wrong, and where
+    known calls take it by position; they report each literal once."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._reported: set[int] = set()
+
+    def names_setting(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def literals(self, expression: cst.CSTNode) -> Iterable[cst.CSTNode]:
+        raise NotImplementedError
+
+    def report_literal(self, literal: cst.CSTNode) -> None:
+        raise NotImplementedError
+
+    def positional_setting(self, call: cst.Call, names: frozenset[str]) -> cst.Arg | None:
+        """The argument that holds the setting in a known call, if any."""
+        return None
+
+    def skips_call(self, names: frozenset[str]) -> bool:
+        """Calls whose setting another rule owns."""
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qualified_names(node.func)
+        if self.skips_call(names):
+            return
+        positional = self.positional_setting(node, names)
+        if positional is not None:
+            self.check(positional.value)
+        for arg in node.args:
+            if arg.keyword is not None and self.names_setting(arg.keyword.value):
+                self.check(arg.value)
+        if patterns.method_name(node) == "add_argument":
+            option = patterns.positional(node, 0)
+            default = patterns.keyword(node, "default")
+            flag = patterns.string_value(option.value) if option else None
+            if default is not None and flag and self.names_setting(flag.lstrip("-").replace("-", "_")):
+                self.check(default.value)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.default is not None and self.names_setting(node.name.value):
+            self.check(node.default)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any(self._named(target.target) for target in node.targets):
+            self.check(node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and self._named(node.target):
+            self.check(node.value)
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        key = patterns.string_value(node.key)
+        if key is not None and self.names_setting(key):
+            self.check(node.value)
+
+    def _named(self, target: cst.BaseExpression) -> bool:
+        name = patterns.target_name(target)
+        return name is not None and self.names_setting(name)
+
+    def check(self, expression: cst.BaseExpression) -> None:
+        found = list(self.literals(expression))
+        if isinstance(expression, cst.Name):
+            bound = self.ctx.assigned_value(expression)
+            if bound is not None:
+                found.extend(self.literals(bound))
+        for literal in found:
+            self.report_once(literal)
+
+    def report_once(self, literal: cst.CSTNode) -> None:
+        if id(literal) not in self._reported:
+            self._reported.add(id(literal))
+            self.report_literal(literal)
