@@ -15,7 +15,17 @@ from portcheck.walk import node_types
 
 RULES = list(registry.all_rules().values())
 VISITING = [rule for rule in RULES if not rule.engine_reported]
-FAMILIES = {"0": "tool", "1": "placement", "2": "runtime", "3": "precision", "4": "distributed"}
+FAMILIES = {
+    "0": "tool",
+    "1": "placement",
+    "2": "runtime",
+    "3": "precision",
+    "4": "distributed",
+    "5": "shapes",
+    "6": "kernels",
+    "7": "dependencies",
+    "8": "compile",
+}
 
 # The import shapes every name-resolving rule's examples must exercise (DESIGN.md, issue #2).
 IMPORT_SHAPES = {

@@ -1,0 +1,1 @@
+"""PC6: custom kernels: Triton, CUDA C++ extensions and sources, CUDA-only op registrations, CUDA Python libraries."""
