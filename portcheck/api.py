@@ -11,7 +11,8 @@ from pathlib import Path
 from portcheck.config import Config
 from portcheck.discovery import discover
 from portcheck.engine import FileResult, scan_bytes, scan_file
-from portcheck.findings import Finding, with_fingerprints
+from portcheck import project
+from portcheck.findings import Fact, Finding, with_fingerprints
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -25,6 +26,7 @@ class ScanReport:
     findings: tuple[Finding, ...]
     files: int  # discovered
     skipped: int  # discovered but without any enabled rule's trigger word
+    facts: tuple[Fact, ...] = ()  # what the files tell about the project (kernels, ops, calls)
     errors: tuple[str, ...] = ()  # paths that could not be used at all
     internal_errors: tuple[str, ...] = ()  # portcheck bugs, one per file
     baselined: int = 0  # findings hidden because the baseline holds them
@@ -37,7 +39,7 @@ def scan_source(source: str | bytes, *, path: str = "<string>", config: Config |
     result = scan_bytes(data, path, config or Config())
     if result.internal_error:
         raise RuntimeError(result.internal_error)
-    return with_fingerprints(result.findings)
+    return with_fingerprints([*result.findings, *project.confirmed(result.conditionals, result.facts)])
 
 
 def scan_paths(
@@ -50,9 +52,14 @@ def scan_paths(
     """Discover and scan files under `paths`, in parallel over `jobs` processes."""
     found = discover(paths, config)
     results = list(_scan_all(found.files, config, jobs or os.cpu_count() or 1, on_file_done))
+    facts = tuple(sorted((fact for r in results for fact in r.facts), key=lambda f: (f.path, f.line, f.kind, f.name)))
+    conditionals = [c for r in results for c in r.conditionals]
     return ScanReport(
         config=config,
-        findings=tuple(with_fingerprints(f for r in results for f in r.findings)),
+        findings=tuple(
+            with_fingerprints([*(f for r in results for f in r.findings), *project.confirmed(conditionals, facts)])
+        ),
+        facts=facts,
         files=len(found.files),
         skipped=sum(r.skipped for r in results),
         errors=found.errors,

@@ -13,8 +13,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from portcheck.config import Config
-
-PYTHON_SUFFIXES = (".py", ".pyi")
+from portcheck.filekinds import kind_of
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ def _walk(
             continue
         if is_dir:
             yield from _walk(shown / entry.name, path_real, base, config, excluded, ignores, errors)
-        elif entry.name.endswith(PYTHON_SUFFIXES):
+        elif kind_of(f"{shown.as_posix()}/{entry.name}") is not None:
             yield shown / entry.name
 
 

@@ -7,11 +7,12 @@ finding or a message for that file; the run goes on. Only a bug in portcheck its
 
 from __future__ import annotations
 
+import codecs
 import os
 import tokenize
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from io import BytesIO
 from pathlib import Path
@@ -19,10 +20,10 @@ from pathlib import Path
 import libcst as cst
 from pathspec import GitIgnoreSpec
 
-from portcheck import parsing, registry, suppress
+from portcheck import filekinds, parsing, registry, suppress
 from portcheck.config import Config
 from portcheck.discovery import Prefilter
-from portcheck.findings import Finding, Severity
+from portcheck.findings import Conditional, Fact, Finding, Severity
 from portcheck.positions import positions
 from portcheck.resolve import Resolver
 from portcheck.rule import Rule, SeverityMap
@@ -38,6 +39,8 @@ class FileResult:
 
     path: str  # root-relative POSIX path when under the root, else as given
     findings: tuple[Finding, ...] = ()
+    conditionals: tuple[Conditional, ...] = ()  # findings that need a project fact
+    facts: tuple[Fact, ...] = ()  # what this file tells about the project
     skipped: bool = False  # no trigger word of any enabled rule: not parsed
     internal_error: str | None = None
 
@@ -45,7 +48,7 @@ class FileResult:
 class _Context:
     """The FileContext rules see (portcheck.rule.FileContext)."""
 
-    def __init__(self, path: str, config: Config, resolver: Resolver) -> None:
+    def __init__(self, path: str, config: Config, resolver: Resolver | None) -> None:
         self.path = path
         self.targets = config.targets
         self.torch_version = config.torch_version
@@ -53,9 +56,11 @@ class _Context:
         self.walker: Walker | None = None
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
+        assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.qualified_names(node)
 
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
+        assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_value(node)
 
     @property
@@ -88,42 +93,58 @@ def scan_file(path: Path, config: Config) -> FileResult:
 
 
 def scan_bytes(data: bytes | None, path: str, config: Config, size: int | None = None) -> FileResult:
-    """Scan the contents of one file; `path` is only used for reporting and per-file-ignores.
+    """Scan the contents of one file; `path` is used for its kind, reports and per-file-ignores.
 
     `data` is None when the file was too large to be worth reading.
     """
     size = len(data) if size is None and data is not None else size or 0
     if data is None:
         return _too_large(path, config, size)
-    text, problem = _decode(data)
+    kind = filekinds.kind_of(path) or filekinds.PYTHON
+    text, problem = _decode(data) if kind == filekinds.PYTHON else (_decode_text(data), "")
     if text is None:
         return _tool_only(path, config, READ_ERROR, detail=problem)
     enabled = _enabled_codes(path, config)
-    visiting = tuple(code for code in enabled if not registry.get(code).engine_reported)
-    wanted = _prefilter(visiting).wants(data)
+    reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
+    visiting = tuple(code for code in reading if not registry.get(code).engine_reported)
+    wanted = (bool(visiting) or kind == filekinds.PYTHON) and _prefilter(visiting).wants(data)
     if not wanted and suppress.MARKER not in text:
         return FileResult(path, skipped=True)
     if wanted and size > config.max_file_size:
         return _too_large(path, config, size)
     try:
-        findings = _findings_from_source(data, text, path, config, visiting) if wanted else []
+        rules, module = _analyse(data, text, path, kind, config, visiting) if wanted else ([], None)
+        findings, conditionals, facts = _results(rules, module, path, config, text)
     except parsing.ParseFailure as failure:
-        findings = [_tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=failure.detail)]
+        detail = failure.detail
+        findings, conditionals, facts = (
+            [_tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=detail)],
+            [],
+            [],
+        )
     except RecursionError:  # parsed, but nested deeper than the walk (and CPython) can follow
         detail = "too deeply nested for portcheck to analyse"
-        findings = [_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail)]
+        findings, conditionals, facts = [_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail)], [], []
     except Exception:  # a bug in a rule or in portcheck: report it, keep going
         return FileResult(path, internal_error=traceback.format_exc(limit=-4))
-    directives = suppress.parse(text)
+    directives = suppress.parse(text, kind)
     if directives:
-        findings = suppress.apply(
-            findings,
+        kept, unused = suppress.apply(
+            [*findings, *(c.finding for c in conditionals)],
             directives,
-            enabled,
+            reading,
             config.targets,
             lambda d, e, why: _tool_finding(UNUSED_SUPPRESSION, path, config, d.line, d.column, text, detail=why),
         )
-    return FileResult(path, tuple(f for f in findings if f.code in enabled))
+        split = len(findings)
+        findings = [f for f in kept[:split] if f is not None] + unused
+        conditionals = [replace(c, finding=f) for c, f in zip(conditionals, kept[split:]) if f is not None]
+    return FileResult(
+        path,
+        tuple(f for f in findings if f.code in enabled),
+        tuple(c for c in conditionals if c.finding.code in enabled),
+        tuple(facts),
+    )
 
 
 def _too_large(path: str, config: Config, size: int) -> FileResult:
@@ -175,7 +196,24 @@ def _decode(data: bytes) -> tuple[str | None, str]:
         )
 
 
-def _findings_from_source(data: bytes, text: str, path: str, config: Config, codes: Sequence[str]) -> list[Finding]:
+def _decode_text(data: bytes) -> str:
+    """C++ sources and manifests: UTF-8 (or UTF-16 with a BOM); a stray byte in a comment
+    must not hide a kernel, so undecodable bytes are replaced rather than refused."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _analyse(
+    data: bytes, text: str, path: str, kind: str, config: Config, codes: Sequence[str]
+) -> tuple[list[Rule], cst.Module | None]:
+    """Run the rules over one file; they keep what they saw in `reports` and `records`."""
+    if kind != filekinds.PYTHON:
+        context = _Context(path, config, None)
+        rules = [registry.get(code)(context) for code in codes]
+        for rule in rules:
+            rule.check_text(text)
+        return rules, None
     module = parsing.parse(data, text)
     resolver = Resolver(module)
     context = _Context(path, config, resolver)
@@ -183,19 +221,39 @@ def _findings_from_source(data: bytes, text: str, path: str, config: Config, cod
     walker = Walker(rules, resolver)
     context.walker = walker
     walker.walk(module)
-    reported = [(type(rule), report) for rule in rules for report in rule.reports]
-    if not reported:
-        return []
-    ranges = positions(module, [report.node for _, report in reported])
+    return rules, module
+
+
+def _results(
+    rules: Sequence[Rule], module: cst.Module | None, path: str, config: Config, text: str
+) -> tuple[list[Finding], list[Conditional], list[Fact]]:
+    """Turn what the rules saw into findings, conditional findings and facts, with positions."""
+    nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
+    ranges = positions(module, nodes) if module is not None else {}
     lines = text.splitlines()
-    findings = []
-    for rule, report in reported:
-        start_line, start_col, end_line, end_col = ranges[id(report.node)]
-        span = (start_line, start_col + 1, end_line, end_col + 1)
-        finding = _finding(rule, report.message, report.hint, report.severity, path, config, span, lines)
-        if finding is not None:
-            findings.append(finding)
-    return findings
+    findings: list[Finding] = []
+    conditionals: list[Conditional] = []
+    for rule in rules:
+        for report in rule.reports:
+            if report.node is not None:
+                start_line, start_col, end_line, end_col = ranges[id(report.node)]
+                span = (start_line, start_col + 1, end_line, end_col + 1)
+            else:
+                assert report.span is not None
+                span = report.span
+            finding = _finding(type(rule), report.message, report.hint, report.severity, path, config, span, lines)
+            if finding is None:
+                continue
+            if report.requires is None:
+                findings.append(finding)
+            else:
+                conditionals.append(Conditional(finding, report.requires))
+    facts = [
+        Fact(r.kind, r.name, path, ranges[id(r.node)][0] if r.node is not None else r.line, r.details)
+        for rule in rules
+        for r in rule.records
+    ]
+    return findings, conditionals, facts
 
 
 def _finding(

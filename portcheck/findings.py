@@ -86,3 +86,27 @@ def with_fingerprints(findings: Iterable[Finding]) -> list[Finding]:
         digest = hashlib.sha256("\0".join((*key, str(seen[key]))).encode()).hexdigest()[:20]
         result.append(replace(finding, fingerprint=digest))
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """Something one file tells about the whole project (a kernel it defines, an op it
+    registers for CUDA, a call it makes), combined across files after the scan."""
+
+    kind: str
+    name: str
+    path: str
+    line: int
+    details: tuple[tuple[str, str], ...] = ()
+
+    def detail(self, key: str, default: str = "") -> str:
+        return dict(self.details).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Conditional:
+    """A finding that stands only if the project holds a fact, for instance a call of
+    `torch.ops.ns.op` when some other file registers `ns::op` for CUDA alone."""
+
+    finding: Finding
+    requires: tuple[str, str]  # (fact kind, fact name)

@@ -15,6 +15,7 @@ from typing import ClassVar, Protocol
 
 import libcst as cst
 
+from portcheck import filekinds
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 
@@ -51,14 +52,33 @@ class Invalid:
     options: Mapping[str, object] = field(default_factory=dict)
 
 
+Span = tuple[int, int, int, int]  # start line, start column, end line, end column (1-based, end exclusive)
+
+
 @dataclass(frozen=True, slots=True)
 class Report:
-    """What a rule saw; the engine turns it into a `Finding` once it knows positions."""
+    """What a rule saw; the engine turns it into a `Finding` once it knows positions.
 
-    node: cst.CSTNode
+    Python rules report a node, text rules a span. `requires` makes the finding conditional
+    on a project fact (see portcheck.findings.Conditional)."""
+
+    node: cst.CSTNode | None
     message: str
     hint: str
     severity: SeverityMap
+    span: Span | None = None
+    requires: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A project fact a rule noted, located by node (Python) or line (text)."""
+
+    kind: str
+    name: str
+    node: cst.CSTNode | None
+    line: int
+    details: tuple[tuple[str, str], ...]
 
 
 class FileContext(Protocol):
@@ -95,6 +115,8 @@ class Rule:
     # Qualified-name prefixes (e.g. "torch.cuda") whose uses this rule wants: the walker resolves
     # each whole dotted reference once and calls visit_watched_name for the matching ones.
     watched_names: ClassVar[tuple[str, ...]] = ()
+    # The kinds of file the rule reads (portcheck.filekinds); text kinds use check_text.
+    file_kinds: ClassVar[tuple[str, ...]] = (filekinds.PYTHON,)
     # Tool rules are reported by the engine itself, never by visiting.
     engine_reported: ClassVar[bool] = False
     VALID: ClassVar[Sequence[Valid]] = ()
@@ -103,6 +125,10 @@ class Rule:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.reports: list[Report] = []
+        self.records: list[Record] = []
+
+    def check_text(self, text: str) -> None:
+        """Rules that read non-Python files (see `file_kinds`) look at the whole text here."""
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         """Called for each reference that resolves under one of `watched_names`."""
@@ -113,16 +139,39 @@ class Rule:
         *,
         severity: SeverityMap | None = None,
         hint: str | None = None,
+        requires: tuple[str, str] | None = None,
         **fields: object,
     ) -> None:
-        self.reports.append(
-            Report(
-                node=node,
-                message=self.message.format(**fields),
-                hint=self.hint.format(**fields) if hint is None else hint,
-                severity=self.severity if severity is None else severity,
-            )
+        self.reports.append(self._make_report(node, None, severity, hint, requires, fields))
+
+    def report_span(
+        self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object
+    ) -> None:
+        """Report a place in a text file."""
+        self.reports.append(self._make_report(None, span, severity, hint, None, fields))
+
+    def _make_report(
+        self,
+        node: cst.CSTNode | None,
+        span: Span | None,
+        severity: SeverityMap | None,
+        hint: str | None,
+        requires: tuple[str, str] | None,
+        fields: Mapping[str, object],
+    ) -> Report:
+        return Report(
+            node=node,
+            message=self.message.format(**fields),
+            hint=self.hint.format(**fields) if hint is None else hint,
+            severity=self.severity if severity is None else severity,
+            span=span,
+            requires=requires,
         )
+
+    def record(self, kind: str, name: str, where: cst.CSTNode | int, **details: str) -> None:
+        """Note a project fact (a kernel, a CUDA-only op, a call site) at a node or line."""
+        node, line = (None, where) if isinstance(where, int) else (where, 0)
+        self.records.append(Record(kind, name, node, line, tuple(sorted(details.items()))))
 
     @classmethod
     def summary(cls) -> str:

@@ -16,7 +16,7 @@ import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from portcheck import registry
+from portcheck import filekinds, registry
 from portcheck.findings import Finding
 from portcheck.targets import TARGET_ORDER
 
@@ -39,13 +39,15 @@ class Directive:
     entries: tuple[Entry, ...]
 
 
-def parse(text: str) -> list[Directive]:
-    """The directives in a file's comments (never in strings)."""
+def parse(text: str, kind: str = filekinds.PYTHON) -> list[Directive]:
+    """The directives in a file's comments: found by the tokenizer in Python (so never in
+    strings), by line in the `#`- or `//`-commented text files portcheck reads."""
     if MARKER not in text:
         return []
     lines = text.splitlines()
     directives = []
-    for line, column, comment in _comments(text):
+    comments = _comments(text) if kind == filekinds.PYTHON else _line_comments(lines)
+    for line, column, comment in comments:
         match = _DIRECTIVE.search(comment)
         if match is None:
             continue
@@ -65,6 +67,14 @@ def _comments(text: str) -> Iterable[tuple[int, int, str]]:
         return  # the file does not tokenize; its parse error is reported elsewhere
 
 
+def _line_comments(lines: Sequence[str]) -> Iterable[tuple[int, int, str]]:
+    for number, line in enumerate(lines, start=1):
+        if MARKER in line:
+            column = min((i for i in (line.find("#"), line.find("//")) if i >= 0), default=-1)
+            if column >= 0:
+                yield number, column, "#" + line[column:].lstrip("#/")
+
+
 def _entry(raw: str) -> Entry:
     text = raw.strip()
     code, _, target = text.partition("@")
@@ -80,17 +90,18 @@ def apply(
     enabled_codes: Iterable[str],
     selected_targets: Sequence[str],
     report_unused: UnusedReporter,
-) -> list[Finding]:
-    """Drop or narrow suppressed findings and report entries that matched nothing."""
+) -> tuple[list[Finding | None], list[Finding]]:
+    """Each finding kept, narrowed to its unsuppressed targets, or dropped (None), in the input
+    order; and a report for each directive entry that matched nothing."""
     used: set[tuple[int, Entry]] = set()
-    kept = []
+    kept: list[Finding | None] = []
     for finding in findings:
         targets = dict(finding.targets)
         for index, directive in enumerate(directives):
             if directive.applies_to not in (None, finding.line):
                 continue
             for entry in directive.entries:
-                if not finding.code.startswith(entry.code_prefix) or not entry.code_prefix:
+                if not entry.code_prefix or not finding.code.startswith(entry.code_prefix):
                     continue
                 if entry.target is None:
                     hit = bool(targets)
@@ -104,14 +115,17 @@ def apply(
         elif targets:
             narrowed = tuple(item for item in finding.targets if item[0] in targets)
             kept.append(replace(finding, targets=narrowed, severity=max(s for _, s in narrowed)))
+        else:
+            kept.append(None)
     enabled = set(enabled_codes)
+    unused = []
     for index, directive in enumerate(directives):
         for entry in directive.entries:
             if (index, entry) not in used:
                 problem = _why_unused(entry, enabled, selected_targets)
                 if problem:
-                    kept.append(report_unused(directive, entry, problem))
-    return kept
+                    unused.append(report_unused(directive, entry, problem))
+    return kept, unused
 
 
 def _why_unused(entry: Entry, enabled: set[str], selected_targets: Sequence[str]) -> str:

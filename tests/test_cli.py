@@ -622,7 +622,7 @@ def test_config_extend_exclude_skips_a_directory(runner: CliRunner, project: Pat
     write_pyproject(project, 'extend-exclude = ["third_party/"]\n')
     _, after = scan_json(runner, ".")
     assert {f["path"] for f in after["findings"]} == {"src/train.py"}
-    assert after["summary"]["files"] == 1
+    assert after["summary"]["files"] == 2  # src/train.py and pyproject.toml (read for dependencies)
 
 
 def test_config_fail_on_is_overridden_by_the_cli(runner: CliRunner, project: Path) -> None:

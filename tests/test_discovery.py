@@ -175,7 +175,7 @@ def test_force_exclude_does_not_exclude_the_root_itself(tmp_path: Path) -> None:
 # --- which files, in which order -----------------------------------------------------------
 
 
-def test_only_py_and_pyi_files_are_collected_from_directories(tmp_path: Path) -> None:
+def test_only_the_kinds_portcheck_reads_are_collected_from_directories(tmp_path: Path) -> None:
     write(
         tmp_path,
         "module.py",
@@ -184,11 +184,32 @@ def test_only_py_and_pyi_files_are_collected_from_directories(tmp_path: Path) ->
         "script",
         "ext.pyx",
         "compiled.pyc",
-        "notebook.ipynb",
         "module.py.bak",
         "setup.cfg",
+        "pyproject.toml",
+        "requirements-dev.txt",
+        "requirements/base.txt",
+        "notes.txt",
+        "environment.yml",
+        "csrc/kernel.cu",
+        "csrc/kernel.cuh",
+        "csrc/ops.cpp",
+        "csrc/ops.h",
+        "config.yml",
     )
-    assert found([tmp_path], Config(root=tmp_path)) == ["module.py", "stubs.pyi"]
+    assert found([tmp_path], Config(root=tmp_path)) == [
+        "csrc/kernel.cu",
+        "csrc/kernel.cuh",
+        "csrc/ops.cpp",
+        "csrc/ops.h",
+        "environment.yml",
+        "module.py",
+        "pyproject.toml",
+        "requirements/base.txt",  # paths sort by component, so the folder comes first
+        "requirements-dev.txt",
+        "setup.cfg",
+        "stubs.pyi",
+    ]
 
 
 def test_output_is_sorted_whatever_the_order_of_the_given_paths(tmp_path: Path) -> None:

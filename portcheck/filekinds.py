@@ -1,0 +1,55 @@
+"""Which kind of source a file is, from its name: rules declare the kinds they read.
+
+Python files are parsed with libcst; the others (CUDA and C++ sources, dependency manifests)
+are read as text by the rules that understand them. Nothing is ever executed or imported.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import PurePosixPath
+
+PYTHON = "python"
+CUDA = "cuda"  # .cu / .cuh
+CPP = "cpp"  # C++ sources and headers (op registrations, inline PTX)
+REQUIREMENTS = "requirements"  # pip requirement files
+PYPROJECT = "pyproject"
+SETUP_CFG = "setup-cfg"
+CONDA = "conda"  # environment.yml
+ALL = (PYTHON, CUDA, CPP, REQUIREMENTS, PYPROJECT, SETUP_CFG, CONDA)
+
+_BY_SUFFIX = {
+    ".py": PYTHON,
+    ".pyi": PYTHON,
+    ".cu": CUDA,
+    ".cuh": CUDA,
+    ".cpp": CPP,
+    ".cc": CPP,
+    ".cxx": CPP,
+    ".h": CPP,
+    ".hpp": CPP,
+    ".hh": CPP,
+}
+_BY_NAME = (
+    ("pyproject.toml", PYPROJECT),
+    ("setup.cfg", SETUP_CFG),
+    ("requirements*.txt", REQUIREMENTS),
+    ("requirements*.in", REQUIREMENTS),
+    ("*-requirements.txt", REQUIREMENTS),
+    ("*_requirements.txt", REQUIREMENTS),
+    ("constraints*.txt", REQUIREMENTS),
+    ("environment*.yml", CONDA),
+    ("environment*.yaml", CONDA),
+)
+
+
+def kind_of(path: str) -> str | None:
+    """The kind of a file, or None for files portcheck does not read."""
+    pure = PurePosixPath(path)
+    name = pure.name
+    for pattern, kind in _BY_NAME:
+        if fnmatch.fnmatchcase(name, pattern):
+            return kind
+    if pure.parent.name == "requirements" and pure.suffix in (".txt", ".in"):
+        return REQUIREMENTS
+    return _BY_SUFFIX.get(pure.suffix)
