@@ -11,8 +11,8 @@ from pathlib import Path
 from portcheck.config import Config
 from portcheck.discovery import discover
 from portcheck.engine import FileResult, scan_bytes, scan_file
-from portcheck import project
 from portcheck.findings import Fact, Finding, with_fingerprints
+from portcheck.project import Project
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -36,10 +36,15 @@ class ScanReport:
 def scan_source(source: str | bytes, *, path: str = "<string>", config: Config | None = None) -> list[Finding]:
     """Findings for one piece of source code, sorted and fingerprinted."""
     data = source.encode("utf-8") if isinstance(source, str) else source
-    result = scan_bytes(data, path, config or Config())
-    if result.internal_error:
-        raise RuntimeError(result.internal_error)
-    return with_fingerprints([*result.findings, *project.confirmed(result.conditionals, result.facts)])
+    config = config or Config()
+    results = [scan_bytes(data, path, config)]
+    known = Project.from_facts(results[0].facts)
+    if known:
+        results.append(scan_bytes(data, path, config, project=known))
+    for result in results:
+        if result.internal_error:
+            raise RuntimeError(result.internal_error)
+    return with_fingerprints(f for result in results for f in result.findings)
 
 
 def scan_paths(
@@ -51,35 +56,41 @@ def scan_paths(
 ) -> ScanReport:
     """Discover and scan files under `paths`, in parallel over `jobs` processes."""
     found = discover(paths, config)
-    results = list(_scan_all(found.files, config, jobs or os.cpu_count() or 1, on_file_done))
-    facts = tuple(sorted((fact for r in results for fact in r.facts), key=lambda f: (f.path, f.line, f.kind, f.name)))
-    conditionals = [c for r in results for c in r.conditionals]
+    jobs = jobs or os.cpu_count() or 1
+    results = list(_scan_all(found.files, config, jobs, None, on_file_done))
+    known = Project.from_facts(fact for r in results for fact in r.facts)
+    second = list(_scan_all(found.files, config, jobs, known)) if known else []
+    facts = {fact for r in (*results, *second) for fact in r.facts}
     return ScanReport(
         config=config,
-        findings=tuple(
-            with_fingerprints([*(f for r in results for f in r.findings), *project.confirmed(conditionals, facts)])
-        ),
-        facts=facts,
+        findings=tuple(with_fingerprints(f for r in (*results, *second) for f in r.findings)),
+        facts=tuple(sorted(facts, key=lambda f: (f.path, f.line, f.kind, f.name))),
         files=len(found.files),
         skipped=sum(r.skipped for r in results),
         errors=found.errors,
-        internal_errors=tuple(f"{r.path}: internal error\n{r.internal_error}" for r in results if r.internal_error),
+        internal_errors=tuple(
+            f"{r.path}: internal error\n{r.internal_error}" for r in (*results, *second) if r.internal_error
+        ),
         paths=tuple(str(p) for p in paths),
     )
 
 
 def _scan_all(
-    files: Sequence[Path], config: Config, jobs: int, on_file_done: Callable[[], None] | None
+    files: Sequence[Path],
+    config: Config,
+    jobs: int,
+    known: Project | None,
+    on_file_done: Callable[[], None] | None = None,
 ) -> Iterable[FileResult]:
     if jobs <= 1 or len(files) < _PARALLEL_THRESHOLD:
         for path in files:
-            yield scan_file(path, config)
+            yield scan_file(path, config, known)
             if on_file_done:
                 on_file_done()
         return
     chunk = max(1, min(64, len(files) // (jobs * 8)))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for result in pool.map(scan_file, files, [config] * len(files), chunksize=chunk):
+        for result in pool.map(scan_file, files, [config] * len(files), [known] * len(files), chunksize=chunk):
             yield result
             if on_file_done:
                 on_file_done()

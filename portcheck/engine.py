@@ -12,7 +12,7 @@ import os
 import tokenize
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from io import BytesIO
 from pathlib import Path
@@ -23,8 +23,9 @@ from pathspec import GitIgnoreSpec
 from portcheck import filekinds, parsing, registry, suppress
 from portcheck.config import Config
 from portcheck.discovery import Prefilter
-from portcheck.findings import Conditional, Fact, Finding, Severity
+from portcheck.findings import Fact, Finding, Severity
 from portcheck.positions import positions
+from portcheck.project import Project
 from portcheck.resolve import Resolver
 from portcheck.rule import Rule, SeverityMap
 from portcheck.walk import Walker
@@ -39,7 +40,6 @@ class FileResult:
 
     path: str  # root-relative POSIX path when under the root, else as given
     findings: tuple[Finding, ...] = ()
-    conditionals: tuple[Conditional, ...] = ()  # findings that need a project fact
     facts: tuple[Fact, ...] = ()  # what this file tells about the project
     skipped: bool = False  # no trigger word of any enabled rule: not parsed
     internal_error: str | None = None
@@ -48,10 +48,11 @@ class FileResult:
 class _Context:
     """The FileContext rules see (portcheck.rule.FileContext)."""
 
-    def __init__(self, path: str, config: Config, resolver: Resolver | None) -> None:
+    def __init__(self, path: str, config: Config, resolver: Resolver | None, project: Project | None) -> None:
         self.path = path
         self.targets = config.targets
         self.torch_version = config.torch_version
+        self.project = project
         self.resolver = resolver
         self.walker: Walker | None = None
 
@@ -82,69 +83,80 @@ def display_path(path: Path, root: Path) -> str:
     return path.as_posix()
 
 
-def scan_file(path: Path, config: Config) -> FileResult:
+def scan_file(path: Path, config: Config, project: Project | None = None) -> FileResult:
     shown = display_path(path, config.root)
     try:
         size = path.stat().st_size
         data = path.read_bytes() if size <= max(READ_LIMIT, config.max_file_size) else None
     except OSError as error:
+        if project is not None:
+            return FileResult(shown)  # reported in the first pass
         return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
-    return scan_bytes(data, shown, config, size=size)
+    return scan_bytes(data, shown, config, size=size, project=project)
 
 
-def scan_bytes(data: bytes | None, path: str, config: Config, size: int | None = None) -> FileResult:
+def scan_bytes(
+    data: bytes | None, path: str, config: Config, size: int | None = None, project: Project | None = None
+) -> FileResult:
     """Scan the contents of one file; `path` is used for its kind, reports and per-file-ignores.
 
-    `data` is None when the file was too large to be worth reading.
+    `data` is None when the file was too large to be worth reading. With a `project`, this is
+    the second pass: only the rules that need project facts run, and problems with the file
+    itself were already reported in the first.
     """
     size = len(data) if size is None and data is not None else size or 0
-    if data is None:
-        return _too_large(path, config, size)
+    second_pass = project is not None
+    if data is None or (second_pass and size > config.max_file_size):
+        return FileResult(path) if second_pass else _too_large(path, config, size)
     kind = filekinds.kind_of(path) or filekinds.PYTHON
     text, problem = _decode(data) if kind == filekinds.PYTHON else (_decode_text(data), "")
     if text is None:
-        return _tool_only(path, config, READ_ERROR, detail=problem)
+        return FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem)
     enabled = _enabled_codes(path, config)
     reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
-    visiting = tuple(code for code in reading if not registry.get(code).engine_reported)
-    wanted = (bool(visiting) or kind == filekinds.PYTHON) and _prefilter(visiting).wants(data)
-    if not wanted and suppress.MARKER not in text:
+    if second_pass:
+        assert project is not None
+        visiting = tuple(code for code in reading if registry.get(code).project_triggers(project))
+        prefilter = Prefilter(t for code in visiting for t in registry.get(code).project_triggers(project))
+        wanted = bool(visiting) and prefilter.wants(data)
+    else:
+        visiting = tuple(code for code in reading if not registry.get(code).engine_reported)
+        wanted = (bool(visiting) or kind == filekinds.PYTHON) and _prefilter(visiting).wants(data)
+    if not wanted and (second_pass or suppress.MARKER not in text):
         return FileResult(path, skipped=True)
     if wanted and size > config.max_file_size:
         return _too_large(path, config, size)
     try:
-        rules, module = _analyse(data, text, path, kind, config, visiting) if wanted else ([], None)
-        findings, conditionals, facts = _results(rules, module, path, config, text)
+        rules, module = _analyse(data, text, path, kind, config, visiting, project) if wanted else ([], None)
+        findings, facts = _results(rules, module, path, config, text)
     except parsing.ParseFailure as failure:
+        if second_pass:
+            return FileResult(path)
         detail = failure.detail
-        findings, conditionals, facts = (
+        findings, facts = (
             [_tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=detail)],
-            [],
             [],
         )
     except RecursionError:  # parsed, but nested deeper than the walk (and CPython) can follow
+        if second_pass:
+            return FileResult(path)
         detail = "too deeply nested for portcheck to analyse"
-        findings, conditionals, facts = [_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail)], [], []
+        findings, facts = [_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail)], []
     except Exception:  # a bug in a rule or in portcheck: report it, keep going
         return FileResult(path, internal_error=traceback.format_exc(limit=-4))
     directives = suppress.parse(text, kind)
     if directives:
+        # Unused entries are judged in the first pass, for the rules that report only there.
+        judged = tuple(code for code in reading if not registry.get(code).has_second_pass())
         kept, unused = suppress.apply(
-            [*findings, *(c.finding for c in conditionals)],
+            findings,
             directives,
-            reading,
+            judged,
             config.targets,
             lambda d, e, why: _tool_finding(UNUSED_SUPPRESSION, path, config, d.line, d.column, text, detail=why),
         )
-        split = len(findings)
-        findings = [f for f in kept[:split] if f is not None] + unused
-        conditionals = [replace(c, finding=f) for c, f in zip(conditionals, kept[split:]) if f is not None]
-    return FileResult(
-        path,
-        tuple(f for f in findings if f.code in enabled),
-        tuple(c for c in conditionals if c.finding.code in enabled),
-        tuple(facts),
-    )
+        findings = [f for f in kept if f is not None] + ([] if second_pass else unused)
+    return FileResult(path, tuple(f for f in findings if f.code in enabled), tuple(facts))
 
 
 def _too_large(path: str, config: Config, size: int) -> FileResult:
@@ -205,18 +217,18 @@ def _decode_text(data: bytes) -> str:
 
 
 def _analyse(
-    data: bytes, text: str, path: str, kind: str, config: Config, codes: Sequence[str]
+    data: bytes, text: str, path: str, kind: str, config: Config, codes: Sequence[str], project: Project | None
 ) -> tuple[list[Rule], cst.Module | None]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
-        context = _Context(path, config, None)
+        context = _Context(path, config, None, project)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
         return rules, None
     module = parsing.parse(data, text)
     resolver = Resolver(module)
-    context = _Context(path, config, resolver)
+    context = _Context(path, config, resolver, project)
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker(rules, resolver)
     context.walker = walker
@@ -226,13 +238,12 @@ def _analyse(
 
 def _results(
     rules: Sequence[Rule], module: cst.Module | None, path: str, config: Config, text: str
-) -> tuple[list[Finding], list[Conditional], list[Fact]]:
-    """Turn what the rules saw into findings, conditional findings and facts, with positions."""
+) -> tuple[list[Finding], list[Fact]]:
+    """Turn what the rules saw into findings and facts, with positions."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
     ranges = positions(module, nodes) if module is not None else {}
     lines = text.splitlines()
-    findings: list[Finding] = []
-    conditionals: list[Conditional] = []
+    findings = []
     for rule in rules:
         for report in rule.reports:
             if report.node is not None:
@@ -242,18 +253,14 @@ def _results(
                 assert report.span is not None
                 span = report.span
             finding = _finding(type(rule), report.message, report.hint, report.severity, path, config, span, lines)
-            if finding is None:
-                continue
-            if report.requires is None:
+            if finding is not None:
                 findings.append(finding)
-            else:
-                conditionals.append(Conditional(finding, report.requires))
-    facts = [
-        Fact(r.kind, r.name, path, ranges[id(r.node)][0] if r.node is not None else r.line, r.details)
-        for rule in rules
-        for r in rule.records
-    ]
-    return findings, conditionals, facts
+    facts = []
+    for rule in rules:
+        for record in rule.records:
+            first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
+            facts.append(Fact(record.kind, record.name, path, first, last, record.details))
+    return findings, facts
 
 
 def _finding(

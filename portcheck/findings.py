@@ -97,16 +97,8 @@ class Fact:
     name: str
     path: str
     line: int
+    end_line: int
     details: tuple[tuple[str, str], ...] = ()
 
     def detail(self, key: str, default: str = "") -> str:
         return dict(self.details).get(key, default)
-
-
-@dataclass(frozen=True, slots=True)
-class Conditional:
-    """A finding that stands only if the project holds a fact, for instance a call of
-    `torch.ops.ns.op` when some other file registers `ns::op` for CUDA alone."""
-
-    finding: Finding
-    requires: tuple[str, str]  # (fact kind, fact name)

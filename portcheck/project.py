@@ -1,29 +1,51 @@
-"""What only the whole project can tell: facts from every file, combined after the scan.
+"""What only the whole project can tell: facts from every file, combined after the first pass.
 
-Files are scanned independently (in parallel); some findings depend on other files: a call of
-`torch.ops.ns.op` matters only if the repository registers `ns::op` for CUDA alone, and
-`import pkg._C` only if its setup.py builds `pkg._C` with CUDAExtension. Rules record facts
-and conditional findings; this module keeps the conditionals whose facts hold.
+Files are scanned independently (in parallel), but some findings depend on other files: a call
+of `torch.ops.ns.op` matters only if the repository registers `ns::op` for CUDA alone, and
+`import pkg._C` only if a setup.py builds `pkg._C` with CUDAExtension. Rules record facts in
+the first pass; a `Project` sums them up; rules that need it run in a second pass over only the
+files that mention what the project holds (see `Rule.project_triggers`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-from portcheck.findings import Conditional, Fact, Finding
+from portcheck.findings import Fact
 
-OP_IMPL = "op-impl"  # name "ns::op", detail device: the dispatch key it is implemented for
-CUDA_ONLY_OP = "cuda-only-op"  # derived: ops implemented for CUDA and for no other device
-CUDA_EXTENSION = "cuda-extension"  # name: the importable module a CUDAExtension builds
-KERNEL = "kernel"  # name: qualified name of a custom kernel
-CALL = "call"  # name: qualified name of what a call site calls
-REFERENCE = "reference"  # name: a function that looks like a pure-PyTorch reference implementation
+OP_IMPL = "op-impl"  # name "ns::op"; detail `device`: the dispatch key it is implemented for
+CUDA_EXTENSION = "cuda-extension"  # name: the importable module a CUDA extension builds
+KERNEL = "kernel"  # name: qualified name of a custom kernel; details kind, loc
+SOURCE = "source"  # name: a CUDA/C++ source file; detail loc
+CALL = "call"  # name: qualified name a call site calls; detail fallback (evidence) when guarded
+REFERENCE = "reference"  # name: qualified name of a function that looks like a reference implementation
 
-_ANY_DEVICE = frozenset({"compositeimplicitautograd", "compositeexplicitautograd", "default"})
+
+@dataclass(frozen=True)
+class Project:
+    """The facts second-pass rules need, small enough to send to every worker."""
+
+    cuda_only_ops: frozenset[str] = frozenset()  # "ns::op"
+    cuda_extensions: frozenset[str] = frozenset()  # "pkg._C"
+    kernels: frozenset[str] = frozenset()  # "pkg.kernels.add_kernel"
+
+    @classmethod
+    def from_facts(cls, facts: Iterable[Fact]) -> Project:
+        facts = list(facts)
+        return cls(
+            cuda_only_ops=frozenset(cuda_only_ops(facts)),
+            cuda_extensions=frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION),
+            kernels=frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton"),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.cuda_only_ops or self.cuda_extensions or self.kernels)
 
 
 def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:
-    """Ops registered for CUDA that have no implementation another device could use."""
+    """Ops registered for CUDA with no implementation another device could use."""
     devices: dict[str, set[str]] = {}
     for fact in facts:
         if fact.kind == OP_IMPL:
@@ -31,15 +53,24 @@ def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:
     return {op for op, keys in devices.items() if "cuda" in keys and not keys - {"cuda", "meta", "autograd"}}
 
 
-def holding(facts: Iterable[Fact]) -> set[tuple[str, str]]:
-    """Every (kind, name) the project holds, derived kinds included."""
-    facts = list(facts)
-    held = {(fact.kind, fact.name) for fact in facts}
-    held |= {(CUDA_ONLY_OP, op) for op in cuda_only_ops(facts)}
-    return held
+def module_name(path: str) -> str:
+    """The importable name of a Python file from its repository path (`src/` layouts too)."""
+    parts = list(PurePosixPath(path).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    if parts and parts[0] in ("src", "lib", "python"):
+        parts.pop(0)
+    return ".".join(parts)
 
 
-def confirmed(conditionals: Iterable[Conditional], facts: Iterable[Fact]) -> list[Finding]:
-    """The conditional findings whose required fact the project holds."""
-    held = holding(facts)
-    return [c.finding for c in conditionals if c.requires in held]
+def absolute(qualified: str, path: str) -> str:
+    """A qualified name with relative-import dots resolved against the file's package."""
+    if not qualified.startswith("."):
+        return qualified
+    dots = len(qualified) - len(qualified.lstrip("."))
+    package = module_name(path).split(".")
+    if not PurePosixPath(path).name.startswith("__init__."):
+        package = package[:-1]
+    base = package[: len(package) - (dots - 1)] if dots > 1 else package
+    rest = qualified[dots:]
+    return ".".join([*base, rest]) if rest else ".".join(base)

@@ -11,13 +11,16 @@ import inspect
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import libcst as cst
 
 from portcheck import filekinds
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
+
+if TYPE_CHECKING:
+    from portcheck.project import Project
 
 ERROR, WARNING, INFO, OFF = Severity.ERROR, Severity.WARNING, Severity.INFO, Severity.OFF
 SeverityMap = Mapping[str, Severity]
@@ -59,15 +62,13 @@ Span = tuple[int, int, int, int]  # start line, start column, end line, end colu
 class Report:
     """What a rule saw; the engine turns it into a `Finding` once it knows positions.
 
-    Python rules report a node, text rules a span. `requires` makes the finding conditional
-    on a project fact (see portcheck.findings.Conditional)."""
+    Python rules report a node, text rules a span."""
 
     node: cst.CSTNode | None
     message: str
     hint: str
     severity: SeverityMap
     span: Span | None = None
-    requires: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ class Record:
     kind: str
     name: str
     node: cst.CSTNode | None
-    line: int
+    lines: tuple[int, int]  # first and last line, for text rules (Python rules give the node)
     details: tuple[tuple[str, str], ...]
 
 
@@ -87,6 +88,7 @@ class FileContext(Protocol):
     path: str
     targets: tuple[str, ...]
     torch_version: tuple[int, ...] | None
+    project: Project | None  # set in the second pass only
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]: ...
 
@@ -139,16 +141,15 @@ class Rule:
         *,
         severity: SeverityMap | None = None,
         hint: str | None = None,
-        requires: tuple[str, str] | None = None,
         **fields: object,
     ) -> None:
-        self.reports.append(self._make_report(node, None, severity, hint, requires, fields))
+        self.reports.append(self._make_report(node, None, severity, hint, fields))
 
     def report_span(
         self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object
     ) -> None:
         """Report a place in a text file."""
-        self.reports.append(self._make_report(None, span, severity, hint, None, fields))
+        self.reports.append(self._make_report(None, span, severity, hint, fields))
 
     def _make_report(
         self,
@@ -156,7 +157,6 @@ class Rule:
         span: Span | None,
         severity: SeverityMap | None,
         hint: str | None,
-        requires: tuple[str, str] | None,
         fields: Mapping[str, object],
     ) -> Report:
         return Report(
@@ -165,13 +165,23 @@ class Rule:
             hint=self.hint.format(**fields) if hint is None else hint,
             severity=self.severity if severity is None else severity,
             span=span,
-            requires=requires,
         )
 
-    def record(self, kind: str, name: str, where: cst.CSTNode | int, **details: str) -> None:
-        """Note a project fact (a kernel, a CUDA-only op, a call site) at a node or line."""
-        node, line = (None, where) if isinstance(where, int) else (where, 0)
-        self.records.append(Record(kind, name, node, line, tuple(sorted(details.items()))))
+    def record(self, kind: str, name: str, where: cst.CSTNode | tuple[int, int], **details: str) -> None:
+        """Note a project fact (a kernel, a CUDA-only op, a call site) at a node or lines."""
+        node, lines = (None, where) if isinstance(where, tuple) else (where, (0, 0))
+        self.records.append(Record(kind, name, node, lines, tuple(sorted(details.items()))))
+
+    @classmethod
+    def project_triggers(cls, project: Project) -> tuple[bytes, ...]:
+        """Rules that need what other files tell (see portcheck.project) run again, in a second
+        pass over the files containing these words, with `ctx.project` set. Empty: no second
+        pass for this rule."""
+        return ()
+
+    @classmethod
+    def has_second_pass(cls) -> bool:
+        return cls.project_triggers.__func__ is not Rule.project_triggers.__func__  # type: ignore[attr-defined]
 
     @classmethod
     def summary(cls) -> str:
