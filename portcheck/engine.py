@@ -120,7 +120,7 @@ def scan_bytes(
         prefilter = Prefilter(t for code in visiting for t in registry.get(code).project_triggers(project))
         wanted = bool(visiting) and prefilter.wants(data)
     else:
-        visiting = tuple(code for code in reading if not registry.get(code).engine_reported)
+        visiting = tuple(code for code in reading if registry.get(code).in_first_pass())
         wanted = (bool(visiting) or kind == filekinds.PYTHON) and _prefilter(visiting).wants(data)
     if not wanted and (second_pass or suppress.MARKER not in text):
         return FileResult(path, skipped=True)

@@ -16,6 +16,16 @@ _DEVICE_NAME = re.compile(r"(^|_)(device|devices|dev|device_str|device_name)($|_
 _BACKEND_NAME = re.compile(r"(^|_)(backend|dist_backend|process_group_backend)($|_)", re.IGNORECASE)
 
 
+def dotted(node: cst.CSTNode) -> str:
+    """`a.b.c` for a Name or Attribute chain (as in import statements), else ''."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else ""
+    return ""
+
+
 def string_value(node: cst.CSTNode) -> str | None:
     """The value of a plain (non-f, non-bytes) string literal, else None."""
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):

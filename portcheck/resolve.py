@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from portcheck.patterns import dotted
+
 EMPTY: frozenset[str] = frozenset()
 
 
@@ -97,18 +99,18 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
             _collect(stmt.body, scope)
         elif isinstance(stmt, cst.Import):
             for alias in stmt.names:
-                dotted = _dotted(alias.name)
+                path = dotted(alias.name)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                    scope.bind_import(alias.asname.name.value, dotted)
+                    scope.bind_import(alias.asname.name.value, path)
                 else:
-                    top = dotted.split(".", 1)[0]
+                    top = path.split(".", 1)[0]
                     scope.bind_import(top, top)
         elif isinstance(stmt, cst.ImportFrom):
             if isinstance(stmt.names, cst.ImportStar):
                 continue
-            module = "." * len(stmt.relative) + (_dotted(stmt.module) if stmt.module else "")
+            module = "." * len(stmt.relative) + (dotted(stmt.module) if stmt.module else "")
             for alias in stmt.names:
-                imported = _dotted(alias.name)
+                imported = dotted(alias.name)
                 local = alias.asname.name if alias.asname is not None else alias.name
                 if isinstance(local, cst.Name):
                     prefix = module if module.endswith(".") else module + "."
@@ -156,14 +158,6 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
         elif isinstance(stmt, cst.Match):
             for case in stmt.cases:
                 _collect(_statements(case.body), scope)
-
-
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""
 
 
 class Resolver:

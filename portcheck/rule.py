@@ -43,6 +43,7 @@ class Valid:
 
     code: str | bytes
     options: Mapping[str, object] = field(default_factory=dict)
+    path: str = "example.py"  # the file name decides its kind (`.cu`, `requirements.txt`...)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Invalid:
     lines: Sequence[int] | None = None
     message: str = ""  # a substring every reported message must contain
     options: Mapping[str, object] = field(default_factory=dict)
+    path: str = "example.py"
 
 
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (1-based, end exclusive)
@@ -167,10 +169,10 @@ class Rule:
             span=span,
         )
 
-    def record(self, kind: str, name: str, where: cst.CSTNode | tuple[int, int], **details: str) -> None:
+    def record(self, fact: str, name: str, where: cst.CSTNode | tuple[int, int], /, **details: str) -> None:
         """Note a project fact (a kernel, a CUDA-only op, a call site) at a node or lines."""
         node, lines = (None, where) if isinstance(where, tuple) else (where, (0, 0))
-        self.records.append(Record(kind, name, node, lines, tuple(sorted(details.items()))))
+        self.records.append(Record(fact, name, node, lines, tuple(sorted(details.items()))))
 
     @classmethod
     def project_triggers(cls, project: Project) -> tuple[bytes, ...]:
@@ -178,6 +180,12 @@ class Rule:
         pass over the files containing these words, with `ctx.project` set. Empty: no second
         pass for this rule."""
         return ()
+
+    @classmethod
+    def in_first_pass(cls) -> bool:
+        """Visiting rules run in the first pass, except those that only make sense once the
+        project is known (no trigger words of their own, only project triggers)."""
+        return not cls.engine_reported and (bool(cls.triggers) or not cls.has_second_pass())
 
     @classmethod
     def has_second_pass(cls) -> bool:

@@ -22,7 +22,7 @@ def _cases():
 def findings_for(rule: type[Rule], example: Valid | Invalid):
     """Run an example with every rule enabled on every target, keep this rule's findings."""
     config = Config(targets=TARGET_ORDER).with_overrides(**example.options)
-    return [f for f in scan_source(example.code, path="example.py", config=config) if f.code == rule.code]
+    return [f for f in scan_source(example.code, path=example.path, config=config) if f.code == rule.code]
 
 
 @pytest.mark.parametrize(("rule", "example"), list(_cases()))

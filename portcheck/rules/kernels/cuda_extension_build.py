@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import kernels, patterns, project
+from portcheck.rule import Invalid, Rule, Valid
+
+_EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
+_LOAD = frozenset({"torch.utils.cpp_extension.load"})
+_LOAD_INLINE = frozenset({"torch.utils.cpp_extension.load_inline"})
+_CUDA_SUFFIXES = (".cu", ".cuh")
+
+
+class CudaExtensionBuild(Rule):
+    """## What it does
+    Reports CUDA C++ extensions built from Python: `CUDAExtension(...)` (in setup.py or
+    anywhere), `torch.utils.cpp_extension.load(...)` with `.cu` sources or `with_cuda=True`,
+    and `load_inline(...)` with `cuda_sources=`. It records the module each one builds, so that
+    imports of that module (PC607) and `portcheck kernels` can find it.
+
+    ## Why is this bad?
+    CUDA C++ only compiles with nvcc for NVIDIA GPUs (and, after hipify, for AMD). On TPU,
+    Trainium, MPS, Gaudi and CPU the build fails or the module has nothing to run, so every op
+    it provides must be rewritten or replaced by PyTorch code.
+
+    ## Example
+    ```python
+    setup(ext_modules=[CUDAExtension("mylib._C", ["csrc/ops.cpp", "csrc/kernels.cu"])],
+          cmdclass={"build_ext": BuildExtension})
+    ```
+
+    ## Use instead
+    Build the CUDA extension only where CUDA exists (keep a `CppExtension` or pure-PyTorch path
+    for everything else), and port the kernels: Pallas through `torch.tpu.pallas.jax_op` on TPU,
+    NKI on Trainium, SYCL (`SyclExtension`) on Intel GPUs, Metal on MPS.
+
+    ## Targets
+    An error on every target but ROCm, where `CUDAExtension` sources are hipified at build time
+    (a warning: review warp-size and intrinsic assumptions).
+
+    ## Fix safety
+    No automatic fix: kernels are rewritten by a person.
+    """
+
+    code = "PC602"
+    name = "cuda-extension-build"
+    message = "{what} builds CUDA C++ that only nvcc (or hipify) can compile"
+    hint = "port: {port}"
+    severity = kernels.severity(kernels.EXTENSION)
+    triggers = (b"CUDAExtension", b"cpp_extension")
+
+    VALID = [
+        Valid("from torch.utils.cpp_extension import CppExtension\next = CppExtension('m', ['m.cpp'])\n"),
+        Valid("from torch.utils.cpp_extension import load\nm = load('m', sources=['m.cpp'])\n"),
+        Valid("def build(torch):\n    return torch.utils.cpp_extension.CUDAExtension('m', ['m.cu'])\n"),
+        Valid("from torch.utils.cpp_extension import load_inline\nm = load_inline('m', cpp_sources='int f();')\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "from setuptools import setup\nfrom torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
+            "setup(ext_modules=[CUDAExtension('mylib._C', ['csrc/ops.cpp', 'csrc/k.cu'])],\n"
+            "      cmdclass={'build_ext': BuildExtension})\n",
+            lines=[3],
+        ),
+        Invalid("import torch\nm = torch.utils.cpp_extension.load(name='fused', sources=['fused.cu'])\n", lines=[2]),
+        Invalid("import torch as T\nm = T.utils.cpp_extension.load('f', ['f.cpp'], with_cuda=True)\n", lines=[2]),
+        Invalid(
+            "from torch.utils import cpp_extension\nimport torch.cuda\n"
+            "m = cpp_extension.load_inline('k', cpp_sources='', cuda_sources=SRC)\n",
+            lines=[3],
+        ),
+        Invalid(
+            "from torch.utils.cpp_extension import CUDAExtension as Ext\nfrom torch import cuda\next = Ext(name='x._C', sources=[])\n",
+            lines=[3],
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qualified_names(node.func)
+        if names & _EXTENSION:
+            self._extension(node, "CUDAExtension", kernels.EXTENSION, _sources(node))
+        elif names & _LOAD:
+            sources = _sources(node)
+            with_cuda = patterns.keyword(node, "with_cuda")
+            if any(s.endswith(_CUDA_SUFFIXES) for s in sources) or (
+                with_cuda is not None and isinstance(with_cuda.value, cst.Name) and with_cuda.value.value == "True"
+            ):
+                self._extension(node, "cpp_extension.load", kernels.EXTENSION, sources)
+        elif names & _LOAD_INLINE and patterns.keyword(node, "cuda_sources") is not None:
+            self._extension(node, "cpp_extension.load_inline", kernels.INLINE, [])
+
+    def _extension(self, node: cst.Call, what: str, kind: str, sources: list[str]) -> None:
+        name_arg = patterns.argument(node, 0, "name")
+        module = patterns.string_value(name_arg.value) if name_arg else None
+        if module:
+            self.record(project.CUDA_EXTENSION, module, node, sources=",".join(sources))
+            self.record(project.KERNEL, module, node, kind=kind, sources=",".join(sources))
+        self.report(node, what=f"`{what}`", port=kernels.port_hint(kind, self.ctx.targets))
+
+
+def _sources(call: cst.Call) -> list[str]:
+    arg = patterns.argument(call, 1, "sources")
+    if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
+        return []
+    return [value for element in arg.value.elements if (value := patterns.string_value(element.value))]

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import kernels, patterns, project
+from portcheck.project import Project
+from portcheck.rule import Invalid, Rule, Valid
+
+
+class CudaExtensionImport(Rule):
+    """## What it does
+    Reports imports of a compiled extension module that this repository builds with
+    `CUDAExtension` (or `cpp_extension.load` with CUDA sources; see PC602): `import mylib._C`,
+    `from mylib import _C`, `from . import _C`, `from mylib._C import fused_adam`.
+
+    ## Why is this bad?
+    The module exists only where its CUDA build succeeded. On TPU, Trainium and the other
+    targets the import fails (or a stub has nothing to run), and every function used from it
+    needs a replacement. The import is where the program breaks first.
+
+    ## Example
+    ```python
+    from mylib import _C
+
+    out = _C.fused_gelu(x)
+    ```
+
+    ## Use instead
+    Import it where CUDA is present and fall back to PyTorch code elsewhere:
+    ```python
+    try:
+        from mylib import _C
+    except ImportError:
+        _C = None
+    ```
+    then branch on `_C is not None and x.device.type == "cuda"`.
+
+    ## Targets
+    An error on every target but ROCm, where the extension is hipified at build time.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC607"
+    name = "cuda-extension-import"
+    message = "imports `{module}`, which this repository builds from CUDA C++ ({where})"
+    hint = "guard the import and keep a PyTorch path; port: {port}"
+    severity = kernels.severity(kernels.EXTENSION)
+
+    VALID = [
+        Valid(
+            "from torch.utils.cpp_extension import CppExtension\nCppExtension('mylib._C', ['a.cpp'])\nfrom mylib import _C\n"
+        ),
+        Valid("import torch.utils.cpp_extension\nimport mylib._C\n"),
+        Valid("def f(torch):\n    import torch.cuda\n    return torch.cuda\n"),
+        Valid("import torch as T\nfrom torch import nn\nfrom torch.nn import Linear as L\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension('mylib._C', ['k.cu'])\n"
+            "import mylib._C\nfrom mylib import _C\nfrom mylib._C import gelu as g\n",
+            lines=[3, 4, 5],
+        ),
+        Invalid("import torch\nfused = torch.utils.cpp_extension.load('fused', ['f.cu'])\nimport fused\n", lines=[3]),
+    ]
+
+    @classmethod
+    def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
+        return tuple(sorted({name.rpartition(".")[2].encode() for name in known.cuda_extensions}))
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self._check(node, patterns.dotted(alias.name))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        module = "." * len(node.relative) + (patterns.dotted(node.module) if node.module else "")
+        base = project.absolute(module, self.ctx.path) if module.startswith(".") else module
+        for alias in node.names:
+            name = patterns.dotted(alias.name)
+            if not self._check(node, f"{base}.{name}" if base else name):
+                self._check(node, base)
+
+    def _check(self, node: cst.CSTNode, module: str) -> bool:
+        known = self.ctx.project
+        if known is None or module not in known.cuda_extensions:
+            return False
+        self.report(
+            node, module=module, where="CUDAExtension", port=kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
+        )
+        return True
