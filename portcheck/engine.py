@@ -121,7 +121,8 @@ def scan_bytes(
         wanted = bool(visiting) and prefilter.wants(data)
     else:
         visiting = tuple(code for code in reading if registry.get(code).in_first_pass())
-        wanted = (bool(visiting) or kind == filekinds.PYTHON) and _prefilter(visiting).wants(data)
+        # Trigger words only decide whether Python files are parsed; text files are cheap to read.
+        wanted = _prefilter(visiting).wants(data) if kind == filekinds.PYTHON else bool(visiting)
     if not wanted and (second_pass or suppress.MARKER not in text):
         return FileResult(path, skipped=True)
     if wanted and size > config.max_file_size:

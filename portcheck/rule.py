@@ -112,9 +112,9 @@ class Rule:
     hint: ClassVar[str] = ""  # what to do instead; also a template
     severity: ClassVar[SeverityMap]
     fix_safety: ClassVar[FixSafety] = FixSafety.NONE
-    # Byte strings one of which must occur in a file for this rule to find anything; the
-    # engine skips files that contain none of the enabled rules' triggers. Empty means the
-    # rule can fire on any file (tokenless patterns) and disables that skipping.
+    # Byte strings one of which must occur in a Python file for this rule to find anything;
+    # the engine does not parse files that contain none of the enabled rules' triggers. Empty
+    # means the rule can fire on any file (tokenless patterns) and disables that skipping.
     triggers: ClassVar[tuple[bytes, ...]] = ()
     # Qualified-name prefixes (e.g. "torch.cuda") whose uses this rule wants: the walker resolves
     # each whole dotted reference once and calls visit_watched_name for the matching ones.

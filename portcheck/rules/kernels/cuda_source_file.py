@@ -6,6 +6,7 @@ from portcheck import ctext, filekinds, kernels, project
 from portcheck.rule import Invalid, Rule, Valid
 
 _GLOBAL = re.compile(r"\b__global__\b")
+_CUDA_CODE = re.compile(r"__global__|__device__|__shared__|<<<|\bcuda[A-Z]\w*\(|#include\s*[<\"]cuda")
 _IDENTIFIER_BEFORE_PAREN = re.compile(r"(\w+)\s*\(")
 
 
@@ -73,6 +74,8 @@ class CudaSourceFile(Rule):
 
     def check_text(self, text: str) -> None:
         code = ctext.without_comments(text)
+        if not _CUDA_CODE.search(code):
+            return  # a header of constants or plain C++ that happens to be named .cuh
         where = ctext.Lines(text)
         found = []
         for match in _GLOBAL.finditer(code):

@@ -1,0 +1,241 @@
+"""What a dependency manifest declares: requirements and package indexes, with their lines.
+
+Reads pip requirement files, pyproject.toml (PEP 621, Poetry, dependency groups, build
+requirements, uv indexes), setup.cfg and conda environment files, as text. Nothing is
+installed, resolved or executed; a line that does not parse becomes a `Problem`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+
+from portcheck import filekinds
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_INDEX_OPTIONS = ("--index-url", "--extra-index-url", "-i", "--find-links", "-f")
+_CONDA_SPEC = re.compile(r"^\s*([A-Za-z0-9][\w.-]*)\s*(?:[=<>!~].*)?$")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared dependency."""
+
+    name: str
+    specifier: str  # e.g. ">=2.1,<2.5"; empty when unconstrained
+    line: int
+    text: str  # as written
+    conda: bool = False
+
+
+@dataclass(frozen=True)
+class Located:
+    text: str
+    line: int
+
+
+@dataclass
+class Manifest:
+    requirements: list[Declared] = field(default_factory=list)
+    indexes: list[Located] = field(default_factory=list)  # index URLs and conda channels
+    problems: list[Located] = field(default_factory=list)  # what could not be read, and why
+
+    def keep(self, found: Declared | Located) -> None:
+        if isinstance(found, Declared):
+            self.requirements.append(found)
+        else:
+            self.problems.append(found)
+
+
+def read(kind: str, text: str) -> Manifest:
+    reader = {
+        filekinds.REQUIREMENTS: _requirements,
+        filekinds.PYPROJECT: _pyproject,
+        filekinds.SETUP_CFG: _setup_cfg,
+        filekinds.CONDA: _conda,
+    }[kind]
+    manifest = Manifest()
+    try:
+        reader(text, manifest)
+    except (tomllib.TOMLDecodeError, configparser.Error, yaml.YAMLError) as error:
+        manifest.problems.append(Located(f"cannot parse the file: {str(error).splitlines()[0]}", _error_line(error)))
+    return manifest
+
+
+def parse_requirement(text: str, line: int) -> Declared | Located:
+    """A PEP 508 requirement, or a problem saying why it is not one."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as error:
+        return Located(f"not a valid requirement `{text}`: {str(error).splitlines()[0]}", line)
+    return Declared(requirement.name, str(requirement.specifier), line, text)
+
+
+def _requirements(text: str, manifest: Manifest) -> None:
+    for number, raw in _logical_lines(text):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not line:
+            continue
+        if line.startswith("-"):
+            option, _, value = line.partition(" ")
+            option, _, inline = option.partition("=")
+            if option in _INDEX_OPTIONS:
+                manifest.indexes.append(Located((inline or value).strip(), number))
+            continue  # -r, -c, -e and other options name files, not projects
+        if "://" in line and "@" not in line:
+            continue  # a direct URL without a name
+        found = parse_requirement(line.split(" --", 1)[0].strip(), number)
+        manifest.keep(found)
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Lines with backslash continuations joined, numbered by their first line."""
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        yield start, pending + line
+        pending = ""
+    if pending:
+        yield start, pending
+
+
+class _Locator:
+    """Finds the line of each declared string in a file parsed without positions."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.used: set[tuple[int, str]] = set()
+
+    def line_of(self, needle: str, key: bool = False) -> int:
+        """The first unused line holding `needle` (as a TOML key when `key`)."""
+        pattern = re.compile(rf'^\s*["\']?{re.escape(needle)}["\']?\s*=') if key else None
+        for number, line in enumerate(self.lines, start=1):
+            found = pattern.search(line) if pattern else needle in line
+            if found and (number, needle) not in self.used:
+                self.used.add((number, needle))
+                return number
+        return 1
+
+
+def _add(manifest: Manifest, locator: _Locator, requirements: Iterable[object]) -> None:
+    for item in requirements:
+        if not isinstance(item, str):
+            continue
+        found = parse_requirement(item, locator.line_of(item))
+        manifest.keep(found)
+
+
+def _pyproject(text: str, manifest: Manifest) -> None:
+    document = tomllib.loads(text)
+    locator = _Locator(text)
+    project = document.get("project", {})
+    _add(manifest, locator, project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        _add(manifest, locator, extra)
+    for group in document.get("dependency-groups", {}).values():
+        _add(manifest, locator, group)
+    _add(manifest, locator, document.get("build-system", {}).get("requires", []))
+    poetry = document.get("tool", {}).get("poetry", {})
+    for table in (
+        poetry.get("dependencies", {}),
+        *(g.get("dependencies", {}) for g in poetry.get("group", {}).values()),
+    ):
+        for name, constraint in table.items():
+            if name.lower() == "python":
+                continue
+            version = constraint.get("version", "") if isinstance(constraint, dict) else str(constraint)
+            specifier = _poetry_specifier(version)
+            manifest.requirements.append(
+                Declared(name, specifier, locator.line_of(name, key=True), f"{name} = {version!r}")
+            )
+    for index in document.get("tool", {}).get("uv", {}).get("index", []):
+        if isinstance(index, dict) and "url" in index:
+            manifest.indexes.append(Located(index["url"], locator.line_of(index["url"])))
+    for source in poetry.get("source", []):
+        if isinstance(source, dict) and "url" in source:
+            manifest.indexes.append(Located(source["url"], locator.line_of(source["url"])))
+
+
+def _poetry_specifier(version: str) -> str:
+    """Poetry's `^2.1` and `~2.1` as PEP 440 ranges; `*` as no constraint."""
+    version = version.strip()
+    if version in ("", "*"):
+        return ""
+    if version[0] in "^~" and re.fullmatch(r"\d+(\.\d+)*", version[1:]):
+        parts = [int(part) for part in version[1:].split(".")]
+        if version[0] == "^":  # up to the next change of the first non-zero component
+            bump = next((i for i, part in enumerate(parts) if part != 0), len(parts) - 1)
+        else:  # ~: up to the next minor (or major, when only a major is given)
+            bump = min(1, len(parts) - 1)
+        upper = [*parts[:bump], parts[bump] + 1]
+        return f">={version[1:]},<{'.'.join(map(str, upper))}"
+    return version if version[0] in "<>=!~" else f"=={version}"
+
+
+def _setup_cfg(text: str, manifest: Manifest) -> None:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    locator = _Locator(text)
+    values = []
+    if parser.has_option("options", "install_requires"):
+        values.append(parser.get("options", "install_requires"))
+    if parser.has_option("options", "setup_requires"):
+        values.append(parser.get("options", "setup_requires"))
+    if parser.has_section("options.extras_require"):
+        values.extend(value for _, value in parser.items("options.extras_require"))
+    _add(manifest, locator, (line.strip() for value in values for line in value.splitlines() if line.strip()))
+
+
+def _conda(text: str, manifest: Manifest) -> None:
+    root = yaml.compose(text)
+    if not isinstance(root, yaml.MappingNode):
+        return
+    for key, value in root.value:
+        if key.value == "channels" and isinstance(value, yaml.SequenceNode):
+            manifest.indexes.extend(Located(str(item.value), item.start_mark.line + 1) for item in value.value)
+        if key.value != "dependencies" or not isinstance(value, yaml.SequenceNode):
+            continue
+        for item in value.value:
+            if isinstance(item, yaml.ScalarNode):
+                spec = str(item.value).split("::")[-1]
+                match = _CONDA_SPEC.match(spec)
+                if match:
+                    rest = spec[match.end(1) :].strip()
+                    manifest.requirements.append(
+                        Declared(match.group(1), _conda_specifier(rest), item.start_mark.line + 1, spec, conda=True)
+                    )
+            elif isinstance(item, yaml.MappingNode):
+                for sub_key, sub_value in item.value:
+                    if sub_key.value == "pip" and isinstance(sub_value, yaml.SequenceNode):
+                        for pip in sub_value.value:
+                            found = parse_requirement(str(pip.value), pip.start_mark.line + 1)
+                            manifest.keep(found)
+
+
+def _conda_specifier(rest: str) -> str:
+    """Conda's `=2.1` (2.1.*) and `==2.1.0` as PEP 440."""
+    if rest.startswith("=") and not rest.startswith("=="):
+        version = rest[1:].split("=")[0].rstrip(".*")
+        return f"=={version}.*" if version else ""
+    return rest.replace(" ", "")
+
+
+def _error_line(error: Exception) -> int:
+    mark = getattr(error, "problem_mark", None)
+    if mark is not None:
+        return mark.line + 1
+    return getattr(error, "lineno", 1) or 1

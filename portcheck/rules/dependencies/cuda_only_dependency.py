@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import filekinds, manifests
+from portcheck.rule import ERROR, Invalid, Rule, Valid, per_target
+from portcheck.rules.dependencies import SETUP_CALLS, setup_requirements
+from portcheck.rules.tool.unreadable_manifest import MANIFEST_KINDS
+from portcheck.targets import packages
+
+
+class CudaOnlyDependency(Rule):
+    """## What it does
+    Reports CUDA-only packages declared as dependencies: in requirements files, pyproject.toml
+    (project dependencies, optional dependencies, dependency groups, build requirements,
+    Poetry), setup.cfg, `setup(install_requires=..., extras_require=...)` in setup.py, and conda
+    environment files; including the `nvidia-*` runtime wheels, `cupy-cuda*` and `pytorch-cuda`.
+
+    ## Why is this bad?
+    The environment for the target cannot be built from these declarations: the wheels either
+    do not exist for the platform or install CUDA libraries that nothing there can load.
+
+    ## Example
+    ```text
+    torch==2.5.1
+    flash-attn==2.6.3
+    nvidia-cudnn-cu12
+    ```
+
+    ## Use instead
+    Move CUDA-only packages to an optional extra (`pip install mypkg[cuda]`) or an environment
+    marker, and let the target's PyTorch plugin bring its own runtime.
+
+    ## Targets
+    Per package, as for imports (PC701): an error where the package has no backend, a warning
+    where a partial one exists.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC702"
+    name = "cuda-only-dependency"
+    message = "depends on `{name}`: {what}"
+    hint = "move it to an optional CUDA extra; instead: {instead}"
+    severity = per_target(ERROR)
+    file_kinds = (filekinds.PYTHON, *MANIFEST_KINDS)
+    triggers = (b"setup",)
+
+    VALID = [
+        Valid("torch>=2.1\nnumpy\n", path="requirements.txt"),
+        Valid("from setuptools import setup\nsetup(name='x', install_requires=['torch', 'numpy'])\n"),
+        Valid("def setup(**kwargs):\n    pass\nsetup(install_requires=['flash-attn'])\n"),
+        Valid("def configure(torch, setup):\n    setup(install_requires=['apex'])\n"),
+        Valid(
+            "import torch\nimport torch as T\nfrom torch import nn\nfrom torch.nn import Linear as L\nimport torch.cuda\n"
+        ),
+    ]
+    INVALID = [
+        Invalid("torch==2.5.1\nflash-attn==2.6.3\nnvidia-cudnn-cu12>=9\n", lines=[2, 3], path="requirements.txt"),
+        Invalid(
+            '[project]\nname = "x"\ndependencies = ["torch"]\n[project.optional-dependencies]\nfast = ["xformers>=0.0.25"]\n',
+            lines=[5],
+            path="pyproject.toml",
+        ),
+        Invalid(
+            "import setuptools\nsetuptools.setup(\n    install_requires=['torch', 'apex'],\n"
+            "    extras_require={'q': ['bitsandbytes']},\n)\n",
+            lines=[3, 4],
+        ),
+        Invalid("[options]\ninstall_requires =\n    torch\n    mamba-ssm\n", lines=[4], path="setup.cfg"),
+        Invalid(
+            "dependencies:\n  - pytorch=2.1\n  - pytorch-cuda=12.1\n  - pip:\n    - deepspeed\n    - liger-kernel\n",
+            lines=[3, 6],
+            path="environment.yml",
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_names(node.func) & SETUP_CALLS:
+            for string, text in setup_requirements(node):
+                found = manifests.parse_requirement(text, 0)
+                package = packages.by_distribution(found.name) if isinstance(found, manifests.Declared) else None
+                if package is not None:
+                    self.report(string, severity=package.severities(), **_fields(found.name, package))
+
+    def check_text(self, text: str) -> None:
+        lines = text.splitlines()
+        for declared in manifests.read(filekinds.kind_of(self.ctx.path) or "", text).requirements:
+            package = packages.by_distribution(declared.name)
+            if package is not None:
+                width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
+                span = (declared.line, 1, declared.line, width + 1)
+                self.report_span(span, severity=package.severities(), **_fields(declared.name, package))
+
+
+def _fields(name: str, package: packages.Package) -> dict[str, str]:
+    return {"name": name, "what": package.what, "instead": package.instead}

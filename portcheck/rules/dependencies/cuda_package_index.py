@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import re
+
+from portcheck import filekinds, manifests
+from portcheck.rule import WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rules.tool.unreadable_manifest import MANIFEST_KINDS
+
+_CUDA_INDEX = re.compile(r"/whl/(nightly/)?cu\d+|pypi\.nvidia\.com|developer\.download\.nvidia|/cuda\d*|^nvidia$", re.I)
+_CUDA_LOCAL = re.compile(r"\+cu\d+")
+
+
+class CudaPackageIndex(Rule):
+    """## What it does
+    Reports package sources that serve CUDA builds: `--index-url` / `--extra-index-url` /
+    `--find-links` lines pointing at `download.pytorch.org/whl/cu121` and the like or at
+    `pypi.nvidia.com`, uv and Poetry indexes of the same kind in pyproject.toml, the `nvidia`
+    conda channel, and requirements pinned to a CUDA build (`torch==2.5.1+cu121`).
+
+    ## Why is this bad?
+    On the target host, the environment installs CUDA builds of torch and several gigabytes of
+    CUDA libraries that nothing there can use, and the target's PyTorch plugin needs its own
+    build of torch (TorchTPU and TorchNeuron publish theirs on their own indexes).
+
+    ## Example
+    ```text
+    --extra-index-url https://download.pytorch.org/whl/cu121
+    torch==2.5.1+cu121
+    ```
+
+    ## Use instead
+    Keep the CUDA index in a CUDA-only requirements file, and install the target's torch from
+    the index its plugin documents (the CPU index `download.pytorch.org/whl/cpu` for CPU hosts).
+
+    ## Targets
+    A warning on every target.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC703"
+    name = "cuda-package-index"
+    message = "{what}"
+    hint = "keep CUDA sources in a CUDA-only requirements file; install the target plugin's torch from its own index"
+    severity = per_target(WARNING)
+    file_kinds = MANIFEST_KINDS
+
+    VALID = [
+        Valid("--extra-index-url https://download.pytorch.org/whl/cpu\ntorch==2.13.0\n", path="requirements.txt"),
+        Valid("channels:\n  - conda-forge\ndependencies:\n  - numpy\n", path="environment.yml"),
+    ]
+    INVALID = [
+        Invalid(
+            "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.5.1+cu121\n",
+            lines=[1, 2],
+            path="requirements.txt",
+        ),
+        Invalid(
+            '[[tool.uv.index]]\nname = "pytorch"\nurl = "https://download.pytorch.org/whl/cu124"\n',
+            lines=[3],
+            path="pyproject.toml",
+        ),
+        Invalid("channels:\n  - pytorch\n  - nvidia\ndependencies:\n  - pytorch\n", lines=[3], path="environment.yml"),
+        Invalid("-i https://pypi.nvidia.com\ntensorrt\n", lines=[1], path="requirements-trt.txt"),
+    ]
+
+    def check_text(self, text: str) -> None:
+        manifest = manifests.read(filekinds.kind_of(self.ctx.path) or "", text)
+        lines = text.splitlines()
+        for index in manifest.indexes:
+            if _CUDA_INDEX.search(index.text):
+                self._report(lines, index.line, f"the package source `{index.text}` serves CUDA builds")
+        for declared in manifest.requirements:
+            if _CUDA_LOCAL.search(declared.specifier):
+                self._report(lines, declared.line, f"`{declared.text}` pins a CUDA build")
+
+    def _report(self, lines: list[str], line: int, what: str) -> None:
+        width = len(lines[line - 1]) if 0 < line <= len(lines) else 1
+        self.report_span((line, 1, line, width + 1), what=what)

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from portcheck import filekinds, manifests
+from portcheck import targets as target_data
+from portcheck.findings import Severity
+from portcheck.rule import ERROR, INFO, OFF, Invalid, Rule, Valid
+from portcheck.rules.dependencies import SETUP_CALLS, setup_requirements
+from portcheck.rules.tool.unreadable_manifest import MANIFEST_KINDS
+from portcheck.targets import packages
+
+# Every torch release line the comparison considers (patch releases .0 to .3 of each minor).
+_RELEASES = [
+    Version(f"{major}.{minor}.{patch}")
+    for major, minor in ((1, 13), *((2, m) for m in range(17)))
+    for patch in range(4)
+]
+_TORCH = frozenset({"torch", "pytorch"})
+_REPLACEMENTS_NEED = ">=2.6"  # torch.accelerator, which most suggested replacements use
+
+
+def _severity() -> dict:
+    """An error where the backend is a plugin pinned to a torch range (TorchTPU, TorchNeuron,
+    torch_xla...); info for built-in backends, where only portcheck's replacements care."""
+    return {
+        name: OFF if t.keeps_cuda_api else ERROR if t.torch_versions else INFO
+        for name, t in target_data.all_targets().items()
+    }
+
+
+class TorchVersionForTarget(Rule):
+    """## What it does
+    Compares the torch version a project declares (requirements, pyproject.toml, setup.cfg,
+    setup.py, conda environment) with the releases each target's backend supports: TorchNeuron
+    needs torch 2.14, TorchTPU supports 2.11 to 2.15, torch_npu and Gaudi track their own ranges.
+
+    ## Why is this bad?
+    A backend plugin is built against specific torch releases: with another one it fails to
+    load (or is not autoloaded at all), and the port never reaches the accelerator. The
+    device-generic replacements portcheck suggests also need a recent torch (`torch.accelerator`
+    appeared in 2.6, its memory API in 2.9).
+
+    ## Example
+    ```text
+    torch==2.5.1
+    ```
+
+    ## Use instead
+    ```text
+    torch==2.14.*    # the release TorchNeuron 2.14 is built for
+    ```
+
+    ## Targets
+    An error where the declared range and the plugin's supported range do not meet (neuron
+    and tpu, whose ranges are known); info where they meet only in part, and info elsewhere
+    when the declared torch predates `torch.accelerator` (2.6).
+
+    ## Fix safety
+    No automatic fix: changing the torch version is a decision.
+    """
+
+    code = "PC704"
+    name = "torch-version-for-target"
+    message = "declares `{declared}`, outside what the target backends support: {mismatches}"
+    hint = "pin torch within the supported range for this target (or keep one requirements file per target)"
+    severity = _severity()
+    file_kinds = (filekinds.PYTHON, *MANIFEST_KINDS)
+    triggers = (b"setup",)
+
+    VALID = [
+        Valid("torch==2.14.0\n", path="requirements.txt"),
+        Valid("numpy>=1.26\n", path="requirements.txt"),
+        Valid("torch>=2.6\n", path="requirements.txt", options={"targets": ["mps", "xpu", "cpu"]}),
+        Valid("def f(torch, setup):\n    setup(install_requires=['torch==1.0'])\n"),
+        Valid(
+            "import torch\nimport torch as T\nfrom torch import nn\nfrom torch.nn import Linear as L\nimport torch.cuda\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "torch==2.5.1\n",
+            lines=[1],
+            path="requirements.txt",
+            options={"targets": ["neuron"]},
+            message="torch_neuronx needs >=2.14,<2.15",
+        ),
+        Invalid("torch>=2.0\n", lines=[1], path="requirements.txt", options={"targets": ["neuron"]}, message="in part"),
+        Invalid(
+            '[project]\nname = "x"\ndependencies = ["torch<2.10"]\n',
+            lines=[3],
+            path="pyproject.toml",
+            options={"targets": ["tpu"]},
+        ),
+        Invalid(
+            "from setuptools import setup\nsetup(install_requires=['torch==2.4'])\n",
+            lines=[2],
+            options={"targets": ["tpu"]},
+        ),
+        Invalid("dependencies:\n  - pytorch=2.1\n", lines=[2], path="environment.yml", options={"targets": ["neuron"]}),
+        Invalid(
+            "torch==2.3.0\n",
+            lines=[1],
+            path="requirements.txt",
+            options={"targets": ["cpu"]},
+            message="torch.accelerator (the portable replacements) needs >=2.6",
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_names(node.func) & SETUP_CALLS:
+            for string, text in setup_requirements(node):
+                found = manifests.parse_requirement(text, 0)
+                if isinstance(found, manifests.Declared) and packages.normalize(found.name) in _TORCH:
+                    verdict = self._verdict(found)
+                    if verdict:
+                        self.report(string, severity=verdict[0], declared=found.text, mismatches=verdict[1])
+
+    def check_text(self, text: str) -> None:
+        lines = text.splitlines()
+        for declared in manifests.read(filekinds.kind_of(self.ctx.path) or "", text).requirements:
+            if packages.normalize(declared.name) in _TORCH:
+                verdict = self._verdict(declared)
+                if verdict:
+                    width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
+                    span = (declared.line, 1, declared.line, width + 1)
+                    self.report_span(span, severity=verdict[0], declared=declared.text, mismatches=verdict[1])
+
+    def _verdict(self, declared: manifests.Declared) -> tuple[dict[str, Severity], str] | None:
+        """The severity per target and a description of the mismatches, or None if none."""
+        try:
+            wanted = SpecifierSet(re.sub(r"\+[\w.]+", "", declared.specifier))
+        except InvalidSpecifier:
+            return None
+        allowed = {v for v in _RELEASES if v in wanted}
+        severity = dict.fromkeys(target_data.TARGET_ORDER, OFF)
+        mismatches: dict[str, list[str]] = {}
+        for target in self.ctx.targets:
+            facts = target_data.get(target)
+            plugin = bool(facts.torch_versions)
+            needed = facts.torch_versions or _REPLACEMENTS_NEED
+            supported = {v for v in _RELEASES if v in SpecifierSet(needed)}
+            if facts.keeps_cuda_api or allowed <= supported:
+                continue
+            partly = bool(allowed & supported)
+            severity[target] = ERROR if plugin and not partly else INFO
+            who = facts.package if plugin else "torch.accelerator (the portable replacements)"
+            mismatches.setdefault(f"{who} needs {needed}{' (met only in part)' if partly else ''}", []).append(target)
+        if not mismatches:
+            return None
+        return severity, "; ".join(f"{'/'.join(names)}: {text}" for text, names in mismatches.items())
