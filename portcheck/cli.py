@@ -14,9 +14,9 @@ from typing import Annotated, TextIO
 
 import typer
 
-from portcheck import __version__, api, baseline, explain
+from portcheck import __version__, api, baseline, explain, inventory, readiness
 from portcheck.config import Config, ConfigError, load
-from portcheck.report import FORMAT_NAMES, formats, statistics
+from portcheck.report import FORMAT_NAMES, formats, inventory_view, readiness_view, statistics
 
 app = typer.Typer(
     add_completion=False,
@@ -185,6 +185,59 @@ def write_baseline(
         raise typer.Exit(2)
     count = baseline.write(output, report.findings)
     typer.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to {output}")
+
+
+def _run(paths: list[Path] | None, config_file: Path | None, jobs: int | None, **overrides: object) -> api.ScanReport:
+    paths = paths or [Path(".")]
+    report = api.scan_paths(paths, _config(paths, config_file, **overrides), jobs=jobs)
+    for error in (*report.errors, *report.internal_errors):
+        typer.echo(f"portcheck: error: {error}", err=True)
+    return report
+
+
+@app.command()
+def kernels(
+    paths: Paths = None,
+    target: Targets = None,
+    config_file: ConfigFile = None,
+    jobs: Jobs = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """Inventory the custom kernels (Triton, CUDA C++, extensions, CUDA ops) and what porting takes."""
+    if output_format not in ("text", "json"):
+        raise _fail(f"unknown format {output_format!r}; choose text or json")
+    report = _run(paths, config_file, jobs, targets=target, select=["PC6"])
+    found = inventory.build(report.facts)
+    if output_format == "json":
+        inventory_view.render_json(found, report.config.targets, sys.stdout)
+    else:
+        inventory_view.render_text(found, report.config.targets, sys.stdout, sys.stdout.isatty())
+    raise typer.Exit(2 if report.errors or report.internal_errors else 0)
+
+
+@app.command("report")
+def readiness_report(
+    paths: Paths = None,
+    target: Targets = None,
+    select: Select = None,
+    ignore: Ignore = None,
+    config_file: ConfigFile = None,
+    jobs: Jobs = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text, json or markdown.")] = "text",
+) -> None:
+    """A readiness verdict per target: blockers, fixable findings, kernels and dependencies to replace."""
+    if output_format not in ("text", "json", "markdown"):
+        raise _fail(f"unknown format {output_format!r}; choose text, json or markdown")
+    report = _run(paths, config_file, jobs, targets=target, select=select, ignore=ignore)
+    found = inventory.build(report.facts)
+    rows = readiness.assess(report, found)
+    if output_format == "json":
+        readiness_view.render_json(rows, found, sys.stdout)
+    elif output_format == "markdown":
+        readiness_view.render_markdown(rows, found, sys.stdout)
+    else:
+        readiness_view.render_text(rows, found, sys.stdout, sys.stdout.isatty())
+    raise typer.Exit(2 if report.errors or report.internal_errors else 0)
 
 
 @app.command()

@@ -45,6 +45,8 @@ class Target:
     float64: str  # native | slow | unsupported
     cuda_graphs: str  # what replaces CUDA graph capture
     compile_backend: str  # empty: torch.compile's default is right
+    compile_rejects_inductor: bool  # an explicit backend="inductor" raises or is unsupported
+    compile_picks_backend: bool  # torch.compile(m) without a backend selects the target's own
     compile_modes: tuple[str, ...]
     dynamic_shapes: str  # free | recompile | unsupported
     triton: bool

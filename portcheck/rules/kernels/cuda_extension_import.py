@@ -87,6 +87,7 @@ class CudaExtensionImport(Rule):
         known = self.ctx.project
         if known is None or module not in known.cuda_extensions:
             return False
+        self.record(project.CALL, module, node, fallback=kernels.fallback_evidence(self.ctx.ancestors))
         self.report(
             node, module=module, where="CUDAExtension", port=kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
         )

@@ -8,6 +8,7 @@ from portcheck.rule import Invalid, Rule, Valid
 _GLOBAL = re.compile(r"\b__global__\b")
 _CUDA_CODE = re.compile(r"__global__|__device__|__shared__|<<<|\bcuda[A-Z]\w*\(|#include\s*[<\"]cuda")
 _IDENTIFIER_BEFORE_PAREN = re.compile(r"(\w+)\s*\(")
+_LAUNCH = re.compile(r"(\w+)\s*(?:<[^<>;]*>)?\s*<<<")
 
 
 class CudaSourceFile(Rule):
@@ -87,6 +88,9 @@ class CudaSourceFile(Rule):
             found.append((name, start, end))
             loc = ctext.code_lines("\n".join(text.splitlines()[start - 1 : end]))
             self.record(project.KERNEL, f"{self.ctx.path}::{name}", (start, end), kind=kernels.CUDA_CPP, loc=str(loc))
+        for launch in _LAUNCH.finditer(code):
+            line, _ = where.at(launch.start())
+            self.record(project.CALL, "cuda::" + launch.group(1), (line, line))
         total = ctext.code_lines(text)
         self.record(project.SOURCE, self.ctx.path, (1, max(1, text.count("\n"))), loc=str(total))
         line = found[0][1] if found else 1

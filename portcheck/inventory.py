@@ -1,0 +1,125 @@
+"""The custom-kernel inventory behind `portcheck kernels` and the readiness report.
+
+Built from the facts the PC6 rules record: kernels (Triton functions, `__global__` functions,
+CUDA extensions, ops registered for CUDA), the places that launch or import them, and the
+evidence that a pure-PyTorch path exists beside them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from portcheck import kernels, project
+from portcheck.findings import Fact
+
+_KERNEL_AFFIXES = re.compile(
+    r"(^(kernel|triton|cuda|fused)_)|(_(kernel|kernels|triton|cuda|fwd|bwd|impl|forward|backward))+$"
+)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One custom kernel and what porting it involves."""
+
+    name: str
+    kind: str
+    path: str
+    line: int
+    lines_of_code: int
+    call_sites: tuple[str, ...]  # "path:line", sorted
+    fallback: str  # why a pure-PyTorch path seems to exist; empty if none was found
+
+    def runs_on(self, target: str) -> bool:
+        return kernels.runs_as_is(self.kind, target)
+
+    def port_path(self, target: str) -> str:
+        return kernels.port_path(self.kind, target)
+
+
+def build(facts: Iterable[Fact]) -> list[Kernel]:
+    facts = list(facts)
+    by_kind: dict[str, list[Fact]] = {}
+    for fact in facts:
+        by_kind.setdefault(fact.kind, []).append(fact)
+    calls: dict[str, list[Fact]] = {}
+    for call in by_kind.get(project.CALL, []):
+        calls.setdefault(call.name, []).append(call)
+    sources = {fact.name: int(fact.detail("loc", "0")) for fact in by_kind.get(project.SOURCE, [])}
+    references = [fact.name for fact in by_kind.get(project.REFERENCE, [])]
+    found = [
+        _kernel(fact, calls.get(_call_key(fact), []), sources, references) for fact in by_kind.get(project.KERNEL, [])
+    ]
+    found += _library_ops(by_kind.get(project.OP_IMPL, []), calls)
+    return sorted(found, key=lambda k: (k.path, k.line, k.name))
+
+
+def _call_key(fact: Fact) -> str:
+    """How call facts name the kernel: Triton by qualified name, CUDA C++ by function name."""
+    if fact.detail("kind") == kernels.CUDA_CPP:
+        return "cuda::" + fact.name.rpartition("::")[2]
+    return fact.name
+
+
+def _kernel(fact: Fact, calls: Sequence[Fact], sources: dict[str, int], references: Sequence[str]) -> Kernel:
+    kind = fact.detail("kind")
+    if fact.detail("loc"):
+        loc = int(fact.detail("loc"))
+    elif fact.detail("sources"):
+        base = posixpath.dirname(fact.path)
+        listed = [posixpath.normpath(posixpath.join(base, s)) for s in fact.detail("sources").split(",") if s]
+        loc = sum(sources.get(path, 0) for path in listed)
+    else:
+        loc = fact.end_line - fact.line + 1
+    evidence = next((f"{c.path}:{c.line} {c.detail('fallback')}" for c in calls if c.detail("fallback")), "")
+    if not evidence:
+        base = _KERNEL_AFFIXES.sub("", fact.name.rpartition(".")[2].rpartition("::")[2]).lower()
+        match = next((r for r in references if len(base) >= 3 and base in r.rpartition(".")[2].lower()), "")
+        evidence = f"reference implementation {match}" if match else ""
+    sites = tuple(sorted({f"{c.path}:{c.line}" for c in calls}))
+    return Kernel(fact.name, kind, fact.path, fact.line, loc, sites, evidence)
+
+
+def _library_ops(impls: Sequence[Fact], calls: dict[str, list[Fact]]) -> list[Kernel]:
+    """One entry per op registered for CUDA; a non-CUDA implementation counts as the fallback."""
+    devices: dict[str, set[str]] = {}
+    first: dict[str, Fact] = {}
+    for fact in impls:
+        devices.setdefault(fact.name, set()).add(fact.detail("device"))
+        if fact.detail("device") == "cuda":
+            first.setdefault(fact.name, fact)
+    result = []
+    for op, fact in first.items():
+        others = sorted(devices[op] - {"cuda", "meta", "autograd"})
+        namespace, _, name = op.partition("::")
+        sites = tuple(sorted({f"{c.path}:{c.line}" for c in calls.get(f"torch.ops.{namespace}.{name}", [])}))
+        fallback = f"also implemented for {', '.join(others)}" if others else ""
+        result.append(Kernel(op, kernels.LIBRARY_OP, fact.path, fact.line, 0, sites, fallback))
+    return result
+
+
+@dataclass(frozen=True)
+class TargetWork:
+    """What a target needs rewritten."""
+
+    target: str
+    kernels: int
+    lines_of_code: int
+    without_fallback: int
+
+
+def work(found: Sequence[Kernel], targets: Sequence[str]) -> list[TargetWork]:
+    result = []
+    for target in targets:
+        to_port = [k for k in found if not k.runs_on(target)]
+        result.append(
+            TargetWork(
+                target,
+                len(to_port),
+                sum(k.lines_of_code for k in to_port),
+                sum(1 for k in to_port if not k.fallback),
+            )
+        )
+    return result

@@ -1,0 +1,90 @@
+"""A verdict per target: can this code move there, and what stands in the way.
+
+Built from one scan: its findings (by severity on each target, fixable or not), the custom
+kernel inventory and the dependency findings (PC7).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from portcheck import inventory
+from portcheck.api import ScanReport
+from portcheck.findings import Finding, FixSafety, Severity
+
+BLOCKED = "blocked"
+NEEDS_CHANGES = "needs changes"
+RUNS_WITH_WARNINGS = "runs, with warnings"
+READY = "ready"
+
+_DEPENDENCY_FAMILY = "PC7"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    target: str
+    verdict: str
+    reason: str
+    errors: int
+    blockers: int  # errors without an automatic fix
+    fixable: int  # findings an automatic fix can remove
+    warnings: int
+    info: int
+    kernels: int  # custom kernels to rewrite for this target
+    kernel_lines: int
+    kernels_without_fallback: int
+    dependencies: tuple[str, ...]  # packages to replace (PC7 findings at warning or worse)
+    top_rules: tuple[tuple[str, int], ...]  # the most frequent rules at warning or worse
+
+
+def assess(report: ScanReport, found: Sequence[inventory.Kernel]) -> list[Readiness]:
+    return [_one(report.findings, found, target) for target in report.config.targets]
+
+
+def _one(findings: Sequence[Finding], found: Sequence[inventory.Kernel], target: str) -> Readiness:
+    here = [(f, dict(f.targets)[target]) for f in findings if target in dict(f.targets)]
+    levels = Counter(level for _, level in here)
+    errors = [f for f, level in here if level is Severity.ERROR]
+    blockers = [f for f in errors if f.fix_safety is FixSafety.NONE]
+    dependencies = tuple(
+        sorted({f.message for f, level in here if f.code.startswith(_DEPENDENCY_FAMILY) and level >= Severity.WARNING})
+    )
+    to_port = [k for k in found if not k.runs_on(target)]
+    rules = Counter(f.code for f, level in here if level >= Severity.WARNING)
+    verdict, reason = _verdict(
+        len(to_port), [f for f in errors if f.code.startswith(_DEPENDENCY_FAMILY)], errors, levels
+    )
+    return Readiness(
+        target=target,
+        verdict=verdict,
+        reason=reason,
+        errors=levels[Severity.ERROR],
+        blockers=len(blockers),
+        fixable=sum(1 for f, _ in here if f.fix_safety is not FixSafety.NONE),
+        warnings=levels[Severity.WARNING],
+        info=levels[Severity.INFO],
+        kernels=len(to_port),
+        kernel_lines=sum(k.lines_of_code for k in to_port),
+        kernels_without_fallback=sum(1 for k in to_port if not k.fallback),
+        dependencies=dependencies,
+        top_rules=tuple(sorted(rules.items(), key=lambda item: (-item[1], item[0]))[:5]),
+    )
+
+
+def _verdict(
+    kernels_to_port: int, dependency_errors: list[Finding], errors: list[Finding], levels: Counter
+) -> tuple[str, str]:
+    if kernels_to_port or dependency_errors:
+        parts = []
+        if kernels_to_port:
+            parts.append(f"{kernels_to_port} custom kernel{'s' if kernels_to_port != 1 else ''} to rewrite")
+        if dependency_errors:
+            parts.append(f"{len(dependency_errors)} CUDA-only dependenc{'ies' if len(dependency_errors) != 1 else 'y'}")
+        return BLOCKED, " and ".join(parts)
+    if errors:
+        return NEEDS_CHANGES, f"{len(errors)} place{'s' if len(errors) != 1 else ''} that fail or misbehave there"
+    if levels[Severity.WARNING]:
+        return RUNS_WITH_WARNINGS, f"{levels[Severity.WARNING]} warning{'s' if levels[Severity.WARNING] != 1 else ''}"
+    return READY, "nothing found that ties the code to CUDA"

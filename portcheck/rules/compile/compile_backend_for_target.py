@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck import targets as target_data
+from portcheck.findings import Severity
+from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule, Valid
+from portcheck.rules.compile.compile_cuda_graph_mode import COMPILE, compiles, string_literals
+
+
+
+def _explicit_severity(backend: str) -> dict[str, Severity]:
+    """inductor: wrong where the target has its own backend; cudagraphs: wrong without CUDA."""
+    result = {}
+    for name, target in target_data.all_targets().items():
+        if backend == "cudagraphs":
+            result[name] = OFF if target.keeps_cuda_api else WARNING
+        elif target.compile_backend:
+            result[name] = ERROR if target.compile_rejects_inductor else WARNING
+        else:
+            result[name] = OFF
+    return result
+
+
+_SEVERITY = {backend: _explicit_severity(backend) for backend in ("inductor", "cudagraphs")}
+_DEFAULT_SEVERITY = {
+    name: INFO if t.compile_backend and not t.compile_picks_backend else OFF
+    for name, t in target_data.all_targets().items()
+}
+
+
+class CompileBackendForTarget(Rule):
+    """## What it does
+    Reports `torch.compile(..., backend="inductor")` and `backend="cudagraphs"` where the
+    target compiles with another backend, and, as information, `torch.compile(m)` without a
+    backend on targets whose backend is never picked by default (xla, hpu).
+
+    ## Why is this bad?
+    Inductor generates Triton or C++ code for GPUs and CPUs. TorchTPU raises a RuntimeError
+    for an explicit inductor backend with TPU inputs, Gaudi does not support inductor,
+    TorchNeuron compiles with its "neuron" backend and PyTorch/XLA with "openxla". The
+    "cudagraphs" backend captures CUDA graphs, which only CUDA and ROCm have. Without a
+    backend, TorchTPU and TorchNeuron select theirs; XLA and Gaudi get inductor.
+
+    ## Example
+    ```python
+    model = torch.compile(model, backend="inductor")
+    ```
+
+    ## Use instead
+    The target's backend, from portcheck's target data:
+    ```python
+    model = torch.compile(model, backend="openxla")  # xla; "neuron", "hpu_backend", "tpu"
+    ```
+
+    ## Targets
+    An explicit inductor backend is an error on tpu and hpu and a warning on neuron and xla;
+    "cudagraphs" is a warning everywhere but ROCm; no backend is info on xla and hpu. Off on
+    mps, xpu, npu, cpu and rocm, where inductor is the backend.
+
+    ## Fix safety
+    No automatic fix yet.
+    """
+
+    code = "PC802"
+    name = "compile-backend-for-target"
+    message = "torch.compile {what}"
+    hint = "{advice}"
+    severity = {
+        name: max(_DEFAULT_SEVERITY[name], *(table[name] for table in _SEVERITY.values()))
+        for name in target_data.TARGET_ORDER
+    }
+    triggers = (b"compile",)
+
+    VALID = [
+        Valid('import torch\nmodel = torch.compile(model, backend="openxla")\n', options={"targets": ["xla"]}),
+        Valid('import torch as T\nstep = T.compile(step, backend="neuron")\n', options={"targets": ["neuron"]}),
+        Valid('import torch\nmodel = torch.compile(model, backend="inductor")\n', options={"targets": ["mps", "cpu"]}),
+        Valid("import torch\nmodel = torch.compile(model)\n", options={"targets": ["tpu", "neuron", "cpu"]}),
+        Valid("import torch\nmodel = torch.compile(model, backend=args.backend)\n"),
+        Valid("import torch\nmodel = torch.compile(model, **compile_kwargs)\n"),
+        Valid('def compile(model, backend):\n    return model\n\nmodel = compile(model, backend="inductor")\n'),
+        Valid("def build(torch):\n    return torch.compile(net)\n"),
+        Valid('import torch\nstep = torch.compile(step, backend="eager")\n'),
+    ]
+    INVALID = [
+        Invalid(
+            'import torch\nmodel = torch.compile(model, backend="inductor")\n', lines=[2], message='backend="inductor"'
+        ),
+        Invalid('import torch as T\nmodel = T.compile(model, backend="cudagraphs")\n', lines=[2]),
+        Invalid("from torch import compile\n@compile\ndef step(x):\n    return x\n", lines=[2]),
+        Invalid("import torch\nmodel = torch.compile(model)\n", lines=[2], message="without backend="),
+        Invalid(
+            "from torch.cuda import is_available as has_cuda\nimport torch.nn\n"
+            'BACKEND = "inductor" if has_cuda() else "openxla"\n'
+            "net = torch.nn.Linear(2, 2)\nnet.compile(backend=BACKEND)\n",
+            lines=[3],
+            options={"targets": ["tpu"]},
+        ),
+        Invalid(
+            'import torch\n@torch.compile(backend="inductor", fullgraph=True)\ndef f(x):\n    return x\n', lines=[2]
+        ),
+    ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._reported: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        backend = patterns.keyword(node, "backend")
+        if backend is not None:
+            if compiles(node, self.ctx):
+                self._check_backend(backend.value)
+        elif self.ctx.qualified_names(node.func) & COMPILE and not any(arg.star == "**" for arg in node.args):
+            self._report_default(node)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        if not isinstance(node.decorator, cst.Call) and self.ctx.qualified_names(node.decorator) & COMPILE:
+            self._report_default(node.decorator)
+
+    def _check_backend(self, expression: cst.BaseExpression) -> None:
+        for literal, value in string_literals(expression, self.ctx):
+            if value in _SEVERITY and id(literal) not in self._reported:
+                self._reported.add(id(literal))
+                severity = _SEVERITY[value]
+                affected = self._affected(severity)
+                if value == "cudagraphs":
+                    effect = f"captures CUDA graphs, which {'/'.join(affected)} do not have"
+                else:
+                    failing = [t for t in affected if severity[t] >= ERROR]
+                    bypassed = [t for t in affected if severity[t] < ERROR]
+                    parts = [f"fails on {'/'.join(failing)}"] if failing else []
+                    parts += [f"bypasses the {'/'.join(bypassed)} backend"] if bypassed else []
+                    effect = " and ".join(parts)
+                what = f'with backend="{value}" {effect}'
+                self.report(literal, severity=severity, what=what, advice=_advice(affected))
+
+    def _report_default(self, node: cst.CSTNode) -> None:
+        affected = self._affected(_DEFAULT_SEVERITY)
+        what = f"without backend= compiles with inductor, not the {'/'.join(affected)} backend"
+        self.report(node, severity=_DEFAULT_SEVERITY, what=what, advice=_advice(affected))
+
+    def _affected(self, severity: dict[str, Severity]) -> list[str]:
+        return [t for t in self.ctx.targets if severity[t] > OFF] or list(self.ctx.targets)
+
+
+def _advice(affected: list[str]) -> str:
+    """The backend each affected target compiles with, from the target data."""
+    parts = []
+    for name in affected:
+        backend = target_data.get(name).compile_backend
+        if backend and target_data.get(name).compile_picks_backend:
+            parts.append(f'backend="{backend}" (or none) on {name}')
+        elif backend:
+            parts.append(f'backend="{backend}" on {name}')
+    inductor = [name for name in affected if not target_data.get(name).compile_backend]
+    if inductor:
+        parts.append(f"no backend= on {'/'.join(inductor)} (inductor, the default, compiles for them)")
+    return "use " + "; ".join(parts)

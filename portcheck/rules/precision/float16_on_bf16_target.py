@@ -1,0 +1,287 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck import targets as target_data
+from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
+from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
+
+_LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
+_LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
+_DTYPE_KEYWORDS = ("torch_dtype", "dtype")
+_FLOAT16 = frozenset({"torch.float16", "torch.half"})
+_FLOAT16_STRINGS = frozenset({"float16", "half"})
+_RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
+_PASS_THROUGH = frozenset({"to", "eval", "train", "requires_grad_"})  # `m.to(dev).half()` is `m.half()`
+# Receivers of `.half()` taken for models: names that end in a model-ish word (`unet`,
+# `text_encoder_2`, `self.model`), never tensors such as `encoder_hidden_states`.
+_MODEL_NAME = re.compile(
+    r"(^|_)(model|module|net|network|unet|vae|vqvae|encoder|decoder|transformer|bert|controlnet"
+    r"|backbone|teacher|student|classifier)(_?\d+)?$",
+    re.IGNORECASE,
+)
+
+
+class Float16OnBf16Target(Rule):
+    """## What it does
+    Reports loading a model in float16 (`torch_dtype=torch.float16`, `dtype=torch.half`,
+    `torch_dtype="float16"`, also per component in a dict) in `from_pretrained`-style calls
+    and `transformers.pipeline(...)`, and `.half()` on models, when a selected target computes
+    natively in bfloat16.
+
+    ## Why is this bad?
+    float16 is the half precision of NVIDIA GPUs. TPU, Trainium, XLA and Gaudi compute in
+    bfloat16 and emulate or slowly support float16, and CPUs are fast in bfloat16 only.
+    float16 also overflows above 65504, which bfloat16 (float32's exponent range) does not,
+    so float16 weights that were tuned with loss scaling on CUDA are the wrong port.
+
+    ## Example
+    ```python
+    pipe = DiffusionPipeline.from_pretrained(name, torch_dtype=torch.float16)
+    model = model.half()
+    ```
+
+    ## Use instead
+    ```python
+    pipe = DiffusionPipeline.from_pretrained(name, torch_dtype=torch.bfloat16)
+    model = model.to(torch.bfloat16)
+    ```
+
+    ## Targets
+    A warning on targets whose target data gives `amp-dtype = "bfloat16"` (tpu, neuron, xla,
+    hpu, cpu); off on float16 targets. `from_pretrained` counts when its class comes from
+    transformers or diffusers, from a relative import, or from nowhere portcheck can see.
+
+    ## Fix safety
+    No automatic fix: changing a dtype changes numerics.
+    """
+
+    code = "PC308"
+    name = "float16-on-bf16-target"
+    message = "{what} runs the model in float16, but {targets} compute natively in bfloat16"
+    hint = "use torch.bfloat16 on {targets}: the same memory as float16, with float32's range"
+    severity = {name: WARNING if t.amp_dtype == "bfloat16" else OFF for name, t in target_data.all_targets().items()}
+    triggers = (b"float16", b"half")
+
+    VALID = [
+        Valid(
+            "import torch\nfrom transformers import AutoModel\n"
+            'm = AutoModel.from_pretrained("x", torch_dtype=torch.bfloat16)\n'
+        ),
+        Valid(
+            "import torch\nfrom diffusers import DiffusionPipeline\n"
+            'p = DiffusionPipeline.from_pretrained("x", torch_dtype=torch.float16)\n',
+            options={"targets": ["mps", "xpu", "rocm"]},
+        ),
+        Valid(
+            "import torch\nfrom peft import PeftModel\n"
+            'm = PeftModel.from_pretrained(base, "x", torch_dtype=torch.float16)\n'
+        ),
+        Valid(
+            "import torch\nx = torch.randn(3, dtype=torch.float16)\n"
+            "latents = latents.half()\nstates = encoder_hidden_states.half()\n"
+        ),
+        Valid('def load(torch, Model):\n    return Model.from_pretrained("x", torch_dtype=torch.float16)\n'),
+        Valid("import torch\nif model.dtype == torch.float16:\n    model = model.to(torch.bfloat16)\n"),
+        Valid(
+            'import torch\ndtype = torch.float16 if device.type == "cuda" else torch.float32\n'
+            'unet = UNet2DConditionModel.from_pretrained("x", torch_dtype=dtype)\n'
+        ),
+        Valid(
+            "from torch.cuda import is_available as has_cuda\nimport torch\nif has_cuda():\n"
+            '    pipe = DiffusionPipeline.from_pretrained("x", torch_dtype=torch.float16)\n'
+        ),
+        Valid("import pytest\nimport torch\nwith pytest.raises(ValueError):\n    model.half()\n"),
+        Valid(
+            "import torch\nupcast = self.vae.dtype == torch.float16 and self.vae.config.force_upcast\n"
+            "if upcast:\n    self.vae.float()\nimage = self.vae.decode(latents)\nif upcast:\n    self.vae.half()\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nfrom transformers import AutoModelForCausalLM\n"
+            'm = AutoModelForCausalLM.from_pretrained("x", torch_dtype=torch.float16)\n',
+            lines=[3],
+            message="float16",
+        ),
+        Invalid('import torch as T\np = StableDiffusionPipeline.from_single_file("x.ckpt", dtype=T.half)\n', lines=[2]),
+        Invalid(
+            'from torch import float16\nfrom transformers import pipeline\nclf = pipeline("ner", torch_dtype=float16)\n',
+            lines=[3],
+        ),
+        Invalid(
+            "from torch.nn import Module as Base\nimport torch.nn\n"
+            "DTYPE = torch.float16 if args.fp16 else torch.float32\n"
+            'unet = UNet2DConditionModel.from_pretrained("x", torch_dtype=DTYPE)\n',
+            lines=[3],
+        ),
+        Invalid(
+            'from ..models import AutoencoderKL\nvae = AutoencoderKL.from_pretrained("x", torch_dtype="float16")\n',
+            lines=[2],
+        ),
+        Invalid(
+            "import torch\n"
+            'p = DiffusionPipeline.from_pretrained("x", torch_dtype={"unet": torch.bfloat16, "default": torch.float16})\n',
+            lines=[2],
+        ),
+        Invalid(
+            "import torch\nunet = unet.half()\nself.text_encoder_2.half()\n"
+            "net = Net().half()\nm = module.to(device).half()\n",
+            lines=[2, 3, 4, 5],
+        ),
+        Invalid('import torch\nm = AutoModel.from_pretrained("x").half()\n', lines=[2], options={"targets": ["cpu"]}),
+        Invalid(
+            "import torch\nif dtype in (torch.float16, torch.bfloat16):\n    pipe.unet.half()\n"
+            'if device.type in ("cuda", "cpu"):\n    m = Model.from_pretrained("x", torch_dtype=torch.float16)\n',
+            lines=[3, 5],
+        ),
+    ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._reported: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._loads_model(node):
+            if not self._guarded(self._is_cuda_check):
+                for keyword in _DTYPE_KEYWORDS:
+                    arg = patterns.keyword(node, keyword)
+                    if arg is not None:
+                        self._check_dtype(keyword, arg.value)
+        elif patterns.method_name(node) == "half" and not node.args and isinstance(node.func, cst.Attribute):
+            if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(node.func)):
+                return
+            if self._is_model(node.func.value) and not self._expects_error() and not self._guarded(self._keeps_float16):
+                self._report(node, "`.half()`")
+
+    def _loads_model(self, call: cst.Call) -> bool:
+        names = self.ctx.qualified_names(call.func)
+        if is_hf_pipeline(names):
+            return True
+        if patterns.method_name(call) not in _LOADERS:
+            return False
+        return not names or any(name.startswith(_LIBRARIES) for name in names)
+
+    def _check_dtype(self, keyword: str, expression: cst.BaseExpression) -> None:
+        """The float16 values a dtype argument can take, directly, through a name bound once,
+        or per component in a dict (diffusers)."""
+        if isinstance(expression, cst.Name):
+            expression = self.ctx.assigned_value(expression) or expression
+        values = [expression]
+        if isinstance(expression, cst.Dict):
+            values = [e.value for e in expression.elements if isinstance(e, cst.DictElement)]
+        for value in values:
+            for literal in self._float16_values(value):
+                spelled = patterns.string_value(literal)
+                shown = repr(spelled) if spelled is not None else min(self.ctx.qualified_names(literal))
+                self._report(literal, f"`{keyword}={shown}`")
+
+    def _float16_values(self, node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+        """Like `patterns.value_literals`, but the branch an `if` keeps for CUDA is CUDA's
+        (`torch.float16 if device.type == "cuda" else torch.float32`)."""
+        if self._is_float16(node):
+            yield node
+        elif isinstance(node, cst.IfExp):
+            if not self._is_cuda_check(node.test):
+                yield from self._float16_values(node.body)
+            yield from self._float16_values(node.orelse)
+        elif isinstance(node, cst.BooleanOperation):
+            yield from self._float16_values(node.left)
+            yield from self._float16_values(node.right)
+
+    def _guarded(self, is_guard: Callable[[cst.BaseExpression], bool]) -> bool:
+        """Whether the current node sits in the body of an `if` whose test `is_guard` accepts."""
+        ancestors = self.ctx.ancestors
+        for ancestor, child in zip(ancestors, ancestors[1:]):
+            if isinstance(ancestor, cst.If) and child is ancestor.body and is_guard(ancestor.test):
+                return True
+        return False
+
+    def _is_cuda_check(self, test: cst.BaseExpression) -> bool:
+        """`device.type == "cuda"`, `"cuda" in str(device)`, `torch.cuda.is_available()`, or an
+        `and` of one: what follows is CUDA's path, which float16 is right for."""
+        if isinstance(test, cst.BooleanOperation):
+            return isinstance(test.operator, cst.And) and (
+                self._is_cuda_check(test.left) or self._is_cuda_check(test.right)
+            )
+        if isinstance(test, cst.Call):
+            return any(name.startswith("torch.cuda.") for name in self.ctx.qualified_names(test.func))
+        return _tests_equal(test, patterns.is_cuda_device_literal)
+
+    def _keeps_float16(self, test: cst.BaseExpression) -> bool:
+        """`model.dtype == torch.float16` (directly, in an `and`, or through a name bound
+        once): `.half()` there restores the dtype the model was loaded with."""
+        if isinstance(test, cst.Name):
+            bound = self.ctx.assigned_value(test)
+            return bound is not None and self._keeps_float16(bound)
+        if isinstance(test, cst.BooleanOperation):
+            return isinstance(test.operator, cst.And) and (
+                self._keeps_float16(test.left) or self._keeps_float16(test.right)
+            )
+        return _tests_equal(test, self._is_float16)
+
+    def _expects_error(self) -> bool:
+        """Inside `with pytest.raises(...)` or `self.assertRaises(...)`: the call must fail."""
+        for ancestor in self.ctx.ancestors:
+            if isinstance(ancestor, cst.With):
+                for item in ancestor.items:
+                    call = item.item
+                    if isinstance(call, cst.Call) and patterns.target_name(call.func) in _RAISES:
+                        return True
+        return False
+
+    def _is_float16(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            return bool(self.ctx.qualified_names(node) & _FLOAT16)
+        return patterns.string_value(node) in _FLOAT16_STRINGS
+
+    def _is_model(self, receiver: cst.BaseExpression) -> bool:
+        """A `.half()` receiver that is a model: named like one, loaded with from_pretrained,
+        a class instantiated in place (`Net().half()`), or a name bound once to either."""
+        while (
+            isinstance(receiver, cst.Call)
+            and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value in _PASS_THROUGH
+        ):
+            receiver = receiver.func.value
+        if isinstance(receiver, cst.Call):
+            return patterns.method_name(receiver) in _LOADERS or _instantiates_class(receiver)
+        name = patterns.target_name(receiver)
+        if name is not None and _MODEL_NAME.search(name):
+            return True
+        if isinstance(receiver, cst.Name):
+            bound = self.ctx.assigned_value(receiver)
+            return isinstance(bound, cst.Call) and (
+                patterns.method_name(bound) in _LOADERS or _instantiates_class(bound)
+            )
+        return False
+
+    def _report(self, node: cst.CSTNode, what: str) -> None:
+        if id(node) in self._reported:
+            return
+        self._reported.add(id(node))
+        affected = "/".join(t for t in self.ctx.targets if self.severity[t] > OFF) or "the selected targets"
+        self.report(node, what=what, targets=affected)
+
+
+def _tests_equal(test: cst.BaseExpression, is_value: Callable[[cst.CSTNode], bool]) -> bool:
+    """`x == value`, `x is value`, `value in x` or `x in (value, ...)`, in a one-link comparison."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    link = test.comparisons[0]
+    if not isinstance(link.operator, (cst.Equal, cst.Is, cst.In)):
+        return False
+    right = link.comparator
+    if isinstance(right, (cst.Tuple, cst.List, cst.Set)) and isinstance(link.operator, cst.In):
+        return all(is_value(element.value) for element in right.elements)
+    return is_value(test.left) or is_value(right)
+
+
+def _instantiates_class(call: cst.Call) -> bool:
+    """`Net(...)`, `nn.Linear(...)`: a CamelCase callee, but not a tensor type."""
+    name = patterns.target_name(call.func)
+    return name is not None and name[:1].isupper() and not name.isupper() and not name.endswith("Tensor")
