@@ -25,7 +25,7 @@ from portcheck.config import Config
 from portcheck.discovery import Prefilter
 from portcheck.findings import Fact, Finding, Severity
 from portcheck.positions import positions
-from portcheck.project import Project
+from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.rule import Rule, SeverityMap
 from portcheck.walk import Walker
@@ -48,8 +48,11 @@ class FileResult:
 class _Context:
     """The FileContext rules see (portcheck.rule.FileContext)."""
 
-    def __init__(self, path: str, config: Config, resolver: Resolver | None, project: Project | None) -> None:
+    def __init__(
+        self, path: str, config: Config, resolver: Resolver | None, project: Project | None, module: ModulePath
+    ) -> None:
         self.path = path
+        self.module = module
         self.targets = config.targets
         self.torch_version = config.torch_version
         self.project = project
@@ -92,11 +95,32 @@ def scan_file(path: Path, config: Config, project: Project | None = None) -> Fil
         if project is not None:
             return FileResult(shown)  # reported in the first pass
         return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
-    return scan_bytes(data, shown, config, size=size, project=project)
+    return scan_bytes(data, shown, config, size=size, project=project, module=module_path(path))
+
+
+def module_path(path: Path) -> ModulePath:
+    """The file's dotted name: its directory chain up to the first one without __init__.py."""
+    absolute = Path(os.path.abspath(path))
+    parts = [absolute.stem]
+    directory = absolute.parent
+    while _is_package(directory):
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    return ModulePath.from_parts(parts)
+
+
+@cache
+def _is_package(directory: Path) -> bool:
+    return (directory / "__init__.py").is_file() and directory.name.isidentifier()
 
 
 def scan_bytes(
-    data: bytes | None, path: str, config: Config, size: int | None = None, project: Project | None = None
+    data: bytes | None,
+    path: str,
+    config: Config,
+    size: int | None = None,
+    project: Project | None = None,
+    module: ModulePath | None = None,
 ) -> FileResult:
     """Scan the contents of one file; `path` is used for its kind, reports and per-file-ignores.
 
@@ -128,8 +152,9 @@ def scan_bytes(
     if wanted and size > config.max_file_size:
         return _too_large(path, config, size)
     try:
-        rules, module = _analyse(data, text, path, kind, config, visiting, project) if wanted else ([], None)
-        findings, facts = _results(rules, module, path, config, text)
+        where = module or ModulePath.guess(path)
+        rules, tree = _analyse(data, text, path, kind, config, visiting, project, where) if wanted else ([], None)
+        findings, facts = _results(rules, tree, path, config, text)
     except parsing.ParseFailure as failure:
         if second_pass:
             return FileResult(path)
@@ -218,31 +243,38 @@ def _decode_text(data: bytes) -> str:
 
 
 def _analyse(
-    data: bytes, text: str, path: str, kind: str, config: Config, codes: Sequence[str], project: Project | None
+    data: bytes,
+    text: str,
+    path: str,
+    kind: str,
+    config: Config,
+    codes: Sequence[str],
+    project: Project | None,
+    module: ModulePath,
 ) -> tuple[list[Rule], cst.Module | None]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
-        context = _Context(path, config, None, project)
+        context = _Context(path, config, None, project, module)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
         return rules, None
-    module = parsing.parse(data, text)
-    resolver = Resolver(module)
-    context = _Context(path, config, resolver, project)
+    tree = parsing.parse(data, text)
+    resolver = Resolver(tree)
+    context = _Context(path, config, resolver, project, module)
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker(rules, resolver)
     context.walker = walker
-    walker.walk(module)
-    return rules, module
+    walker.walk(tree)
+    return rules, tree
 
 
 def _results(
-    rules: Sequence[Rule], module: cst.Module | None, path: str, config: Config, text: str
+    rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str
 ) -> tuple[list[Finding], list[Fact]]:
     """Turn what the rules saw into findings and facts, with positions."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
-    ranges = positions(module, nodes) if module is not None else {}
+    ranges = positions(tree, nodes) if tree is not None else {}
     lines = text.splitlines()
     findings = []
     for rule in rules:

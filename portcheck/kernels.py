@@ -21,7 +21,7 @@ LIBRARY_OP = "library-op"
 PTX = "inline-ptx"
 KINDS = (TRITON, CUDA_CPP, EXTENSION, INLINE, LIBRARY_OP, PTX)
 
-_AVAILABILITY_WORDS = ("triton", "cuda", "avail", "has_", "use_", "fused", "kernel", "enable", "device", "is_")
+_AVAILABILITY_WORDS = ("triton", "cuda", "avail", "has_", "use_", "fused", "kernel", "enable")
 
 
 def runs_as_is(kind: str, target: str) -> bool:
@@ -66,16 +66,42 @@ def port_hint(kind: str, selected: Sequence[str]) -> str:
 
 
 def fallback_evidence(ancestors: Sequence[cst.CSTNode]) -> str:
-    """Why a call looks guarded by a pure-PyTorch alternative: it sits in a branch on
-    availability that has an `else`, or in a `try` with a handler. Empty when it does not."""
-    for ancestor in reversed(ancestors):
+    """Why a call looks guarded by a pure-PyTorch alternative: it sits in one branch of a test
+    on availability (or of a try/except) whose other branch launches no kernel. Empty when
+    it does not."""
+    chain = list(ancestors)
+    for depth in range(len(chain) - 1, -1, -1):
+        ancestor = chain[depth]
+        inside = chain[depth + 1] if depth + 1 < len(chain) else None
         if isinstance(ancestor, cst.If) and ancestor.orelse is not None and _mentions_availability(ancestor.test):
-            return "in an if/else on availability"
-        if isinstance(ancestor, cst.IfExp) and _mentions_availability(ancestor.test):
-            return "in a conditional expression on availability"
-        if isinstance(ancestor, cst.Try) and ancestor.handlers:
-            return "in a try/except"
+            other = ancestor.orelse if inside is ancestor.body else ancestor.body
+            if _computes_without_kernels(other):
+                return "in an if/else on availability"
+        elif isinstance(ancestor, cst.IfExp) and _mentions_availability(ancestor.test):
+            other = ancestor.orelse if inside is ancestor.body else ancestor.body
+            if _computes_without_kernels(other):
+                return "in a conditional expression on availability"
+        elif isinstance(ancestor, cst.Try) and ancestor.handlers and inside is ancestor.body:
+            if all(_computes_without_kernels(handler) for handler in ancestor.handlers):
+                return "in a try/except"
     return ""
+
+
+def _computes_without_kernels(node: cst.CSTNode) -> bool:
+    """Whether a branch does work (some call, or an import to fall back on) and launches no
+    kernel (`kernel[grid](...)`): what a pure-PyTorch alternative looks like."""
+    works = False
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            if isinstance(current.func, cst.Subscript):
+                return False
+            works = True
+        elif isinstance(current, (cst.Import, cst.ImportFrom, cst.Assign)):
+            works = True
+        stack.extend(current.children)
+    return works
 
 
 def _mentions_availability(test: cst.BaseExpression) -> bool:

@@ -53,24 +53,35 @@ def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:
     return {op for op, keys in devices.items() if "cuda" in keys and not keys - {"cuda", "meta", "autograd"}}
 
 
-def module_name(path: str) -> str:
-    """The importable name of a Python file from its repository path (`src/` layouts too)."""
-    parts = list(PurePosixPath(path).with_suffix("").parts)
-    if parts and parts[-1] == "__init__":
-        parts.pop()
-    if parts and parts[0] in ("src", "lib", "python"):
-        parts.pop(0)
-    return ".".join(parts)
+@dataclass(frozen=True)
+class ModulePath:
+    """Where a Python file sits in the import system: its dotted name and the package its
+    relative imports start from."""
 
+    name: str
+    package: str
 
-def absolute(qualified: str, path: str) -> str:
-    """A qualified name with relative-import dots resolved against the file's package."""
-    if not qualified.startswith("."):
-        return qualified
-    dots = len(qualified) - len(qualified.lstrip("."))
-    package = module_name(path).split(".")
-    if not PurePosixPath(path).name.startswith("__init__."):
-        package = package[:-1]
-    base = package[: len(package) - (dots - 1)] if dots > 1 else package
-    rest = qualified[dots:]
-    return ".".join([*base, rest]) if rest else ".".join(base)
+    @classmethod
+    def guess(cls, path: str) -> ModulePath:
+        """From the path alone (no file system): `src/`-style prefixes dropped."""
+        parts = list(PurePosixPath(path).with_suffix("").parts)
+        if parts and parts[0] in ("src", "lib", "python"):
+            parts.pop(0)
+        return cls.from_parts(parts)
+
+    @classmethod
+    def from_parts(cls, parts: list[str]) -> ModulePath:
+        if parts and parts[-1] == "__init__":
+            name = ".".join(parts[:-1])
+            return cls(name, name)
+        return cls(".".join(parts), ".".join(parts[:-1]))
+
+    def absolute(self, qualified: str) -> str:
+        """A qualified name with relative-import dots resolved against the package."""
+        if not qualified.startswith("."):
+            return qualified
+        dots = len(qualified) - len(qualified.lstrip("."))
+        package = self.package.split(".") if self.package else []
+        base = package[: len(package) - (dots - 1)] if dots > 1 else package
+        rest = qualified[dots:]
+        return ".".join([*base, rest]) if rest else ".".join(base)

@@ -20,7 +20,7 @@ from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 
 if TYPE_CHECKING:
-    from portcheck.project import Project
+    from portcheck.project import ModulePath, Project
 
 ERROR, WARNING, INFO, OFF = Severity.ERROR, Severity.WARNING, Severity.INFO, Severity.OFF
 SeverityMap = Mapping[str, Severity]
@@ -91,6 +91,7 @@ class FileContext(Protocol):
     targets: tuple[str, ...]
     torch_version: tuple[int, ...] | None
     project: Project | None  # set in the second pass only
+    module: ModulePath  # the file's place in the import system
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]: ...
 

@@ -9,7 +9,6 @@ from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule
 from portcheck.rules.compile.compile_cuda_graph_mode import COMPILE, compiles, string_literals
 
 
-
 def _explicit_severity(backend: str) -> dict[str, Severity]:
     """inductor: wrong where the target has its own backend; cudagraphs: wrong without CUDA."""
     result = {}

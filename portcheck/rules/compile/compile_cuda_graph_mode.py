@@ -79,7 +79,9 @@ class CompileCudaGraphMode(Rule):
     name = "compile-cuda-graph-mode"
     message = '`mode="{mode}"` is a CUDA-graph mode of torch.compile, not supported on {targets}'
     hint = 'drop mode= (the default mode) on {targets}; keep "{mode}" only behind a check for CUDA'
-    severity = {name: max(_mode_severity(mode)[name] for mode in _CUDA_GRAPH_MODES) for name in target_data.TARGET_ORDER}
+    severity = {
+        name: max(_mode_severity(mode)[name] for mode in _CUDA_GRAPH_MODES) for name in target_data.TARGET_ORDER
+    }
     triggers = (b"reduce-overhead", b"max-autotune")
 
     VALID = [

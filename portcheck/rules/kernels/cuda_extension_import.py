@@ -77,7 +77,7 @@ class CudaExtensionImport(Rule):
         if isinstance(node.names, cst.ImportStar):
             return
         module = "." * len(node.relative) + (patterns.dotted(node.module) if node.module else "")
-        base = project.absolute(module, self.ctx.path) if module.startswith(".") else module
+        base = self.ctx.module.absolute(module)
         for alias in node.names:
             name = patterns.dotted(alias.name)
             if not self._check(node, f"{base}.{name}" if base else name):

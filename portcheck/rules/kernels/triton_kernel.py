@@ -90,7 +90,7 @@ class TritonKernel(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._module = project.module_name(ctx.path)
+        self._module = ctx.module.name
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
@@ -132,7 +132,7 @@ class TritonKernel(Rule):
     def _callee(self, node: cst.BaseExpression) -> str:
         resolved = sorted(self.ctx.qualified_names(node))
         if resolved:
-            return project.absolute(resolved[0], self.ctx.path)
+            return self.ctx.module.absolute(resolved[0])
         if isinstance(node, cst.Name) and self._module:
             return f"{self._module}.{node.value}"
         return ""
