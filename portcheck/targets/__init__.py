@@ -48,6 +48,8 @@ class Target:
     compile_rejects_inductor: bool  # an explicit backend="inductor" raises or is unsupported
     compile_picks_backend: bool  # torch.compile(m) without a backend selects the target's own
     compile_modes: tuple[str, ...]
+    compile_dynamic: str  # torch.compile(dynamic=True): raises | rejected | experimental | accepted
+    bounded_dynamism: str  # how to bound a varying dim instead of padding; empty if none
     dynamic_shapes: str  # free | recompile | unsupported
     triton: bool
     kernel_languages: tuple[str, ...]

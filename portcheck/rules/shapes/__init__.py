@@ -1,1 +1,258 @@
-"""PC5: dynamic shapes and host syncs: what recompiles on TPU/XLA/Gaudi and fails on Trainium."""
+"""PC5: dynamic shapes and host syncs: what recompiles on TPU/XLA/Gaudi and fails on Trainium.
+
+Helpers shared by this family only: severities derived from each target's `dynamic-shapes`
+fact, target-specific advice, predicates that say whether an expression reads tensor values
+(tensor methods cannot be resolved, so they are matched by name on receivers that do not resolve
+to a non-torch import), the step contexts (inside `forward`, inside a loop over a DataLoader),
+and a base class that keeps those spelling-matched rules to files that import torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+
+from portcheck import patterns
+from portcheck import targets as target_data
+from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
+
+# --- severities ------------------------------------------------------------------------------
+
+
+def _by_dynamic_shapes(levels: Mapping[str, Severity]) -> dict[str, Severity]:
+    return {name: levels[target.dynamic_shapes] for name, target in target_data.all_targets().items()}
+
+
+# Data-dependent ops that also read tensor values on the host: still a sync where shapes are free.
+SYNC_SEVERITY = _by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": INFO})
+# Pure recompilation hazards (varying batch shapes): harmless where shapes are free.
+RECOMPILE_SEVERITY = _by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": OFF})
+
+
+def advice(targets: Sequence[str]) -> str:
+    """A hint tail for shape hazards on the selected targets: which of them compile only static
+    shapes, and which offer bounded dynamism. Empty when none of that applies."""
+    parts = []
+    static_only = [t for t in targets if target_data.get(t).dynamic_shapes == "unsupported"]
+    if static_only:
+        verb = "compiles" if len(static_only) == 1 else "compile"
+        parts.append(f"{'/'.join(static_only)} {verb} only static shapes: pad or bucket to fixed sizes")
+    parts.extend(
+        f"on {t}, {target_data.get(t).bounded_dynamism}" for t in targets if target_data.get(t).bounded_dynamism
+    )
+    return "".join(f"; {part}" for part in parts)
+
+
+# --- what an expression reads ------------------------------------------------------------------
+
+_DEPTH = 4  # how many names and casts to look through; also stops `x = x.sum()` cycles
+_REDUCTIONS = frozenset(
+    {"sum", "max", "min", "mean", "amax", "amin", "norm", "std", "var", "prod", "median", "argmax", "argmin",
+     "count_nonzero", "item"}
+)  # fmt: skip
+_TORCH_REDUCTIONS = frozenset(f"torch.{name}" for name in _REDUCTIONS - {"item"})
+_TRUTH_METHODS = frozenset({"any", "all", "item", "equal", "allclose", "is_nonzero"})
+_TORCH_TRUTH = frozenset(
+    f"torch.{name}" for name in ("any", "all", "equal", "allclose", "is_nonzero", "isnan", "isinf", "isfinite")
+)
+_MASK_OPS = frozenset(
+    {"bool", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "isin", "isclose", "logical_not",
+     "logical_and", "logical_or", "logical_xor", "eq", "ne", "gt", "ge", "lt", "le", "greater", "less",
+     "greater_equal", "less_equal", "not_equal", "any", "all"}
+)  # fmt: skip
+_TORCH_MASK_OPS = frozenset(f"torch.{name}" for name in _MASK_OPS - {"bool"})
+_VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
+_MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
+
+
+def tensor_method(ctx: FileContext, node: cst.CSTNode, names: frozenset[str]) -> bool:
+    """`<receiver>.m(...)` with `m` in `names`, where the receiver may be a tensor."""
+    return (
+        isinstance(node, cst.Call)
+        and patterns.method_name(node) in names
+        and not patterns.resolves_outside_torch_classes(ctx.qualified_names(node.func))
+    )
+
+
+def resolved_call(ctx: FileContext, node: cst.CSTNode, names: frozenset[str]) -> bool:
+    """A call of a function whose qualified name is in `names`."""
+    return isinstance(node, cst.Call) and bool(ctx.qualified_names(node.func) & names)
+
+
+def builtin_call(ctx: FileContext, node: cst.CSTNode, names: tuple[str, ...]) -> cst.BaseExpression | None:
+    """The single argument of `int(x)` / `bool(x)`... when the builtin is not shadowed by an import."""
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value in names
+        and not ctx.qualified_names(node.func)
+        and len(node.args) == 1
+        and not node.args[0].star
+    ):
+        return node.args[0].value
+    return None
+
+
+def _through_name(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | None:
+    return ctx.assigned_value(node) if isinstance(node, cst.Name) else None
+
+
+def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether an expression takes a number out of tensor data: `t.item()`, `lengths.max()`,
+    `int(mask.sum())`, `n + 1` where `n = t.sum()`. Shapes (`x.size(0)`, `len(x)`) are not."""
+    if depth > _DEPTH:
+        return False
+    if tensor_method(ctx, node, _REDUCTIONS) or resolved_call(ctx, node, _TORCH_REDUCTIONS):
+        return True
+    inner = builtin_call(ctx, node, ("int", "float")) or _through_name(ctx, node)
+    if inner is not None:
+        return reads_tensor_scalar(ctx, inner, depth + 1)
+    if isinstance(node, cst.BinaryOperation):
+        return reads_tensor_scalar(ctx, node.left, depth + 1) or reads_tensor_scalar(ctx, node.right, depth + 1)
+    if isinstance(node, cst.UnaryOperation):
+        return reads_tensor_scalar(ctx, node.expression, depth + 1)
+    return False
+
+
+def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether a condition needs tensor values: `mask.any()`, `torch.equal(a, b)`,
+    `x.sum() > 0`, `bool(t.max())`. `self.training`, `x.dim() == 3`, `x is None` are not."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(node, cst.BooleanOperation):
+        return tests_tensor_value(ctx, node.left, depth + 1) or tests_tensor_value(ctx, node.right, depth + 1)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return tests_tensor_value(ctx, node.expression, depth + 1)
+    if isinstance(node, cst.Comparison):
+        if not any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons):
+            return False
+        sides = (node.left, *(link.comparator for link in node.comparisons))
+        return any(reads_tensor_scalar(ctx, side, depth + 1) for side in sides)
+    if tensor_method(ctx, node, _TRUTH_METHODS) or resolved_call(ctx, node, _TORCH_TRUTH):
+        return True
+    inner = builtin_call(ctx, node, ("bool",))
+    if inner is not None:
+        return reads_tensor_scalar(ctx, inner, depth + 1) or tests_tensor_value(ctx, inner, depth + 1)
+    inner = _through_name(ctx, node)
+    return inner is not None and tests_tensor_value(ctx, inner, depth + 1)
+
+
+def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether an index expression is a boolean mask: `x > 0`, `~valid`, `(a > 0) & (b < 1)`,
+    `m.bool()`, `torch.isnan(x)`, or a name bound once to one of those."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(node, cst.Comparison):
+        return any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
+        return True  # `~` on an index is a negated mask; integer tensors would index from the end
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _MASK_OPERATORS):
+        return is_bool_mask(ctx, node.left, depth + 1) or is_bool_mask(ctx, node.right, depth + 1)
+    if tensor_method(ctx, node, _MASK_OPS) or resolved_call(ctx, node, _TORCH_MASK_OPS):
+        return True
+    inner = _through_name(ctx, node)
+    return inner is not None and is_bool_mask(ctx, inner, depth + 1)
+
+
+def controlling_part(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+    """The `if`/`while`/ternary/`assert` test or slice bound that `node` belongs to, with the
+    statement or slice holding it.
+
+    PC504 and PC505 own the host syncs that decide control flow or slice lengths; PC503 asks
+    this to leave those to them."""
+    child = node
+    for parent in reversed(ancestors):
+        if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is child:
+            return parent, child
+        if isinstance(parent, cst.Slice) and any(child is bound for bound in (parent.lower, parent.upper, parent.step)):
+            return parent, child
+        if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return None
+        child = parent
+    return None
+
+
+# --- step contexts -----------------------------------------------------------------------------
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
+_LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
+
+
+def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside the body of a method named `forward` (nn.Module.forward, autograd.Function.forward):
+    what runs, and is traced, once per step."""
+    for index, node in enumerate(ancestors):
+        if (
+            isinstance(node, cst.FunctionDef)
+            and node.name.value == "forward"
+            and index >= 2
+            and isinstance(ancestors[index - 2], cst.ClassDef)
+            and index + 1 < len(ancestors)
+            and ancestors[index + 1] is node.body
+        ):
+            return True
+    return False
+
+
+def in_loader_loop(ctx: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside the body of a `for` loop over a DataLoader: a training or evaluation step."""
+    for index, node in enumerate(ancestors):
+        if (
+            isinstance(node, cst.For)
+            and index + 1 < len(ancestors)
+            and ancestors[index + 1] is node.body
+            and _iterates_loader(ctx, node.iter)
+        ):
+            return True
+    return False
+
+
+def _iterates_loader(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> bool:
+    """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
+    `enumerate(...)`, `tqdm(...)`, `zip(...)`."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = patterns.target_name(node) or ""
+        if _LOADER_NAME.search(name) and not _LOADER_SETTING.search(name):
+            return True
+        bound = _through_name(ctx, node)
+        return bound is not None and resolved_call(ctx, bound, DATALOADERS)
+    if isinstance(node, cst.Call):
+        if resolved_call(ctx, node, DATALOADERS):
+            return True
+        return depth < 2 and any(
+            _iterates_loader(ctx, arg.value, depth + 1) for arg in node.args if arg.keyword is None and not arg.star
+        )
+    return False
+
+
+# --- files that use torch ----------------------------------------------------------------------
+
+
+def _is_torch_module(dotted: str | None) -> bool:
+    return dotted is not None and (dotted == "torch" or dotted.startswith("torch."))
+
+
+class TensorRule(Rule):
+    """A rule that matches tensor methods or operators by spelling. It reports only in files that
+    import torch: a module that never does (numpy data transforms, pandas scripts) has no tensors
+    of its own, and `arr[arr > 0]` or `df.col.unique()` there are not torch."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._imports_torch = False
+
+    def visit_Import(self, node: cst.Import) -> None:
+        if any(_is_torch_module(get_full_name_for_node(alias.name)) for alias in node.names):
+            self._imports_torch = True
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not node.relative and node.module is not None and _is_torch_module(get_full_name_for_node(node.module)):
+            self._imports_torch = True
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self._imports_torch:
+            self.reports.clear()

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.rule import Invalid, Valid
+from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, tensor_method
+
+_DATA_SHAPED = "has an output shape that depends on tensor values"
+
+
+class _Op(NamedTuple):
+    problem: str
+    instead: str
+
+
+# Each operator with what it does wrong and its static-shape replacement (targets.md §4.2).
+_OPS = {
+    "nonzero": _Op(_DATA_SHAPED, "torch.nonzero_static(x, size=N, fill_value=-1)"),
+    "argwhere": _Op(_DATA_SHAPED, "torch.nonzero_static(x, size=N, fill_value=-1)"),
+    "where": _Op(
+        "with one argument is nonzero(as_tuple=True): its shape depends on tensor values",
+        "the three-argument torch.where(cond, x, y), or torch.nonzero_static(cond, size=N, fill_value=-1)",
+    ),
+    "masked_select": _Op(_DATA_SHAPED, "torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions"),
+    "unique": _Op(_DATA_SHAPED, "a fixed-size count, one_hot(x, K).sum(0) when values lie in [0, K), or bucketing"),
+    "unique_consecutive": _Op(_DATA_SHAPED, "a fixed-size count, or bucketing"),
+    "repeat_interleave": _Op(
+        "with tensor repeats has an output length that depends on their sum",
+        "repeat_interleave(..., output_size=N) with N known ahead (it must equal repeats.sum())",
+    ),
+    "bincount": _Op(
+        "has an output length that depends on the largest value, even with minlength",
+        "torch.nn.functional.one_hot(x, K).sum(0), or torch.zeros(K).scatter_add_(0, x, torch.ones_like(x))",
+    ),
+    "histc": _Op(
+        "without min/max reads the data's range on the host",
+        "torch.histc(x, bins, min=lo, max=hi) with a fixed range",
+    ),
+}
+_FUNCTIONS = {
+    **{f"{module}.{op}": op for op in _OPS for module in ("torch", "torch.Tensor")},
+    "torch.functional.unique": "unique",
+    "torch.functional.unique_consecutive": "unique_consecutive",
+}
+_METHODS = frozenset(_OPS) - {"where"}  # Tensor.where(cond, other) always keeps the shape
+# Methods whose result is a tensor: evidence that a `repeats` argument is one.
+_TENSOR_RESULTS = frozenset({"long", "int", "to", "sum", "cumsum", "diff", "flatten", "view", "reshape", "clamp"})
+
+
+class DataDependentShapeOp(TensorRule):
+    """## What it does
+    Reports operators whose output shape depends on tensor values: `nonzero`, `argwhere`,
+    one-argument `torch.where`, `masked_select`, `unique`, `unique_consecutive`, `bincount`,
+    `repeat_interleave` with tensor repeats and no `output_size=`, and `histc` without a range,
+    as functions or tensor methods.
+
+    ## Why is this bad?
+    A compiled graph needs every shape before it runs. Dynamo breaks the graph at these ops
+    ("Dynamic shape operator"), XLA syncs to the host and recompiles for each new count, and
+    Trainium's compiler rejects them (NCC_EMOD025). `unique` and `bincount` keep Dynamo from
+    capturing the frame at all. `histc` without `min`/`max` reads the data's range on the host.
+
+    ## Example
+    ```python
+    idx = torch.nonzero(scores > 0.5)
+    counts = torch.bincount(labels)
+    ```
+
+    ## Use instead
+    ```python
+    idx = torch.nonzero_static(scores > 0.5, size=max_boxes, fill_value=-1)
+    counts = torch.nn.functional.one_hot(labels, num_classes).sum(0)
+    ```
+
+    ## Targets
+    An error on neuron (static shapes only); a warning on tpu, xla, npu and hpu (graph break and
+    recompilation); info elsewhere, where the op still waits for the device to learn the size.
+
+    ## Fix safety
+    No automatic fix: the replacements need a size bound that only the author knows.
+    """
+
+    code = "PC501"
+    name = "data-dependent-shape-op"
+    message = "`{what}` {problem}"
+    hint = "use {instead}{advice}"
+    severity = SYNC_SEVERITY
+    triggers = (b"nonzero", b"argwhere", b"where", b"masked_select", b"unique", b"repeat_interleave", b"bincount",
+                b"histc")  # fmt: skip
+
+    VALID = [
+        Valid("import torch\nidx = torch.nonzero_static(x, size=8, fill_value=-1)\ny = torch.where(m, x, 0)\n"),
+        Valid("import torch\ndef nonzero(x):\n    return x\nidx = nonzero(t)\n"),
+        Valid("import numpy as np\nimport torch\nu = np.unique(a)\ni = np.where(a > 0)\nj = np.nonzero(a)\n"),
+        Valid("def f(torch, x):\n    return torch.nonzero(x)\n"),
+        Valid("import torch as T\ny = T.repeat_interleave(x, 2, dim=0)\nz = x.repeat_interleave(n, dim=0)\n"),
+        Valid("import torch\nw = x.repeat_interleave(torch.tensor([1, 2]), dim=0, output_size=3)\n"),
+        Valid("from torch import histc\nh = histc(x, bins=10, min=0, max=1)\ng = x.histc(10, -1.0, 1.0)\n"),
+        Valid("x = df.col.unique()\nidx = arr.nonzero()\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\nidx = torch.nonzero(x > 0)\n", lines=[2], message="depends on tensor values"),
+        Invalid("import torch as T\nrows, cols = T.where(mask)\n", lines=[2], message="one argument"),
+        Invalid("from torch import unique, bincount\nu = unique(x)\nc = bincount(y)\n", lines=[2, 3]),
+        Invalid("from torch.functional import unique_consecutive as uc\nu = uc(x)\n", lines=[2]),
+        Invalid(
+            "import torch.nn\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        keep = x.nonzero(as_tuple=True)\n        return x.masked_select(x > 0), keep\n",
+            lines=[4, 5],
+        ),
+        Invalid(
+            "import torch\ny = x.repeat_interleave(lengths.long(), dim=0)\nz = torch.repeat_interleave(torch.tensor(r))\n",
+            lines=[2, 3],
+            message="repeats",
+        ),
+        Invalid("import torch\nh = torch.histc(x, bins=10)\ng = x.histc(10, 0, 0)\n", lines=[2, 3], message="range"),
+        Invalid("import torch\ni = torch.argwhere(x)\nj = x.argwhere()\n", lines=[2, 3]),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qualified_names(node.func) & _FUNCTIONS.keys()
+        if names:
+            op, offset = _FUNCTIONS[min(names)], 0
+        elif patterns.method_name(node) in _METHODS and tensor_method(self.ctx, node, _METHODS):
+            op, offset = patterns.method_name(node), -1
+        else:
+            return
+        if any(arg.star for arg in node.args) or not self._data_dependent(op, node, offset):
+            return
+        what = f".{op}()" if offset else f"torch.{op}"
+        self.report(
+            node, what=what, problem=_OPS[op].problem, instead=_OPS[op].instead, advice=advice(self.ctx.targets)
+        )
+
+    def _data_dependent(self, op: str, call: cst.Call, offset: int) -> bool:
+        """Whether this call of `op` has a data-dependent shape; `offset` is -1 for methods, whose
+        receiver takes the place of the first argument."""
+        if op == "where":
+            return len(call.args) == 1
+        if op == "histc":
+            bounds = (patterns.argument(call, 2 + offset, "min"), patterns.argument(call, 3 + offset, "max"))
+            return all(arg is None or _is_zero(arg.value) for arg in bounds)
+        if op == "repeat_interleave":
+            if patterns.keyword(call, "output_size") is not None:
+                return False
+            if offset == 0 and len(call.args) == 1:
+                return True  # torch.repeat_interleave(repeats): the output length is repeats.sum()
+            repeats = patterns.argument(call, 1 + offset, "repeats")
+            return repeats is not None and self._is_tensor(repeats.value)
+        return True
+
+    def _is_tensor(self, node: cst.BaseExpression, depth: int = 0) -> bool:
+        """Positive evidence that `repeats` is a tensor: a torch call, a tensor-only method
+        (`.long()`, `.sum(...)`), or a name bound once to one. Plain names stay unknown: most
+        are Python ints (`num_images_per_prompt`)."""
+        if isinstance(node, cst.Call):
+            if any(name.startswith("torch.") for name in self.ctx.qualified_names(node.func)):
+                return True
+            return tensor_method(self.ctx, node, _TENSOR_RESULTS)
+        if isinstance(node, cst.Name) and depth < 3:
+            bound = self.ctx.assigned_value(node)
+            return bound is not None and self._is_tensor(bound, depth + 1)
+        return False
+
+
+def _is_zero(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float)) and float(node.value) == 0

@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.rule import Invalid, Valid
+from portcheck.rules.shapes import (
+    SYNC_SEVERITY,
+    TensorRule,
+    controlling_part,
+    in_forward,
+    in_loader_loop,
+    reads_tensor_scalar,
+    tensor_method,
+    tests_tensor_value,
+)
+
+_SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
+
+
+class HostSyncInStep(TensorRule):
+    """## What it does
+    Reports `.item()`, `.tolist()`, `.cpu()` and `.numpy()` inside a module's `forward` or inside
+    a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one that says
+    "loader"), where they run every step. Calls in a `raise` (the error path) or under an
+    `if step % N == 0:` (reading back every N steps) are left alone, and so are those that
+    decide a branch in `forward` (PC504) or a slice length (PC505).
+
+    ## Why is this bad?
+    Each call copies a value to the host and waits for the device to finish everything queued
+    before it. On lazy and compiled backends (XLA, TorchTPU, Trainium, Gaudi) it also cuts the
+    step's graph in two: Dynamo breaks at `.item()` by default, XLA executes the pending graph
+    (`aten::_local_scalar_dense`), and on Neuron it blocks fusion. `.tolist()` values become
+    constants that recompile when they change.
+
+    ## Example
+    ```python
+    for images, labels in loader:
+        loss = criterion(model(images), labels)
+        running_loss += loss.item()
+    ```
+
+    ## Use instead
+    ```python
+    running_loss = torch.zeros((), device=device)
+    for images, labels in loader:
+        loss = criterion(model(images), labels)
+        running_loss += loss.detach()
+    print(running_loss.item())  # once, after the loop or every N steps
+    ```
+
+    ## Targets
+    An error on neuron; a warning on tpu, xla, npu and hpu; info elsewhere, where it is only
+    a sync.
+
+    ## Fix safety
+    No automatic fix: where the value is read back is a design decision.
+    """
+
+    code = "PC503"
+    name = "host-sync-in-step"
+    message = "`.{method}()` in {where} copies a tensor to the host and waits for the device every step"
+    hint = "keep values on the device (accumulate tensors, use torch.where) and read them back every N steps"
+    severity = SYNC_SEVERITY
+    triggers = (b".item", b".tolist", b".cpu", b".numpy")
+
+    VALID = [
+        Valid("import torch\nfor batch in loader:\n    loss = step(batch)\nprint(loss.item())\n"),
+        Valid(
+            "import torch\nfor i, batch in enumerate(loader):\n    loss = step(batch)\n"
+            "    if i % log_interval == 0 or last:\n        print(loss.item())\n"
+        ),
+        Valid(
+            "import torch\nclass M(torch.nn.Module):\n    def forward(self, ids):\n"
+            "        if torch.any(ids < 0):\n            raise ValueError(f'bad ids {ids.tolist()}')\n        return ids\n"
+        ),
+        Valid("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.sum()\n"),
+        Valid("import torch\ndef forward(x):\n    return x.item()\nfor n in range(3):\n    y = x.cpu()\n"),
+        Valid("import numpy as np\nimport torch.cuda\nfor b in loader:\n    a = np.numpy()\n"),
+        Valid("def run(torch, loader):\n    for b in loader:\n        torch.cpu()\n"),
+        Valid(
+            "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        if x.sum().item() > 0:\n            x = x[: x.max().item()]\n        return x\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nfor i, (x, y) in enumerate(train_loader):\n    loss = f(x, y)\n    total += loss.item()\n",
+            lines=[4],
+            message="every step",
+        ),
+        Invalid(
+            "import torch as T\nclass Net(T.nn.Module):\n    def forward(self, x):\n        n = x.argmax().tolist()\n"
+            "        return x.cpu().float().numpy()\n",
+            lines=[4, 5],
+        ),
+        Invalid(
+            "from torch.utils.data import DataLoader as DL\ndl = DL(ds)\nfor b in dl:\n    preds.append(b.cpu())\n",
+            lines=[4],
+        ),
+        Invalid("from torch import nn\nfor b in tqdm(self.val_dataloader):\n    acc.append(b.numpy())\n", lines=[3]),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = patterns.method_name(node)
+        if method not in _SYNCS or not tensor_method(self.ctx, node, _SYNCS):
+            return
+        ancestors = self.ctx.ancestors
+        if _inside_outer_sync(ancestors) or _off_the_step_path(ancestors):
+            return
+        if in_forward(ancestors):
+            where = "forward()"
+        elif in_loader_loop(self.ctx, ancestors):
+            where = "a loop over a DataLoader"
+        else:
+            return
+        if self._owned_elsewhere(ancestors, node, where == "forward()"):
+            return
+        self.report(node, method=method, where=where)
+
+    def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call, forward: bool) -> bool:
+        """A tensor-valued slice bound (PC505) or a tensor-valued test in forward (PC504)."""
+        found = controlling_part(ancestors, node)
+        if found is None:
+            return False
+        holder, part = found
+        if isinstance(holder, cst.Slice):
+            return reads_tensor_scalar(self.ctx, part)
+        return forward and tests_tensor_value(self.ctx, part)
+
+
+def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """`x.cpu().float().numpy()`: one finding, on the outermost sync of a method chain."""
+    index, child = len(ancestors) - 1, None
+    while index >= 1:
+        attribute, call = ancestors[index], ancestors[index - 1]
+        if not (isinstance(attribute, cst.Attribute) and isinstance(call, cst.Call) and call.func is attribute):
+            return False
+        if child is not None and attribute.value is not child:
+            return False
+        if attribute.attr.value in _SYNCS:
+            return True
+        index, child = index - 2, call
+    return False
+
+
+def _off_the_step_path(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside a `raise` (runs only on the error path) or the body of an `if step % N == 0:`
+    (reading back every N steps is the remedy, not the problem)."""
+    for index, node in enumerate(ancestors):
+        if isinstance(node, cst.Raise):
+            return True
+        if (
+            isinstance(node, cst.If)
+            and index + 1 < len(ancestors)
+            and ancestors[index + 1] is node.body
+            and _periodic(node.test)
+        ):
+            return True
+    return False
+
+
+def _periodic(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.BooleanOperation):
+        return _periodic(test.left) or _periodic(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_modulo(test.expression)
+    if isinstance(test, cst.Comparison):
+        return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
+    return False
+
+
+def _is_modulo(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)

@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.rule import FileContext, Invalid, Rule, Valid
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, resolved_call
+
+_PAD_SEQUENCE = frozenset({"torch.nn.utils.rnn.pad_sequence"})
+_COLLATORS = frozenset(
+    {"transformers.DataCollatorWithPadding", "transformers.data.data_collator.DataCollatorWithPadding"}
+)
+_COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)
+_TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
+
+
+class PadToLongestBatching(Rule):
+    """## What it does
+    Reports batching that pads to the longest sequence of each batch:
+    `torch.nn.utils.rnn.pad_sequence` in a collate function (named like one, a class named
+    like a collator, or passed as `collate_fn=`), calls with `padding=True` or
+    `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`), and
+    `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`. Calls that
+    also pass `pad_to_multiple_of=` already bucket lengths and are left alone.
+
+    ## Why is this bad?
+    Every batch gets the length of its longest member, so the input shape changes from step to
+    step. XLA, TorchTPU and Gaudi compile a new graph for each new length, and Trainium needs
+    all shapes known ahead of time.
+
+    ## Example
+    ```python
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    ```
+
+    ## Use instead
+    ```python
+    batch = tokenizer(texts, padding="max_length", max_length=512, truncation=True, return_tensors="pt")
+    ```
+    or bucket lengths to a few sizes (`pad_to_multiple_of=128` on TPU).
+
+    ## Targets
+    An error on neuron; a warning on tpu, xla, npu and hpu; off where shapes may change freely
+    (mps, xpu, rocm, cpu).
+
+    ## Fix safety
+    No automatic fix: the maximum length is a property of the data.
+    """
+
+    code = "PC507"
+    name = "pad-to-longest-batching"
+    message = "{what} pads each batch to its longest sequence, so every new length compiles a new graph"
+    hint = 'pad to a fixed length (padding="max_length", max_length=N) or to a few bucket sizes{advice}'
+    severity = RECOMPILE_SEVERITY
+    triggers = (b"pad_sequence", b"padding", b"DataCollatorWithPadding")
+
+    VALID = [
+        Valid('import torch\nenc = tokenizer(texts, padding="max_length", max_length=128)\n'),
+        Valid(
+            "import torch\ndef encode(prompt):\n"
+            "    ids = tokenizer(prompt, padding='max_length', max_length=77, truncation=True).input_ids\n"
+            "    untruncated = tokenizer(prompt, padding='longest').input_ids\n    return ids\n"
+        ),
+        Valid(
+            "import torch\ndef encode(prompt):\n    ids = tok(prompt, padding=True, pad_to_multiple_of=128).input_ids\n"
+            "    untruncated = tok(prompt, padding='longest').input_ids\n    return ids\n"
+        ),
+        Valid(
+            "import torch\ndef encode(prompt):\n    ids = tokenizer(prompt, max_length=77, truncation=True).input_ids\n"
+            "    untruncated = tokenizer(prompt, padding=True).input_ids\n    return ids\n"
+        ),
+        Valid("from torch import nn\nconv = nn.Conv2d(3, 8, 3, padding=True)\nx = nn.functional.pad(x, (0, 1))\n"),
+        Valid("from torch.nn.utils.rnn import pad_sequence\ndef encode(seqs):\n    return pad_sequence(seqs)\n"),
+        Valid("import transformers\nc = transformers.DataCollatorWithPadding(tok, padding='max_length')\n"),
+        Valid(
+            "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tok, pad_to_multiple_of=128)\n"
+        ),
+        Valid("def collate(torch, batch):\n    return torch.nn.utils.rnn.pad_sequence(batch)\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nenc = tokenizer(texts, padding=True, return_tensors='pt')\n",
+            lines=[2],
+            message="padding=True",
+        ),
+        Invalid(
+            "import torch\ndef encode(p):\n    ids = tok(p, padding='longest', max_length=512, truncation=True)\n"
+            "    check = tok(p, padding='longest')\n    return ids\n",
+            lines=[3],
+        ),
+        Invalid(
+            "import torch as T\ndef collate_fn(batch):\n    return T.nn.utils.rnn.pad_sequence(batch, batch_first=True)\n",
+            lines=[3],
+            message="pad_sequence",
+        ),
+        Invalid(
+            "from torch.nn.utils.rnn import pad_sequence as pad\nimport torch.utils.data\n"
+            "def batchify(b):\n    return pad(b)\nloader = torch.utils.data.DataLoader(ds, collate_fn=batchify)\n",
+            lines=[4],
+        ),
+        Invalid(
+            "from torch.nn.utils import rnn\nclass Collator:\n    def __call__(self, b):\n        return rnn.pad_sequence(b)\n",
+            lines=[4],
+        ),
+        Invalid(
+            "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tokenizer=tok)\n", lines=[2]
+        ),
+        Invalid(
+            "from transformers.utils import PaddingStrategy\nt = tok.pad(f, padding=PaddingStrategy.LONGEST)\n",
+            lines=[2],
+        ),
+    ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._collate_fns: set[str] = set()  # names passed as collate_fn=
+        self._pads: list[tuple[cst.Call, list[str]]] = []  # pad_sequence calls, enclosing function names
+        self._scopes: list[_Scope] = [_Scope()]  # the module, then each enclosing function
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append(_Scope())
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._flush(self._scopes.pop())
+
+    def visit_Call(self, node: cst.Call) -> None:
+        collate_fn = patterns.keyword(node, "collate_fn")
+        if collate_fn is not None:
+            self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
+        if resolved_call(self.ctx, node, _PAD_SEQUENCE):
+            self._pad_sequence(node)
+        elif resolved_call(self.ctx, node, _COLLATORS):
+            padding = patterns.argument(node, 1, "padding")
+            if not _bucketed(node) and (padding is None or _pads_to_longest(padding.value)):
+                self.report(node, what="`DataCollatorWithPadding`", advice=advice(self.ctx.targets))
+        else:
+            self._tokenizer_call(node)
+
+    def _tokenizer_call(self, node: cst.Call) -> None:
+        keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
+        if not keywords.keys() & _TOKENIZER_KEYWORDS or self._is_torch(node):
+            return
+        bounded = "max_length" in keywords or "truncation" in keywords
+        bucketed = "pad_to_multiple_of" in keywords
+        padding = keywords.get("padding")
+        if bounded or bucketed or (padding is not None and patterns.string_value(padding) == "max_length"):
+            self._scopes[-1].encodes_for_the_model = True
+        if padding is not None and _pads_to_longest(padding) and not bucketed:
+            self._scopes[-1].longest.append((node, f"`padding={_code(padding)}`", not bounded))
+
+    def _pad_sequence(self, node: cst.Call) -> None:
+        names = []
+        for ancestor in self.ctx.ancestors:
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                names.append(ancestor.name.value)
+            elif (
+                isinstance(ancestor, cst.Arg)
+                and ancestor.keyword is not None
+                and ancestor.keyword.value == "collate_fn"
+            ):
+                names.append("collate_fn")  # a lambda passed as collate_fn=
+        self._pads.append((node, names))
+
+    def _is_torch(self, node: cst.Call) -> bool:
+        """torch's own `padding=` (conv layers, F.pad) is spatial padding, not batching."""
+        return any(name.startswith("torch.") for name in self.ctx.qualified_names(node.func))
+
+    def _flush(self, scope: _Scope) -> None:
+        """Report a scope's pad-to-longest calls. A call with neither `max_length=` nor
+        `truncation=` in a function that also encodes with one of them is a side check, not
+        the model's input (diffusers' `untruncated_ids = tokenizer(prompt, padding="longest")`
+        truncation warning), and is left alone."""
+        for call, what, unbounded in scope.longest:
+            if not (unbounded and scope.encodes_for_the_model):
+                self.report(call, what=what, advice=advice(self.ctx.targets))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._flush(self._scopes.pop())
+        for call, names in self._pads:
+            if any(_COLLATE_NAME.search(name) or name in self._collate_fns for name in names):
+                self.report(call, what="`pad_sequence` in a collate function", advice=advice(self.ctx.targets))
+
+
+@dataclass
+class _Scope:
+    """What one function (or the module body) does with tokenizer padding."""
+
+    encodes_for_the_model: bool = False  # a call with max_length=, truncation= or padding="max_length"
+    longest: list[tuple[cst.Call, str, bool]] = field(default_factory=list)  # call, label, without max_length
+
+
+def _bucketed(call: cst.Call) -> bool:
+    """`pad_to_multiple_of=` already limits lengths to a few buckets."""
+    return patterns.keyword(call, "pad_to_multiple_of") is not None
+
+
+def _pads_to_longest(node: cst.BaseExpression) -> bool:
+    """`True`, `"longest"`, `PaddingStrategy.LONGEST`."""
+    if isinstance(node, cst.Name):
+        return node.value == "True"
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "LONGEST"
+    return patterns.string_value(node) == "longest"
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node).strip()

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck.rule import Invalid, Valid
+from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, reads_tensor_scalar
+
+_SHOWN = 40  # characters of the bound quoted in the message
+
+
+class TensorBoundSlice(TensorRule):
+    """## What it does
+    Reports slices whose bounds come from tensor values: `x[:n]` where `n` is `t.item()`,
+    `int(t.sum())`, `lengths.max()`, `mask.sum()`, an expression using one, or a name bound
+    once to one of those.
+
+    ## Why is this bad?
+    The slice's length is only known once the device has computed the bound, so the value is
+    copied to the host (a sync), Dynamo breaks the graph at `.item()` or specializes on the
+    value, and XLA compiles a new graph for every distinct length. Trainium cannot compile the
+    dynamic dimension.
+
+    ## Example
+    ```python
+    max_len = lengths.max()
+    x = x[:, :max_len]
+    ```
+
+    ## Use instead
+    ```python
+    x = x[:, :max_positions]  # a fixed size, with a mask for the padding
+    valid = torch.arange(max_positions, device=x.device) < lengths[:, None]
+    ```
+
+    ## Targets
+    An error on neuron; a warning on tpu, xla, npu and hpu; info elsewhere (a host sync).
+
+    ## Fix safety
+    No automatic fix: the fixed size and the masking depend on the model.
+    """
+
+    code = "PC505"
+    name = "tensor-bound-slice"
+    message = "slice bound `{bound}` comes from tensor values: a host sync and a data-dependent length"
+    hint = "slice to a fixed size and mask the rest (torch.arange(N) < n), or pad to a few bucket sizes{advice}"
+    severity = SYNC_SEVERITY
+    # The rule reports only in files that import torch, so "torch" is in every one of them.
+    triggers = (b"torch",)
+
+    VALID = [
+        Valid("import torch\ny = x[:, : x.size(1) // 2]\nz = x[: len(x) - 1, ::2]\nw = x[: max(a, b)]\n"),
+        Valid("import torch\nn = x.shape[0]\ny = x[:n]\nk = cfg.max_len\nz = x[:k]\n"),
+        Valid("def f(torch, x):\n    return x[: torch.sum(x)]\n"),
+        Valid("import numpy as np\nn = arr.max()\nhead = arr[:n]\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
+        Invalid("import torch as T\nn = int(mask.sum())\nz = x[:, :n]\n", lines=[3]),
+        Invalid("from torch import amax\ny = x[amax(lengths) - 1 :]\n", lines=[2]),
+        Invalid(
+            "from torch.nn import functional as F\nm = lengths.max()\ny = F.pad(x, (0, 1))[:, : m + 1]\n", lines=[3]
+        ),
+        Invalid("import torch.nn\nfor i in range(b):\n    out = x[i, : lengths.max().item()]\n", lines=[3]),
+    ]
+
+    def visit_Slice(self, node: cst.Slice) -> None:
+        for bound in (node.lower, node.upper, node.step):
+            if bound is not None and reads_tensor_scalar(self.ctx, bound):
+                self.report(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
+
+
+def _shown(node: cst.BaseExpression) -> str:
+    code = cst.Module(body=[]).code_for_node(node).strip()
+    return code if len(code) <= _SHOWN else code[: _SHOWN - 3] + "..."
