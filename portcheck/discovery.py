@@ -87,12 +87,18 @@ def discover(paths: Sequence[Path], config: Config) -> Discovery:
                 continue
             base = real  # asked for by name: its contents count from here, as if it were a root
         if not is_dir:
-            files[given] = None
+            if kind_of(given.name) is None and given.suffix not in ("", ".txt"):
+                errors.append(f"{given}: not a kind of file portcheck reads ({_READ_KINDS})")
+            else:
+                files[given] = None
             continue
         ignores = _ancestor_ignores(real) if config.respect_gitignore else _IgnoreRules()
         for path in _walk(given, real, base, config, excluded, ignores, errors):
             files[path] = None
     return Discovery(tuple(sorted(files)), tuple(errors))
+
+
+_READ_KINDS = "Python, CUDA/C++ sources, requirements, pyproject.toml, setup.cfg, environment.yml; not notebooks yet"
 
 
 def _why_unusable(path: Path, error: OSError) -> str:

@@ -49,9 +49,16 @@ class _Context:
     """The FileContext rules see (portcheck.rule.FileContext)."""
 
     def __init__(
-        self, path: str, config: Config, resolver: Resolver | None, project: Project | None, module: ModulePath
+        self,
+        path: str,
+        kind: str,
+        config: Config,
+        resolver: Resolver | None,
+        project: Project | None,
+        module: ModulePath,
     ) -> None:
         self.path = path
+        self.kind = kind
         self.module = module
         self.targets = config.targets
         self.torch_version = config.torch_version
@@ -132,7 +139,7 @@ def scan_bytes(
     second_pass = project is not None
     if data is None or (second_pass and size > config.max_file_size):
         return FileResult(path) if second_pass else _too_large(path, config, size)
-    kind = filekinds.kind_of(path) or filekinds.PYTHON
+    kind = filekinds.kind_of(path) or filekinds.given_kind(path)
     text, problem = _decode(data) if kind == filekinds.PYTHON else (_decode_text(data), "")
     if text is None:
         return FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem)
@@ -254,14 +261,14 @@ def _analyse(
 ) -> tuple[list[Rule], cst.Module | None]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
-        context = _Context(path, config, None, project, module)
+        context = _Context(path, kind, config, None, project, module)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
         return rules, None
     tree = parsing.parse(data, text)
     resolver = Resolver(tree)
-    context = _Context(path, config, resolver, project, module)
+    context = _Context(path, kind, config, resolver, project, module)
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker(rules, resolver)
     context.walker = walker

@@ -53,3 +53,9 @@ def kind_of(path: str) -> str | None:
     if pure.parent.name == "requirements" and pure.suffix in (".txt", ".in"):
         return REQUIREMENTS
     return _BY_SUFFIX.get(pure.suffix)
+
+
+def given_kind(path: str) -> str:
+    """The kind of a file named on the command line that `kind_of` does not recognise: a
+    script without a suffix is Python, any other `.txt` a requirements file."""
+    return REQUIREMENTS if path.endswith(".txt") else PYTHON

@@ -48,6 +48,9 @@ def build(facts: Iterable[Fact]) -> list[Kernel]:
     for call in by_kind.get(project.CALL, []):
         calls.setdefault(call.name, []).append(call)
     sources = {fact.name: int(fact.detail("loc", "0")) for fact in by_kind.get(project.SOURCE, [])}
+    for fact in by_kind.get(project.KERNEL, []):  # an extension's own lines exclude its kernels'
+        if fact.detail("kind") == kernels.CUDA_CPP and fact.path in sources:
+            sources[fact.path] -= int(fact.detail("loc", "0"))
     references = [fact.name for fact in by_kind.get(project.REFERENCE, [])]
     found = [
         _kernel(fact, calls.get(_call_key(fact), []), sources, references) for fact in by_kind.get(project.KERNEL, [])

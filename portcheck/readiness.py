@@ -19,7 +19,8 @@ NEEDS_CHANGES = "needs changes"
 RUNS_WITH_WARNINGS = "runs, with warnings"
 READY = "ready"
 
-_DEPENDENCY_FAMILY = "PC7"
+_PACKAGES = ("PC701", "PC702", "PC705")  # packages to replace
+_ENVIRONMENT = ("PC703", "PC704")  # package indexes and the torch version
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class Readiness:
     kernels: int  # custom kernels to rewrite for this target
     kernel_lines: int
     kernels_without_fallback: int
-    dependencies: tuple[str, ...]  # packages to replace (PC7 findings at warning or worse)
+    dependencies: tuple[str, ...]  # packages to replace (at warning or worse)
+    environment: tuple[str, ...]  # package indexes and torch versions to change (at warning or worse)
     top_rules: tuple[tuple[str, int], ...]  # the most frequent rules at warning or worse
 
 
@@ -47,42 +49,49 @@ def _one(findings: Sequence[Finding], found: Sequence[inventory.Kernel], target:
     here = [(f, dict(f.targets)[target]) for f in findings if target in dict(f.targets)]
     levels = Counter(level for _, level in here)
     errors = [f for f, level in here if level is Severity.ERROR]
-    blockers = [f for f in errors if f.fix_safety is FixSafety.NONE]
-    dependencies = tuple(
-        sorted({f.message for f, level in here if f.code.startswith(_DEPENDENCY_FAMILY) and level >= Severity.WARNING})
-    )
     to_port = [k for k in found if not k.runs_on(target)]
     rules = Counter(f.code for f, level in here if level >= Severity.WARNING)
     verdict, reason = _verdict(
-        len(to_port), [f for f in errors if f.code.startswith(_DEPENDENCY_FAMILY)], errors, levels
+        len(to_port),
+        len({f.message for f in errors if f.code in _PACKAGES}),
+        any(f.code in _ENVIRONMENT for f in errors),
+        errors,
+        levels,
     )
     return Readiness(
         target=target,
         verdict=verdict,
         reason=reason,
         errors=levels[Severity.ERROR],
-        blockers=len(blockers),
+        blockers=sum(1 for f in errors if f.fix_safety is FixSafety.NONE),
         fixable=sum(1 for f, _ in here if f.fix_safety is not FixSafety.NONE),
         warnings=levels[Severity.WARNING],
         info=levels[Severity.INFO],
         kernels=len(to_port),
         kernel_lines=sum(k.lines_of_code for k in to_port),
         kernels_without_fallback=sum(1 for k in to_port if not k.fallback),
-        dependencies=dependencies,
+        dependencies=_messages(here, _PACKAGES),
+        environment=_messages(here, _ENVIRONMENT),
         top_rules=tuple(sorted(rules.items(), key=lambda item: (-item[1], item[0]))[:5]),
     )
 
 
+def _messages(here: Sequence[tuple[Finding, Severity]], codes: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted({f.message for f, level in here if f.code in codes and level >= Severity.WARNING}))
+
+
 def _verdict(
-    kernels_to_port: int, dependency_errors: list[Finding], errors: list[Finding], levels: Counter
+    kernels_to_port: int, packages: int, environment: bool, errors: list[Finding], levels: Counter
 ) -> tuple[str, str]:
-    if kernels_to_port or dependency_errors:
+    if kernels_to_port or packages or environment:
         parts = []
         if kernels_to_port:
             parts.append(f"{kernels_to_port} custom kernel{'s' if kernels_to_port != 1 else ''} to rewrite")
-        if dependency_errors:
-            parts.append(f"{len(dependency_errors)} CUDA-only dependenc{'ies' if len(dependency_errors) != 1 else 'y'}")
-        return BLOCKED, " and ".join(parts)
+        if packages:
+            parts.append(f"{packages} CUDA-only dependenc{'ies' if packages != 1 else 'y'}")
+        if environment:
+            parts.append("a torch version its backend does not support")
+        return BLOCKED, ", ".join(parts)
     if errors:
         return NEEDS_CHANGES, f"{len(errors)} place{'s' if len(errors) != 1 else ''} that fail or misbehave there"
     if levels[Severity.WARNING]:

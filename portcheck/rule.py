@@ -88,6 +88,7 @@ class FileContext(Protocol):
     """The engine-side services a rule may use while visiting one file."""
 
     path: str
+    kind: str  # portcheck.filekinds
     targets: tuple[str, ...]
     torch_version: tuple[int, ...] | None
     project: Project | None  # set in the second pass only

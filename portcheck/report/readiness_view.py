@@ -38,10 +38,11 @@ def render_text(rows: Sequence[Readiness], found: Sequence[inventory.Kernel], ou
         )
     console.print(table)
     for row in rows:
-        if row.dependencies:
-            console.print(Text(row.target, style="bold") + Text(": dependencies to replace"))
-            for dependency in row.dependencies:
-                console.print(f"  - {dependency}", markup=False)
+        for title, items in (("dependencies to replace", row.dependencies), ("environment to change", row.environment)):
+            if items:
+                console.print(Text(row.target, style="bold") + Text(f": {title}"))
+                for item in items:
+                    console.print(f"  - {item}", markup=False)
 
 
 def document(rows: Sequence[Readiness], found: Sequence[inventory.Kernel]) -> dict[str, object]:
@@ -67,7 +68,7 @@ def render_markdown(rows: Sequence[Readiness], found: Sequence[inventory.Kernel]
             f"| `{row.target}` | {mark} {row.verdict}: {row.reason} | {row.errors} ({row.blockers}) | {row.warnings} "
             f"| {row.kernels} ({row.kernel_lines}) | {len(row.dependencies)} |\n"
         )
-    blocked = [row for row in rows if row.kernels or row.dependencies]
+    blocked = [row for row in rows if row.kernels or row.dependencies or row.environment]
     for row in blocked:
         out.write(f"\n<details><summary><code>{row.target}</code>: what to port</summary>\n\n")
         for kernel in found:
@@ -76,6 +77,6 @@ def render_markdown(rows: Sequence[Readiness], found: Sequence[inventory.Kernel]
                 out.write(
                     f"- {kernel.kind} `{kernel.name}` ({kernel.path}:{kernel.line}): {kernel.port_path(row.target)}{fallback}\n"
                 )
-        for dependency in row.dependencies:
-            out.write(f"- {dependency}\n")
+        for item in (*row.dependencies, *row.environment):
+            out.write(f"- {item}\n")
         out.write("\n</details>\n")

@@ -86,7 +86,7 @@ class CudaOnlyDependency(Rule):
 
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
-        for declared in manifests.read(filekinds.kind_of(self.ctx.path) or "", text).requirements:
+        for declared in manifests.read(self.ctx.kind, text).requirements:
             package = packages.by_distribution(declared.name)
             if package is not None:
                 width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1

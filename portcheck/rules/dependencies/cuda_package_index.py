@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from portcheck import filekinds, manifests
+from portcheck import manifests
 from portcheck.rule import WARNING, Invalid, Rule, Valid, per_target
 from portcheck.rules.tool.unreadable_manifest import MANIFEST_KINDS
 
@@ -66,7 +66,7 @@ class CudaPackageIndex(Rule):
     ]
 
     def check_text(self, text: str) -> None:
-        manifest = manifests.read(filekinds.kind_of(self.ctx.path) or "", text)
+        manifest = manifests.read(self.ctx.kind, text)
         lines = text.splitlines()
         for index in manifest.indexes:
             if _CUDA_INDEX.search(index.text):

@@ -122,7 +122,7 @@ class TorchVersionForTarget(Rule):
 
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
-        for declared in manifests.read(filekinds.kind_of(self.ctx.path) or "", text).requirements:
+        for declared in manifests.read(self.ctx.kind, text).requirements:
             if packages.normalize(declared.name) in _TORCH:
                 verdict = self._verdict(declared)
                 if verdict:

@@ -54,7 +54,7 @@ class UnreadableManifest(Rule):
     ]
 
     def check_text(self, text: str) -> None:
-        manifest = manifests.read(filekinds.kind_of(self.ctx.path) or "", text)
+        manifest = manifests.read(self.ctx.kind, text)
         lines = text.splitlines()
         for problem in manifest.problems:
             line = min(max(problem.line, 1), max(len(lines), 1))

@@ -1,0 +1,1 @@
+"""kernels_app: a model that leans on custom CUDA and Triton kernels."""

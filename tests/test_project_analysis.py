@@ -1,0 +1,209 @@
+"""Cross-file analysis, dependency manifests, CUDA sources and the kernel inventory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from portcheck import ctext, filekinds, inventory, manifests
+from portcheck.api import scan_paths
+from portcheck.config import Config
+from portcheck.engine import module_path
+from portcheck.project import ModulePath
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+
+def scan(root: Path, **overrides: object):
+    return scan_paths([root], Config(root=root).with_overrides(**overrides), jobs=1)
+
+
+# --- the second pass: facts from one file, findings in another ---------------------------------
+
+
+def test_an_extension_built_in_setup_py_is_reported_where_it_is_imported(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "setup.py": "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('pkg._ops', ['k.cu'])\n",
+            "pkg/__init__.py": "",
+            "pkg/layers.py": "from . import _ops\n\ndef f(x):\n    return _ops.run(x)\n",  # no CUDA word at all
+            "pkg/other.py": "import pkg._ops as ops\n",
+            "pkg/unrelated.py": "import json\n",
+        },
+    )
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC607"}
+    assert found == {("pkg/layers.py", 1), ("pkg/other.py", 1)}
+
+
+def test_a_cuda_only_op_registered_in_cpp_is_reported_where_python_calls_it(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "csrc/ops.cpp": 'TORCH_LIBRARY_IMPL(lib, CUDA, m) {\n  m.impl("fast", &fast_cuda);\n  m.impl("both", &both_cuda);\n}\n'
+            'TORCH_LIBRARY_IMPL(lib, CPU, m) {\n  m.impl("both", &both_cpu);\n}\n',
+            "model.py": "import torch\n\ny = torch.ops.lib.fast(x)\nz = torch.ops.lib.both(x)\n",
+        },
+    )
+    report = scan(tmp_path)
+    assert [(f.path, f.line) for f in report.findings if f.code == "PC605"] == [("model.py", 3)]
+    assert {(f.path, f.line) for f in report.findings if f.code == "PC604"} == {
+        ("csrc/ops.cpp", 2),
+        ("csrc/ops.cpp", 3),
+    }
+
+
+def test_without_project_facts_there_is_no_second_pass(tmp_path: Path) -> None:
+    write(tmp_path, {"model.py": "import torch\ny = torch.ops.lib.fast(x)\nfrom pkg import _ops\n"})
+    assert not [f for f in scan(tmp_path).findings if f.code in ("PC605", "PC607")]
+
+
+def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
+    write(
+        tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "", "script.py": ""}
+    )
+    assert module_path(tmp_path / "src/pkg/sub/mod.py") == ModulePath("pkg.sub.mod", "pkg.sub")
+    assert module_path(tmp_path / "src/pkg/sub/__init__.py") == ModulePath("pkg.sub", "pkg.sub")
+    assert module_path(tmp_path / "script.py") == ModulePath("script", "")
+    assert ModulePath("pkg.sub.mod", "pkg.sub").absolute("..ops.k") == "pkg.ops.k"
+    assert ModulePath.guess("src/pkg/mod.py") == ModulePath("pkg.mod", "pkg")
+
+
+# --- manifests ---------------------------------------------------------------------------------
+
+
+def test_requirements_with_continuations_options_markers_and_garbage() -> None:
+    text = "torch==2.13.0 \\\n    --hash=sha256:abc\n-r base.txt\n--extra-index-url=https://x/cu121\nnumpy ; python_version<'3.12'\n!!\n"
+    manifest = manifests.read(filekinds.REQUIREMENTS, text)
+    assert [(d.name, d.specifier, d.line) for d in manifest.requirements] == [
+        ("torch", "==2.13.0", 1),
+        ("numpy", "", 5),
+    ]
+    assert [(i.text, i.line) for i in manifest.indexes] == [("https://x/cu121", 4)]
+    assert [p.line for p in manifest.problems] == [6]
+
+
+@pytest.mark.parametrize(
+    ("constraint", "specifier"),
+    [("^2.1", ">=2.1,<3"), ("^0.4.1", ">=0.4.1,<0.5"), ("~2.1", ">=2.1,<2.2"), ("2.5.1", "==2.5.1"), ("*", "")],
+)
+def test_poetry_constraints_become_pep_440(constraint: str, specifier: str) -> None:
+    text = f'[tool.poetry.dependencies]\npython = "^3.10"\ntorch = "{constraint}"\n'
+    (torch,) = manifests.read(filekinds.PYPROJECT, text).requirements
+    assert (torch.name, torch.specifier, torch.line) == ("torch", specifier, 3)
+
+
+def test_conda_environments_with_pip_sections_and_channels() -> None:
+    text = "name: env\nchannels:\n  - nvidia\ndependencies:\n  - python=3.11\n  - pytorch::pytorch=2.5\n  - pip:\n    - xformers\n"
+    manifest = manifests.read(filekinds.CONDA, text)
+    assert [(d.name, d.specifier, d.line) for d in manifest.requirements] == [
+        ("python", "==3.11.*", 5),
+        ("pytorch", "==2.5.*", 6),
+        ("xformers", "", 8),
+    ]
+    assert [(i.text, i.line) for i in manifest.indexes] == [("nvidia", 3)]
+
+
+def test_a_setup_py_that_only_works_when_executed_is_read_not_run(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "setup.py": "import os\nfrom setuptools import setup\nreqs = open('requirements.txt').read().split()\n"
+            "os.system('rm -rf /')\nsetup(install_requires=reqs + ['apex'], extras_require=make_extras())\n",
+            "requirements.txt": "flash-attn\n",
+        },
+    )
+    found = sorted((f.path, f.code) for f in scan(tmp_path).findings if f.code.startswith("PC7"))
+    assert found == [("requirements.txt", "PC702")]  # `reqs + [...]` is not a literal list: nothing evaluated
+
+
+def test_malformed_manifests_are_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pyproject.toml": "[project\n",
+            "setup.cfg": "[options\ninstall_requires = x\n",
+            "environment.yml": "dependencies: [\n",
+            "requirements.txt": "apex\n%%%\n",
+            "model.py": "import torch\ntorch.cuda.synchronize()\n",
+        },
+    )
+    report = scan(tmp_path)
+    found = sorted((f.path, f.code) for f in report.findings)
+    assert found == [
+        ("environment.yml", "PC005"),
+        ("model.py", "PC203"),
+        ("pyproject.toml", "PC005"),
+        ("requirements.txt", "PC005"),
+        ("requirements.txt", "PC702"),
+        ("setup.cfg", "PC005"),
+    ]
+    assert report.internal_errors == ()
+
+
+# --- CUDA and C++ sources ------------------------------------------------------------------------
+
+
+def test_comments_are_blanked_and_lines_kept() -> None:
+    text = 'int a; // __global__ void x()\n/* __global__\n void y() */ const char* s = "// not a comment";\n'
+    code = ctext.without_comments(text)
+    assert "__global__" not in code and code.count("\n") == text.count("\n")
+    assert '"// not a comment"' in code
+
+
+def test_cuda_sources_in_odd_encodings_are_scanned(tmp_path: Path) -> None:
+    source = "// \u00e9t\u00e9\n__global__ void k(float* x) { x[0] = 1; }\n"
+    write(
+        tmp_path,
+        {
+            "utf16.cu": source.encode("utf-16"),
+            "latin1.cu": source.encode("latin-1"),
+            "binaryish.cuh": b"\x89\xc3\x28 stray bytes\n__global__ void k() {}\n",
+        },
+    )
+    report = scan(tmp_path, select=["PC603"])
+    assert sorted(f.path for f in report.findings) == ["binaryish.cuh", "latin1.cu", "utf16.cu"]
+    assert report.internal_errors == ()
+
+
+def test_inventory_counts_an_extension_without_its_kernels_twice(tmp_path: Path) -> None:
+    kernel = "__global__ void k(float* x) {\n  x[0] = 1;\n}\n"
+    host = "void launch(float* x) {\n  k<<<1, 1>>>(x);\n}\n"
+    write(
+        tmp_path,
+        {
+            "setup.py": "from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension('pkg._C', ['csrc/k.cu'])\n",
+            "csrc/k.cu": kernel + host,
+        },
+    )
+    found = {k.name: k for k in inventory.build(scan(tmp_path).facts)}
+    assert found["csrc/k.cu::k"].lines_of_code == 3
+    assert found["csrc/k.cu::k"].call_sites == ("csrc/k.cu:5",)
+    assert found["pkg._C"].lines_of_code == 3  # the host code only
+    assert [w.lines_of_code for w in inventory.work(list(found.values()), ["tpu"])] == [6]
+
+
+def test_a_launch_guarded_by_availability_counts_as_a_fallback(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "ops.py": "import torch\nimport triton\n\n@triton.jit\ndef scale_kernel(x):\n    pass\n\n"
+            "def scale(x):\n    if HAS_TRITON and x.is_cuda:\n        scale_kernel[(1,)](x)\n    else:\n        x = x * 2\n    return x\n\n"
+            "def shortcut(x):\n    if x.numel() == 0:\n        pass\n    else:\n        scale_kernel[(1,)](x)\n",
+        },
+    )
+    (kernel,) = inventory.build(scan(tmp_path).facts)
+    assert kernel.call_sites == ("ops.py:10", "ops.py:19")
+    assert kernel.fallback == "ops.py:10 in an if/else on availability"
+
+
+def test_an_explicit_notebook_gets_a_clear_message(tmp_path: Path) -> None:
+    write(tmp_path, {"analysis.ipynb": '{"cells": []}'})
+    report = scan_paths([tmp_path / "analysis.ipynb"], Config(root=tmp_path), jobs=1)
+    assert report.files == 0 and "not notebooks yet" in report.errors[0]
