@@ -10,7 +10,7 @@ from pathlib import Path
 
 from portcheck.config import Config
 from portcheck.discovery import discover
-from portcheck.engine import FileResult, scan_bytes, scan_file
+from portcheck.engine import FileResult, module_path, scan_bytes, scan_file
 from portcheck.findings import Fact, Finding, with_fingerprints
 from portcheck.project import Project
 
@@ -38,8 +38,8 @@ def scan_source(source: str | bytes, *, path: str = "<string>", config: Config |
     data = source.encode("utf-8") if isinstance(source, str) else source
     config = config or Config()
     results = [scan_bytes(data, path, config)]
-    known = Project.from_facts(results[0].facts)
-    if known:
+    known = Project().with_facts(results[0].facts)
+    if known.needs_second_pass:
         results.append(scan_bytes(data, path, config, project=known))
     for result in results:
         if result.internal_error:
@@ -57,9 +57,10 @@ def scan_paths(
     """Discover and scan files under `paths`, in parallel over `jobs` processes."""
     found = discover(paths, config)
     jobs = jobs or os.cpu_count() or 1
-    results = list(_scan_all(found.files, config, jobs, None, on_file_done))
-    known = Project.from_facts(fact for r in results for fact in r.facts)
-    second = list(_scan_all(found.files, config, jobs, known)) if known else []
+    layout = Project(local_packages=frozenset(local_packages(found.files)))
+    results = list(_scan_all(found.files, config, jobs, layout, on_file_done))
+    known = layout.with_facts(fact for r in results for fact in r.facts)
+    second = list(_scan_all(found.files, config, jobs, known)) if known.needs_second_pass else []
     facts = {fact for r in (*results, *second) for fact in r.facts}
     return ScanReport(
         config=config,
@@ -75,11 +76,23 @@ def scan_paths(
     )
 
 
+def local_packages(files: Sequence[Path]) -> set[str]:
+    """The top-level packages of the scanned tree, so its own imports are not taken for
+    third-party ones."""
+    found = set()
+    for path in files:
+        if path.suffix == ".py":
+            module = module_path(path)
+            if module.package:
+                found.add(module.package.split(".", 1)[0])
+    return found
+
+
 def _scan_all(
     files: Sequence[Path],
     config: Config,
     jobs: int,
-    known: Project | None,
+    known: Project,
     on_file_done: Callable[[], None] | None = None,
 ) -> Iterable[FileResult]:
     if jobs <= 1 or len(files) < _PARALLEL_THRESHOLD:

@@ -31,6 +31,7 @@ from portcheck.rule import Rule, SeverityMap
 from portcheck.walk import Walker
 
 PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
+UNKNOWN_PROJECT = Project()  # a lone file: nothing known about the repository around it
 READ_LIMIT = 64 * 2**20  # larger files are reported without being read, trigger words or not
 
 
@@ -54,7 +55,7 @@ class _Context:
         kind: str,
         config: Config,
         resolver: Resolver | None,
-        project: Project | None,
+        project: Project,
         module: ModulePath,
     ) -> None:
         self.path = path
@@ -93,13 +94,13 @@ def display_path(path: Path, root: Path) -> str:
     return path.as_posix()
 
 
-def scan_file(path: Path, config: Config, project: Project | None = None) -> FileResult:
+def scan_file(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) -> FileResult:
     shown = display_path(path, config.root)
     try:
         size = path.stat().st_size
         data = path.read_bytes() if size <= max(READ_LIMIT, config.max_file_size) else None
     except OSError as error:
-        if project is not None:
+        if project.complete:
             return FileResult(shown)  # reported in the first pass
         return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
     return scan_bytes(data, shown, config, size=size, project=project, module=module_path(path))
@@ -126,17 +127,17 @@ def scan_bytes(
     path: str,
     config: Config,
     size: int | None = None,
-    project: Project | None = None,
+    project: Project = UNKNOWN_PROJECT,
     module: ModulePath | None = None,
 ) -> FileResult:
     """Scan the contents of one file; `path` is used for its kind, reports and per-file-ignores.
 
-    `data` is None when the file was too large to be worth reading. With a `project`, this is
-    the second pass: only the rules that need project facts run, and problems with the file
-    itself were already reported in the first.
+    `data` is None when the file was too large to be worth reading. With a complete `project`,
+    this is the second pass: only the rules that need project facts run, and problems with the
+    file itself were already reported in the first.
     """
     size = len(data) if size is None and data is not None else size or 0
-    second_pass = project is not None
+    second_pass = project.complete
     if data is None or (second_pass and size > config.max_file_size):
         return FileResult(path) if second_pass else _too_large(path, config, size)
     kind = filekinds.kind_of(path) or filekinds.given_kind(path)
@@ -146,7 +147,6 @@ def scan_bytes(
     enabled = _enabled_codes(path, config)
     reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
     if second_pass:
-        assert project is not None
         visiting = tuple(code for code in reading if registry.get(code).project_triggers(project))
         prefilter = Prefilter(t for code in visiting for t in registry.get(code).project_triggers(project))
         wanted = bool(visiting) and prefilter.wants(data)
@@ -256,7 +256,7 @@ def _analyse(
     kind: str,
     config: Config,
     codes: Sequence[str],
-    project: Project | None,
+    project: Project,
     module: ModulePath,
 ) -> tuple[list[Rule], cst.Module | None]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""

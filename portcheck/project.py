@@ -10,7 +10,7 @@ files that mention what the project holds (see `Rule.project_triggers`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from portcheck.findings import Fact
@@ -25,23 +25,34 @@ REFERENCE = "reference"  # name: qualified name of a function that looks like a 
 
 @dataclass(frozen=True)
 class Project:
-    """The facts second-pass rules need, small enough to send to every worker."""
+    """What rules may know about the repository, small enough to send to every worker.
 
+    In the first pass only its layout is known (`complete` is False); `with_facts` adds what
+    the first pass found, and rules that need it run again in a second pass."""
+
+    local_packages: frozenset[str] = frozenset()  # top-level packages that live in the repository
+    complete: bool = False
     cuda_only_ops: frozenset[str] = frozenset()  # "ns::op"
     cuda_extensions: frozenset[str] = frozenset()  # "pkg._C"
     kernels: frozenset[str] = frozenset()  # "pkg.kernels.add_kernel"
 
-    @classmethod
-    def from_facts(cls, facts: Iterable[Fact]) -> Project:
+    def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
-        return cls(
+        return replace(
+            self,
+            complete=True,
             cuda_only_ops=frozenset(cuda_only_ops(facts)),
             cuda_extensions=frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION),
             kernels=frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton"),
         )
 
-    def __bool__(self) -> bool:
+    @property
+    def needs_second_pass(self) -> bool:
         return bool(self.cuda_only_ops or self.cuda_extensions or self.kernels)
+
+    def is_local(self, module: str) -> bool:
+        """Whether an import names one of the repository's own packages."""
+        return module.split(".", 1)[0] in self.local_packages
 
 
 def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:

@@ -91,7 +91,7 @@ class FileContext(Protocol):
     kind: str  # portcheck.filekinds
     targets: tuple[str, ...]
     torch_version: tuple[int, ...] | None
-    project: Project | None  # set in the second pass only
+    project: Project  # the repository's layout; its facts too in the second pass (`complete`)
     module: ModulePath  # the file's place in the import system
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]: ...
@@ -179,7 +179,7 @@ class Rule:
     @classmethod
     def project_triggers(cls, project: Project) -> tuple[bytes, ...]:
         """Rules that need what other files tell (see portcheck.project) run again, in a second
-        pass over the files containing these words, with `ctx.project` set. Empty: no second
+        pass over the files containing these words, with `ctx.project.complete`. Empty: no second
         pass for this rule."""
         return ()
 

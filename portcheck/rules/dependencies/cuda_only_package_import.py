@@ -83,6 +83,8 @@ class CudaOnlyPackageImport(Rule):
             self._check(node, f"{module}.{patterns.dotted(alias.name)}")
 
     def _check(self, node: cst.CSTNode, module: str) -> None:
+        if self.ctx.project.is_local(module):
+            return  # the repository's own package (e.g. scanning mamba_ssm itself)
         package = packages.by_import(module)
         if package is not None:
             self.report(node, severity=package.severities(), module=module, what=package.what, instead=package.instead)

@@ -16,7 +16,9 @@ class CudaExtensionBuild(Rule):
     Reports CUDA C++ extensions built from Python: `CUDAExtension(...)` (in setup.py or
     anywhere), `torch.utils.cpp_extension.load(...)` with `.cu` sources or `with_cuda=True`,
     and `load_inline(...)` with `cuda_sources=`. It records the module each one builds, so that
-    imports of that module (PC607) and `portcheck kernels` can find it.
+    imports of that module (PC607) and `portcheck kernels` can find it. `BuildExtension` itself
+    is not reported: it builds whatever extensions it is given, and the CUDA ones are reported
+    where they are declared.
 
     ## Why is this bad?
     CUDA C++ only compiles with nvcc for NVIDIA GPUs (and, after hipify, for AMD). On TPU,

@@ -85,7 +85,7 @@ class CudaExtensionImport(Rule):
 
     def _check(self, node: cst.CSTNode, module: str) -> bool:
         known = self.ctx.project
-        if known is None or module not in known.cuda_extensions:
+        if not known.complete or module not in known.cuda_extensions:
             return False
         self.record(project.CALL, module, node, fallback=kernels.fallback_evidence(self.ctx.ancestors))
         self.report(

@@ -76,7 +76,7 @@ class CudaOnlyOpCall(Rule):
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         parts = qualified_name.split(".")
-        if self.ctx.project is None or len(parts) < 4:
+        if not self.ctx.project.complete or len(parts) < 4:
             return
         namespace, op = parts[2], parts[3]
         if f"{namespace}::{op}" in self.ctx.project.cuda_only_ops and len(parts) <= 5:

@@ -45,7 +45,7 @@ class CudaSourceFile(Rule):
 
     code = "PC603"
     name = "cuda-source-file"
-    message = "CUDA C++ source: {count} kernel{plural} (__global__) in {lines} lines of code"
+    message = "CUDA C++ source of {lines} lines of code with {count} __global__ kernel{plural}"
     hint = "port: {port}"
     severity = kernels.severity(kernels.CUDA_CPP)
     file_kinds = (filekinds.CUDA,)
@@ -67,7 +67,7 @@ class CudaSourceFile(Rule):
             "template <typename T>\n__global__ void __launch_bounds__(256) scale(T* x, T s) { x[threadIdx.x] *= s; }\n"
             "// __global__ void old_kernel() {}\n__device__ float twice(float v) { return 2 * v; }\n",
             lines=[2],
-            message="1 kernel ",
+            message="with 1 __global__ kernel",
             path="csrc/scale.cuh",
         ),
         Invalid("__device__ inline float sq(float v) { return v * v; }\n", lines=[1], path="csrc/math.cuh"),

@@ -98,7 +98,7 @@ class TritonKernel(Rule):
         return tuple(sorted({name.rpartition(".")[2].encode() for name in known.kernels}))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if self.ctx.project is not None:
+        if self.ctx.project.complete:
             return
         decorators = [d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator for d in node.decorators]
         names = frozenset().union(*(self.ctx.qualified_names(d) for d in decorators)) if decorators else frozenset()
