@@ -21,6 +21,7 @@ KERNEL = "kernel"  # name: qualified name of a custom kernel; details kind, loc
 SOURCE = "source"  # name: a CUDA/C++ source file; detail loc
 CALL = "call"  # name: qualified name a call site calls; detail fallback (evidence) when guarded
 REFERENCE = "reference"  # name: qualified name of a function that looks like a reference implementation
+DEPENDENCY = "dependency"  # name: the key of a CUDA-bound package (targets/packages.toml) used or declared
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from portcheck import inventory
+from portcheck import inventory, project
 from portcheck.api import ScanReport
 from portcheck.findings import Finding, FixSafety, Severity
+from portcheck.targets import packages
 
 BLOCKED = "blocked"
 NEEDS_CHANGES = "needs changes"
 RUNS_WITH_WARNINGS = "runs, with warnings"
 READY = "ready"
 
-_PACKAGES = ("PC701", "PC702", "PC705")  # packages to replace
 _ENVIRONMENT = ("PC703", "PC704")  # package indexes and the torch version
 
 
@@ -42,18 +42,29 @@ class Readiness:
 
 
 def assess(report: ScanReport, found: Sequence[inventory.Kernel]) -> list[Readiness]:
-    return [_one(report.findings, found, target) for target in report.config.targets]
+    written: dict[str, set[str]] = {}
+    for fact in report.facts:
+        if fact.kind == project.DEPENDENCY:
+            written.setdefault(fact.name, set()).add(fact.detail("written"))
+    used = [(packages.by_key(key), ", ".join(sorted(names))) for key, names in sorted(written.items())]
+    return [_one(report.findings, found, used, target) for target in report.config.targets]
 
 
-def _one(findings: Sequence[Finding], found: Sequence[inventory.Kernel], target: str) -> Readiness:
+def _one(
+    findings: Sequence[Finding],
+    found: Sequence[inventory.Kernel],
+    used: Sequence[tuple[packages.Package, str]],
+    target: str,
+) -> Readiness:
     here = [(f, dict(f.targets)[target]) for f in findings if target in dict(f.targets)]
     levels = Counter(level for _, level in here)
     errors = [f for f, level in here if level is Severity.ERROR]
     to_port = [k for k in found if not k.runs_on(target)]
     rules = Counter(f.code for f, level in here if level >= Severity.WARNING)
+    blocking = [(p, names) for p, names in used if p.severities()[target] >= Severity.WARNING]
     verdict, reason = _verdict(
         len(to_port),
-        len({f.message for f in errors if f.code in _PACKAGES}),
+        sum(1 for p, _ in blocking if p.severities()[target] is Severity.ERROR),
         any(f.code in _ENVIRONMENT for f in errors),
         errors,
         levels,
@@ -70,7 +81,7 @@ def _one(findings: Sequence[Finding], found: Sequence[inventory.Kernel], target:
         kernels=len(to_port),
         kernel_lines=sum(k.lines_of_code for k in to_port),
         kernels_without_fallback=sum(1 for k in to_port if not k.fallback),
-        dependencies=_messages(here, _PACKAGES),
+        dependencies=tuple(f"{names}: {p.what}; instead: {p.instead}" for p, names in blocking),
         environment=_messages(here, _ENVIRONMENT),
         top_rules=tuple(sorted(rules.items(), key=lambda item: (-item[1], item[0]))[:5]),
     )

@@ -62,6 +62,10 @@ def packages() -> tuple[Package, ...]:
     return tuple(result)
 
 
+def by_key(key: str) -> Package:
+    return next(package for package in packages() if package.key == key)
+
+
 def by_import(module: str) -> Package | None:
     """The package an import belongs to (`flash_attn.flash_attn_interface` is flash_attn)."""
     for package in packages():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import filekinds, manifests
+from portcheck import filekinds, manifests, project
 from portcheck.rule import ERROR, Invalid, Rule, Valid, per_target
 from portcheck.rules.dependencies import SETUP_CALLS, setup_requirements
 from portcheck.rules.tool.unreadable_manifest import MANIFEST_KINDS
@@ -82,6 +82,7 @@ class CudaOnlyDependency(Rule):
                 found = manifests.parse_requirement(text, 0)
                 package = packages.by_distribution(found.name) if isinstance(found, manifests.Declared) else None
                 if package is not None:
+                    self.record(project.DEPENDENCY, package.key, string, written=found.name)
                     self.report(string, severity=package.severities(), **_fields(found.name, package))
 
     def check_text(self, text: str) -> None:
@@ -91,6 +92,7 @@ class CudaOnlyDependency(Rule):
             if package is not None:
                 width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
                 span = (declared.line, 1, declared.line, width + 1)
+                self.record(project.DEPENDENCY, package.key, (declared.line, declared.line), written=declared.name)
                 self.report_span(span, severity=package.severities(), **_fields(declared.name, package))
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import patterns, project
 from portcheck.rule import ERROR, Invalid, Rule, Valid, per_target
 from portcheck.targets import packages
 
@@ -87,4 +87,5 @@ class CudaOnlyPackageImport(Rule):
             return  # the repository's own package (e.g. scanning mamba_ssm itself)
         package = packages.by_import(module)
         if package is not None:
+            self.record(project.DEPENDENCY, package.key, node, written=module.split(".", 1)[0])
             self.report(node, severity=package.severities(), module=module, what=package.what, instead=package.instead)

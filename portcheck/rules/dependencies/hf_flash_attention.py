@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import patterns, project
 from portcheck.rule import Invalid, Rule, Valid
 from portcheck.targets import packages
 
@@ -77,6 +77,7 @@ class HfFlashAttention(Rule):
             self._check(node.value)
         elif node.keyword.value == "use_flash_attention_2" and isinstance(node.value, cst.Name):
             if node.value.value == "True":
+                self.record(project.DEPENDENCY, _flash_attn().key, node, written="flash_attn")
                 self.report(node, what="`use_flash_attention_2=True`")
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -87,4 +88,5 @@ class HfFlashAttention(Rule):
         if isinstance(value, cst.Name):
             value = self.ctx.assigned_value(value) or value
         for literal in patterns.value_literals(value, lambda n: patterns.string_value(n) in _FLASH):
+            self.record(project.DEPENDENCY, _flash_attn().key, literal, written="flash_attn")
             self.report(literal, what=f"attn_implementation={patterns.string_value(literal)!r}")
