@@ -196,3 +196,20 @@ def compares_literal_with(
                 return True
         left = right
     return False
+
+
+def imported_modules(node: cst.Import | cst.ImportFrom, is_known: Callable[[str], bool]) -> Iterator[str]:
+    """The modules an import statement names that `is_known` accepts: each `import a.b`; for
+    `from a import b`, `a` itself when it is known, else each `a.b`. Relative imports name the
+    repository's own code and yield nothing."""
+    if isinstance(node, cst.Import):
+        candidates = [dotted(alias.name) for alias in node.names]
+    elif node.relative or node.module is None:
+        return
+    else:
+        module = dotted(node.module)
+        if is_known(module) or isinstance(node.names, cst.ImportStar):
+            candidates = [module]
+        else:
+            candidates = [f"{module}.{dotted(alias.name)}" for alias in node.names]
+    yield from (candidate for candidate in candidates if is_known(candidate))

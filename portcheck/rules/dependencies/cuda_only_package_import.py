@@ -69,23 +69,16 @@ class CudaOnlyPackageImport(Rule):
     ]
 
     def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            self._check(node, patterns.dotted(alias.name))
+        self._check(node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None:
-            return
-        module = patterns.dotted(node.module)
-        if packages.by_import(module) is not None or isinstance(node.names, cst.ImportStar):
-            self._check(node, module)
-            return
-        for alias in node.names:
-            self._check(node, f"{module}.{patterns.dotted(alias.name)}")
+        self._check(node)
 
-    def _check(self, node: cst.CSTNode, module: str) -> None:
-        if self.ctx.project.is_local(module):
-            return  # the repository's own package (e.g. scanning mamba_ssm itself)
-        package = packages.by_import(module)
-        if package is not None:
+    def _check(self, node: cst.Import | cst.ImportFrom) -> None:
+        for module in patterns.imported_modules(node, lambda m: packages.by_import(m) is not None):
+            if self.ctx.project.is_local(module):
+                continue  # the repository's own package (e.g. scanning mamba_ssm itself)
+            package = packages.by_import(module)
+            assert package is not None
             self.record(project.DEPENDENCY, package.key, node, written=module.split(".", 1)[0])
             self.report(node, severity=package.severities(), module=module, what=package.what, instead=package.instead)

@@ -81,18 +81,14 @@ class CudaPythonLibrary(Rule):
     ]
 
     def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            self._check(node, patterns.dotted(alias.name))
+        self._check_all(node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None:
-            return
-        module = patterns.dotted(node.module)
-        if _library(module):
+        self._check_all(node)
+
+    def _check_all(self, node: cst.Import | cst.ImportFrom) -> None:
+        for module in patterns.imported_modules(node, lambda m: _library(m) is not None):
             self._check(node, module)
-        elif not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                self._check(node, f"{module}.{patterns.dotted(alias.name)}")
 
     def _check(self, node: cst.CSTNode, module: str) -> None:
         library = _library(module)
