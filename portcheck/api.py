@@ -10,9 +10,10 @@ from pathlib import Path
 
 from portcheck.config import Config
 from portcheck.discovery import discover
-from portcheck.engine import FileResult, module_path, scan_bytes, scan_file
+from portcheck.engine import FileResult, scan_bytes, scan_file
 from portcheck.findings import Fact, Finding, with_fingerprints
 from portcheck.project import Project
+from portcheck.sources import module_path
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24

@@ -7,14 +7,10 @@ finding or a message for that file; the run goes on. Only a bug in portcheck its
 
 from __future__ import annotations
 
-import codecs
-import os
-import tokenize
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from io import BytesIO
 from pathlib import Path
 
 import libcst as cst
@@ -22,12 +18,14 @@ from pathspec import GitIgnoreSpec
 
 from portcheck import filekinds, parsing, registry, suppress
 from portcheck.config import Config
+from portcheck.context import Context
 from portcheck.discovery import Prefilter
 from portcheck.findings import Fact, Finding, Severity
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.rule import Rule, SeverityMap
+from portcheck.sources import decode_python, decode_text, display_path, module_path
 from portcheck.walk import Walker
 
 PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
@@ -46,54 +44,6 @@ class FileResult:
     internal_error: str | None = None
 
 
-class _Context:
-    """The FileContext rules see (portcheck.rule.FileContext)."""
-
-    def __init__(
-        self,
-        path: str,
-        kind: str,
-        config: Config,
-        resolver: Resolver | None,
-        project: Project,
-        module: ModulePath,
-    ) -> None:
-        self.path = path
-        self.kind = kind
-        self.module = module
-        self.targets = config.targets
-        self.torch_version = config.torch_version
-        self.project = project
-        self.resolver = resolver
-        self.walker: Walker | None = None
-
-    def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
-        assert self.resolver is not None, "only Python rules resolve names"
-        return self.resolver.qualified_names(node)
-
-    def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
-        assert self.resolver is not None, "only Python rules resolve names"
-        return self.resolver.assigned_value(node)
-
-    @property
-    def parent(self) -> cst.CSTNode | None:
-        ancestors = self.walker.ancestors if self.walker else ()
-        return ancestors[-1] if ancestors else None
-
-    @property
-    def ancestors(self) -> Sequence[cst.CSTNode]:
-        return self.walker.ancestors if self.walker else ()
-
-
-def display_path(path: Path, root: Path) -> str:
-    """The path relative to the project root, as walked: symbolic links are not followed here
-    (a link's own location is what the user sees, and a link loop cannot be resolved)."""
-    absolute = Path(os.path.abspath(path))
-    if absolute.is_relative_to(root):
-        return absolute.relative_to(root).as_posix()
-    return path.as_posix()
-
-
 def scan_file(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) -> FileResult:
     shown = display_path(path, config.root)
     try:
@@ -104,22 +54,6 @@ def scan_file(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) ->
             return FileResult(shown)  # reported in the first pass
         return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
     return scan_bytes(data, shown, config, size=size, project=project, module=module_path(path))
-
-
-def module_path(path: Path) -> ModulePath:
-    """The file's dotted name: its directory chain up to the first one without __init__.py."""
-    absolute = Path(os.path.abspath(path))
-    parts = [absolute.stem]
-    directory = absolute.parent
-    while _is_package(directory):
-        parts.insert(0, directory.name)
-        directory = directory.parent
-    return ModulePath.from_parts(parts)
-
-
-@cache
-def _is_package(directory: Path) -> bool:
-    return (directory / "__init__.py").is_file() and directory.name.isidentifier()
 
 
 def scan_bytes(
@@ -141,7 +75,7 @@ def scan_bytes(
     if data is None or (second_pass and size > config.max_file_size):
         return FileResult(path) if second_pass else _too_large(path, config, size)
     kind = filekinds.kind_of(path) or filekinds.given_kind(path)
-    text, problem = _decode(data) if kind == filekinds.PYTHON else (_decode_text(data), "")
+    text, problem = decode_python(data) if kind == filekinds.PYTHON else (decode_text(data), "")
     if text is None:
         return FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem)
     enabled = _enabled_codes(path, config)
@@ -224,31 +158,6 @@ def _prefilter(codes: tuple[str, ...]) -> Prefilter:
     return Prefilter(trigger for rule in rules for trigger in rule.triggers)
 
 
-def _decode(data: bytes) -> tuple[str | None, str]:
-    """The source text, or why there is none (binary, undecodable, bad coding cookie)."""
-    if b"\0" in data:
-        return None, "binary file (contains NUL bytes), not Python source"
-    try:
-        encoding, _ = tokenize.detect_encoding(BytesIO(data).readline)
-    except SyntaxError as error:
-        return None, f"cannot decode: {error.msg}"
-    try:
-        return data.decode(encoding), ""
-    except UnicodeDecodeError as error:
-        return None, (
-            f"not valid {encoding} at byte {error.start} ({error.reason}); "
-            "convert the file or declare its encoding in a coding comment"
-        )
-
-
-def _decode_text(data: bytes) -> str:
-    """C++ sources and manifests: UTF-8 (or UTF-16 with a BOM); a stray byte in a comment
-    must not hide a kernel, so undecodable bytes are replaced rather than refused."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16", errors="replace")
-    return data.decode("utf-8-sig", errors="replace")
-
-
 def _analyse(
     data: bytes,
     text: str,
@@ -261,14 +170,14 @@ def _analyse(
 ) -> tuple[list[Rule], cst.Module | None]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
-        context = _Context(path, kind, config, None, project, module)
+        context = Context(path, kind, config, None, project, module)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
         return rules, None
     tree = parsing.parse(data, text)
     resolver = Resolver(tree)
-    context = _Context(path, kind, config, resolver, project, module)
+    context = Context(path, kind, config, resolver, project, module)
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker(rules, resolver)
     context.walker = walker

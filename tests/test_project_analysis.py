@@ -9,8 +9,8 @@ import pytest
 from portcheck import ctext, filekinds, inventory, manifests
 from portcheck.api import scan_paths
 from portcheck.config import Config
-from portcheck.engine import module_path
 from portcheck.project import ModulePath
+from portcheck.sources import module_path
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:

@@ -1,0 +1,51 @@
+"""The services the engine gives rules while they look at one file (portcheck.rule.FileContext)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from portcheck.config import Config
+from portcheck.project import ModulePath, Project
+from portcheck.resolve import Resolver
+from portcheck.walk import Walker
+
+
+class Context:
+    """One file's context: where it is, what is selected, and name resolution for Python."""
+
+    def __init__(
+        self,
+        path: str,
+        kind: str,
+        config: Config,
+        resolver: Resolver | None,
+        project: Project,
+        module: ModulePath,
+    ) -> None:
+        self.path = path
+        self.kind = kind
+        self.module = module
+        self.targets = config.targets
+        self.torch_version = config.torch_version
+        self.project = project
+        self.resolver = resolver
+        self.walker: Walker | None = None
+
+    def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.qualified_names(node)
+
+    def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.assigned_value(node)
+
+    @property
+    def parent(self) -> cst.CSTNode | None:
+        ancestors = self.walker.ancestors if self.walker else ()
+        return ancestors[-1] if ancestors else None
+
+    @property
+    def ancestors(self) -> Sequence[cst.CSTNode]:
+        return self.walker.ancestors if self.walker else ()

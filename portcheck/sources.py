@@ -1,0 +1,62 @@
+"""Reading a file: its path as reported, its place among packages, and its text."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import tokenize
+from functools import cache
+from io import BytesIO
+from pathlib import Path
+
+from portcheck.project import ModulePath
+
+
+def display_path(path: Path, root: Path) -> str:
+    """The path relative to the project root, as walked: symbolic links are not followed here
+    (a link's own location is what the user sees, and a link loop cannot be resolved)."""
+    absolute = Path(os.path.abspath(path))
+    if absolute.is_relative_to(root):
+        return absolute.relative_to(root).as_posix()
+    return path.as_posix()
+
+
+def module_path(path: Path) -> ModulePath:
+    """The file's dotted name: its directory chain up to the first one without __init__.py."""
+    absolute = Path(os.path.abspath(path))
+    parts = [absolute.stem]
+    directory = absolute.parent
+    while _is_package(directory):
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    return ModulePath.from_parts(parts)
+
+
+@cache
+def _is_package(directory: Path) -> bool:
+    return (directory / "__init__.py").is_file() and directory.name.isidentifier()
+
+
+def decode_python(data: bytes) -> tuple[str | None, str]:
+    """The source text, or why there is none (binary, undecodable, bad coding cookie)."""
+    if b"\0" in data:
+        return None, "binary file (contains NUL bytes), not Python source"
+    try:
+        encoding, _ = tokenize.detect_encoding(BytesIO(data).readline)
+    except SyntaxError as error:
+        return None, f"cannot decode: {error.msg}"
+    try:
+        return data.decode(encoding), ""
+    except UnicodeDecodeError as error:
+        return None, (
+            f"not valid {encoding} at byte {error.start} ({error.reason}); "
+            "convert the file or declare its encoding in a coding comment"
+        )
+
+
+def decode_text(data: bytes) -> str:
+    """C++ sources and manifests: UTF-8 (or UTF-16 with a BOM); a stray byte in a comment
+    must not hide a kernel, so undecodable bytes are replaced rather than refused."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
