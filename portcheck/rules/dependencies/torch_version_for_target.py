@@ -75,6 +75,7 @@ class TorchVersionForTarget(Rule):
     VALID = [
         Valid("torch==2.14.0\n", path="requirements.txt"),
         Valid("numpy>=1.26\n", path="requirements.txt"),
+        Valid("torch\ntorchvision\n", path="requirements.txt"),
         Valid("torch>=2.6\n", path="requirements.txt", options={"targets": ["mps", "xpu", "cpu"]}),
         Valid("def f(torch, setup):\n    setup(install_requires=['torch==1.0'])\n"),
         Valid(
@@ -131,7 +132,10 @@ class TorchVersionForTarget(Rule):
                     self.report_span(span, severity=verdict[0], declared=declared.text, mismatches=verdict[1])
 
     def _verdict(self, declared: manifests.Declared) -> tuple[dict[str, Severity], str] | None:
-        """The severity per target and a description of the mismatches, or None if none."""
+        """The severity per target and a description of the mismatches, or None if none. An
+        unconstrained `torch` says nothing to compare."""
+        if not declared.specifier:
+            return None
         try:
             wanted = SpecifierSet(re.sub(r"\+[\w.]+", "", declared.specifier))
         except InvalidSpecifier:
