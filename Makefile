@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The end-to-end fix tests run the fixed programs on CPU torch; pin the CPU build (a range would
+# pull a multi-GB CUDA build). Installed first so the project's extras do not replace it.
+TORCH ?= torch==2.13.0
 
 .PHONY: setup demo test clean
 
@@ -10,6 +13,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from portcheck import targets as target_data
 from portcheck.config import Config
 from portcheck.discovery import discover
 from portcheck.engine import FileResult, scan_bytes, scan_file
 from portcheck.findings import Fact, Finding, with_fingerprints
+from portcheck.fixer import FixOutcome, fix_source
 from portcheck.project import Project
-from portcheck.sources import module_path
+from portcheck.sources import display_path, module_path
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -108,3 +112,60 @@ def _scan_all(
             yield result
             if on_file_done:
                 on_file_done()
+
+
+@dataclass(frozen=True)
+class FixReport:
+    """What `fix` did over a tree."""
+
+    target: str
+    outcomes: tuple[FixOutcome, ...]
+    originals: dict[str, bytes]  # the source before fixing, by path, for diffs
+    errors: tuple[str, ...] = ()
+    written: bool = False
+
+
+def fix_paths(
+    paths: Sequence[Path], config: Config, device: str, *, unsafe: bool = False, write: bool = True
+) -> FixReport:
+    """Fix every file under `paths` for one target; write the changed ones atomically."""
+    target = target_data.get(device)
+    config = replace(config, targets=(target.name,))
+    found = discover(paths, config)
+    layout = Project(local_packages=frozenset(local_packages(found.files)))
+    outcomes, originals, errors = [], {}, list(found.errors)
+    for path in found.files:
+        shown = display_path(path, config.root)
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            errors.append(f"{shown}: cannot read file: {error.strerror or error}")
+            continue
+        outcome = fix_source(data, shown, config, target, unsafe=unsafe, project=layout, module=module_path(path))
+        if outcome.changed and write:
+            problem = write_atomically(path, data, outcome.source)
+            if problem:
+                outcome = replace(outcome, error=problem, applied=())
+        originals[outcome.path] = data
+        outcomes.append(outcome)
+    return FixReport(target.name, tuple(outcomes), originals, tuple(errors), write)
+
+
+def write_atomically(path: Path, expected: bytes, content: bytes) -> str:
+    """Replace a file's bytes in one step (temporary file + rename, permissions kept), unless it
+    changed on disk since it was read. Returns why it was not written, or ''."""
+    try:
+        if path.read_bytes() != expected:
+            return "changed on disk while portcheck was fixing it; not overwritten"
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".portcheck", dir=path.parent)
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(content)
+            shutil.copymode(path, temporary)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as error:
+        return f"cannot write: {error.strerror or error}"
+    return ""

@@ -16,7 +16,7 @@ import typer
 
 from portcheck import __version__, api, baseline, explain, inventory, readiness
 from portcheck.config import Config, ConfigError, load
-from portcheck.report import FORMAT_NAMES, formats, inventory_view, readiness_view, statistics
+from portcheck.report import FORMAT_NAMES, fix_view, formats, inventory_view, readiness_view, statistics
 
 app = typer.Typer(
     add_completion=False,
@@ -146,6 +146,50 @@ def scan(
         raise typer.Exit(2)
     failing = any(f.severity >= report.config.fail_on for f in report.findings)
     raise typer.Exit(1 if failing and not exit_zero else 0)
+
+
+@app.command()
+def fix(
+    paths: Paths = None,
+    device: Annotated[
+        str,
+        typer.Option("--device", "-d", help="The target to rewrite for: tpu, neuron, xla, mps, xpu, npu, hpu or cpu."),
+    ] = "",
+    diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff and write nothing.")] = False,
+    unsafe_fixes: Annotated[bool, typer.Option(help="Also apply fixes that may change behaviour.")] = False,
+    select: Select = None,
+    extend_select: ExtendSelect = None,
+    ignore: Ignore = None,
+    config_file: ConfigFile = None,
+    torch_version: TorchVersion = None,
+    exit_non_zero_on_fix: Annotated[bool, typer.Option(help="Exit 1 when something was fixed.")] = False,
+    fail_on: Annotated[str | None, typer.Option(help="Lowest severity of what is left that fails.")] = None,
+) -> None:
+    """Rewrite what can be rewritten safely for one target; report the rest with guidance."""
+    paths = paths or [Path(".")]
+    if not device:
+        raise _fail("choose the target with --device (tpu, neuron, xla, mps, xpu, npu, hpu, cpu)")
+    config = _config(
+        paths,
+        config_file,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        torch_version=torch_version,
+        fail_on=fail_on,
+    )
+    try:
+        report = api.fix_paths(paths, config, device.lower(), unsafe=unsafe_fixes, write=not diff)
+    except ValueError as error:
+        raise _fail(str(error)) from None
+    if diff:
+        fix_view.render_diff(report, sys.stdout)
+    fix_view.render_summary(report, sys.stderr if diff else sys.stdout)
+    if report.errors or any(outcome.error for outcome in report.outcomes):
+        raise typer.Exit(2)
+    left = any(f.severity >= config.fail_on for outcome in report.outcomes for f in outcome.remaining)
+    changed = any(outcome.changed for outcome in report.outcomes)
+    raise typer.Exit(1 if left or (exit_non_zero_on_fix and changed) else 0)
 
 
 def _print_statistics(report: api.ScanReport, output_format: str, out: TextIO) -> None:

@@ -9,6 +9,7 @@ import libcst as cst
 from portcheck.config import Config
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
+from portcheck.targets import Target
 from portcheck.walk import Walker
 
 
@@ -23,8 +24,10 @@ class Context:
         resolver: Resolver | None,
         project: Project,
         module: ModulePath,
+        fix_target: Target,
     ) -> None:
         self.path = path
+        self.fix_target = fix_target
         self.kind = kind
         self.module = module
         self.targets = config.targets
@@ -40,6 +43,15 @@ class Context:
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_value(node)
+
+    def binding(self, module: str) -> tuple[str, tuple[str, ...]] | None:
+        assert self.resolver is not None, "only Python rules resolve names"
+        name = self.resolver.bound_name(module)
+        if name is not None:
+            return name, ()
+        if self.resolver.is_free(module.split(".", 1)[0]):
+            return module, (module,)
+        return None
 
     @property
     def parent(self) -> cst.CSTNode | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -17,15 +17,18 @@ import libcst as cst
 from pathspec import GitIgnoreSpec
 
 from portcheck import filekinds, parsing, registry, suppress
+from portcheck import targets as target_data
 from portcheck.config import Config
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
+from portcheck.edits import Edit
 from portcheck.findings import Fact, Finding, Severity
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.rule import Rule, SeverityMap
 from portcheck.sources import decode_python, decode_text, display_path, module_path
+from portcheck.targets import Target
 from portcheck.walk import Walker
 
 PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
@@ -70,14 +73,40 @@ def scan_bytes(
     this is the second pass: only the rules that need project facts run, and problems with the
     file itself were already reported in the first.
     """
+    return examine(data, path, config, size=size, project=project, module=module).result
+
+
+@dataclass
+class Examination:
+    """A scan of one file as the fixer needs it: each finding's edit (aligned with
+    `result.findings`, None where there is no fix) and the tree the edits refer to."""
+
+    result: FileResult
+    edits: list[Edit | None] = field(default_factory=list)  # empty when nothing was analysed
+    tree: cst.Module | None = None
+
+    def fixes(self) -> list[tuple[Finding, Edit]]:
+        """The findings that come with an edit, and their edits."""
+        return [(finding, edit) for finding, edit in zip(self.result.findings, self.edits) if edit is not None]
+
+
+def examine(
+    data: bytes | None,
+    path: str,
+    config: Config,
+    size: int | None = None,
+    project: Project = UNKNOWN_PROJECT,
+    module: ModulePath | None = None,
+    fix_target: Target | None = None,
+) -> Examination:
     size = len(data) if size is None and data is not None else size or 0
     second_pass = project.complete
     if data is None or (second_pass and size > config.max_file_size):
-        return FileResult(path) if second_pass else _too_large(path, config, size)
+        return Examination(FileResult(path) if second_pass else _too_large(path, config, size))
     kind = filekinds.kind_of(path) or filekinds.given_kind(path)
     text, problem = decode_python(data) if kind == filekinds.PYTHON else (decode_text(data), "")
     if text is None:
-        return FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem)
+        return Examination(FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem))
     enabled = _enabled_codes(path, config)
     reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
     if second_pass:
@@ -89,41 +118,52 @@ def scan_bytes(
         # Trigger words only decide whether Python files are parsed; text files are cheap to read.
         wanted = _prefilter(visiting).wants(data) if kind == filekinds.PYTHON else bool(visiting)
     if not wanted and (second_pass or suppress.MARKER not in text):
-        return FileResult(path, skipped=True)
+        return Examination(FileResult(path, skipped=True))
     if wanted and size > config.max_file_size:
-        return _too_large(path, config, size)
+        return Examination(_too_large(path, config, size))
+    target = fix_target or default_fix_target(config)
+    tree = None
     try:
         where = module or ModulePath.guess(path)
-        rules, tree = _analyse(data, text, path, kind, config, visiting, project, where) if wanted else ([], None)
-        findings, facts = _results(rules, tree, path, config, text)
+        rules, tree = (
+            _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None)
+        )
+        pairs, facts = _results(rules, tree, path, config, text)
     except parsing.ParseFailure as failure:
         if second_pass:
-            return FileResult(path)
-        detail = failure.detail
-        findings, facts = (
-            [_tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=detail)],
-            [],
-        )
+            return Examination(FileResult(path))
+        finding = _tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=failure.detail)
+        pairs, facts = [(finding, None)], []
     except RecursionError:  # parsed, but nested deeper than the walk (and CPython) can follow
         if second_pass:
-            return FileResult(path)
+            return Examination(FileResult(path))
         detail = "too deeply nested for portcheck to analyse"
-        findings, facts = [_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail)], []
+        pairs, facts = [(_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail), None)], []
     except Exception:  # a bug in a rule or in portcheck: report it, keep going
-        return FileResult(path, internal_error=traceback.format_exc(limit=-4))
+        return Examination(FileResult(path, internal_error=traceback.format_exc(limit=-4)))
     directives = suppress.parse(text, kind)
     if directives:
         # Unused entries are judged in the first pass, for the rules that report only there.
         judged = tuple(code for code in reading if not registry.get(code).has_second_pass())
         kept, unused = suppress.apply(
-            findings,
+            [finding for finding, _ in pairs],
             directives,
             judged,
             config.targets,
             lambda d, e, why: _tool_finding(UNUSED_SUPPRESSION, path, config, d.line, d.column, text, detail=why),
         )
-        findings = [f for f in kept if f is not None] + ([] if second_pass else unused)
-    return FileResult(path, tuple(f for f in findings if f.code in enabled), tuple(facts))
+        pairs = [(k, edit) for k, (_, edit) in zip(kept, pairs) if k is not None]
+        pairs += [] if second_pass else [(finding, None) for finding in unused]
+    pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
+    result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts))
+    return Examination(result, [edit for _, edit in pairs], tree)
+
+
+def default_fix_target(config: Config) -> Target:
+    """In a scan, fixes are only offered, not applied: judge them for the first selected target
+    that needs any (ROCm keeps the CUDA spellings)."""
+    names = [name for name in config.targets if not target_data.get(name).keeps_cuda_api] or list(config.targets)
+    return target_data.get(names[0])
 
 
 def _too_large(path: str, config: Config, size: int) -> FileResult:
@@ -167,17 +207,18 @@ def _analyse(
     codes: Sequence[str],
     project: Project,
     module: ModulePath,
+    fix_target: Target,
 ) -> tuple[list[Rule], cst.Module | None]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
-        context = Context(path, kind, config, None, project, module)
+        context = Context(path, kind, config, None, project, module, fix_target)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
         return rules, None
     tree = parsing.parse(data, text)
     resolver = Resolver(tree)
-    context = Context(path, kind, config, resolver, project, module)
+    context = Context(path, kind, config, resolver, project, module, fix_target)
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker(rules, resolver)
     context.walker = walker
@@ -187,12 +228,12 @@ def _analyse(
 
 def _results(
     rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str
-) -> tuple[list[Finding], list[Fact]]:
-    """Turn what the rules saw into findings and facts, with positions."""
+) -> tuple[list[tuple[Finding, Edit | None]], list[Fact]]:
+    """Turn what the rules saw into findings (each with its edit, if any) and facts."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
     ranges = positions(tree, nodes) if tree is not None else {}
     lines = text.splitlines()
-    findings = []
+    pairs = []
     for rule in rules:
         for report in rule.reports:
             if report.node is not None:
@@ -203,13 +244,15 @@ def _results(
                 span = report.span
             finding = _finding(type(rule), report.message, report.hint, report.severity, path, config, span, lines)
             if finding is not None:
-                findings.append(finding)
+                if report.edit is not None:
+                    finding = replace(finding, fix_safety=report.edit.safety)
+                pairs.append((finding, report.edit))
     facts = []
     for rule in rules:
         for record in rule.records:
             first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
             facts.append(Fact(record.kind, record.name, path, first, last, record.details))
-    return findings, facts
+    return pairs, facts
 
 
 def _finding(
@@ -241,7 +284,6 @@ def _finding(
         end_column=span[3],
         severity=max(level for _, level in per_target),
         targets=per_target,
-        fix_safety=rule.fix_safety,
         source_line=lines[line - 1] if 0 < line <= len(lines) else "",
     )
 

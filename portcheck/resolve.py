@@ -215,6 +215,24 @@ class Resolver:
             self._cache[key] = cached
         return cached
 
+    def bound_name(self, module: str) -> str | None:
+        """A name visible here that an import binds to `module` (`T` after `import torch as T`),
+        preferring the module scope's; None when there is none."""
+        scope: Scope | None = self.scope
+        chain = []
+        while scope is not None:
+            chain.append(scope)
+            scope = scope.parent
+        for candidate_scope in reversed(chain):
+            for name, targets in sorted(candidate_scope.imports.items()):
+                if module in targets and self._owner(name) is candidate_scope:
+                    return name
+        return None
+
+    def is_free(self, name: str) -> bool:
+        """Whether `name` is bound nowhere visible from here (so an import may bind it)."""
+        return self._owner(name) is None and name not in self.module.bound
+
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
         """The expression a name is bound to, when its scope binds it exactly once by `=`."""
         owner = self._owner(node.value)

@@ -17,10 +17,12 @@ import libcst as cst
 
 from portcheck import filekinds
 from portcheck import targets as target_data
+from portcheck.edits import Edit
 from portcheck.findings import FixSafety, Severity
 
 if TYPE_CHECKING:
     from portcheck.project import ModulePath, Project
+    from portcheck.targets import Target
 
 ERROR, WARNING, INFO, OFF = Severity.ERROR, Severity.WARNING, Severity.INFO, Severity.OFF
 SeverityMap = Mapping[str, Severity]
@@ -48,13 +50,19 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Source that the rule must report, on `lines` when given (one entry per finding)."""
+    """Source that the rule must report, on `lines` when given (one entry per finding).
+
+    `fixed` is what `portcheck fix --device <device>` makes of it with only this rule enabled
+    (with `unsafe`: also its unsafe fixes); None means the rule offers no fix here."""
 
     code: str | bytes
     lines: Sequence[int] | None = None
     message: str = ""  # a substring every reported message must contain
     options: Mapping[str, object] = field(default_factory=dict)
     path: str = "example.py"
+    fixed: str | None = None
+    device: str = "tpu"
+    unsafe: bool = False
 
 
 Span = tuple[int, int, int, int]  # start line, start column, end line, end column (1-based, end exclusive)
@@ -71,6 +79,7 @@ class Report:
     hint: str
     severity: SeverityMap
     span: Span | None = None
+    edit: Edit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +106,14 @@ class FileContext(Protocol):
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]: ...
 
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None: ...
+
+    fix_target: Target  # the target fixes are written for (in a scan: the first selected one)
+
+    def binding(self, module: str) -> tuple[str, tuple[str, ...]] | None:
+        """The name to write for `module` at the node being visited, reusing the user's import
+        (`T` after `import torch as T`), and the imports a fix must add for it; None when the
+        name is taken by something else."""
+        ...
 
     @property
     def parent(self) -> cst.CSTNode | None: ...
@@ -145,9 +162,10 @@ class Rule:
         *,
         severity: SeverityMap | None = None,
         hint: str | None = None,
+        edit: Edit | None = None,
         **fields: object,
     ) -> None:
-        self.reports.append(self._make_report(node, None, severity, hint, fields))
+        self.reports.append(self._make_report(node, None, severity, hint, fields, edit))
 
     def report_span(
         self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object
@@ -162,6 +180,7 @@ class Rule:
         severity: SeverityMap | None,
         hint: str | None,
         fields: Mapping[str, object],
+        edit: Edit | None = None,
     ) -> Report:
         return Report(
             node=node,
@@ -169,6 +188,7 @@ class Rule:
             hint=self.hint.format(**fields) if hint is None else hint,
             severity=self.severity if severity is None else severity,
             span=span,
+            edit=edit,
         )
 
     def record(self, fact: str, name: str, where: cst.CSTNode | tuple[int, int], /, **details: str) -> None:

@@ -1,4 +1,4 @@
-"""scan (and everything it loads) works where torch cannot be imported, and never imports it.
+"""scan and fix (and everything they load) work where torch cannot be imported, and never imports it.
 
 pre-commit installs the hook without torch, and importing a backend plugin (TorchTPU,
 TorchNeuron) has side effects; so the static commands must not touch them at all.
@@ -32,17 +32,21 @@ BLOCK_AND_SCAN = textwrap.dedent(
         app(["scan", sys.argv[1], "--format", "json", "--output-file", sys.argv[2], "--jobs", "2"])
     except SystemExit as exit:
         code = exit.code
-    for argv in (["rules", "--format", "json"], ["explain", "PC203", "--target", "tpu"]):
+    for argv in (
+        ["rules", "--format", "json"],
+        ["explain", "PC203", "--target", "tpu"],
+        ["fix", sys.argv[1], "--device", "tpu", "--diff"],
+    ):
         try:
             app(argv)
         except SystemExit as exit:
-            assert exit.code in (0, None), argv
+            assert exit.code in (0, 1, None), argv
     print(json.dumps({"exit": code, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)}))
     """
 )
 
 
-def test_scan_runs_and_never_imports_torch(tmp_path: Path) -> None:
+def test_scan_and_fix_run_and_never_import_torch(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     project = ROOT / "examples" / "cuda_app"
     done = subprocess.run(

@@ -1,12 +1,19 @@
-"""Every rule's VALID and INVALID examples, run through the real engine: a rule's first tests."""
+"""Every rule's VALID and INVALID examples, run through the real engine: a rule's first tests.
+
+An INVALID example's `fixed` form is checked with only that rule enabled, as `portcheck fix`
+would apply it; an example without one must come out of the fixer unchanged."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from portcheck import registry
+from portcheck import targets as target_data
 from portcheck.api import scan_source
 from portcheck.config import Config
+from portcheck.fixer import fix_source
 from portcheck.rule import Invalid, Rule, Valid
 from portcheck.targets import TARGET_ORDER
 
@@ -25,6 +32,14 @@ def findings_for(rule: type[Rule], example: Valid | Invalid):
     return [f for f in scan_source(example.code, path=example.path, config=config) if f.code == rule.code]
 
 
+def fixed_by(rule: type[Rule], example: Invalid, source: bytes) -> bytes:
+    """What fixing `source` for the example's device does with only this rule enabled."""
+    config = replace(Config(targets=(example.device,)).with_overrides(**example.options), rules=(rule.code,))
+    outcome = fix_source(source, example.path, config, target_data.get(example.device), unsafe=example.unsafe)
+    assert not outcome.error, outcome.error
+    return outcome.source
+
+
 @pytest.mark.parametrize(("rule", "example"), list(_cases()))
 def test_example(rule: type[Rule], example: Valid | Invalid) -> None:
     found = findings_for(rule, example)
@@ -36,3 +51,12 @@ def test_example(rule: type[Rule], example: Valid | Invalid) -> None:
         assert sorted(f.line for f in found) == sorted(example.lines)
     for finding in found:
         assert example.message in finding.message
+
+
+@pytest.mark.parametrize(("rule", "example"), [case for case in _cases() if isinstance(case.values[1], Invalid)])
+def test_fixed_form(rule: type[Rule], example: Invalid) -> None:
+    source = example.code if isinstance(example.code, bytes) else example.code.encode()
+    fixed = fixed_by(rule, example, source)
+    expected = source if example.fixed is None else example.fixed.encode()
+    assert fixed.decode(errors="surrogateescape") == expected.decode(errors="surrogateescape")
+    assert fixed_by(rule, example, fixed) == fixed, "a second run must change nothing"

@@ -78,8 +78,11 @@ def test_examples_exist_both_ways(rule: type[Rule]) -> None:
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
-def test_no_fix_is_claimed_until_one_exists(rule: type[Rule]) -> None:
-    assert rule.fix_safety is FixSafety.NONE
+def test_fix_safety_is_claimed_exactly_when_an_example_shows_a_fix(rule: type[Rule]) -> None:
+    fixed = [example for example in rule.INVALID if example.fixed is not None]
+    assert (rule.fix_safety is FixSafety.NONE) == (not fixed)
+    if rule.fix_safety is FixSafety.SAFE:
+        assert any(not example.unsafe for example in fixed), "a safe fix needs an example without --unsafe-fixes"
 
 
 @pytest.mark.parametrize("rule", VISITING, ids=lambda r: r.code)

@@ -4,8 +4,9 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import edits, patterns
 from portcheck import targets as target_data
+from portcheck.findings import FixSafety
 from portcheck.rule import ERROR, OFF, Invalid, Valid, per_target
 from portcheck.setting_rule import SettingValueRule
 
@@ -43,7 +44,9 @@ class CudaDeviceString(SettingValueRule):
     On TPU prefer `"tpu"` without an index: a process owns exactly one TPU.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: the string becomes the target's device (`"tpu"`, `"neuron"`, `"xpu:1"`...). Where a
+    process owns one device (tpu, xla, cpu) the index is dropped, since the only device a
+    process can use is its own; elsewhere it is kept.
     """
 
     code = "PC101"
@@ -51,6 +54,7 @@ class CudaDeviceString(SettingValueRule):
     message = "{literal} hard-codes a CUDA device"
     hint = "{advice}"
     severity = per_target(ERROR, rocm=OFF)
+    fix_safety = FixSafety.SAFE
     triggers = (b"cuda",)
 
     VALID = [
@@ -64,31 +68,103 @@ class CudaDeviceString(SettingValueRule):
         Valid('import torch\ndevice = torch.device("cuda")\n', options={"targets": ["rocm"]}),
     ]
     INVALID = [
-        Invalid('import torch\nx = torch.zeros(3, device="cuda")\n', lines=[2]),
-        Invalid('import torch as T\ndev = T.device("cuda:0")\n', lines=[2]),
-        Invalid('from torch import cuda\ndevice = "cuda" if cuda.is_available() else "cpu"\n', lines=[2]),
+        Invalid(
+            'import torch\nx = torch.zeros(3, device="cuda")\n',
+            lines=[2],
+            fixed='import torch\nx = torch.zeros(3, device="tpu")\n',
+        ),
+        Invalid(
+            "import torch as T\ndev = T.device('cuda:0')\n",
+            lines=[2],
+            fixed="import torch as T\ndev = T.device('tpu')\n",
+        ),
+        Invalid(
+            'import torch as T\ndev = T.device("cuda:1")\n',
+            lines=[2],
+            device="xpu",
+            fixed='import torch as T\ndev = T.device("xpu:1")\n',
+        ),
+        Invalid(
+            'from torch import cuda\ndevice = "cuda" if cuda.is_available() else "cpu"\n',
+            lines=[2],
+            device="neuron",
+            fixed='from torch import cuda\ndevice = "neuron" if cuda.is_available() else "cpu"\n',
+        ),
         Invalid(
             "import torch\nfrom torch.cuda import is_available as has_cuda\n"
             'DEVICE = torch.device("cuda" if has_cuda() else "cpu")\n',
             lines=[3],
+            fixed="import torch\nfrom torch.cuda import is_available as has_cuda\n"
+            'DEVICE = torch.device("tpu" if has_cuda() else "cpu")\n',
         ),
-        Invalid('import torch.cuda\nrank = 0\nx = torch.empty(1, device=f"cuda:{rank}")\n', lines=[3]),
-        Invalid('import torch\ntarget = "cuda:1"\nmodel = torch.nn.Linear(2, 2).to(target)\n', lines=[2]),
-        Invalid('import torch\nGPU = "cuda"\n\ndef run(m):\n    return m.to(GPU)\n', lines=[2]),
-        Invalid('import torch\ndef train(model, device="cuda"):\n    return model.to(device)\n', lines=[2]),
+        Invalid(
+            'import torch.cuda\nrank = 0\nx = torch.empty(1, device=f"cuda:{rank}")\n',
+            lines=[3],
+            fixed='import torch.cuda\nrank = 0\nx = torch.empty(1, device="tpu")\n',
+        ),
+        Invalid(
+            'import torch.cuda\nrank = 0\nx = torch.empty(1, device=f"cuda:{rank}")\n',
+            lines=[3],
+            device="npu",
+            fixed='import torch.cuda\nrank = 0\nx = torch.empty(1, device=f"npu:{rank}")\n',
+        ),
+        Invalid(
+            'import torch\ntarget = "cuda:1"\nmodel = torch.nn.Linear(2, 2).to(target)\n',
+            lines=[2],
+            device="cpu",
+            fixed='import torch\ntarget = "cpu"\nmodel = torch.nn.Linear(2, 2).to(target)\n',
+        ),
+        Invalid(
+            'import torch\nGPU = "cuda"\n\ndef run(m):\n    return m.to(GPU)\n',
+            lines=[2],
+            fixed='import torch\nGPU = "tpu"\n\ndef run(m):\n    return m.to(GPU)\n',
+        ),
+        Invalid(
+            'import torch\ndef train(model, device="cuda"):\n    return model.to(device)\n',
+            lines=[2],
+            fixed='import torch\ndef train(model, device="tpu"):\n    return model.to(device)\n',
+        ),
         Invalid(
             'import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("--device", default="cuda")\n',
             lines=[3],
+            device="mps",
+            fixed='import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("--device", default="mps")\n',
         ),
-        Invalid('cfg = {"device": "cuda:0", "lr": 0.1}\n', lines=[1]),
-        Invalid('class Trainer:\n    def __init__(self):\n        self.device = "cuda"\n', lines=[3]),
+        Invalid(
+            'cfg = {"device": "cuda:0", "lr": 0.1}\n',
+            lines=[1],
+            fixed='cfg = {"device": "tpu", "lr": 0.1}\n',
+        ),
+        Invalid(
+            'class Trainer:\n    def __init__(self):\n        self.device = "cuda"\n',
+            lines=[3],
+            fixed='class Trainer:\n    def __init__(self):\n        self.device = "tpu"\n',
+        ),
         Invalid(
             'import torch\nrank = 1\na = torch.device("cuda:" + str(rank))\nb = "cuda:%d" % rank\n'
             'c = torch.device("cuda:{}".format(rank))\nt = torch.ones(1).to(b)\n',
             lines=[3, 4, 5],
+            fixed='import torch\nrank = 1\na = torch.device("tpu")\nb = "tpu"\n'
+            'c = torch.device("tpu")\nt = torch.ones(1).to(b)\n',
         ),
-        Invalid('import torch\ntorch.set_default_device("cuda")\nwith torch.device("cuda"):\n    pass\n', lines=[2, 3]),
-        Invalid('import torch\nx = torch.ones(2).to(device=args.device or "cuda", non_blocking=True)\n', lines=[2]),
+        Invalid(
+            'import torch\nrank = 1\na = torch.device("cuda:" + str(rank))\nb = "cuda:%d" % rank\n'
+            'c = torch.device("cuda:{}".format(rank))\nt = torch.ones(1).to(b)\n',
+            lines=[3, 4, 5],
+            device="xpu",
+            fixed='import torch\nrank = 1\na = torch.device("xpu:" + str(rank))\nb = "xpu:%d" % rank\n'
+            'c = torch.device("xpu:{}".format(rank))\nt = torch.ones(1).to(b)\n',
+        ),
+        Invalid(
+            'import torch\ntorch.set_default_device("cuda")\nwith torch.device("cuda"):\n    pass\n',
+            lines=[2, 3],
+            fixed='import torch\ntorch.set_default_device("tpu")\nwith torch.device("tpu"):\n    pass\n',
+        ),
+        Invalid(
+            'import torch\nx = torch.ones(2).to(device=args.device or "cuda", non_blocking=True)\n',
+            lines=[2],
+            fixed='import torch\nx = torch.ones(2).to(device=args.device or "tpu", non_blocking=True)\n',
+        ),
     ]
 
     def names_setting(self, name: str) -> bool:
@@ -106,7 +182,12 @@ class CudaDeviceString(SettingValueRule):
         return None
 
     def report_literal(self, literal: cst.CSTNode) -> None:
-        self.report(literal, literal=describe(literal), advice=device_advice(self.ctx.targets))
+        replacement = edits.device_literal(literal, self.ctx.fix_target)  # type: ignore[arg-type]
+        edit = None
+        if replacement is not None:
+            title = f"{describe(literal)} -> {self.ctx.fix_target.device_type!r}"
+            edit = edits.Edit(literal, replacement, FixSafety.SAFE, title)
+        self.report(literal, edit=edit, literal=describe(literal), advice=device_advice(self.ctx.targets))
 
 
 def describe(literal: cst.CSTNode) -> str:

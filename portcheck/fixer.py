@@ -1,0 +1,150 @@
+"""Applies the rules' edits to one file: safety tiers, overlaps, imports, and a re-scan loop.
+
+Each round scans the current source for the fix target, applies every allowed edit that does
+not overlap another, adds the imports the edits need, checks that the result still parses,
+and scans again until nothing changes (bounded). Any failure leaves the source as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from portcheck.config import Config
+from portcheck.edits import Edit
+from portcheck.engine import UNKNOWN_PROJECT, examine
+from portcheck.findings import Finding, FixSafety
+from portcheck.patterns import dotted
+from portcheck.positions import positions
+from portcheck.project import ModulePath, Project
+from portcheck.targets import Target
+
+MAX_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    """What fixing one file did."""
+
+    path: str
+    source: bytes  # the fixed source (the original when nothing was applied or on error)
+    applied: tuple[tuple[str, str], ...] = ()  # (rule code, what the edit did)
+    skipped: tuple[tuple[str, str], ...] = ()  # (rule code, why it was not applied)
+    remaining: tuple[Finding, ...] = ()  # findings still there afterwards, for the target
+    error: str = ""  # why the file was left unchanged, when it was
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied) and not self.error
+
+
+def fix_source(
+    data: bytes,
+    path: str,
+    config: Config,
+    target: Target,
+    unsafe: bool = False,
+    project: Project = UNKNOWN_PROJECT,
+    module: ModulePath | None = None,
+) -> FixOutcome:
+    """Fix one file's contents for `target` (config.targets should be just that target)."""
+    source = data
+    applied: list[tuple[str, str]] = []
+    for _ in range(MAX_ROUNDS):
+        examination = examine(source, path, config, project=project, module=module, fix_target=target)
+        if examination.result.internal_error:
+            return FixOutcome(path, data, error=f"internal error: {examination.result.internal_error}")
+        chosen = [
+            (finding, edit) for finding, edit in examination.fixes() if unsafe or edit.safety is not FixSafety.UNSAFE
+        ]
+        if not chosen or examination.tree is None:
+            break
+        fixed, done = _apply(examination.tree, chosen)
+        try:
+            cst.parse_module(fixed)
+        except (cst.ParserSyntaxError, SyntaxError) as error:
+            return FixOutcome(
+                path, data, error=f"a fix produced code that does not parse ({error}); file left unchanged"
+            )
+        if fixed == source:
+            break
+        applied += done
+        source = fixed
+    else:
+        return FixOutcome(path, data, error=f"fixes did not settle after {MAX_ROUNDS} rounds; file left unchanged")
+    final = examine(source, path, config, project=project, module=module, fix_target=target)
+    skipped = tuple(
+        (finding.code, "unsafe: needs --unsafe-fixes")
+        for finding, edit in final.fixes()
+        if edit.safety is FixSafety.UNSAFE and not unsafe
+    )
+    return FixOutcome(path, source, tuple(applied), skipped, final.result.findings)
+
+
+def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[bytes, list[tuple[str, str]]]:
+    """Replace the edits' nodes by identity, outermost first, skipping any that lies inside an
+    edit already taken (the next round sees it again), then add the imports they need."""
+    spans = positions(tree, [edit.original for _, edit in chosen])
+    order = sorted(chosen, key=lambda pair: _extent(spans[id(pair[1].original)]))
+    taken: list[tuple[int, int, int, int]] = []
+    replacements: dict[int, cst.CSTNode] = {}
+    applied: list[tuple[str, str]] = []
+    imports: list[str] = []
+    for finding, edit in order:
+        span = spans[id(edit.original)]
+        if any(_overlaps(span, other) for other in taken) or id(edit.original) in replacements:
+            continue  # inside another fix: the next round sees it again
+        taken.append(span)
+        replacements[id(edit.original)] = edit.replacement
+        applied.append((finding.code, edit.title))
+        imports.extend(module for module in edit.imports if module not in imports)
+    fixed = tree.visit(_Replace(replacements))
+    for module in imports:
+        fixed = add_import(fixed, module)
+    return fixed.bytes, applied
+
+
+def _extent(span: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """Sort key that puts outer (earlier-starting, later-ending) spans first."""
+    return (span[0], span[1], -span[2], -span[3])
+
+
+def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    return (a[0], a[1]) < (b[2], b[3]) and (b[0], b[1]) < (a[2], a[3])
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, replacements: dict[int, cst.CSTNode]) -> None:
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self.replacements.get(id(original_node), updated_node)
+
+
+def add_import(tree: cst.Module, module: str) -> cst.Module:
+    """`import <module>` after the file's last top-level import (or after its docstring and
+    `__future__` imports), unless the file already has exactly that import."""
+    body = list(tree.body)
+    position = 0
+    for index, statement in enumerate(body):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            break
+        first = statement.body[0]
+        if isinstance(first, cst.Import) and any(
+            dotted(alias.name) == module and alias.asname is None for alias in first.names
+        ):
+            return tree
+        if isinstance(first, (cst.Import, cst.ImportFrom)) or (index == 0 and _is_docstring(first)):
+            position = index + 1
+        else:
+            break
+    statement = cst.parse_statement(f"import {module}{tree.default_newline}", config=tree.config_for_parsing)
+    body.insert(position, statement)
+    return tree.with_changes(body=body)
+
+
+def _is_docstring(statement: cst.BaseSmallStatement) -> bool:
+    return isinstance(statement, cst.Expr) and isinstance(statement.value, (cst.SimpleString, cst.ConcatenatedString))

@@ -1,0 +1,181 @@
+"""`portcheck fix`: what it writes, what it leaves alone, and how it fails without losing data.
+
+Per-rule rewrites are checked by the rules' own examples (tests/test_rule_examples.py); these
+tests cover the guarantees every fix shares: bytes outside fixed spans, encodings, line endings,
+suppressions, idempotence, atomic writes, files changed on disk, and the command's exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from typer.testing import CliRunner
+
+from portcheck import api
+from portcheck import targets as target_data
+from portcheck.config import Config
+from portcheck.fixer import add_import, fix_source
+
+SOURCE = """\
+import torch  # the model runs on one accelerator
+
+# keep this comment
+x = torch.zeros(3, device="cuda")   # odd spacing stays
+y = torch.ones(2,
+               device='cuda:1')
+"""
+
+FIXED_FOR_TPU = """\
+import torch  # the model runs on one accelerator
+
+# keep this comment
+x = torch.zeros(3, device="tpu")   # odd spacing stays
+y = torch.ones(2,
+               device='tpu')
+"""
+
+
+def fix(data: bytes, device: str = "tpu", **kwargs: object) -> bytes:
+    outcome = fix_source(data, "example.py", Config(targets=(device,)), target_data.get(device), **kwargs)
+    assert not outcome.error, outcome.error
+    return outcome.source
+
+
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str):
+    monkeypatch.chdir(tmp_path)
+    from portcheck.cli import app
+
+    return CliRunner().invoke(app, ["fix", *args])
+
+
+def test_only_the_fixed_spans_change_and_comments_and_spacing_stay() -> None:
+    assert fix(SOURCE.encode()).decode() == FIXED_FOR_TPU
+
+
+def test_a_second_run_changes_nothing() -> None:
+    once = fix(SOURCE.encode())
+    assert fix(once) == once
+
+
+def test_crlf_line_endings_are_kept() -> None:
+    fixed = fix(SOURCE.replace("\n", "\r\n").encode())
+    assert fixed == FIXED_FOR_TPU.replace("\n", "\r\n").encode()
+
+
+def test_utf8_bom_is_kept() -> None:
+    fixed = fix(b"\xef\xbb\xbf" + SOURCE.encode())
+    assert fixed == b"\xef\xbb\xbf" + FIXED_FOR_TPU.encode()
+
+
+def test_declared_encoding_is_kept() -> None:
+    source = "# -*- coding: latin-1 -*-\nimport torch\nname = 'café'\nx = torch.zeros(1, device='cuda')\n"
+    fixed = fix(source.encode("latin-1"))
+    assert fixed == source.replace("'cuda'", "'tpu'").encode("latin-1")
+
+
+def test_suppressed_lines_are_not_touched() -> None:
+    source = b'import torch\nx = torch.zeros(1, device="cuda")  # portcheck: ignore[PC101]\ny = torch.zeros(1, device="cuda")\n'
+    assert fix(source) == source.replace(b'y = torch.zeros(1, device="cuda")', b'y = torch.zeros(1, device="tpu")')
+
+
+def test_files_that_do_not_parse_or_decode_are_left_as_they_are() -> None:
+    for source in (b"import torch\nx = torch.zeros(1, device='cuda'\n", b"x = 'caf\xe9'\ny = 'cuda'\n"):
+        outcome = fix_source(source, "example.py", Config(targets=("tpu",)), target_data.get("tpu"))
+        assert outcome.source == source
+        assert not outcome.changed
+
+
+def test_rocm_keeps_the_cuda_spellings() -> None:
+    assert fix(SOURCE.encode(), device="rocm") == SOURCE.encode()
+
+
+def test_add_import_goes_after_the_docstring_and_existing_imports() -> None:
+    tree = cst.parse_module('"""Doc."""\nfrom __future__ import annotations\nimport os\n\nx = 1\n')
+    assert (
+        add_import(tree, "torch").code
+        == '"""Doc."""\nfrom __future__ import annotations\nimport os\nimport torch\n\nx = 1\n'
+    )
+    assert add_import(cst.parse_module("import torch\n"), "torch").code == "import torch\n"
+
+
+def test_fix_writes_the_file_and_keeps_its_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+    script.chmod(0o755)
+    result = run(tmp_path, monkeypatch, ".", "--device", "tpu")
+    assert result.exit_code == 0, result.output
+    assert script.read_text() == FIXED_FOR_TPU
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert "Fixed 2 findings in 1 file for tpu (PC101 x2)" in result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"], "no temporary file is left behind"
+
+
+def test_diff_prints_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+    result = run(tmp_path, monkeypatch, "--device", "neuron", "--diff")
+    assert script.read_text() == SOURCE
+    assert "--- a/train.py" in result.stdout and '+x = torch.zeros(3, device="neuron")' in result.stdout
+    assert "Would fix 2 findings" in result.output
+
+
+def test_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "train.py").write_text(SOURCE)
+    assert run(tmp_path, monkeypatch, "--device", "tpu", "--diff", "--exit-non-zero-on-fix").exit_code == 1
+    assert run(tmp_path, monkeypatch, "--device", "tpu", "--exit-non-zero-on-fix").exit_code == 1
+    assert run(tmp_path, monkeypatch, "--device", "tpu", "--exit-non-zero-on-fix").exit_code == 0, "nothing left"
+    (tmp_path / "loop.py").write_text("import torch\nfor b in data:\n    torch.cuda.synchronize()\n")
+    left = run(tmp_path, monkeypatch, "--device", "tpu", "--select", "PC102")
+    assert left.exit_code == 0
+    assert run(tmp_path, monkeypatch).exit_code == 2, "a target is required"
+    assert run(tmp_path, monkeypatch, "--device", "gpu").exit_code == 2
+
+
+def test_what_is_left_is_listed_with_its_guidance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "check.py").write_text("import torch\nmajor, _ = torch.cuda.get_device_capability()\n")
+    result = run(tmp_path, monkeypatch, "--device", "tpu")
+    assert result.exit_code == 1
+    assert "left for a person" in result.output and "check.py:2:" in result.output and "help:" in result.output
+
+
+def test_a_file_changed_on_disk_is_not_overwritten(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("edited meanwhile\n")
+    assert "changed on disk" in api.write_atomically(script, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    assert script.read_text() == "edited meanwhile\n"
+
+
+def test_an_interrupted_write_leaves_the_original_intact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+
+    def crash(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", crash)
+    problem = api.write_atomically(script, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    assert "No space left on device" in problem
+    assert script.read_text() == SOURCE
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"]
+
+
+def test_a_file_that_cannot_be_written_is_reported_and_the_run_goes_on(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "a.py").write_text(SOURCE)
+    (tmp_path / "b.py").write_text(SOURCE)
+    locked.chmod(0o555)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        report = api.fix_paths([tmp_path], Config(root=tmp_path), "tpu")
+    finally:
+        locked.chmod(0o755)
+    errors = {outcome.path: outcome.error for outcome in report.outcomes}
+    assert "cannot write" in errors["locked/a.py"]
+    assert (tmp_path / "b.py").read_text() == FIXED_FOR_TPU
+    assert (locked / "a.py").read_text() == SOURCE
