@@ -129,8 +129,8 @@ def fix_paths(
     paths: Sequence[Path], config: Config, device: str, *, unsafe: bool = False, write: bool = True
 ) -> FixReport:
     """Fix every file under `paths` for one target; write the changed ones atomically."""
-    target = target_data.get(device)
-    config = replace(config, targets=(target.name,))
+    target = target_data.fix_target(device)
+    config = replace(config, targets=(target_data.judged_as(device),))
     found = discover(paths, config)
     layout = Project(local_packages=frozenset(local_packages(found.files)))
     outcomes, originals, errors = [], {}, list(found.errors)

@@ -153,7 +153,12 @@ def fix(
     paths: Paths = None,
     device: Annotated[
         str,
-        typer.Option("--device", "-d", help="The target to rewrite for: tpu, neuron, xla, mps, xpu, npu, hpu or cpu."),
+        typer.Option(
+            "--device",
+            "-d",
+            help="The target to rewrite for: tpu, neuron, xla, mps, xpu, npu, hpu, cpu, or auto "
+            "(device-agnostic code that runs on whatever accelerator is present, else the CPU).",
+        ),
     ] = "",
     diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff and write nothing.")] = False,
     unsafe_fixes: Annotated[bool, typer.Option(help="Also apply fixes that may change behaviour.")] = False,
@@ -168,7 +173,7 @@ def fix(
     """Rewrite what can be rewritten safely for one target; report the rest with guidance."""
     paths = paths or [Path(".")]
     if not device:
-        raise _fail("choose the target with --device (tpu, neuron, xla, mps, xpu, npu, hpu, cpu)")
+        raise _fail("choose the target with --device (tpu, neuron, xla, mps, xpu, npu, hpu, cpu, auto)")
     config = _config(
         paths,
         config_file,

@@ -44,14 +44,22 @@ class Context:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_value(node)
 
-    def binding(self, module: str) -> tuple[str, tuple[str, ...]] | None:
+    def binding(self, module: str, at_module_level: bool = False) -> tuple[str, tuple[str, ...]] | None:
         assert self.resolver is not None, "only Python rules resolve names"
-        name = self.resolver.bound_name(module)
+        name = self.resolver.bound_name(module, at_module_level)
         if name is not None:
             return name, ()
         if self.resolver.is_free(module.split(".", 1)[0]):
             return module, (module,)
         return None
+
+    def is_free(self, name: str) -> bool:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.is_free(name)
+
+    def module_assignments(self) -> list[tuple[str, cst.BaseExpression]]:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.module_assignments()
 
     @property
     def parent(self) -> cst.CSTNode | None:

@@ -8,11 +8,15 @@ replacement needs. The fixer applies the edits; rules never change the tree them
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from portcheck import patterns
 from portcheck.findings import FixSafety
-from portcheck.targets import Target
+
+if TYPE_CHECKING:
+    from portcheck.rule import FileContext
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,20 @@ class Edit:
     safety: FixSafety
     title: str  # what the fix does, for summaries and --diff output
     imports: tuple[str, ...] = ()  # modules the replacement needs bound (`import torch`)
+    prelude: tuple[str, ...] = ()  # module-level statements it needs, added after the imports
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """An expression a fix writes, with what it needs bound at module level."""
+
+    node: cst.BaseExpression
+    imports: tuple[str, ...] = ()
+    prelude: tuple[str, ...] = ()
+    original: cst.CSTNode | None = None  # the node to replace, when not the one the rule saw
+
+    def edit(self, original: cst.CSTNode, safety: FixSafety, title: str) -> Edit:
+        return Edit(self.original or original, self.node, safety, title, self.imports, self.prelude)
 
 
 def string_like(original: cst.CSTNode, value: str) -> cst.BaseExpression:
@@ -52,26 +70,154 @@ def with_parentheses_of(original: cst.BaseExpression, replacement: cst.BaseExpre
     return replacement
 
 
-def device_literal(original: cst.BaseExpression, target: Target) -> cst.BaseExpression | None:
+def torch_name(ctx: FileContext, module: str = "torch", *, at_module_level: bool = False) -> Spelling | None:
+    """How to write `module` here: the user's own binding (`T` after `import torch as T`), or the
+    plain name with an import to add; None when that name is taken by something else."""
+    bound = ctx.binding(module, at_module_level=at_module_level)
+    if bound is None:
+        return None
+    name, imports = bound
+    return Spelling(dotted(name), imports)
+
+
+def device_type(ctx: FileContext, original: cst.BaseExpression) -> Spelling | None:
     """The target's spelling of a CUDA device expression (`"cuda"`, `"cuda:1"`, `f"cuda:{i}"`,
-    `"cuda:" + str(i)`...). Where a process owns one device (TPU, XLA, CPU) the index goes;
-    elsewhere it is kept. None where the target keeps the CUDA spelling (ROCm)."""
+    `"cuda:" + str(i)`...). Where a process owns one device (TPU, XLA, CPU) the index goes,
+    since the only device it can use is its own; elsewhere it is kept. For `auto` it is the
+    device type of the module's device binding. None where no safe spelling exists."""
+    target = ctx.fix_target
     if target.keeps_cuda_api:
         return None
+    if not target.device_type:
+        return _auto_device_type(ctx, original)
     device = target.device_type
     value = original.evaluated_value if isinstance(original, (cst.SimpleString, cst.ConcatenatedString)) else None
     if target.one_device_per_process or value == "cuda":
-        return with_parentheses_of(original, string_like(original, device))
+        return Spelling(with_parentheses_of(original, string_like(original, device)))
     if isinstance(value, str):  # "cuda:N"
-        return string_like(original, device + value[len("cuda") :])
+        return Spelling(string_like(original, device + value[len("cuda") :]))
     if isinstance(original, cst.FormattedString):
         head = original.parts[0]
         assert isinstance(head, cst.FormattedStringText)
-        return original.with_changes(parts=[head.with_changes(value=f"{device}:"), *original.parts[1:]])
+        parts = [head.with_changes(value=f"{device}:"), *original.parts[1:]]
+        return Spelling(original.with_changes(parts=parts))
     if isinstance(original, cst.BinaryOperation) and isinstance(original.left, cst.SimpleString):
         prefix = str(original.left.evaluated_value)  # "cuda:" + i, "cuda:%d" % i
-        return original.with_changes(left=string_like(original.left, device + prefix[len("cuda") :]))
+        return Spelling(original.with_changes(left=string_like(original.left, device + prefix[len("cuda") :])))
     if isinstance(original, cst.Call) and isinstance(original.func, cst.Attribute):  # "cuda:{}".format(i)
         template = original.func.value
-        return original.with_changes(func=original.func.with_changes(value=string_like(template, f"{device}:{{}}")))
+        return Spelling(
+            original.with_changes(func=original.func.with_changes(value=string_like(template, f"{device}:{{}}")))
+        )
     return None
+
+
+AUTO_DEVICE = "DEVICE"
+
+
+def auto_device_expression(torch: str) -> str:
+    """The one device-agnostic choice: the accelerator present at run time, else the CPU."""
+    return f'{torch}.accelerator.current_accelerator(check_available=True) or {torch}.device("cpu")'
+
+
+def _auto_device_type(ctx: FileContext, original: cst.BaseExpression) -> Spelling | None:
+    """For `auto`: `<binding>.type` in place of the literal, reusing the module's own device
+    variable where it has one (rewriting its value when the literal is part of it), else a
+    `DEVICE = ...` binding added after the imports."""
+    torch = torch_name(ctx, at_module_level=True)
+    if torch is None:
+        return None
+    torch_code = cst.Module([]).code_for_node(torch.node)
+    reusable = _module_device_variable(ctx)
+    if reusable is not None:
+        name, value, is_string = reusable
+        if _contains(value, original):
+            expression = auto_device_expression(torch_code)
+            rewritten = cst.parse_expression(f"({expression}).type" if is_string else expression)
+            return Spelling(with_parentheses_of(value, rewritten), torch.imports, original=value)
+        if _inside_function(ctx) or _bound_before_this_statement(ctx, value):
+            return Spelling(_indexed(original, name if is_string else f"{name}.type"), torch.imports)
+    if not ctx.is_free(AUTO_DEVICE):
+        return None  # `DEVICE` means something else in this file
+    prelude = (f"{AUTO_DEVICE} = {auto_device_expression(torch_code)}",)
+    return Spelling(_indexed(original, f"{AUTO_DEVICE}.type"), torch.imports, prelude)
+
+
+def _module_device_variable(ctx: FileContext) -> tuple[str, cst.BaseExpression, bool] | None:
+    """A module-level variable named like a device, bound once, to a CUDA device or to the
+    device-agnostic choice: (its name, its value, whether the value is a string)."""
+    for name, value in ctx.module_assignments():
+        if not patterns.is_device_name(name):
+            continue
+        is_string = _is_string_valued(value)
+        if _is_auto_expression(value, is_string) or _mentions_cuda_device(value):
+            return name, value, is_string
+    return None
+
+
+def _is_string_valued(value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if isinstance(value, cst.IfExp):
+        return _is_string_valued(value.body) and _is_string_valued(value.orelse)
+    if isinstance(value, cst.Attribute):  # (... or torch.device("cpu")).type
+        return value.attr.value == "type"
+    return False
+
+
+def _is_auto_expression(value: cst.BaseExpression, is_string: bool) -> bool:
+    code = cst.Module([]).code_for_node(value)
+    return "accelerator.current_accelerator(check_available=True) or " in code and code.endswith(
+        ".type" if is_string else '.device("cpu")'
+    )
+
+
+def _contains(node: cst.CSTNode, part: cst.CSTNode) -> bool:
+    return node is part or any(_contains(child, part) for child in node.children)
+
+
+def _mentions_cuda_device(node: cst.CSTNode) -> bool:
+    return patterns.is_cuda_device_literal(node) or any(_mentions_cuda_device(child) for child in node.children)
+
+
+def _bound_before_this_statement(ctx: FileContext, value: cst.CSTNode) -> bool:
+    """Whether module-level code here runs after the variable whose value is `value` is bound."""
+    if len(ctx.ancestors) < 2 or not isinstance(ctx.ancestors[0], cst.Module):
+        return False
+    body = list(ctx.ancestors[0].body)
+    here = next((index for index, statement in enumerate(body) if statement is ctx.ancestors[1]), 0)
+    return any(_contains(statement, value) for statement in body[:here])
+
+
+def _inside_function(ctx: FileContext) -> bool:
+    return any(isinstance(node, (cst.FunctionDef, cst.Lambda)) for node in ctx.ancestors)
+
+
+def _indexed(original: cst.BaseExpression, device_type_code: str) -> cst.BaseExpression:
+    """`<device type>` for `"cuda"`; an f-string keeping the index for `"cuda:1"`, `f"cuda:{i}"`,
+    `"cuda:%d" % i`, `"cuda:{}".format(i)` and `"cuda:" + str(i)`."""
+    value = patterns.string_value(original)
+    if value == "cuda":
+        return with_parentheses_of(original, cst.parse_expression(device_type_code))
+    quote = '"' if "'" in device_type_code or not isinstance(original, cst.SimpleString) else original.quote
+    quote = quote if quote in ("'", '"') else '"'
+    if value is not None:
+        return cst.parse_expression(f"f{quote}{{{device_type_code}}}{_braces(value[len('cuda') :])}{quote}")
+    if isinstance(original, cst.FormattedString):
+        head = original.parts[0]
+        assert isinstance(head, cst.FormattedStringText)
+        typed = cst.parse_expression(f"f{quote}{{{device_type_code}}}:{quote}")
+        assert isinstance(typed, cst.FormattedString)
+        return original.with_changes(parts=[*typed.parts, *original.parts[1:]])
+    if isinstance(original, cst.BinaryOperation) and isinstance(original.left, cst.SimpleString):
+        template = str(original.left.evaluated_value)[len("cuda") :]
+        left = cst.parse_expression(f"f{quote}{{{device_type_code}}}{_braces(template)}{quote}")
+        return original.with_changes(left=left)
+    if isinstance(original, cst.Call) and isinstance(original.func, cst.Attribute):
+        template = cst.parse_expression(f"f{quote}{{{device_type_code}}}:{{{{}}}}{quote}")
+        return original.with_changes(func=original.func.with_changes(value=template))
+    return with_parentheses_of(original, cst.parse_expression(device_type_code))
+
+
+def _braces(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")

@@ -92,6 +92,7 @@ def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[by
     replacements: dict[int, cst.CSTNode] = {}
     applied: list[tuple[str, str]] = []
     imports: list[str] = []
+    prelude: list[str] = []
     for finding, edit in order:
         span = spans[id(edit.original)]
         if any(_overlaps(span, other) for other in taken) or id(edit.original) in replacements:
@@ -100,9 +101,12 @@ def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[by
         replacements[id(edit.original)] = edit.replacement
         applied.append((finding.code, edit.title))
         imports.extend(module for module in edit.imports if module not in imports)
+        prelude.extend(statement for statement in edit.prelude if statement not in prelude)
     fixed = tree.visit(_Replace(replacements))
     for module in imports:
         fixed = add_import(fixed, module)
+    for statement in reversed(prelude):
+        fixed = add_statement(fixed, statement)
     return fixed.bytes, applied
 
 
@@ -125,23 +129,50 @@ class _Replace(cst.CSTTransformer):
 
 
 def add_import(tree: cst.Module, module: str) -> cst.Module:
-    """`import <module>` after the file's last top-level import (or after its docstring and
+    """`import <module>` after the file's leading imports (or after its docstring and
     `__future__` imports), unless the file already has exactly that import."""
-    body = list(tree.body)
-    position = 0
-    for index, statement in enumerate(body):
+    for statement in _leading_imports(tree):
+        if isinstance(statement, cst.Import) and any(
+            dotted(alias.name) == module and alias.asname is None for alias in statement.names
+        ):
+            return tree
+    return _insert_after_imports(tree, f"import {module}")
+
+
+def add_statement(tree: cst.Module, code: str) -> cst.Module:
+    """A module-level statement (a device binding) after the leading imports, unless the
+    module already has it."""
+    if any(tree.code_for_node(statement).strip() == code for statement in tree.body):
+        return tree
+    return _insert_after_imports(tree, code, spaced=True)
+
+
+def _leading_imports(tree: cst.Module) -> list[cst.BaseSmallStatement]:
+    """The docstring and import statements the module starts with."""
+    found = []
+    for index, statement in enumerate(tree.body):
         if not isinstance(statement, cst.SimpleStatementLine):
             break
         first = statement.body[0]
-        if isinstance(first, cst.Import) and any(
-            dotted(alias.name) == module and alias.asname is None for alias in first.names
-        ):
-            return tree
-        if isinstance(first, (cst.Import, cst.ImportFrom)) or (index == 0 and _is_docstring(first)):
-            position = index + 1
-        else:
+        if not (isinstance(first, (cst.Import, cst.ImportFrom)) or (index == 0 and _is_docstring(first))):
             break
-    statement = cst.parse_statement(f"import {module}{tree.default_newline}", config=tree.config_for_parsing)
+        found.append(first)
+    return found
+
+
+def _insert_after_imports(tree: cst.Module, code: str, spaced: bool = False) -> cst.Module:
+    """Insert a statement after the leading imports; `spaced` gives it the blank lines that
+    separate the imports from the code that follows, as a formatter would."""
+    statement = cst.parse_statement(f"{code}{tree.default_newline}", config=tree.config_for_parsing)
+    body = list(tree.body)
+    position = len(_leading_imports(tree))
+    if (
+        spaced
+        and position < len(body)
+        and isinstance(body[position], cst.SimpleStatementLine | cst.BaseCompoundStatement)
+    ):
+        blank = [line for line in body[position].leading_lines if line.comment is None]  # type: ignore[union-attr]
+        statement = statement.with_changes(leading_lines=blank)
     body.insert(position, statement)
     return tree.with_changes(body=body)
 

@@ -215,10 +215,10 @@ class Resolver:
             self._cache[key] = cached
         return cached
 
-    def bound_name(self, module: str) -> str | None:
-        """A name visible here that an import binds to `module` (`T` after `import torch as T`),
-        preferring the module scope's; None when there is none."""
-        scope: Scope | None = self.scope
+    def bound_name(self, module: str, at_module_level: bool = False) -> str | None:
+        """A name visible here (or at module level) that an import binds to `module` (`T` after
+        `import torch as T`), preferring the module scope's; None when there is none."""
+        scope: Scope | None = self.module if at_module_level else self.scope
         chain = []
         while scope is not None:
             chain.append(scope)
@@ -232,6 +232,15 @@ class Resolver:
     def is_free(self, name: str) -> bool:
         """Whether `name` is bound nowhere visible from here (so an import may bind it)."""
         return self._owner(name) is None and name not in self.module.bound
+
+    def module_assignments(self) -> list[tuple[str, cst.BaseExpression]]:
+        """The module's names bound exactly once, by `=`, with their values."""
+        scope = self.module
+        return [
+            (name, values[0])
+            for name, values in sorted(scope.values.items())
+            if len(values) == 1 and values[0] is not None and name not in scope.imports
+        ]
 
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
         """The expression a name is bound to, when its scope binds it exactly once by `=`."""

@@ -17,10 +17,10 @@ import libcst as cst
 
 from portcheck import filekinds
 from portcheck import targets as target_data
-from portcheck.edits import Edit
 from portcheck.findings import FixSafety, Severity
 
 if TYPE_CHECKING:
+    from portcheck.edits import Edit
     from portcheck.project import ModulePath, Project
     from portcheck.targets import Target
 
@@ -109,10 +109,18 @@ class FileContext(Protocol):
 
     fix_target: Target  # the target fixes are written for (in a scan: the first selected one)
 
-    def binding(self, module: str) -> tuple[str, tuple[str, ...]] | None:
-        """The name to write for `module` at the node being visited, reusing the user's import
-        (`T` after `import torch as T`), and the imports a fix must add for it; None when the
-        name is taken by something else."""
+    def binding(self, module: str, at_module_level: bool = False) -> tuple[str, tuple[str, ...]] | None:
+        """The name to write for `module` at the node being visited (or at module level),
+        reusing the user's import (`T` after `import torch as T`), and the imports a fix must
+        add for it; None when the name is taken by something else."""
+        ...
+
+    def is_free(self, name: str) -> bool:
+        """Whether `name` is bound nowhere visible from the node being visited."""
+        ...
+
+    def module_assignments(self) -> list[tuple[str, cst.BaseExpression]]:
+        """The module's names bound exactly once by `=`, with their values."""
         ...
 
     @property

@@ -34,8 +34,9 @@ def findings_for(rule: type[Rule], example: Valid | Invalid):
 
 def fixed_by(rule: type[Rule], example: Invalid, source: bytes) -> bytes:
     """What fixing `source` for the example's device does with only this rule enabled."""
-    config = replace(Config(targets=(example.device,)).with_overrides(**example.options), rules=(rule.code,))
-    outcome = fix_source(source, example.path, config, target_data.get(example.device), unsafe=example.unsafe)
+    judged = (target_data.judged_as(example.device),)
+    config = replace(Config(targets=judged).with_overrides(**example.options), rules=(rule.code,))
+    outcome = fix_source(source, example.path, config, target_data.fix_target(example.device), unsafe=example.unsafe)
     assert not outcome.error, outcome.error
     return outcome.source
 

@@ -36,6 +36,7 @@ class Target:
     one_device_per_process: bool
     keeps_cuda_api: bool  # ROCm: torch.cuda and "cuda" are the right spellings
     accelerator_api: bool  # torch.accelerator.* works (raises on a host with none)
+    runs_without_accelerator: bool  # fixed code must also run on a host with no accelerator
     rejects_legacy_device_api: bool  # TorchTPU raises on torch.<dev>.synchronize() & co.
     distributed_backend: str
     distributed_init_method: str
@@ -88,6 +89,24 @@ def get(name: str) -> Target:
         return all_targets()[name]
     except KeyError:
         raise ValueError(f"unknown target {name!r} (expected one of: {', '.join(TARGET_ORDER)})") from None
+
+
+AUTO = "auto"
+FIX_TARGETS = (*(t for t in TARGET_ORDER if t != "rocm"), AUTO)
+
+
+@cache
+def fix_target(name: str) -> Target:
+    """A target `fix` writes for: any scan target but rocm, or `auto` (device-agnostic code)."""
+    if name not in FIX_TARGETS:
+        raise ValueError(f"unknown fix target {name!r} (expected one of: {', '.join(FIX_TARGETS)})")
+    return _load(AUTO) if name == AUTO else get(name)
+
+
+def judged_as(name: str) -> str:
+    """The scan target whose findings a fix for `name` must clear: itself, or for `auto` the
+    CPU, the one host every device-agnostic program must also run on."""
+    return "cpu" if name == AUTO else get(name).name
 
 
 @cache

@@ -115,6 +115,21 @@ class CudaDeviceString(SettingValueRule):
             fixed='import torch\ntarget = "cpu"\nmodel = torch.nn.Linear(2, 2).to(target)\n',
         ),
         Invalid(
+            'import torch as T\n\ndevice = T.device("cuda" if T.cuda.is_available() else "cpu")\n'
+            'x = T.zeros(2, device="cuda:1")\n\ndef f(rank):\n    return T.ones(1).to(f"cuda:{rank}")\n',
+            lines=[3, 4, 7],
+            device="auto",
+            fixed='import torch as T\n\ndevice = T.accelerator.current_accelerator(check_available=True) or T.device("cpu")\n'
+            'x = T.zeros(2, device=f"{device.type}:1")\n\ndef f(rank):\n    return T.ones(1).to(f"{device.type}:{rank}")\n',
+        ),
+        Invalid(
+            '"""Doc."""\nimport torch\n\nx = torch.zeros(2, device="cuda")\ny = torch.ones(2).to("cuda:%d" % 0)\n',
+            lines=[4, 5],
+            device="auto",
+            fixed='"""Doc."""\nimport torch\n\nDEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            'x = torch.zeros(2, device=DEVICE.type)\ny = torch.ones(2).to(f"{DEVICE.type}:%d" % 0)\n',
+        ),
+        Invalid(
             'import torch\nGPU = "cuda"\n\ndef run(m):\n    return m.to(GPU)\n',
             lines=[2],
             fixed='import torch\nGPU = "tpu"\n\ndef run(m):\n    return m.to(GPU)\n',
@@ -182,11 +197,11 @@ class CudaDeviceString(SettingValueRule):
         return None
 
     def report_literal(self, literal: cst.CSTNode) -> None:
-        replacement = edits.device_literal(literal, self.ctx.fix_target)  # type: ignore[arg-type]
+        spelling = edits.device_type(self.ctx, literal)  # type: ignore[arg-type]
         edit = None
-        if replacement is not None:
-            title = f"{describe(literal)} -> {self.ctx.fix_target.device_type!r}"
-            edit = edits.Edit(literal, replacement, FixSafety.SAFE, title)
+        if spelling is not None:
+            title = f"{describe(literal)} -> {self.ctx.fix_target.device_type or 'the device present'}"
+            edit = spelling.edit(literal, FixSafety.SAFE, title)
         self.report(literal, edit=edit, literal=describe(literal), advice=device_advice(self.ctx.targets))
 
 
