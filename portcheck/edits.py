@@ -112,6 +112,12 @@ def device_type(ctx: FileContext, original: cst.BaseExpression) -> Spelling | No
     return None
 
 
+def target_device_type(ctx: FileContext) -> Spelling | None:
+    """The fix target's device type as an expression to write anywhere a device type string
+    goes (`"tpu"`; for `auto`, `DEVICE.type`)."""
+    return device_type(ctx, cst.SimpleString('"cuda"'))
+
+
 AUTO_DEVICE = "DEVICE"
 
 
