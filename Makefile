@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # pull a multi-GB CUDA build). Installed first so the project's extras do not replace it.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test clean
+.PHONY: setup demo smoke-demo test clean
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,9 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(BIN)/portcheck scan examples/cuda_app --target tpu,neuron --exit-zero
+
+smoke-demo: setup
+	$(BIN)/portcheck smoke examples/smoke/models.py:classifier --device tpu --emulate --train --steps 3
 
 test: setup
 	$(BIN)/python -m pytest

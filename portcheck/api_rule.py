@@ -1,7 +1,9 @@
 """Rules driven by the CUDA API table: each reports the names cuda_api.toml assigns to its code.
 
 The table holds the facts (what the call does without CUDA, what replaces it, since which
-torch, per-target caveats); a rule class only adds its code, name and documentation.
+torch, per-target caveats); a rule class only adds its code, name and documentation. A rule
+that sets `table_fixes` also attaches the fixes the table allows (portcheck.api_fixes) and may
+refine them by overriding `fix`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import libcst as cst
 
 from portcheck import targets as target_data
 from portcheck.findings import Severity
+from portcheck.rewrites import cuda_api
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import FileContext, Rule, SeverityMap
 from portcheck.targets import api
 
@@ -22,6 +26,9 @@ class CudaApiRule(Rule):
 
     message = "`{name}` is CUDA-only: without CUDA it {effect}"
     triggers: ClassVar[tuple[bytes, ...]] = (b"cuda", b"cudnn")
+    # Whether uses of the rule's names get the fixes the table allows; rules opt in, together
+    # with their `fix_safety`, their docstring's "Fix safety" and `fixed=` examples.
+    table_fixes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -40,13 +47,20 @@ class CudaApiRule(Rule):
             return
         name, entry = match
         self._reported.add(id(node))
+        exact = name == qualified_name  # not `torch.cuda.synchronize.__name__`
         self.report(
             node,
+            edit=self.fix(node, entry) if self.table_fixes and exact else None,
             severity=entry.severities(),
             hint=hint(entry, self.ctx.targets, self.ctx.torch_version),
             name=name,
             effect=entry.off_cuda,
         )
+
+    def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
+        """The edit for one use of a listed name, or None; rules override this to add what the
+        table cannot say."""
+        return cuda_api.table_edit(self.ctx, node, entry)
 
 
 def replacement_for(entry: api.ApiEntry, target: str) -> str:

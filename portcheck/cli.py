@@ -15,7 +15,7 @@ from typing import Annotated, TextIO
 import typer
 
 from portcheck import __version__, api, baseline, explain, inventory, readiness
-from portcheck.config import Config, ConfigError, load
+from portcheck.config import Config, ConfigError, load, smoke_settings
 from portcheck.report import FORMAT_NAMES, fix_view, formats, inventory_view, readiness_view, statistics
 
 app = typer.Typer(
@@ -287,6 +287,71 @@ def readiness_report(
     else:
         readiness_view.render_text(rows, found, sys.stdout, sys.stdout.isatty())
     raise typer.Exit(2 if report.errors or report.internal_errors else 0)
+
+
+@app.command()
+def smoke(
+    specs: Annotated[
+        list[str] | None,
+        typer.Argument(help="FILE.py:FACTORY or MODULE:FACTORY (default: cases in [tool.portcheck.smoke])."),
+    ] = None,
+    device: Annotated[str, typer.Option("--device", "-d", help="The device to test: tpu, neuron, cuda, mps...")] = "",
+    reference: Annotated[str, typer.Option(help="The device the results are compared with.")] = "",
+    train: Annotated[bool | None, typer.Option("--train/--forward", help="Also run training steps.")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="Training steps with --train.")] = None,
+    rtol: Annotated[float | None, typer.Option(help="Relative tolerance (default: per dtype).")] = None,
+    atol: Annotated[float | None, typer.Option(help="Absolute tolerance (default: per dtype).")] = None,
+    emulate: Annotated[
+        bool | None, typer.Option(help="Run on a CPU stand-in that enforces the target's constraints.")
+    ] = None,
+    matmul_precision: Annotated[
+        str,
+        typer.Option(
+            help="highest: float32 matmuls at full precision on both sides; default: the target's own (TPU: "
+            "bfloat16), compared with bf16 tolerances."
+        ),
+    ] = "highest",
+    timeout: Annotated[float | None, typer.Option(help="Seconds each device may take.")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    config_file: ConfigFile = None,
+) -> None:
+    """Run a model on a device and on a CPU reference; compare outputs, gradients and weights; trace it."""
+    from portcheck.report import smoke_view
+    from portcheck.smoke.runner import run_smoke
+
+    if output_format not in ("text", "json"):
+        raise _fail(f"unknown format {output_format!r}; choose text or json")
+    if matmul_precision not in ("highest", "high", "medium", "default"):
+        raise _fail("--matmul-precision must be highest, high, medium or default")
+    try:
+        root, settings = smoke_settings(Path.cwd(), config_file)
+    except ConfigError as error:
+        raise _fail(str(error)) from None
+    cases = specs or settings.get("cases", [])
+    device = device or settings.get("device", "")
+    if not cases or not device:
+        raise _fail("name the case (FILE.py:FACTORY) and --device, or set them in [tool.portcheck.smoke]")
+    results = [
+        run_smoke(
+            spec,
+            device,
+            reference=reference or settings.get("reference", "cpu"),
+            train=settings.get("train", False) if train is None else train,
+            steps=steps or settings.get("steps", 1),
+            rtol=settings.get("rtol") if rtol is None else rtol,
+            atol=settings.get("atol") if atol is None else atol,
+            emulate=settings.get("emulate", False) if emulate is None else emulate,
+            matmul_precision=matmul_precision,
+            timeout=timeout or settings.get("timeout", 300.0),
+            root=Path.cwd() if specs else root,
+        )
+        for spec in cases
+    ]
+    if output_format == "json":
+        smoke_view.render_json(results, sys.stdout)
+    else:
+        smoke_view.render_text(results, sys.stdout, sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    raise typer.Exit(max(result.exit_code for result in results))
 
 
 @app.command()

@@ -80,6 +80,26 @@ def load(start: Path, explicit: Path | None = None) -> Config:
         raise ConfigError(f"{path}: {error}") from None
 
 
+SMOKE_KEYS = {"cases", "device", "reference", "train", "steps", "rtol", "atol", "timeout", "emulate"}
+
+
+def smoke_settings(start: Path, explicit: Path | None = None) -> tuple[Path, dict]:
+    """`[tool.portcheck.smoke]` and the folder its case specs are relative to (the
+    pyproject's); empty when there is none."""
+    path = explicit or find_pyproject(start)
+    if path is None:
+        return Path.cwd(), {}
+    table = _read_toml(path).get("tool", {}).get("portcheck", {}).get("smoke", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.portcheck.smoke] must be a table")
+    unknown = set(table) - SMOKE_KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown smoke setting(s) {', '.join(sorted(unknown))}")
+    if "cases" in table:
+        table["cases"] = list(_strings("cases", table["cases"]))
+    return path.parent.resolve(), table
+
+
 def _read_toml(path: Path) -> dict:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

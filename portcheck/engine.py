@@ -21,11 +21,11 @@ from portcheck import targets as target_data
 from portcheck.config import Config
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
-from portcheck.edits import Edit
 from portcheck.findings import Fact, Finding, Severity
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import Rule, SeverityMap
 from portcheck.sources import decode_python, decode_text, display_path, module_path
 from portcheck.targets import Target

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from portcheck.config import Config
-from portcheck.edits import Edit
 from portcheck.engine import UNKNOWN_PROJECT, examine
 from portcheck.findings import Finding, FixSafety
 from portcheck.patterns import dotted
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
+from portcheck.rewrites.edits import Edit
 from portcheck.targets import Target
 
 MAX_ROUNDS = 10

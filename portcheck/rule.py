@@ -20,8 +20,8 @@ from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 
 if TYPE_CHECKING:
-    from portcheck.edits import Edit
     from portcheck.project import ModulePath, Project
+    from portcheck.rewrites.edits import Edit
     from portcheck.targets import Target
 
 ERROR, WARNING, INFO, OFF = Severity.ERROR, Severity.WARNING, Severity.INFO, Severity.OFF

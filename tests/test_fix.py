@@ -179,3 +179,22 @@ def test_a_file_that_cannot_be_written_is_reported_and_the_run_goes_on(tmp_path:
     assert "cannot write" in errors["locked/a.py"]
     assert (tmp_path / "b.py").read_text() == FIXED_FOR_TPU
     assert (locked / "a.py").read_text() == SOURCE
+
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_PROGRAMS = sorted(
+    [*ROOT.glob("examples/**/*.py"), *ROOT.glob("tests/fixtures/e2e/*.py")], key=lambda path: str(path)
+)
+
+
+@pytest.mark.parametrize("device", target_data.FIX_TARGETS)
+@pytest.mark.parametrize("path", SHIPPED_PROGRAMS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_shipped_program_fixes_to_code_that_parses_and_stays_fixed(path: Path, device: str) -> None:
+    config = Config(targets=(target_data.judged_as(device),))
+    target = target_data.fix_target(device)
+    for unsafe in (False, True):
+        outcome = fix_source(path.read_bytes(), path.name, config, target, unsafe=unsafe)
+        assert not outcome.error, outcome.error
+        cst.parse_module(outcome.source)
+        again = fix_source(outcome.source, path.name, config, target, unsafe=unsafe)
+        assert again.source == outcome.source and not again.applied

@@ -4,7 +4,10 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.findings import Severity
+from portcheck.findings import FixSafety, Severity
+from portcheck.rewrites import edits
+from portcheck.rewrites.calls import with_keyword, without_arguments
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.compile.compile_cuda_graph_mode import COMPILE, compiles, string_literals
 
@@ -59,7 +62,17 @@ class CompileBackendForTarget(Rule):
     mps, xpu, npu, cpu and rocm, where inductor is the backend.
 
     ## Fix safety
-    No automatic fix yet.
+    `backend="inductor"` where the target has its own backend: `backend=` goes where
+    `torch.compile` picks the target's backend by itself (tpu, neuron), else the string
+    becomes the target's backend (`"openxla"`, `"hpu_backend"`; inside a name or a conditional
+    it is always replaced). A missing backend on xla and hpu gets `backend="<target's>"`.
+    Safe where the target data says inductor is rejected there (tpu, hpu): the original fails,
+    so nothing that worked changes. Unsafe elsewhere (neuron, xla): inductor may still compile
+    what runs on the CPU there, and another compiler can change speed and results within
+    floating-point tolerance.
+
+    `backend="cudagraphs"` is not fixed: it records CUDA graphs without compiling, and no
+    other backend does just that.
     """
 
     code = "PC802"
@@ -70,6 +83,7 @@ class CompileBackendForTarget(Rule):
         name: max(_DEFAULT_SEVERITY[name], *(table[name] for table in _SEVERITY.values()))
         for name in target_data.TARGET_ORDER
     }
+    fix_safety = FixSafety.SAFE
     triggers = (b"compile",)
 
     VALID = [
@@ -85,20 +99,67 @@ class CompileBackendForTarget(Rule):
     ]
     INVALID = [
         Invalid(
-            'import torch\nmodel = torch.compile(model, backend="inductor")\n', lines=[2], message='backend="inductor"'
+            'import torch\nmodel = torch.compile(model, backend="inductor")\n',
+            lines=[2],
+            message='backend="inductor"',
+            fixed="import torch\nmodel = torch.compile(model)\n",
+        ),
+        Invalid(
+            'import torch\nmodel = torch.compile(model, backend="inductor")\n',
+            lines=[2],
+            device="hpu",
+            fixed='import torch\nmodel = torch.compile(model, backend="hpu_backend")\n',
+        ),
+        Invalid(
+            'import torch\nmodel = torch.compile(model, backend="inductor")\n',
+            lines=[2],
+            device="xla",
+            unsafe=True,
+            fixed='import torch\nmodel = torch.compile(model, backend="openxla")\n',
+        ),
+        Invalid(  # neuron may still run inductor for CPU code: only with --unsafe-fixes
+            'import torch\nmodel = torch.compile(model, backend="inductor")\n', lines=[2], device="neuron"
+        ),
+        Invalid(  # inductor is the CPU's (and so auto's) compiler: nothing to fix
+            'import torch\nmodel = torch.compile(model, backend="inductor")\n', lines=[2], device="auto"
         ),
         Invalid('import torch as T\nmodel = T.compile(model, backend="cudagraphs")\n', lines=[2]),
-        Invalid("from torch import compile\n@compile\ndef step(x):\n    return x\n", lines=[2]),
-        Invalid("import torch\nmodel = torch.compile(model)\n", lines=[2], message="without backend="),
+        Invalid('import torch as T\nmodel = T.compile(model, backend="cudagraphs")\n', lines=[2], device="cpu"),
+        Invalid(
+            "from torch import compile\n@compile\ndef step(x):\n    return x\n",
+            lines=[2],
+            device="hpu",
+            fixed='from torch import compile\n@compile(backend="hpu_backend")\ndef step(x):\n    return x\n',
+        ),
+        Invalid(
+            "import torch\nmodel = torch.compile(model)\n",
+            lines=[2],
+            message="without backend=",
+            device="xla",
+            unsafe=True,
+            fixed='import torch\nmodel = torch.compile(model, backend="openxla")\n',
+        ),
+        Invalid(
+            "import torch\n\nmodel = torch.compile(\n    model,\n    fullgraph=True,\n)\n",
+            lines=[3],
+            device="hpu",
+            fixed="import torch\n\nmodel = torch.compile(\n    model,\n    fullgraph=True,\n"
+            '    backend="hpu_backend",\n)\n',
+        ),
         Invalid(
             "from torch.cuda import is_available as has_cuda\nimport torch.nn\n"
             'BACKEND = "inductor" if has_cuda() else "openxla"\n'
             "net = torch.nn.Linear(2, 2)\nnet.compile(backend=BACKEND)\n",
             lines=[3],
             options={"targets": ["tpu"]},
+            fixed="from torch.cuda import is_available as has_cuda\nimport torch.nn\n"
+            'BACKEND = "tpu" if has_cuda() else "openxla"\n'
+            "net = torch.nn.Linear(2, 2)\nnet.compile(backend=BACKEND)\n",
         ),
         Invalid(
-            'import torch\n@torch.compile(backend="inductor", fullgraph=True)\ndef f(x):\n    return x\n', lines=[2]
+            'import torch\n@torch.compile(backend="inductor", fullgraph=True)\ndef f(x):\n    return x\n',
+            lines=[2],
+            fixed="import torch\n@torch.compile(fullgraph=True)\ndef f(x):\n    return x\n",
         ),
     ]
 
@@ -110,7 +171,7 @@ class CompileBackendForTarget(Rule):
         backend = patterns.keyword(node, "backend")
         if backend is not None:
             if compiles(node, self.ctx):
-                self._check_backend(backend.value)
+                self._check_backend(node, backend)
         elif self.ctx.qualified_names(node.func) & COMPILE and not any(arg.star == "**" for arg in node.args):
             self._report_default(node)
 
@@ -118,8 +179,8 @@ class CompileBackendForTarget(Rule):
         if not isinstance(node.decorator, cst.Call) and self.ctx.qualified_names(node.decorator) & COMPILE:
             self._report_default(node.decorator)
 
-    def _check_backend(self, expression: cst.BaseExpression) -> None:
-        for literal, value in string_literals(expression, self.ctx):
+    def _check_backend(self, call: cst.Call, backend: cst.Arg) -> None:
+        for literal, value in string_literals(backend.value, self.ctx):
             if value in _SEVERITY and id(literal) not in self._reported:
                 self._reported.add(id(literal))
                 severity = _SEVERITY[value]
@@ -133,12 +194,41 @@ class CompileBackendForTarget(Rule):
                     parts += [f"bypasses the {'/'.join(bypassed)} backend"] if bypassed else []
                     effect = " and ".join(parts)
                 what = f'with backend="{value}" {effect}'
-                self.report(literal, severity=severity, what=what, advice=_advice(affected))
+                edit = self._inductor_edit(call, backend, literal) if value == "inductor" else None
+                self.report(literal, severity=severity, what=what, advice=_advice(affected), edit=edit)
 
     def _report_default(self, node: cst.CSTNode) -> None:
         affected = self._affected(_DEFAULT_SEVERITY)
         what = f"without backend= compiles with inductor, not the {'/'.join(affected)} backend"
-        self.report(node, severity=_DEFAULT_SEVERITY, what=what, advice=_advice(affected))
+        self.report(
+            node, severity=_DEFAULT_SEVERITY, what=what, advice=_advice(affected), edit=self._default_edit(node)
+        )
+
+    def _inductor_edit(self, call: cst.Call, backend: cst.Arg, literal: cst.CSTNode) -> Edit | None:
+        """No backend= where the target picks its own, else the target's backend."""
+        target = self.ctx.fix_target
+        if not target.compile_backend or target.keeps_cuda_api:
+            return None
+        safety = FixSafety.SAFE if target.compile_rejects_inductor else FixSafety.UNSAFE
+        if target.compile_picks_backend and backend.value is literal:
+            return Edit(call, without_arguments(call, [backend]), safety, 'backend="inductor" dropped')
+        replacement = edits.string_like(literal, target.compile_backend)
+        return Edit(literal, replacement, safety, f'backend "inductor" -> "{target.compile_backend}"')
+
+    def _default_edit(self, node: cst.CSTNode) -> Edit | None:
+        """`backend="<target's>"` where torch.compile would not pick it by itself."""
+        target = self.ctx.fix_target
+        if not target.compile_backend or target.compile_picks_backend or target.keeps_cuda_api:
+            return None
+        value = cst.SimpleString(f'"{target.compile_backend}"')
+        if isinstance(node, cst.Call):
+            replacement: cst.Call = with_keyword(node, "backend", value)
+        elif isinstance(node, (cst.Name, cst.Attribute)):  # a bare decorator
+            replacement = with_keyword(cst.Call(func=node), "backend", value)
+        else:
+            return None
+        safety = FixSafety.SAFE if target.compile_rejects_inductor else FixSafety.UNSAFE
+        return Edit(node, replacement, safety, f'backend="{target.compile_backend}" added')
 
     def _affected(self, severity: dict[str, Severity]) -> list[str]:
         return [t for t in self.ctx.targets if severity[t] > OFF] or list(self.ctx.targets)

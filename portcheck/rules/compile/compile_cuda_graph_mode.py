@@ -4,13 +4,17 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.findings import Severity
+from portcheck.findings import FixSafety, Severity
+from portcheck.rewrites import edits
+from portcheck.rewrites.calls import without_arguments
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 
 COMPILE = frozenset({"torch.compile"})
 _PARTIAL = frozenset({"functools.partial"})
 _CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 _COMPILE_METHODS = frozenset({"compile", "compile_repeated_blocks"})
+_DEFAULT_MODE = "default"  # what torch.compile runs without mode=
 
 
 def compiles(call: cst.Call, ctx: FileContext) -> bool:
@@ -72,7 +76,14 @@ class CompileCudaGraphMode(Rule):
     for "reduce-overhead" except ROCm and XPU; "max-autotune" is also fine on the CPU.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: where the target data's `compile-modes` lacks the mode, `mode=` goes (the default
+    mode), or, where the mode string reaches the call through a name or a conditional, that
+    string becomes `"default"`. The mode only changes how compiled code is scheduled (CUDA
+    graphs, autotuning), not what it computes: where it is reported the target has no CUDA
+    graphs (TorchNeuron falls back to the default mode with a warning; on the CPU
+    reduce-overhead runs the default code). With `--device auto` a CUDA host then runs
+    without CUDA graphs: slower launches, the same results, and no outputs overwritten by the
+    next replay.
     """
 
     code = "PC801"
@@ -82,6 +93,7 @@ class CompileCudaGraphMode(Rule):
     severity = {
         name: max(_mode_severity(mode)[name] for mode in _CUDA_GRAPH_MODES) for name in target_data.TARGET_ORDER
     }
+    fix_safety = FixSafety.SAFE
     triggers = (b"reduce-overhead", b"max-autotune")
 
     VALID = [
@@ -97,21 +109,71 @@ class CompileCudaGraphMode(Rule):
     ]
     INVALID = [
         Invalid(
-            'import torch\nmodel = torch.compile(model, mode="reduce-overhead")\n', lines=[2], message="reduce-overhead"
+            'import torch\nmodel = torch.compile(model, mode="reduce-overhead")\n',
+            lines=[2],
+            message="reduce-overhead",
+            fixed="import torch\nmodel = torch.compile(model)\n",
         ),
-        Invalid('import torch as T\nmodel = T.compile(model, fullgraph=True, mode="max-autotune")\n', lines=[2]),
-        Invalid('from torch import compile\n@compile(mode="reduce-overhead")\ndef step(x):\n    return x\n', lines=[2]),
+        Invalid(
+            'import torch\nmodel = torch.compile(model, mode="reduce-overhead")\n',
+            lines=[2],
+            device="auto",
+            fixed="import torch\nmodel = torch.compile(model)\n",
+        ),
+        Invalid(
+            'import torch as T\nmodel = T.compile(model, fullgraph=True, mode="max-autotune")\n',
+            lines=[2],
+            device="neuron",
+            fixed="import torch as T\nmodel = T.compile(model, fullgraph=True)\n",
+        ),
+        Invalid(
+            'import torch as T\nmodel = T.compile(model, mode="max-autotune", fullgraph=True)\n',
+            lines=[2],
+            device="xla",
+            fixed="import torch as T\nmodel = T.compile(model, fullgraph=True)\n",
+        ),
+        Invalid(  # max-autotune is a CPU mode too, and auto is judged on the CPU: kept
+            'import torch as T\nmodel = T.compile(model, mode="max-autotune", fullgraph=True)\n',
+            lines=[2],
+            device="auto",
+        ),
+        Invalid(
+            'from torch import compile\n@compile(mode="reduce-overhead")\ndef step(x):\n    return x\n',
+            lines=[2],
+            device="cpu",
+            fixed="from torch import compile\n@compile()\ndef step(x):\n    return x\n",
+        ),
         Invalid(
             "from torch.cuda import is_available as has_cuda\nimport torch.nn\n"
             'MODE = "max-autotune" if has_cuda() else "default"\nnet = torch.nn.Linear(2, 2)\nnet.compile(mode=MODE)\n',
             lines=[3],
+            fixed="from torch.cuda import is_available as has_cuda\nimport torch.nn\n"
+            'MODE = "default" if has_cuda() else "default"\nnet = torch.nn.Linear(2, 2)\nnet.compile(mode=MODE)\n',
         ),
         Invalid(
             'import functools\nimport torch\ncompile_fn = functools.partial(torch.compile, mode="reduce-overhead")\n',
             lines=[3],
+            device="hpu",
+            fixed="import functools\nimport torch\ncompile_fn = functools.partial(torch.compile)\n",
         ),
-        Invalid('import torch\nmodel = torch.compile(model, mode="reduce-overhead")\n', options={"targets": ["cpu"]}),
-        Invalid('pipe.transformer.compile_repeated_blocks(mode="max-autotune", fullgraph=True)\n', lines=[1]),
+        Invalid(
+            'import torch\nmodel = torch.compile(model, mode="reduce-overhead")\n',
+            options={"targets": ["cpu"]},
+            device="cpu",
+            fixed="import torch\nmodel = torch.compile(model)\n",
+        ),
+        Invalid(
+            'pipe.transformer.compile_repeated_blocks(mode="max-autotune", fullgraph=True)\n',
+            lines=[1],
+            device="mps",
+            fixed="pipe.transformer.compile_repeated_blocks(fullgraph=True)\n",
+        ),
+        Invalid(
+            "import torch\n\nmodel = torch.compile(\n    model,\n    mode='reduce-overhead',\n)\n",
+            lines=[5],
+            device="npu",
+            fixed="import torch\n\nmodel = torch.compile(\n    model,\n)\n",
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -127,4 +189,16 @@ class CompileCudaGraphMode(Rule):
                 self._reported.add(id(literal))
                 severity = _mode_severity(value)
                 where = "/".join(t for t in self.ctx.targets if severity[t] > OFF) or "the selected targets"
-                self.report(literal, severity=severity, mode=value, targets=where)
+                edit = self._edit(node, mode, literal, value)
+                self.report(literal, severity=severity, mode=value, targets=where, edit=edit)
+
+    def _edit(self, call: cst.Call, mode: cst.Arg, literal: cst.CSTNode, value: str) -> Edit | None:
+        """The default mode where the target lacks this one: no mode= at all when the literal
+        is the argument itself, else the literal spelled "default"."""
+        target = self.ctx.fix_target
+        if target.keeps_cuda_api or value in target.compile_modes or _DEFAULT_MODE not in target.compile_modes:
+            return None
+        if mode.value is literal:
+            return Edit(call, without_arguments(call, [mode]), FixSafety.SAFE, f'mode="{value}" dropped')
+        replacement = edits.string_like(literal, _DEFAULT_MODE)
+        return Edit(literal, replacement, FixSafety.SAFE, f'mode "{value}" -> "{_DEFAULT_MODE}"')

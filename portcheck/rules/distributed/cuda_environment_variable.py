@@ -40,7 +40,11 @@ class CudaEnvironmentVariable(Rule):
     switches that just stop having an effect; off on ROCm, which honours them.
 
     ## Fix safety
-    No automatic fix: this usually lives in launch scripts.
+    No automatic fix. An environment variable is process state that any library, launcher or
+    child process may read, so removing a line that sets or reads it cannot be shown to change
+    nothing; and the targets' own controls (NeuronCore ranges, TorchTPU's launch helper, XLA's
+    chip bounds) do not map one to one onto a list of CUDA device indices. Such settings
+    usually live in launch scripts too.
     """
 
     code = "PC404"

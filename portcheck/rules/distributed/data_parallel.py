@@ -33,7 +33,10 @@ class DataParallel(Rule):
     A warning on every target but ROCm.
 
     ## Fix safety
-    No automatic fix: this changes how the program is launched.
+    No automatic fix. Where DataParallel finds no CUDA GPU it just calls the module, but
+    unwrapping still changes the program: code reaches the model through `model.module`, and
+    checkpoints hold `module.`-prefixed state_dict keys. DistributedDataParallel, the real
+    replacement, changes how the program is launched (one process per device).
     """
 
     code = "PC406"

@@ -4,9 +4,14 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
+from portcheck.findings import FixSafety
+from portcheck.rewrites import edits
+from portcheck.rewrites.calls import is_none, without_arguments
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid
 
 _DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
+_HOST = "cpu"  # the device type of a module DDP takes no device_ids for
 
 
 def _severity() -> dict:
@@ -16,7 +21,7 @@ def _severity() -> dict:
     for name, target in target_data.all_targets().items():
         if target.keeps_cuda_api:
             result[name] = OFF
-        elif target.device_type == "cpu":
+        elif target.device_type == _HOST:
             result[name] = ERROR
         else:
             result[name] = WARNING if target.one_device_per_process else INFO
@@ -43,13 +48,23 @@ class DdpDeviceIds(Rule):
     ```python
     model = DDP(model.to(device))
     ```
+    or, where the same code must also run on the CPU, give them only on an accelerator:
+    `device_ids=[local_rank] if device.type != "cpu" else None`.
 
     ## Targets
     An error on cpu (raises); a warning on one-device-per-process targets (tpu, xla, mps); info
     elsewhere; off on ROCm.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe on cpu: `device_ids` and `output_device` go (a positional one that later positional
+    arguments need becomes `None`); the original raises for a CPU module, and DDP uses the
+    module's device without them. Safe with `--device auto`: each becomes
+    `<value> if DEVICE.type != "cpu" else None`, the same arguments on an accelerator and none
+    on a host without one.
+
+    Unsafe on targets with one device per process (tpu, xla, mps): they go too, so DDP uses
+    the module's device, but DDP no longer moves forward inputs to `device_ids[0]`; move them
+    yourself. No fix where the arguments work (neuron, xpu, npu, hpu).
     """
 
     code = "PC403"
@@ -57,23 +72,98 @@ class DdpDeviceIds(Rule):
     message = "DistributedDataParallel is given {what}, which name CUDA devices of the process"
     hint = "move the model to the process's device and drop device_ids/output_device"
     severity = _severity()
+    fix_safety = FixSafety.SAFE
     triggers = (b"DistributedDataParallel",)
 
     VALID = [
         Valid("import torch\nmodel = torch.nn.parallel.DistributedDataParallel(model.to(device))\n"),
         Valid("def wrap(torch, m):\n    return torch.nn.parallel.DistributedDataParallel(m, device_ids=[0])\n"),
         Valid("import torch\nmodel = torch.nn.parallel.DistributedDataParallel(m, device_ids=None)\n"),
+        Valid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            'm = DDP(m, device_ids=[rank] if device.type != "cpu" else None)\n'
+        ),
     ]
     INVALID = [
-        Invalid("import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n", lines=[2]),
-        Invalid("import torch as T\nm = T.nn.parallel.DistributedDataParallel(m, [rank], rank)\n", lines=[2]),
         Invalid(
-            "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, output_device=0)\n", lines=[2]
+            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n",
+            lines=[2],
+            device="cpu",
+            fixed="import torch\nm = torch.nn.parallel.DistributedDataParallel(m)\n",
         ),
-        Invalid("from torch import nn\nm = nn.parallel.DistributedDataParallel(m, device_ids=[args.gpu])\n", lines=[2]),
+        Invalid(
+            "import torch\n\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            'm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank] if DEVICE.type != "cpu" else None)\n',
+        ),
+        Invalid(  # tpu: DDP stops moving inputs to the device
+            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch\nm = torch.nn.parallel.DistributedDataParallel(m)\n",
+        ),
+        Invalid(  # without --unsafe-fixes nothing changes on tpu
+            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n", lines=[2]
+        ),
+        Invalid(
+            "import torch as T\nm = T.nn.parallel.DistributedDataParallel(m, [rank], rank)\n",
+            lines=[2],
+            device="cpu",
+            fixed="import torch as T\nm = T.nn.parallel.DistributedDataParallel(m)\n",
+        ),
+        Invalid(
+            "import torch as T\nm = T.nn.parallel.DistributedDataParallel(m, [rank], rank, 0)\n",
+            lines=[2],
+            device="cpu",
+            fixed="import torch as T\nm = T.nn.parallel.DistributedDataParallel(m, None, None, 0)\n",
+        ),
+        Invalid(
+            "import torch as T\n\nm = T.nn.parallel.DistributedDataParallel(m, [rank], rank)\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch as T\n\n"
+            'DEVICE = T.accelerator.current_accelerator(check_available=True) or T.device("cpu")\n\n'
+            "m = T.nn.parallel.DistributedDataParallel("
+            'm, [rank] if DEVICE.type != "cpu" else None, rank if DEVICE.type != "cpu" else None)\n',
+        ),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, output_device=0)\n",
+            lines=[2],
+            device="xla",
+            unsafe=True,
+            fixed="from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m)\n",
+        ),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
+            "model = DDP(\n    model,\n    device_ids=[local_rank],\n    output_device=local_rank,\n)\n",
+            lines=[3],
+            device="cpu",
+            fixed="from torch.nn.parallel import DistributedDataParallel as DDP\n\nmodel = DDP(\n    model,\n)\n",
+        ),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\nimport torch\n"
+            "device = torch.device('cuda')\n\ndef wrap(model, args):\n"
+            "    return DDP(model, device_ids=[args.gpu], find_unused_parameters=True)\n",
+            lines=[6],
+            device="auto",
+            fixed="from torch.nn.parallel import DistributedDataParallel as DDP\nimport torch\n"
+            "device = torch.device('cuda')\n\ndef wrap(model, args):\n"
+            '    return DDP(model, device_ids=[args.gpu] if device.type != "cpu" else None, find_unused_parameters=True)\n',
+        ),
+        Invalid(  # neuron: device_ids work there
+            "from torch import nn\nm = nn.parallel.DistributedDataParallel(m, device_ids=[args.gpu])\n",
+            lines=[2],
+            device="neuron",
+            unsafe=True,
+        ),
         Invalid(
             "import torch.nn.parallel\nimport torch.cuda\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[0])\n",
             lines=[3],
+            device="cpu",
+            fixed="import torch.nn.parallel\nimport torch.cuda\nm = torch.nn.parallel.DistributedDataParallel(m)\n",
         ),
     ]
 
@@ -81,13 +171,53 @@ class DdpDeviceIds(Rule):
         if not self.ctx.qualified_names(node.func) & _DDP:
             return
         given = [
-            name
+            (name, arg)
             for index, name in ((1, "device_ids"), (2, "output_device"))
-            if (arg := patterns.argument(node, index, name)) is not None and not _is_none(arg.value)
+            if (arg := patterns.argument(node, index, name)) is not None
+            and not is_none(arg.value)
+            and not _only_on_accelerator(arg.value)
         ]
         if given:
-            self.report(node, what=" and ".join(f"`{name}`" for name in given))
+            edit = self._edit(node, [arg for _, arg in given])
+            self.report(node, edit=edit, what=" and ".join(f"`{name}`" for name, _ in given))
+
+    def _edit(self, call: cst.Call, args: list[cst.Arg]) -> Edit | None:
+        target = self.ctx.fix_target
+        names = "/".join(arg.keyword.value if arg.keyword else "positional device arguments" for arg in args)
+        if target.keeps_cuda_api:
+            return None
+        if target.device_type == _HOST:
+            return Edit(call, without_arguments(call, args), FixSafety.SAFE, f"{names} dropped for a CPU module")
+        if not target.device_type and target.runs_without_accelerator:  # auto
+            device = edits.target_device_type(self.ctx)
+            if device is None:
+                return None
+            guarded = {id(arg): arg.with_changes(value=_guard(arg.value, device.node)) for arg in args}
+            replacement = call.with_changes(args=[guarded.get(id(arg), arg) for arg in call.args])
+            title = f"{names} given only on an accelerator"
+            return Edit(call, replacement, FixSafety.SAFE, title, device.imports, device.prelude)
+        if target.one_device_per_process:
+            title = f"{names} dropped: the process's one device is the module's"
+            return Edit(call, without_arguments(call, args), FixSafety.UNSAFE, title)
+        return None
 
 
-def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+def _guard(value: cst.BaseExpression, device_type: cst.BaseExpression) -> cst.IfExp:
+    """`value if <device type> != "cpu" else None`."""
+    if isinstance(value, (cst.IfExp, cst.Lambda, cst.NamedExpr)) and not value.lpar:
+        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    test = cst.Comparison(
+        left=device_type,
+        comparisons=[cst.ComparisonTarget(operator=cst.NotEqual(), comparator=cst.SimpleString(f'"{_HOST}"'))],
+    )
+    return cst.IfExp(test=test, body=value, orelse=cst.Name("None"))
+
+
+def _only_on_accelerator(node: cst.BaseExpression) -> bool:
+    """`[rank] if device.type != "cpu" else None`: None wherever the device is the CPU."""
+    if not isinstance(node, cst.IfExp) or not (is_none(node.body) or is_none(node.orelse)):
+        return False
+    test = node.test
+    return isinstance(test, cst.Comparison) and any(
+        patterns.string_value(side) == _HOST for side in (test.left, *(link.comparator for link in test.comparisons))
+    )

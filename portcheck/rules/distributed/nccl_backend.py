@@ -6,19 +6,82 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.rule import ERROR, OFF, Invalid, Valid, per_target
+from portcheck.findings import FixSafety
+from portcheck.rewrites import edits
+from portcheck.rewrites.calls import in_current_statement, with_keyword
+from portcheck.rewrites.edits import Edit, Spelling
+from portcheck.rule import ERROR, OFF, FileContext, Invalid, Valid, per_target
 from portcheck.setting_rule import SettingValueRule
+from portcheck.targets import Target
 
 _BACKEND_FIRST = frozenset(
     {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
 )
 _BACKEND_THIRD = frozenset({"torch.distributed.new_group", "torch.distributed.distributed_c10d.new_group"})
+_BACKEND_NCCL = "torch.distributed.Backend.NCCL"
+# gloo, the collective library of the CPU: a target that uses it has no device collectives.
+HOST_BACKEND = "gloo"
 
 
 def is_nccl(node: cst.CSTNode) -> bool:
     """`"nccl"`, or a per-device backend string naming it such as `"cpu:gloo,cuda:nccl"`."""
     value = patterns.string_value(node)
     return value is not None and (value == "nccl" or "nccl" in value.split(",") or ":nccl" in value)
+
+
+def target_backend(target: Target, value: str) -> str | None:
+    """The target's spelling of a backend string naming NCCL: its backend for `"nccl"`; in a
+    per-device string (`"cpu:gloo,cuda:nccl"`) each NCCL entry becomes the target's device and
+    backend unless the string already gives that device one. None for `auto` (no one string
+    fits every host) and for shapes torch does not accept."""
+    backend = target.distributed_backend
+    if not backend or target.keeps_cuda_api:
+        return None
+    if value == "nccl":
+        return backend
+    if ":" not in value:
+        return None
+    pairs: list[tuple[str, str]] = []
+    for entry in value.split(","):
+        device, colon, name = entry.partition(":")
+        if not colon or not device or not name:
+            return None
+        if name == "nccl":
+            device, name = target.device_type, backend
+        if all(device != seen for seen, _ in pairs):
+            pairs.append((device, name))
+    return ",".join(f"{device}:{name}" for device, name in pairs)
+
+
+def distributed_module(ctx: FileContext) -> Spelling | None:
+    """How to write `torch.distributed` here: the user's own binding (`dist` after
+    `import torch.distributed as dist` or `from torch import distributed as dist`), else
+    `torch.distributed` through the file's `torch` (`import torch` loads the package)."""
+    bound = ctx.binding("torch.distributed")
+    if bound is not None and not bound[1]:
+        return Spelling(edits.dotted(bound[0]))
+    torch = edits.torch_name(ctx)
+    if torch is None:
+        return None
+    return Spelling(cst.Attribute(value=torch.node, attr=cst.Name("distributed")), torch.imports)
+
+
+def auto_backend(ctx: FileContext) -> Spelling | None:
+    """For `auto`: `dist.get_default_backend_for_device(DEVICE)`, the collective library torch
+    registers for the device present (gloo on a host without an accelerator)."""
+    module = distributed_module(ctx)
+    device = edits.target_device_type(ctx)
+    if module is None or device is None:
+        return None
+    node = device.node
+    if isinstance(node, cst.Attribute) and node.attr.value == "type" and not node.lpar:
+        node = node.value  # the function takes the device itself
+    call = cst.Call(
+        func=cst.Attribute(value=module.node, attr=cst.Name("get_default_backend_for_device")),
+        args=[cst.Arg(node)],
+    )
+    imports = tuple(dict.fromkeys((*module.imports, *device.imports)))
+    return Spelling(call, imports, device.prelude)
 
 
 def backend_advice(selected: tuple[str, ...]) -> str:
@@ -65,7 +128,18 @@ class NcclBackend(SettingValueRule):
     An error on every target but ROCm, where RCCL answers to `"nccl"`.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: `"nccl"` (or `Backend.NCCL` where it is given as the backend) becomes the target's
+    backend from the target data, and in a per-device string such as `"cpu:gloo,cuda:nccl"`
+    the NCCL entry becomes the target's device and backend. The original raises on every
+    target, so no working behaviour is lost. Where the target's backend needs an init method
+    (xla: `init_method="xla://"`), the fix adds it to the `init_process_group` call that takes
+    the literal, unless the call already chooses one (`init_method=`, `store=`); a literal
+    reaching the call through a variable, an option or `**kwargs` is left to you there, since
+    the init method cannot be added in the same place.
+
+    With `--device auto` the backend becomes
+    `dist.get_default_backend_for_device(DEVICE)`: gloo on a host without an accelerator,
+    NCCL on CUDA, the plugin's own elsewhere. A per-device string is not fixed for auto.
     """
 
     code = "PC401"
@@ -73,8 +147,9 @@ class NcclBackend(SettingValueRule):
     message = '"nccl" is NVIDIA\'s collective library, absent on this target'
     hint = "{advice}"
     severity = per_target(ERROR, rocm=OFF)
+    fix_safety = FixSafety.SAFE
     triggers = (b"nccl", b"NCCL")
-    watched_names = ("torch.distributed.Backend.NCCL",)
+    watched_names = (_BACKEND_NCCL,)
 
     VALID = [
         Valid('import torch.distributed as dist\ndist.init_process_group("gloo")\n'),
@@ -82,35 +157,233 @@ class NcclBackend(SettingValueRule):
         Valid('def setup(torch):\n    torch.distributed.init_process_group("nccl")\n'),
         Valid('import torch\ntorch.distributed.init_process_group("nccl")\n', options={"targets": ["rocm"]}),
         Valid('import torch\nlibrary = "nccl"\nprint(library)\n'),
+        Valid(
+            "import torch.distributed as dist\ndist.init_process_group(dist.get_default_backend_for_device(device))\n"
+        ),
     ]
     INVALID = [
-        Invalid('import torch\ntorch.distributed.init_process_group("nccl")\n', lines=[2]),
         Invalid(
-            'import torch as T\nT.distributed.init_process_group(backend="nccl", init_method="env://")\n', lines=[2]
+            'import torch\ntorch.distributed.init_process_group("nccl")\n',
+            lines=[2],
+            fixed='import torch\ntorch.distributed.init_process_group("tpu")\n',
         ),
-        Invalid('from torch import distributed as dist\ndist.init_process_group("cpu:gloo,cuda:nccl")\n', lines=[2]),
-        Invalid('from torch.distributed import new_group as group\ng = group(ranks, None, "nccl")\n', lines=[2]),
+        Invalid(
+            'import torch as T\nT.distributed.init_process_group(backend="nccl", init_method="env://")\n',
+            lines=[2],
+            device="cpu",
+            fixed='import torch as T\nT.distributed.init_process_group(backend="gloo", init_method="env://")\n',
+        ),
+        Invalid(
+            "import torch.distributed as dist\n\ndist.init_process_group(backend='nccl', rank=0, world_size=1)\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch.distributed as dist\nimport torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "dist.init_process_group(backend=dist.get_default_backend_for_device(DEVICE), rank=0, world_size=1)\n",
+        ),
+        Invalid(
+            'from torch.distributed import init_process_group as ipg\n\nipg("nccl")\n',
+            lines=[3],
+            device="auto",
+            fixed="from torch.distributed import init_process_group as ipg\nimport torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "ipg(torch.distributed.get_default_backend_for_device(DEVICE))\n",
+        ),
+        Invalid(
+            'from torch.distributed import init_process_group as ipg\nipg("nccl")\n',
+            lines=[2],
+            device="npu",
+            fixed='from torch.distributed import init_process_group as ipg\nipg("hccl")\n',
+        ),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\n"
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n\n'
+            'def setup():\n    dist.init_process_group("nccl")\n',
+            lines=[6],
+            device="auto",
+            fixed="import torch\nimport torch.distributed as dist\n"
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n\n'
+            "def setup():\n    dist.init_process_group(dist.get_default_backend_for_device(device))\n",
+        ),
+        Invalid(
+            'from torch import distributed as dist\ndist.init_process_group("nccl", rank=rank, world_size=world)\n',
+            lines=[2],
+            device="xla",
+            fixed="from torch import distributed as dist\n"
+            'dist.init_process_group("xla", rank=rank, world_size=world, init_method="xla://")\n',
+        ),
+        Invalid(
+            'import torch.distributed as dist\n\ndist.init_process_group(\n    backend="nccl",\n    rank=rank,\n)\n',
+            lines=[4],
+            device="xla",
+            fixed="import torch.distributed as dist\n\ndist.init_process_group(\n"
+            '    backend="xla",\n    rank=rank,\n    init_method="xla://",\n)\n',
+        ),
+        Invalid(
+            'import torch.distributed as dist\n\ndist.init_process_group(\n    "nccl",  # NVIDIA\n    rank=rank\n)\n',
+            lines=[4],
+            device="xla",
+            fixed="import torch.distributed as dist\n\ndist.init_process_group(\n"
+            '    "xla",  # NVIDIA\n    rank=rank,\n    init_method="xla://"\n)\n',
+        ),
+        Invalid(
+            'import torch.distributed as dist\ndist.init_process_group("nccl", "env://")\n',
+            lines=[2],
+            device="xla",
+            fixed='import torch.distributed as dist\ndist.init_process_group("xla", "env://")\n',
+        ),
+        Invalid(  # xla: init_method="xla://" cannot be added where the literal is bound
+            'import torch.distributed as dist\nBACKEND = "nccl"\ndist.init_process_group(BACKEND)\n',
+            lines=[2],
+            device="xla",
+        ),
+        Invalid(
+            'import torch.distributed as dist\nBACKEND = "nccl"\ndist.init_process_group(BACKEND)\n',
+            lines=[2],
+            device="neuron",
+            fixed='import torch.distributed as dist\nBACKEND = "neuron"\ndist.init_process_group(BACKEND)\n',
+        ),
+        Invalid(
+            'from torch import distributed as dist\ndist.init_process_group("cpu:gloo,cuda:nccl")\n',
+            lines=[2],
+            fixed='from torch import distributed as dist\ndist.init_process_group("cpu:gloo,tpu:tpu")\n',
+        ),
+        Invalid(
+            'from torch import distributed as dist\ndist.init_process_group("cpu:gloo,cuda:nccl")\n',
+            lines=[2],
+            device="cpu",
+            fixed='from torch import distributed as dist\ndist.init_process_group("cpu:gloo")\n',
+        ),
+        Invalid(  # auto: no one per-device string fits every host
+            'from torch import distributed as dist\ndist.init_process_group("cpu:gloo,cuda:nccl")\n',
+            lines=[2],
+            device="auto",
+        ),
+        Invalid(
+            'from torch.distributed import new_group as group\ng = group(ranks, None, "nccl")\n',
+            lines=[2],
+            device="xpu",
+            fixed='from torch.distributed import new_group as group\ng = group(ranks, None, "xccl")\n',
+        ),
+        Invalid(
+            'from torch.distributed import new_group as group\ng = group(ranks, None, "nccl")\n',
+            lines=[2],
+            device="xla",
+            fixed='from torch.distributed import new_group as group\ng = group(ranks, None, "xla")\n',
+        ),
         Invalid("import torch.distributed\nb = torch.distributed.Backend.NCCL\n", lines=[2]),
-        Invalid('import torch.distributed as dist\nBACKEND = "nccl"\ndist.init_process_group(BACKEND)\n', lines=[2]),
+        Invalid(
+            "import torch.distributed\ntorch.distributed.init_process_group(torch.distributed.Backend.NCCL)\n",
+            lines=[2],
+            device="mps",
+            fixed='import torch.distributed\ntorch.distributed.init_process_group("gloo")\n',
+        ),
+        Invalid(
+            "import torch.distributed\n\ntorch.distributed.init_process_group(torch.distributed.Backend.NCCL)\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch.distributed\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "torch.distributed.init_process_group(torch.distributed.get_default_backend_for_device(DEVICE))\n",
+        ),
         Invalid(
             'import argparse\np = argparse.ArgumentParser()\np.add_argument("--dist-backend", default="nccl")\n',
             lines=[3],
+            device="hpu",
+            fixed='import argparse\np = argparse.ArgumentParser()\np.add_argument("--dist-backend", default="hccl")\n',
         ),
-        Invalid('strategy = DDPStrategy(process_group_backend="nccl")\ncfg = {"backend": "nccl"}\n', lines=[1, 2]),
+        Invalid(
+            'import argparse\n\np = argparse.ArgumentParser()\np.add_argument("--dist-backend", default="nccl")\n',
+            lines=[4],
+            device="auto",
+            fixed="import argparse\nimport torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "p = argparse.ArgumentParser()\n"
+            'p.add_argument("--dist-backend", default=torch.distributed.get_default_backend_for_device(DEVICE))\n',
+        ),
+        Invalid(
+            'strategy = DDPStrategy(process_group_backend="nccl")\ncfg = {"backend": \'nccl\'}\n',
+            lines=[1, 2],
+            fixed='strategy = DDPStrategy(process_group_backend="tpu")\ncfg = {"backend": \'tpu\'}\n',
+        ),
+        Invalid(  # auto: the literal is bound elsewhere than where the call names it
+            'import torch.distributed as dist\nLIBRARY = "nccl"\n\ndef setup():\n    dist.init_process_group(LIBRARY)\n',
+            lines=[2],
+            device="auto",
+        ),
     ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._call: tuple[cst.Call, frozenset[str]] | None = None
 
     def names_setting(self, name: str) -> bool:
         return patterns.is_backend_name(name)
 
     def literals(self, expression: cst.CSTNode) -> Iterable[cst.CSTNode]:
-        return patterns.value_literals(expression, is_nccl)
+        return patterns.value_literals(expression, lambda node: is_nccl(node) or self._is_backend_nccl(node))
 
     def positional_setting(self, call: cst.Call, names: frozenset[str]) -> cst.Arg | None:
         index = 0 if names & _BACKEND_FIRST else 2 if names & _BACKEND_THIRD else None
         return None if index is None else patterns.positional(call, index)
 
+    def visit_Call(self, node: cst.Call) -> None:
+        self._call = (node, self.ctx.qualified_names(node.func))
+        try:
+            super().visit_Call(node)
+        finally:
+            self._call = None
+
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
-        self.report_once(node)
+        if id(node) not in self._reported:  # not given as the backend: nothing to rewrite
+            self._reported.add(id(node))
+            self.report(node, advice=backend_advice(self.ctx.targets))
 
     def report_literal(self, literal: cst.CSTNode) -> None:
-        self.report(literal, advice=backend_advice(self.ctx.targets))
+        self.report(literal, edit=self._edit(literal), advice=backend_advice(self.ctx.targets))
+
+    def _is_backend_nccl(self, node: cst.CSTNode) -> bool:
+        return isinstance(node, (cst.Name, cst.Attribute)) and _BACKEND_NCCL in self.ctx.qualified_names(node)
+
+    def _edit(self, literal: cst.CSTNode) -> Edit | None:
+        target = self.ctx.fix_target
+        if target.keeps_cuda_api:
+            return None
+        value = patterns.string_value(literal) or "nccl"  # Backend.NCCL is the string "nccl"
+        if not target.distributed_backend:
+            spelling = auto_backend(self.ctx) if value == "nccl" and in_current_statement(self.ctx, literal) else None
+            if spelling is None:
+                return None
+            return spelling.edit(literal, FixSafety.SAFE, f"{value!r} -> the default backend of the device present")
+        backend = target_backend(target, value)
+        if backend is None:
+            return None
+        replacement = edits.with_parentheses_of(literal, edits.string_like(literal, backend))  # type: ignore[arg-type]
+        title = f"{value!r} -> {backend!r}"
+        if not target.distributed_init_method:
+            return Edit(literal, replacement, FixSafety.SAFE, title)
+        return self._with_init_method(literal, replacement, title, target.distributed_init_method)
+
+    def _with_init_method(
+        self, literal: cst.CSTNode, replacement: cst.BaseExpression, title: str, init_method: str
+    ) -> Edit | None:
+        """The backend given straight to `init_process_group` also gets the target's init
+        method, unless the call chooses its rendezvous itself; `new_group` takes none."""
+        if self._call is None:
+            return None
+        call, names = self._call
+        arg = self.positional_setting(call, names) or (
+            patterns.keyword(call, "backend") if names & (_BACKEND_FIRST | _BACKEND_THIRD) else None
+        )
+        if arg is None or arg.value is not literal:
+            return None
+        if names & _BACKEND_THIRD:
+            return Edit(literal, replacement, FixSafety.SAFE, title)
+        if any(a.star for a in call.args):
+            return None  # `*args` / `**kwargs` may or may not choose the rendezvous
+        args = [a.with_changes(value=replacement) if a is arg else a for a in call.args]
+        fixed = call.with_changes(args=args)
+        if patterns.argument(call, 1, "init_method") is None and patterns.keyword(call, "store") is None:
+            fixed = with_keyword(fixed, "init_method", cst.SimpleString(f'"{init_method}"'))
+            title += f' with init_method="{init_method}"'
+        return Edit(call, fixed, FixSafety.SAFE, title)

@@ -3,7 +3,12 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns
+from portcheck.findings import FixSafety
+from portcheck.rewrites import edits, placement
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
+
+_EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 
 
 class CudaDeviceComparison(Rule):
@@ -31,7 +36,18 @@ class CudaDeviceComparison(Rule):
     A warning on every target but ROCm: it runs, but may run differently from what was meant.
 
     ## Fix safety
-    No automatic fix yet.
+    Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
+    `"tpu" in str(device)`, `.startswith("tpu")`, `device in ("tpu", "mps")`), and `"cuda:N"`
+    becomes `"xpu:N"` where the target keeps indices. It is unsafe for the reason
+    is-cuda-attribute's fix is: the check now holds on the target, so the code it guards runs
+    there for the first time, and that code is often CUDA-only (a custom kernel, a
+    `cupy` call) with a portable path in the `else`. Read the guarded code first.
+
+    With `--device auto` only `<device> == "cuda"` / `!= "cuda"` is fixed, as
+    `<device> == DEVICE.type != "cpu"` (and its negation): on a host with no accelerator the
+    CUDA check was False, and `DEVICE.type` is `"cpu"` there. Not fixed: `--device cpu`
+    (the check is already False there; `"cpu"` would invert it), `"cuda:N"` where a process
+    owns one device (its device may still carry an index), and under `auto` any other form.
     """
 
     code = "PC105"
@@ -39,6 +55,7 @@ class CudaDeviceComparison(Rule):
     message = 'compares a device with "cuda", which is false on every other device'
     hint = 'ask what the check means: "any accelerator" is `device.type != "cpu"`; a target is `== "<type>"`'
     severity = per_target(WARNING, rocm=OFF)
+    fix_safety = FixSafety.UNSAFE
     triggers = (b"cuda",)
 
     VALID = [
@@ -48,30 +65,163 @@ class CudaDeviceComparison(Rule):
         Valid('def f(torch, device):\n    return device == "mps"\n'),
     ]
     INVALID = [
-        Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2]),
-        Invalid('import torch as T\ndev = T.device("cpu")\nif dev.type != "cuda":\n    pass\n', lines=[3]),
-        Invalid('from torch import cuda\nif "cuda" in str(device) and cuda.is_available():\n    pass\n', lines=[2]),
+        Invalid(
+            'import torch\nuse_amp = x.device.type == "cuda"\n',
+            lines=[2],
+            unsafe=True,
+            fixed='import torch\nuse_amp = x.device.type == "tpu"\n',
+        ),
+        Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2]),  # unsafe: not without opt-in
+        Invalid(
+            'import torch as T\ndev = T.device("cpu")\nif dev.type != "cuda":\n    pass\n',
+            lines=[3],
+            device="auto",
+            unsafe=True,
+            fixed='import torch as T\nDEVICE = T.accelerator.current_accelerator(check_available=True) or T.device("cpu")\n'
+            'dev = T.device("cpu")\nif not (dev.type == DEVICE.type != "cpu"):\n    pass\n',
+        ),
+        Invalid(
+            'import torch\ndef amp(x):\n    return torch.autocast("cpu", enabled=x.device.type == "cuda")\n',
+            lines=[3],
+            device="auto",
+            unsafe=True,
+            fixed="import torch\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
+            'def amp(x):\n    return torch.autocast("cpu", enabled=x.device.type == DEVICE.type != "cpu")\n',
+        ),
+        Invalid(
+            'from torch import cuda\nif "cuda" in str(device) and cuda.is_available():\n    pass\n',
+            lines=[2],
+            device="mps",
+            unsafe=True,
+            fixed='from torch import cuda\nif "mps" in str(device) and cuda.is_available():\n    pass\n',
+        ),
         Invalid(
             'from torch.cuda import synchronize as sync\nif str(args.device).startswith("cuda"):\n    sync()\n',
             lines=[2],
+            unsafe=True,
+            fixed='from torch.cuda import synchronize as sync\nif str(args.device).startswith("tpu"):\n    sync()\n',
         ),
-        Invalid('import torch.cuda\npin = device == "cuda:0"\n', lines=[2]),
         Invalid(
-            'def step(batch, device):\n    if device in ("cuda", "mps"):\n        batch = batch.pin_memory()\n',
+            'import torch.cuda\npin = device == "cuda:0"\n',
             lines=[2],
+            device="xpu",
+            unsafe=True,
+            fixed='import torch.cuda\npin = device == "xpu:0"\n',
         ),
+        # A process owns one TPU, but its device may still carry an index: not fixed.
+        Invalid('import torch.cuda\npin = device == "cuda:0"\n', lines=[2], unsafe=True),
+        Invalid(
+            'def step(batch, device):\n    if device in ("cuda", "mps", \'cuda:1\'):\n        batch = batch.pin_memory()\n',
+            lines=[2],
+            device="npu",
+            unsafe=True,
+            fixed='def step(batch, device):\n    if device in ("npu", "mps", \'npu:1\'):\n        batch = batch.pin_memory()\n',
+        ),
+        Invalid(
+            'import torch\ndevice_type = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type\n'
+            'if device_type == "cuda":\n    pass\n',
+            lines=[3],
+            device="auto",
+            unsafe=True,
+            fixed='import torch\ndevice_type = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type\n'
+            'if device_type != "cpu":\n    pass\n',
+        ),
+        # On the CPU the check is already False; under auto only `==` / `!=` is rewritten.
+        Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
+        Invalid('import torch\nif "cuda" in str(device):\n    pass\n', lines=[2], device="auto", unsafe=True),
     ]
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if patterns.compares_literal_with(node, _is_cuda, _is_device_like):
-            self.report(node)
+            self.report(node, edit=self._comparison_edit(node))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
             prefix = patterns.positional(node, 0)
             if prefix is not None and _is_cuda(prefix.value) and _is_device_like(func.value):
-                self.report(node)
+                self.report(node, edit=self._literal_edit(node, [prefix.value]))
+
+    def _comparison_edit(self, node: cst.Comparison) -> Edit | None:
+        device_type = edits.target_device_type(self.ctx)
+        if device_type is None or placement.inside_fstring(self.ctx.ancestors):
+            return None
+        if patterns.string_value(device_type.node) is not None:
+            return self._literal_edit(node, _compared_literals(node))
+        # The type is known at run time only (auto): `== "cuda"` becomes "on the accelerator".
+        subject, operator = _single_check(node)
+        check = placement.on_device_type(subject, device_type) if subject is not None else None
+        if check is None:
+            return None
+        replacement = check if isinstance(operator, cst.Equal) else placement.negated(check)
+        title = f'== "cuda" -> {cst.Module([]).code_for_node(check)}'
+        fixed = edits.with_parentheses_of(node, replacement)
+        return Edit(node, fixed, FixSafety.UNSAFE, title, device_type.imports, device_type.prelude)
+
+    def _literal_edit(self, node: cst.BaseExpression, literals: list[cst.BaseExpression]) -> Edit | None:
+        """Each CUDA literal of the check becomes the target's device (type)."""
+        target = self.ctx.fix_target
+        device_type = edits.target_device_type(self.ctx)
+        written = patterns.string_value(device_type.node) if device_type is not None else None
+        if not literals or written is None or written == "cpu" or placement.inside_fstring(self.ctx.ancestors):
+            return None
+        replacements: dict[int, cst.BaseExpression] = {}
+        for literal in literals:
+            if patterns.string_value(literal) == "cuda":
+                replacements[id(literal)] = edits.with_parentheses_of(literal, edits.string_like(literal, written))
+                continue
+            spelling = None if target.one_device_per_process else edits.device_type(self.ctx, literal)
+            if spelling is None:
+                return None
+            replacements[id(literal)] = spelling.node
+        title = f'"cuda" -> "{written}" in a device check'
+        if len(literals) == 1:
+            return Edit(literals[0], replacements[id(literals[0])], FixSafety.UNSAFE, title)
+        return Edit(node, node.visit(_Replace(replacements)), FixSafety.UNSAFE, title)  # type: ignore[arg-type]
+
+
+def _compared_literals(node: cst.Comparison) -> list[cst.BaseExpression]:
+    """The CUDA literals that an equality or membership link compares with a device."""
+
+    def held(side: cst.BaseExpression) -> list[cst.BaseExpression]:
+        if isinstance(side, (cst.Tuple, cst.List, cst.Set)):
+            return [element.value for element in side.elements if _is_cuda(element.value)]
+        return [side] if _is_cuda(side) else []
+
+    found: dict[int, cst.BaseExpression] = {}
+    left = node.left
+    for link in node.comparisons:
+        right = link.comparator
+        if isinstance(link.operator, _EQUALITY):
+            if _is_device_like(right):
+                found.update((id(literal), literal) for literal in held(left))
+            if _is_device_like(left):
+                found.update((id(literal), literal) for literal in held(right))
+        left = right
+    return list(found.values())
+
+
+def _single_check(node: cst.Comparison) -> tuple[cst.BaseExpression | None, cst.BaseOp | None]:
+    """The device of `<device> == "cuda"` / `"cuda" != <device>` (one link, bare "cuda")."""
+    if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (cst.Equal, cst.NotEqual)):
+        return None, None
+    left, right = node.left, node.comparisons[0].comparator
+    operator = node.comparisons[0].operator
+    if patterns.string_value(right) == "cuda" and _is_device_like(left):
+        return left, operator
+    if patterns.string_value(left) == "cuda" and _is_device_like(right):
+        return right, operator
+    return None, None
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, replacements: dict[int, cst.BaseExpression]) -> None:
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self.replacements.get(id(original_node), updated_node)
 
 
 def _is_cuda(node: cst.CSTNode) -> bool:

@@ -4,9 +4,10 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from portcheck import edits, patterns
+from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
+from portcheck.rewrites import edits
 from portcheck.rule import ERROR, OFF, Invalid, Valid, per_target
 from portcheck.setting_rule import SettingValueRule
 

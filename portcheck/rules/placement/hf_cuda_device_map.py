@@ -7,7 +7,9 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.findings import Severity
+from portcheck.findings import FixSafety, Severity
+from portcheck.rewrites import placement
+from portcheck.rewrites.edits import Edit, Spelling, with_parentheses_of
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Valid
 from portcheck.rules.placement.cuda_device_string import describe
 from portcheck.setting_rule import SettingValueRule
@@ -83,7 +85,18 @@ class HfCudaDeviceMap(SettingValueRule):
     cuda-device-string's (PC101).
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: a `"cuda"` / `"cuda:N"` value becomes the target's device as cuda-device-string
+    writes it (`{"": "tpu"}`, `{"": "xpu:1"}`). An index, where it is reported, becomes the
+    device it means there: `{"": 0}` -> `{"": "cpu"}` on cpu, `pipeline(device=0)` ->
+    `device="tpu"` (transformers' pipeline and device maps take a device string). With
+    `--device auto` it is the type of the module's device binding (`DEVICE.type`, a string,
+    since Hugging Face compares device-map values with `"cpu"` and `"disk"`); an index is
+    dropped there, because on a host with no accelerator it would read `"cpu:0"`, which those
+    comparisons miss. Dropping it is unsafe (on a host with several accelerators the weights
+    go to the current one).
+
+    Not fixed: an int reached through a name bound elsewhere (`GPU = 1` ...
+    `pipeline(device=GPU)`), which other code may use as a number.
     """
 
     code = "PC106"
@@ -93,6 +106,7 @@ class HfCudaDeviceMap(SettingValueRule):
     severity = {
         name: max(_CUDA_STRING[name], _MAP_INDEX[name], _PIPELINE_INDEX[name]) for name in target_data.TARGET_ORDER
     }
+    fix_safety = FixSafety.SAFE
     triggers = (b"device_map", b"pipeline", b"Pipeline")
 
     VALID = [
@@ -117,15 +131,32 @@ class HfCudaDeviceMap(SettingValueRule):
     ]
     INVALID = [
         Invalid(
-            'import torch\nm = AutoModel.from_pretrained("x", device_map={"": 0})\n', lines=[2], message="device_map"
+            'import torch\nm = AutoModel.from_pretrained("x", device_map={"": 0})\n',
+            lines=[2],
+            message="device_map",
+            device="cpu",
+            fixed='import torch\nm = AutoModel.from_pretrained("x", device_map={"": "cpu"})\n',
         ),
-        Invalid('import torch as T\nm = load("x", torch_dtype=T.bfloat16, device_map={"": "cuda:1"})\n', lines=[2]),
+        Invalid(
+            'import torch as T\nm = load("x", torch_dtype=T.bfloat16, device_map={"": "cuda:1"})\n',
+            lines=[2],
+            fixed='import torch as T\nm = load("x", torch_dtype=T.bfloat16, device_map={"": "tpu"})\n',
+        ),
+        Invalid(
+            'import torch as T\nm = load("x", torch_dtype=T.bfloat16, device_map={"": "cuda:1"})\n',
+            lines=[2],
+            device="xpu",
+            fixed='import torch as T\nm = load("x", torch_dtype=T.bfloat16, device_map={"": "xpu:1"})\n',
+        ),
         Invalid(
             "from transformers import pipeline\nfrom torch import cuda\n"
             'clf = pipeline("ner", device=0 if cuda.is_available() else -1)\n',
             lines=[3],
             message="pipeline(device=0)",
+            fixed="from transformers import pipeline\nfrom torch import cuda\n"
+            'clf = pipeline("ner", device="tpu" if cuda.is_available() else -1)\n',
         ),
+        # The int is bound to a name other code may use as a number: reported, not rewritten.
         Invalid(
             "import transformers\nimport torch.cuda\nGPU = 1\n"
             "clf = transformers.TextClassificationPipeline(model=m, device=GPU)\n",
@@ -135,22 +166,53 @@ class HfCudaDeviceMap(SettingValueRule):
             'from torch.cuda import is_available as has_cuda\ndevice_map = {"": "cuda"} if has_cuda() else "cpu"\n'
             "model = Model.from_pretrained('x', device_map=device_map)\n",
             lines=[2],
+            device="auto",
+            fixed="from torch.cuda import is_available as has_cuda\nimport torch\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
+            'device_map = {"": DEVICE.type} if has_cuda() else "cpu"\n'
+            "model = Model.from_pretrained('x', device_map=device_map)\n",
         ),
         Invalid(
             'class Loader:\n    def __init__(self):\n        self.device_map = {"encoder": 0, "decoder": 1}\n',
             lines=[3, 3],
+            device="xla",
+            fixed='class Loader:\n    def __init__(self):\n        self.device_map = {"encoder": "xla", "decoder": "xla"}\n',
         ),
         Invalid(
-            "def load(name, device_map=0):\n    return Model.from_pretrained(name, device_map=device_map)\n", lines=[1]
+            "def load(name, device_map=0):\n    return Model.from_pretrained(name, device_map=device_map)\n",
+            lines=[1],
+            device="cpu",
+            fixed='def load(name, device_map="cpu"):\n    return Model.from_pretrained(name, device_map=device_map)\n',
         ),
         Invalid(
-            'from transformers import pipeline as make\nclf = make("ner", device=0)\n', options={"targets": ["cpu"]}
+            'from transformers import pipeline as make\nclf = make("ner", device=0)\n',
+            options={"targets": ["cpu"]},
+            device="cpu",
+            fixed='from transformers import pipeline as make\nclf = make("ner", device="cpu")\n',
+        ),
+        Invalid(
+            'from transformers import pipeline\nclf = pipeline("ner", device=1)\n',
+            lines=[2],
+            device="neuron",
+            fixed='from transformers import pipeline\nclf = pipeline("ner", device="neuron:1")\n',
+        ),
+        # auto: an index is dropped ("cpu:0" is not "cpu" to Hugging Face), with --unsafe-fixes.
+        Invalid('import torch\nm = AutoModel.from_pretrained("x", device_map={"": 0})\n', lines=[2], device="auto"),
+        Invalid(
+            'import torch\nm = AutoModel.from_pretrained("x", device_map={"": 0})\n',
+            lines=[2],
+            device="auto",
+            unsafe=True,
+            fixed="import torch\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
+            'm = AutoModel.from_pretrained("x", device_map={"": DEVICE.type})\n',
         ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._indexes: set[int] = set()
+        self._direct: set[int] = set()  # literals written in the setting itself, not behind a name
 
     def names_setting(self, name: str) -> bool:
         return _DEVICE_MAP.search(name) is not None
@@ -171,7 +233,12 @@ class HfCudaDeviceMap(SettingValueRule):
         elif _is_index(expression):
             yield expression
 
+    def check(self, expression: cst.BaseExpression) -> None:
+        self._direct.update(id(literal) for literal in self.literals(expression))
+        super().check(expression)
+
     def report_literal(self, literal: cst.CSTNode) -> None:
+        direct = id(literal) in self._direct
         if isinstance(literal, cst.Integer):
             self._report(
                 literal,
@@ -179,6 +246,7 @@ class HfCudaDeviceMap(SettingValueRule):
                 f"device index {literal.value} in a device_map",
                 "is read by torch as an index of the current accelerator, which {targets} lack: it raises",
                 'name the device instead: device_map={{"": {devices}}}',
+                self._index_edit(literal, direct),
             )
         else:
             self._report(
@@ -187,6 +255,7 @@ class HfCudaDeviceMap(SettingValueRule):
                 f"{describe(literal)} in a device_map",
                 "places the weights on a CUDA device",
                 'map to the target\'s device: device_map={{"": {devices}}}, or one device chosen once',
+                self._edit(literal, placement.device_spelling(self.ctx, literal, index_on_cpu=False)),
             )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -195,8 +264,9 @@ class HfCudaDeviceMap(SettingValueRule):
         if device is None or not is_hf_pipeline(self.ctx.qualified_names(node.func)):
             return
         expression = device.value
+        direct = True
         if isinstance(expression, cst.Name):
-            expression = self.ctx.assigned_value(expression) or expression
+            expression, direct = self.ctx.assigned_value(expression) or expression, False
         for index in patterns.value_literals(expression, _is_index):
             if isinstance(index, cst.Integer) and id(index) not in self._indexes:
                 self._indexes.add(id(index))
@@ -207,16 +277,44 @@ class HfCudaDeviceMap(SettingValueRule):
                     "is a GPU index: transformers maps it to CUDA, NPU, HPU, XPU or MPS only, "
                     "so on {targets} it runs on the CPU",
                     "pass the device itself: device={devices} (or a torch.device); device=-1 is the CPU",
+                    self._index_edit(index, direct),
                 )
 
     def _report(
-        self, node: cst.CSTNode, severity: dict[str, Severity], subject: str, problem: str, advice: str
+        self,
+        node: cst.CSTNode,
+        severity: dict[str, Severity],
+        subject: str,
+        problem: str,
+        advice: str,
+        edit: Edit | None = None,
     ) -> None:
         affected = [t for t in self.ctx.targets if severity[t] > OFF]
         devices = " / ".join(dict.fromkeys(f'"{target_data.get(t).device_type}"' for t in affected)) or '"cpu"'
         where = "/".join(affected) or "the selected targets"
         problem, advice = problem.format(targets=where), advice.format(devices=devices)
-        self.report(node, severity=severity, subject=subject, problem=problem, advice=advice)
+        self.report(node, severity=severity, subject=subject, problem=problem, advice=advice, edit=edit)
+
+    def _index_edit(self, index: cst.Integer, direct: bool) -> Edit | None:
+        """The device an index means on the target, where it is written in the setting itself
+        (behind a name, the int may serve elsewhere as a number)."""
+        if not direct:
+            return None
+        literal = placement.cuda_literal(int(index.evaluated_value))
+        spelled = placement.device_spelling(self.ctx, literal, index_on_cpu=False)
+        if spelled is not None:
+            spelling, safety = spelled
+            spelled = Spelling(with_parentheses_of(index, spelling.node), spelling.imports, spelling.prelude), safety
+        return self._edit(index, spelled)
+
+    def _edit(self, original: cst.CSTNode, spelled: tuple[Spelling, FixSafety] | None) -> Edit | None:
+        """Device strings throughout (`DEVICE.type` under auto, not `DEVICE`): Hugging Face
+        compares device-map values with "cpu" and "disk", which a torch.device never equals."""
+        if spelled is None:
+            return None
+        spelling, safety = spelled
+        where = cst.Module([]).code_for_node(spelling.node)
+        return spelling.edit(original, safety, f"device placement -> {where}")
 
 
 def _keyed_as_device(element: cst.DictElement) -> bool:

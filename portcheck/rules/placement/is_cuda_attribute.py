@@ -3,6 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns
+from portcheck.findings import FixSafety
+from portcheck.rewrites import edits, placement
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 
 
@@ -32,7 +35,19 @@ class IsCudaAttribute(Rule):
     the one meant for the accelerator. Check what the branch does.
 
     ## Fix safety
-    No automatic fix yet.
+    Unsafe: `x.is_cuda` becomes `x.device.type == "tpu"` (the target's device type), which is
+    what `is_cuda` meant on CUDA. Parentheses are added where a comparison would bind
+    differently (`(x.device.type == "tpu") == y`), and `not x.is_cuda` becomes `!=`. With
+    `--device auto` it is `x.device.type == DEVICE.type != "cpu"`: on a host with no
+    accelerator `is_cuda` was False for every tensor, and a plain `== DEVICE.type` would be
+    True there. It is unsafe because the fix turns on code that never ran on the target: a
+    branch guarded by `is_cuda` often holds CUDA-only work (`if x.is_cuda: return
+    cuda_ext.op(x)`, else a pure PyTorch path), and that path is the right one on a TPU.
+    Read the branch before accepting the fix.
+
+    Not fixed for `--device cpu`: there `is_cuda` is already False for every tensor, which is
+    what a CPU port needs; `== "cpu"` would invert it. Nor where the attribute is assigned or
+    deleted, or inside an f-string.
     """
 
     code = "PC103"
@@ -40,6 +55,7 @@ class IsCudaAttribute(Rule):
     message = "`.is_cuda` is False on every other device"
     hint = 'compare the device type instead: `x.device.type != "cpu"` (or == the target\'s type)'
     severity = per_target(WARNING, rocm=OFF)
+    fix_safety = FixSafety.UNSAFE
     triggers = (b"is_cuda",)
 
     VALID = [
@@ -55,11 +71,63 @@ class IsCudaAttribute(Rule):
         Valid("def f(torch):\n    is_cuda = torch.cuda.is_available()\n    return is_cuda\n"),
     ]
     INVALID = [
-        Invalid("import torch\nx = torch.ones(2)\nassert x.is_cuda\n", lines=[3]),
-        Invalid("import torch as T\npin = T.ones(1).is_cuda\n", lines=[2]),
-        Invalid("from torch import cuda\nuse_amp = batch.is_cuda and cuda.is_available()\n", lines=[2]),
-        Invalid("from torch.cuda import synchronize as sync\nif out.is_cuda:\n    sync()\n", lines=[2]),
-        Invalid("import torch.cuda\nflags = [p.is_cuda for p in model.parameters()]\n", lines=[2]),
+        Invalid(
+            "import torch\nx = torch.ones(2)\nassert x.is_cuda\n",
+            lines=[3],
+            unsafe=True,
+            fixed='import torch\nx = torch.ones(2)\nassert x.device.type == "tpu"\n',
+        ),
+        Invalid("import torch\nx = torch.ones(2)\nassert x.is_cuda\n", lines=[3]),  # unsafe: not without opt-in
+        Invalid(
+            "import torch as T\npin = T.ones(1).is_cuda\n",
+            lines=[2],
+            device="xpu",
+            unsafe=True,
+            fixed='import torch as T\npin = T.ones(1).device.type == "xpu"\n',
+        ),
+        Invalid(
+            "from torch import cuda\nuse_amp = batch.is_cuda and cuda.is_available()\n",
+            lines=[2],
+            unsafe=True,
+            fixed='from torch import cuda\nuse_amp = batch.device.type == "tpu" and cuda.is_available()\n',
+        ),
+        Invalid(
+            "from torch.cuda import synchronize as sync\nif out.is_cuda:\n    sync()\n",
+            lines=[2],
+            device="auto",
+            unsafe=True,
+            fixed="from torch.cuda import synchronize as sync\nimport torch\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
+            'if out.device.type == DEVICE.type != "cpu":\n    sync()\n',
+        ),
+        Invalid(
+            "import torch.cuda\nflags = [p.is_cuda for p in model.parameters()]\n",
+            lines=[2],
+            device="neuron",
+            unsafe=True,
+            fixed='import torch.cuda\nflags = [p.device.type == "neuron" for p in model.parameters()]\n',
+        ),
+        Invalid(
+            "import torch\ndef f(x, y):\n    a = not x.is_cuda\n    b = x.is_cuda == y.is_cuda\n"
+            "    return -x.is_cuda, (x + y).is_cuda.real\n",
+            lines=[3, 4, 4, 5, 5],
+            unsafe=True,
+            fixed='import torch\ndef f(x, y):\n    a = x.device.type != "tpu"\n'
+            '    b = (x.device.type == "tpu") == (y.device.type == "tpu")\n'
+            '    return -(x.device.type == "tpu"), ((x + y).device.type == "tpu").real\n',
+        ),
+        Invalid(
+            '"""Doc."""\nimport torch as T\n\ndef keep(x):\n    return not x.is_cuda\n',
+            lines=[5],
+            device="auto",
+            unsafe=True,
+            fixed='"""Doc."""\nimport torch as T\n\n'
+            'DEVICE = T.accelerator.current_accelerator(check_available=True) or T.device("cpu")\n\n'
+            'def keep(x):\n    return not (x.device.type == DEVICE.type != "cpu")\n',
+        ),
+        # On the CPU `is_cuda` is already False for every tensor: left as it is.
+        Invalid("import torch\nx = torch.ones(2)\nassert x.is_cuda\n", lines=[3], device="cpu", unsafe=True),
+        Invalid('import torch\nx = torch.ones(2)\nprint(f"{x.is_cuda}")\ndel x.is_cuda\n', lines=[3, 4], unsafe=True),
     ]
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -67,7 +135,29 @@ class IsCudaAttribute(Rule):
             return
         if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(node)):
             return
-        self.report(node)
+        self.report(node, edit=self._edit(node))
+
+    def _edit(self, node: cst.Attribute) -> Edit | None:
+        """`x.device.type == <the target's type>` in place of `x.is_cuda`."""
+        ancestors = self.ctx.ancestors
+        if placement.is_stored(node, ancestors) or placement.inside_fstring(ancestors):
+            return None
+        device_type = edits.target_device_type(self.ctx)
+        if device_type is None:
+            return None
+        subject = cst.Attribute(cst.Attribute(node.value, cst.Name("device")), cst.Name("type"))
+        check = placement.on_device_type(subject, device_type)
+        if check is None:
+            return None
+        original: cst.BaseExpression = node
+        replacement: cst.BaseExpression = edits.with_parentheses_of(node, check)
+        parent = self.ctx.parent
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not) and not node.lpar:
+            original, replacement = parent, edits.with_parentheses_of(parent, placement.negated(check))
+        elif placement.needs_parentheses(node, parent):
+            replacement = placement.parenthesized(replacement)
+        title = f"is_cuda -> {cst.Module([]).code_for_node(check)}"
+        return Edit(original, replacement, FixSafety.UNSAFE, title, device_type.imports, device_type.prelude)
 
 
 def _is_own_attribute(node: cst.Attribute, parent: cst.CSTNode | None) -> bool:

@@ -3,6 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns
+from portcheck.findings import FixSafety
+from portcheck.rewrites import amp, calls, edits
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 from portcheck.rules.placement.cuda_device_string import describe
 
@@ -11,7 +13,7 @@ class AutocastCudaDeviceType(Rule):
     """## What it does
     Reports the device-generic AMP API called with a hard-coded `"cuda"` device type:
     `torch.autocast("cuda")`, `torch.amp.autocast(device_type="cuda")`,
-    `torch.amp.GradScaler("cuda")`, `torch.amp.custom_fwd(device_type="cuda")`,
+    `torch.amp.GradScaler("cuda")` (or `device="cuda"`), `torch.amp.custom_fwd(device_type="cuda")`,
     `torch.get_autocast_dtype("cuda")` and similar.
 
     ## Why is this bad?
@@ -35,7 +37,14 @@ class AutocastCudaDeviceType(Rule):
     A warning on every target but ROCm, where HIP answers to `"cuda"`.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: `"cuda"` becomes the target's device type (`"tpu"`; with `--device auto`, the
+    module's device binding, `DEVICE.type`), so the AMP call does for the target what it did
+    for CUDA. An autocast without a dtype also gets the target's AMP dtype where torch's
+    default for the device is not it or is a plugin's choice (tpu, neuron, xla, hpu:
+    `dtype=torch.bfloat16`), as cuda-amp-api (PC301) writes it: the region did nothing on the
+    target before, and float16 was CUDA's choice. A dtype the code names is kept. Only the
+    plain `"cuda"` is fixed (`"cuda:0"` is no device type), and a `"cuda"` bound to a name
+    elsewhere only for a named target, not for `auto`.
     """
 
     code = "PC302"
@@ -43,6 +52,7 @@ class AutocastCudaDeviceType(Rule):
     message = "{call} is given the CUDA device type {literal}: it does nothing for other devices"
     hint = "pass the target's device type, e.g. device.type from the one device variable"
     severity = per_target(WARNING, rocm=OFF)
+    fix_safety = FixSafety.SAFE
     triggers = (b"cuda",)
 
     VALID = [
@@ -57,22 +67,116 @@ class AutocastCudaDeviceType(Rule):
         Valid('import torch\nwith torch.autocast("cuda"):\n    pass\n', options={"targets": ["rocm"]}),
     ]
     INVALID = [
-        Invalid('import torch\nwith torch.autocast("cuda", dtype=torch.float16):\n    pass\n', lines=[2]),
-        Invalid('import torch as T\nwith T.amp.autocast(device_type="cuda"):\n    pass\n', lines=[2]),
-        Invalid('from torch import amp\nscaler = amp.GradScaler("cuda")\n', lines=[2]),
+        Invalid(
+            'import torch\nwith torch.autocast("cuda", dtype=torch.float16):\n    pass\n',
+            lines=[2],
+            fixed='import torch\nwith torch.autocast("tpu", dtype=torch.float16):\n    pass\n',
+        ),
+        Invalid(
+            'import torch\nwith torch.autocast("cuda"):\n    pass\n',
+            lines=[2],
+            fixed='import torch\nwith torch.autocast("tpu", dtype=torch.bfloat16):\n    pass\n',
+        ),
+        Invalid(
+            'import torch\nwith torch.autocast("cuda"):\n    pass\n',
+            lines=[2],
+            device="cpu",
+            fixed='import torch\nwith torch.autocast("cpu"):\n    pass\n',
+        ),
+        Invalid(
+            'import torch\nwith torch.autocast("cuda"):\n    pass\n',
+            lines=[2],
+            device="mps",
+            fixed='import torch\nwith torch.autocast("mps"):\n    pass\n',
+        ),
+        Invalid(
+            'import torch\n\nwith torch.autocast("cuda"):\n    pass\n',
+            lines=[3],
+            device="auto",
+            fixed="import torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "with torch.autocast(DEVICE.type):\n    pass\n",
+        ),
+        Invalid(
+            "import torch as T\nwith T.amp.autocast(device_type='cuda'):\n    pass\n",
+            lines=[2],
+            device="neuron",
+            fixed="import torch as T\nwith T.amp.autocast(device_type='neuron', dtype=T.bfloat16):\n    pass\n",
+        ),
+        Invalid(
+            "from torch.amp import autocast\nwith autocast('cuda', enabled=True):\n    pass\n",
+            lines=[2],
+            fixed="from torch.amp import autocast\nimport torch\nwith autocast('tpu', dtype=torch.bfloat16, enabled=True):\n    pass\n",
+        ),
+        Invalid(
+            'from torch import amp\nscaler = amp.GradScaler("cuda")\n',
+            lines=[2],
+            fixed='from torch import amp\nscaler = amp.GradScaler("tpu")\n',
+        ),
+        Invalid(
+            'import torch\nscaler = torch.amp.GradScaler(device="cuda", enabled=True)\n',
+            lines=[2],
+            device="cpu",
+            fixed='import torch\nscaler = torch.amp.GradScaler(device="cpu", enabled=True)\n',
+        ),
         Invalid(
             'from torch.amp import custom_fwd as fwd\n@fwd(device_type="cuda")\ndef f(ctx, x):\n    return x\n',
             lines=[2],
+            fixed='from torch.amp import custom_fwd as fwd\n@fwd(device_type="tpu")\ndef f(ctx, x):\n    return x\n',
         ),
-        Invalid('import torch.amp\nKIND = "cuda"\nd = torch.get_autocast_dtype(KIND)\n', lines=[2]),
+        Invalid(
+            'import torch.amp\nKIND = "cuda"\nd = torch.get_autocast_dtype(KIND)\n',
+            lines=[2],
+            fixed='import torch.amp\nKIND = "tpu"\nd = torch.get_autocast_dtype(KIND)\n',
+        ),
+        Invalid(
+            'import torch\ndef run(step):\n    with torch.autocast(\n        "cuda",\n        enabled=True,\n    ):\n'
+            "        step()\n",
+            lines=[4],
+            device="xla",
+            fixed='import torch\ndef run(step):\n    with torch.autocast(\n        "xla",\n'
+            "        dtype=torch.bfloat16,\n        enabled=True,\n    ):\n        step()\n",
+        ),
+        # not fixed: a bound literal under `auto` (the binding may come before the device
+        # variable), and "cuda:0", which is no device type at all
+        Invalid('import torch.amp\nKIND = "cuda"\nd = torch.get_autocast_dtype(KIND)\n', lines=[2], device="auto"),
+        Invalid('import torch\nwith torch.autocast("cuda:0"):\n    pass\n', lines=[2]),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func) & patterns.AMP_DEVICE_CALLS
         if not names:
             return
-        arg = patterns.argument(node, 0, "device_type")
+        arg = amp.device_argument(node, names)
         if arg is None:
             return
         for literal in patterns.device_literals_through_names(arg.value, self.ctx.assigned_value):
-            self.report(literal, call=f"`{min(names)}`", literal=describe(literal))
+            edit = self._edit(node, arg, literal, names)
+            self.report(literal, edit=edit, call=f"`{min(names)}`", literal=describe(literal))
+
+    def _edit(self, call: cst.Call, arg: cst.Arg, literal: cst.CSTNode, names: frozenset[str]) -> edits.Edit | None:
+        if patterns.string_value(literal) != "cuda":
+            return None
+        target = self.ctx.fix_target
+        if literal is not arg.value and not target.device_type:
+            return None
+        device = edits.device_type(self.ctx, literal)  # type: ignore[arg-type]
+        if device is None:
+            return None
+        title = f"'cuda' -> {target.device_type or 'the device present'}"
+        if (
+            literal is not arg.value
+            or not names & amp.AUTOCAST_CALLS
+            or amp.has_star(call)
+            or patterns.argument(call, 1, "dtype") is not None
+            or not amp.wants_explicit_dtype(target)
+        ):
+            return device.edit(literal, FixSafety.SAFE, title)
+        dtype = amp.amp_dtype(self.ctx)
+        if dtype is None or device.original is not None:
+            return device.edit(literal, FixSafety.SAFE, title)
+        position = next(index for index, each in enumerate(call.args) if each is arg)
+        args = [*call.args[:position], arg.with_changes(value=device.node), *call.args[position + 1 :]]
+        fixed = amp.insert_args(call.with_changes(args=args), position + 1, [calls.keyword_arg("dtype", dtype.node)])
+        imports, prelude = amp.needs(device, dtype)
+        return edits.Edit(call, fixed, FixSafety.SAFE, f"{title}, dtype={target.amp_dtype}", imports, prelude)

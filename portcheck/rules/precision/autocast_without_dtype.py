@@ -4,20 +4,20 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
+from portcheck.findings import FixSafety
+from portcheck.rewrites import amp, calls, edits
 from portcheck.rule import INFO, OFF, WARNING, Invalid, Rule, Valid
-
-_AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 
 
 def _severity() -> dict:
     """Warning where torch's default autocast dtype is not the one the target wants (PrivateUse1
     backends such as tpu and neuron get float16); info where the default happens to be right on
-    a bfloat16-native target (explicit is still safer); off elsewhere."""
+    a bfloat16-native accelerator (explicit is still safer); off elsewhere."""
     result = {}
     for name, target in target_data.all_targets().items():
-        if target.autocast_default_dtype != target.amp_dtype:
+        if amp.default_dtype_differs(target):
             result[name] = WARNING
-        elif target.bf16_native and target.device_type != "cpu":
+        elif amp.wants_explicit_dtype(target):
             result[name] = INFO
         else:
             result[name] = OFF
@@ -52,7 +52,13 @@ class AutocastWithoutDtype(Rule):
     default is already bfloat16; off elsewhere.
 
     ## Fix safety
-    No automatic fix yet.
+    Adds `dtype=torch.bfloat16` (the target's AMP dtype) after the device type. Safe on xla
+    and hpu, where it names the dtype autocast already uses. Unsafe on tpu and neuron (needs
+    `--unsafe-fixes`): there the region runs in float16 today and the fix makes it bfloat16,
+    which has fewer mantissa bits and a wider range, so results change. Not fixed: a call
+    given `*args` or `**kwargs`, one with no device type, and one whose device type is a
+    literal other than the target's (`"cpu"` for a CPU region, `"cuda"`, which
+    autocast-cuda-device-type (PC302) rewrites first, adding the dtype itself).
     """
 
     code = "PC303"
@@ -60,6 +66,7 @@ class AutocastWithoutDtype(Rule):
     message = "autocast without dtype= uses the device type's default, float16 on tpu and neuron"
     hint = "pass dtype=torch.bfloat16 explicitly on bfloat16-native targets"
     severity = _severity()
+    fix_safety = FixSafety.UNSAFE
     triggers = (b"autocast",)
 
     VALID = [
@@ -70,17 +77,77 @@ class AutocastWithoutDtype(Rule):
         Valid("from torch import cuda\nwith cuda.amp.autocast():\n    pass\n", options={"select": ["PC303"]}),
     ]
     INVALID = [
+        Invalid(
+            "import torch\nwith torch.autocast(device.type):\n    pass\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch\nwith torch.autocast(device.type, dtype=torch.bfloat16):\n    pass\n",
+        ),
+        # float16 -> bfloat16 changes numerics: nothing without --unsafe-fixes
         Invalid("import torch\nwith torch.autocast(device.type):\n    pass\n", lines=[2]),
-        Invalid("import torch as T\nwith T.amp.autocast(device_type='tpu', enabled=True):\n    pass\n", lines=[2]),
-        Invalid("from torch import amp\nwith amp.autocast('neuron'):\n    pass\n", lines=[2]),
-        Invalid("from torch.amp import autocast as ac\nctx = ac('xla')\n", lines=[2]),
-        Invalid("import torch.amp\n@torch.autocast('tpu')\ndef step(x):\n    return x\n", lines=[2]),
+        Invalid(
+            "import torch as T\nwith T.amp.autocast(device_type='tpu', enabled=True):\n    pass\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch as T\nwith T.amp.autocast(device_type='tpu', dtype=T.bfloat16, enabled=True):\n    pass\n",
+        ),
+        Invalid(
+            "from torch import amp\nwith amp.autocast('neuron'):\n    pass\n",
+            lines=[2],
+            device="neuron",
+            unsafe=True,
+            fixed="from torch import amp\nimport torch\nwith amp.autocast('neuron', dtype=torch.bfloat16):\n    pass\n",
+        ),
+        Invalid(
+            "from torch.amp import autocast as ac\nctx = ac('xla')\n",
+            lines=[2],
+            device="xla",
+            fixed="from torch.amp import autocast as ac\nimport torch\nctx = ac('xla', dtype=torch.bfloat16)\n",
+        ),
+        Invalid(
+            "import torch\nwith torch.autocast(device_type=device.type, cache_enabled=False):\n    pass\n",
+            lines=[2],
+            device="hpu",
+            fixed="import torch\nwith torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=False):\n"
+            "    pass\n",
+        ),
+        Invalid(
+            "import torch.amp\n@torch.autocast('tpu')\ndef step(x):\n    return x\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch.amp\n@torch.autocast('tpu', dtype=torch.bfloat16)\ndef step(x):\n    return x\n",
+        ),
+        # not fixed: a CPU region on another target, and the CUDA literal PC302 owns
+        Invalid("import torch\nwith torch.autocast('cpu'):\n    pass\n", lines=[2], unsafe=True),
+        Invalid("import torch\nwith torch.autocast('cuda'):\n    pass\n", lines=[2], device="xla"),
+        # cpu and auto: the device's own default is the one to use
+        Invalid("import torch\nwith torch.autocast(device.type):\n    pass\n", lines=[2], device="cpu", unsafe=True),
+        Invalid("import torch\nwith torch.autocast(device.type):\n    pass\n", lines=[2], device="auto", unsafe=True),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.qualified_names(node.func) & _AUTOCAST:
+        if not self.ctx.qualified_names(node.func) & amp.AUTOCAST_CALLS:
             return
         if any(arg.star for arg in node.args):
             return  # dtype may come through *args or **kwargs
         if patterns.argument(node, 1, "dtype") is None:
-            self.report(node)
+            self.report(node, edit=self._edit(node))
+
+    def _edit(self, call: cst.Call) -> edits.Edit | None:
+        target = self.ctx.fix_target
+        device = patterns.argument(call, 0, "device_type")
+        if device is None or not amp.wants_explicit_dtype(target):
+            return None
+        value = device.value
+        if isinstance(value, cst.Name):
+            value = self.ctx.assigned_value(value) or value
+        literals = patterns.value_literals(value, lambda node: patterns.string_value(node) is not None)
+        if any(patterns.string_value(literal) != target.device_type for literal in literals):
+            return None  # autocast for another device type, on purpose or not
+        dtype = amp.amp_dtype(self.ctx)
+        if dtype is None:
+            return None
+        position = next(index for index, arg in enumerate(call.args) if arg is device) + 1
+        fixed = amp.insert_args(call, position, [calls.keyword_arg("dtype", dtype.node)])
+        safety = FixSafety.UNSAFE if amp.default_dtype_differs(target) else FixSafety.SAFE
+        return edits.Edit(call, fixed, safety, f"add dtype={target.amp_dtype}", dtype.imports, dtype.prelude)

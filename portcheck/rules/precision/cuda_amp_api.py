@@ -1,5 +1,47 @@
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+
+import libcst as cst
+
+from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
-from portcheck.rule import Invalid, Valid
+from portcheck.findings import FixSafety
+from portcheck.rewrites import amp, calls, edits
+from portcheck.rule import FileContext, Invalid, Valid
+
+# What each CUDA AMP name becomes under torch.amp.
+_KINDS = {
+    "torch.cuda.amp.autocast": "autocast",
+    "torch.cuda.amp.autocast_mode.autocast": "autocast",
+    "torch.cuda.amp.GradScaler": "GradScaler",
+    "torch.cuda.amp.grad_scaler.GradScaler": "GradScaler",
+    "torch.cuda.amp.custom_fwd": "custom_fwd",
+    "torch.cuda.amp.autocast_mode.custom_fwd": "custom_fwd",
+    "torch.cuda.amp.custom_bwd": "custom_bwd",
+    "torch.cuda.amp.autocast_mode.custom_bwd": "custom_bwd",
+}
+# torch.cuda.amp.autocast(enabled, dtype, cache_enabled) vs torch.amp.autocast(device_type, dtype, enabled, ...)
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+@dataclass(frozen=True)
+class _Use:
+    """A reported use that can be rewritten: `target` (the call, or a bare decorator) becomes
+    `build(target, keep)`, written with the user's own name when `keep` (its import is
+    rewritten too), else as `torch.amp.<kind>` (possible when `torch` is)."""
+
+    report: int  # index into the rule's reports
+    root: cst.Name  # the name the reference starts with (`ac`, `amp`, `torch`)
+    kind: str
+    target: cst.CSTNode
+    build: Callable[[cst.CSTNode, bool], cst.CSTNode]
+    needs: tuple[edits.Spelling, ...]  # spellings the replacement uses either way
+    torch: edits.Spelling | None  # `torch` here, for the torch.amp spelling
 
 
 class CudaAmpApi(CudaApiRule):
@@ -32,11 +74,31 @@ class CudaAmpApi(CudaApiRule):
     bfloat16 needs no GradScaler (PC304).
 
     ## Fix safety
-    No automatic fix yet.
+    Safe. Each CUDA name becomes its device-generic twin with the target's device type, which
+    is what `torch.cuda.amp` itself forwards to for CUDA: `autocast(...)` becomes
+    `torch.amp.autocast(<device>, ...)` (positional `enabled, dtype, cache_enabled` turn into
+    keywords, since the generic signature orders them differently), `GradScaler(...)`
+    becomes `torch.amp.GradScaler(<device>, ...)`, and `custom_fwd` / `custom_bwd`, called or
+    bare, get `device_type=<device>`. An autocast without a dtype gets the target's AMP dtype
+    where torch's default for the device is not it or is a plugin's choice (tpu, neuron, xla,
+    hpu: `dtype=torch.bfloat16`); float16 was CUDA's choice, and on those targets the CUDA
+    region did nothing at all. A dtype the code names is kept. With `--device auto` the device
+    type is the module's device binding and the dtype is left to each device's default.
+
+    Names come out bound: `T.cuda.amp.autocast()` becomes `T.amp.autocast(...)` after
+    `import torch as T`. For `from torch.cuda.amp import autocast, GradScaler` (or
+    `from torch.cuda import amp`), the import becomes `from torch.amp import ...` together with
+    every use, when every name it binds is used in the file and only in calls this rule
+    rewrites (and the file is not a package's `__init__.py`, which may re-export them);
+    otherwise each use is written `torch.amp.<name>(...)` and the import is left alone.
+    Not fixed: a use that is not a call (`scaler_cls = GradScaler`), an autocast given
+    `*args` (the arguments cannot be mapped), or `**kwargs` where a dtype would be added, and
+    references to the `torch.cuda.amp` module itself.
     """
 
     code = "PC301"
     name = "cuda-amp-api"
+    fix_safety = FixSafety.SAFE
 
     VALID = [
         Valid('import torch\nwith torch.amp.autocast("cpu", dtype=torch.bfloat16):\n    pass\n'),
@@ -44,12 +106,365 @@ class CudaAmpApi(CudaApiRule):
         Valid("from apex import amp\nmodel = amp.initialize(model)\n"),
     ]
     INVALID = [
-        Invalid("import torch\nwith torch.cuda.amp.autocast():\n    pass\n", lines=[2]),
-        Invalid("import torch as T\nscaler = T.cuda.amp.GradScaler()\n", lines=[2]),
-        Invalid("from torch import cuda\nwith cuda.amp.autocast(dtype=cuda_dtype):\n    pass\n", lines=[2]),
         Invalid(
-            "from torch.cuda.amp import autocast as ac, GradScaler\nwith ac():\n    s = GradScaler()\n", lines=[2, 3]
+            "import torch\nwith torch.cuda.amp.autocast():\n    pass\n",
+            lines=[2],
+            fixed='import torch\nwith torch.amp.autocast("tpu", dtype=torch.bfloat16):\n    pass\n',
         ),
-        Invalid("import torch.cuda.amp\n@torch.cuda.amp.custom_fwd\ndef forward(ctx, x):\n    return x\n", lines=[2]),
-        Invalid("from torch.cuda import amp\nwith amp.autocast():\n    pass\n", lines=[2]),
+        Invalid(
+            "import torch\nwith torch.cuda.amp.autocast():\n    pass\n",
+            lines=[2],
+            device="neuron",
+            fixed='import torch\nwith torch.amp.autocast("neuron", dtype=torch.bfloat16):\n    pass\n',
+        ),
+        Invalid(
+            "import torch\nwith torch.cuda.amp.autocast(enabled=use_amp):\n    pass\n",
+            lines=[2],
+            device="cpu",
+            fixed='import torch\nwith torch.amp.autocast("cpu", enabled=use_amp):\n    pass\n',
+        ),
+        Invalid(
+            "import torch\nwith torch.cuda.amp.autocast(True, torch.float16):\n    pass\n",
+            lines=[2],
+            device="mps",
+            fixed='import torch\nwith torch.amp.autocast("mps", enabled=True, dtype=torch.float16):\n    pass\n',
+        ),
+        Invalid(
+            "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "with torch.amp.autocast(DEVICE.type):\n    pass\n",
+        ),
+        Invalid(
+            "import torch as T\nscaler = T.cuda.amp.GradScaler()\n",
+            lines=[2],
+            fixed='import torch as T\nscaler = T.amp.GradScaler("tpu")\n',
+        ),
+        Invalid(
+            "import torch as T\n\ndevice = T.device('cuda')\nscaler = T.cuda.amp.GradScaler(2.0**12, enabled=True)\n"
+            "with T.cuda.amp.autocast(dtype=T.float16):\n    pass\n",
+            lines=[4, 5],
+            device="auto",
+            fixed="import torch as T\n\ndevice = T.device('cuda')\nscaler = T.amp.GradScaler(device.type, 2.0**12, enabled=True)\n"
+            "with T.amp.autocast(device.type, dtype=T.float16):\n    pass\n",
+        ),
+        Invalid(
+            "import torch as T\nwith T.cuda.amp.autocast():\n    pass\n",
+            lines=[2],
+            fixed='import torch as T\nwith T.amp.autocast("tpu", dtype=T.bfloat16):\n    pass\n',
+        ),
+        Invalid(
+            "from torch import cuda\nwith cuda.amp.autocast(dtype=cuda_dtype):\n    pass\n",
+            lines=[2],
+            fixed='from torch import cuda\nimport torch\nwith torch.amp.autocast("tpu", dtype=cuda_dtype):\n    pass\n',
+        ),
+        Invalid(
+            "from torch import cuda\nwith cuda.amp.autocast(dtype=cuda_dtype):\n    pass\n",
+            lines=[2],
+            device="xla",
+            fixed='from torch import cuda\nimport torch\nwith torch.amp.autocast("xla", dtype=cuda_dtype):\n    pass\n',
+        ),
+        Invalid(
+            "from torch.cuda.amp import autocast as ac, GradScaler\nwith ac():\n    s = GradScaler()\n",
+            lines=[2, 3],
+            fixed="from torch.amp import autocast as ac, GradScaler\nimport torch\n"
+            'with ac("tpu", dtype=torch.bfloat16):\n    s = GradScaler("tpu")\n',
+        ),
+        Invalid(
+            "import torch\nfrom torch.cuda.amp import autocast, GradScaler\n\n"
+            "def train(step):\n    scaler = GradScaler(\n        init_scale=1024,\n    )\n"
+            "    with autocast():\n        step()\n",
+            lines=[5, 8],
+            device="cpu",
+            fixed="import torch\nfrom torch.amp import autocast, GradScaler\n\n"
+            'def train(step):\n    scaler = GradScaler(\n        "cpu",\n        init_scale=1024,\n    )\n'
+            '    with autocast("cpu"):\n        step()\n',
+        ),
+        Invalid(
+            "from torch.cuda.amp import autocast, GradScaler\n\nwith autocast():\n    pass\n"
+            "assert isinstance(s, GradScaler)\n",
+            lines=[3, 5],
+            device="auto",
+            fixed="from torch.cuda.amp import autocast, GradScaler\nimport torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "with torch.amp.autocast(DEVICE.type):\n    pass\nassert isinstance(s, GradScaler)\n",
+        ),
+        Invalid(
+            "import torch.cuda.amp\n@torch.cuda.amp.custom_fwd\ndef forward(ctx, x):\n    return x\n",
+            lines=[2],
+            fixed='import torch.cuda.amp\n@torch.amp.custom_fwd(device_type="tpu")\ndef forward(ctx, x):\n    return x\n',
+        ),
+        Invalid(
+            "import torch\nfrom torch.cuda.amp import custom_fwd, custom_bwd\n\nclass F(torch.autograd.Function):\n"
+            "    @staticmethod\n    @custom_fwd(cast_inputs=torch.float32)\n    def forward(ctx, x):\n        return x\n\n"
+            "    @staticmethod\n    @custom_bwd\n    def backward(ctx, g):\n        return g\n",
+            lines=[6, 11],
+            device="cpu",
+            fixed="import torch\nfrom torch.amp import custom_fwd, custom_bwd\n\nclass F(torch.autograd.Function):\n"
+            '    @staticmethod\n    @custom_fwd(device_type="cpu", cast_inputs=torch.float32)\n'
+            "    def forward(ctx, x):\n        return x\n\n"
+            '    @staticmethod\n    @custom_bwd(device_type="cpu")\n    def backward(ctx, g):\n        return g\n',
+        ),
+        Invalid(
+            "from torch.cuda import amp\nwith amp.autocast():\n    pass\n",
+            lines=[2],
+            fixed='from torch import amp\nimport torch\nwith amp.autocast("tpu", dtype=torch.bfloat16):\n    pass\n',
+        ),
+        Invalid(
+            "from torch.cuda import amp\n\nwith amp.autocast():\n    pass\n",
+            lines=[3],
+            device="auto",
+            fixed="from torch import amp\nimport torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "with amp.autocast(DEVICE.type):\n    pass\n",
+        ),
+        Invalid(
+            "import torch\n@torch.cuda.amp.autocast()\ndef step(x):\n    return x\n",
+            lines=[2],
+            device="hpu",
+            fixed='import torch\n@torch.amp.autocast("hpu", dtype=torch.bfloat16)\ndef step(x):\n    return x\n',
+        ),
+        Invalid(
+            "import torch\nfrom torch.cuda.amp import custom_fwd\n\nclass F(torch.autograd.Function):\n"
+            "    @staticmethod\n    @custom_fwd\n    def forward(ctx, x):\n        return x\n",
+            lines=[6],
+            device="auto",
+            fixed="import torch\nfrom torch.amp import custom_fwd\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "class F(torch.autograd.Function):\n"
+            "    @staticmethod\n    @custom_fwd(device_type=DEVICE.type)\n    def forward(ctx, x):\n        return x\n",
+        ),
+        # a decorator runs at definition, before the module's device variable is bound: a new binding
+        Invalid(
+            "import torch\n\n@torch.cuda.amp.autocast()\ndef step(x):\n    return x\n\ndevice = torch.device('cuda')\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "@torch.amp.autocast(DEVICE.type)\ndef step(x):\n    return x\n\ndevice = torch.device('cuda')\n",
+        ),
+        # `*args` cannot be mapped onto torch.amp.autocast's parameters; a module alias is not a call
+        Invalid("import torch\nwith torch.cuda.amp.autocast(*flags):\n    pass\n", lines=[2]),
+        Invalid("import torch\namp_module = torch.cuda.amp\n", lines=[2]),
+        Invalid("import torch\nwith torch.cuda.amp.autocast(**options):\n    pass\n", lines=[2]),
+        Invalid(
+            "import torch\nwith torch.cuda.amp.autocast(**options):\n    pass\n",
+            lines=[2],
+            device="cpu",
+            fixed='import torch\nwith torch.amp.autocast("cpu", **options):\n    pass\n',
+        ),
+        # the name is rebound elsewhere: the import stays, the call is spelled torch.amp
+        Invalid(
+            "from torch.cuda.amp import GradScaler\ns = GradScaler()\n\ndef f(GradScaler):\n    return GradScaler\n",
+            lines=[2],
+            fixed='from torch.cuda.amp import GradScaler\nimport torch\ns = torch.amp.GradScaler("tpu")\n\n'
+            "def f(GradScaler):\n    return GradScaler\n",
+        ),
     ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._uses: list[_Use] = []
+        self._imports: list[cst.ImportFrom] = []
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not any(isinstance(ancestor, _SCOPES) for ancestor in self.ctx.ancestors):
+            self._imports.append(node)
+
+    def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
+        count = len(self.reports)
+        super().visit_watched_name(node, qualified_name)
+        if len(self.reports) > count:
+            use = self._use(count, node, qualified_name)
+            if use is not None:
+                self._uses.append(use)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self._uses:
+            return
+        kept = _rewritable_imports(node, self._imports, self._uses, self.ctx.path)
+        planned = [(use, use.root.value in kept) for use in self._uses if use.root.value in kept or use.torch]
+        if not planned:
+            return
+        if kept:  # one edit: the imports and every use together, so no name is ever left unbound
+            builds = {id(use.target): partial(_build_kept, use.build, keep) for use, keep in planned}
+            for statement, module in kept.values():
+                builds[id(statement)] = partial(_rename_module, module)
+            spellings = [s for use, keep in planned for s in _spellings(use, keep)]
+            imports, prelude = amp.needs(*spellings)
+            edit = edits.Edit(
+                node,
+                node.visit(_Rewrite(builds)),
+                FixSafety.SAFE,
+                "torch.cuda.amp -> torch.amp (imports and calls)",
+                imports,
+                prelude,
+            )
+            for use, _ in planned:
+                self._attach(use, edit)
+            return
+        for use, _ in planned:
+            imports, prelude = amp.needs(*_spellings(use, False))
+            replacement = use.build(use.target, False)
+            title = f"torch.cuda.amp.{use.kind} -> torch.amp.{use.kind}"
+            self._attach(use, edits.Edit(use.target, replacement, FixSafety.SAFE, title, imports, prelude))
+
+    def _attach(self, use: _Use, edit: edits.Edit) -> None:
+        self.reports[use.report] = dataclasses.replace(self.reports[use.report], edit=edit)
+
+    def _use(self, index: int, node: cst.Name | cst.Attribute, qualified_name: str) -> _Use | None:
+        kind = _KINDS.get(qualified_name)
+        root = amp.root_name(node)
+        parent = self.ctx.parent
+        if kind is None or root is None:
+            return None
+        if isinstance(parent, cst.Call) and parent.func is node:
+            target: cst.CSTNode = parent
+        elif isinstance(parent, cst.Decorator) and kind in ("custom_fwd", "custom_bwd"):
+            target = node
+        else:
+            return None  # `cls = GradScaler`, `isinstance(s, GradScaler)`: not a call to rewrite
+        device = edits.target_device_type(self.ctx)
+        if device is None:
+            return None
+        needs = [device]
+        dtype = None
+        if kind == "autocast":
+            assert isinstance(target, cst.Call)
+            if amp.has_star(target, "*") or amp.positional_count(target) > len(_AUTOCAST_POSITIONAL):
+                return None
+            if patterns.argument(target, 1, "dtype") is None and amp.wants_explicit_dtype(self.ctx.fix_target):
+                dtype = amp.amp_dtype(self.ctx)
+                if dtype is None or amp.has_star(target, "**"):
+                    return None  # `**kwargs` may hold a dtype already
+                needs.append(dtype)
+        torch = edits.torch_name(self.ctx)
+        qualified = cst.Attribute(cst.Attribute(torch.node, cst.Name("amp")), cst.Name(kind)) if torch else None
+        build = partial(_rewrite, kind, device.node, dtype.node if dtype else None, qualified)
+        return _Use(index, root, kind, target, build, tuple(needs), torch)
+
+
+def _spellings(use: _Use, keep: bool) -> tuple[edits.Spelling, ...]:
+    return use.needs if keep or use.torch is None else (*use.needs, use.torch)
+
+
+def _rewrite(
+    kind: str,
+    device: cst.BaseExpression,
+    dtype: cst.BaseExpression | None,
+    qualified: cst.BaseExpression | None,
+    target: cst.CSTNode,
+    keep: bool,
+) -> cst.CSTNode:
+    """The torch.amp form of a use: `target` is the call, or the bare decorator name."""
+    if not isinstance(target, cst.Call):  # @custom_fwd -> @custom_fwd(device_type=...)
+        func = target if keep else qualified
+        assert isinstance(func, cst.BaseExpression)
+        return cst.Call(func=func, args=[calls.keyword_arg("device_type", device)])
+    call = target if keep else target.with_changes(func=qualified)
+    if kind == "autocast":
+        args, position = [], 0
+        for arg in call.args:
+            if arg.keyword is None and not arg.star:
+                arg = calls.as_keyword(arg, _AUTOCAST_POSITIONAL[position])
+                position += 1
+            args.append(arg)
+        new = [cst.Arg(device)] + ([calls.keyword_arg("dtype", dtype)] if dtype is not None else [])
+        return amp.insert_args(call.with_changes(args=args), 0, new)
+    if kind == "GradScaler":  # the generic scaler's parameters are the CUDA one's, after `device`
+        return amp.insert_args(call, 0, [cst.Arg(device)])
+    position = amp.positional_count(call)
+    return amp.insert_args(call, position, [calls.keyword_arg("device_type", device)])
+
+
+def _build_kept(build: Callable[[cst.CSTNode, bool], cst.CSTNode], keep: bool, node: cst.CSTNode) -> cst.CSTNode:
+    return build(node, keep)
+
+
+def _rename_module(module: str, node: cst.CSTNode) -> cst.CSTNode:
+    assert isinstance(node, cst.ImportFrom)
+    return node.with_changes(module=edits.dotted(module))
+
+
+class _Rewrite(cst.CSTTransformer):
+    """Rebuilds the nodes named by identity from their already rewritten children."""
+
+    def __init__(self, builds: dict[int, Callable[[cst.CSTNode], cst.CSTNode]]) -> None:
+        super().__init__()
+        self.builds = builds
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        build = self.builds.get(id(original_node))
+        return build(updated_node) if build is not None else updated_node
+
+
+def _import_rename(statement: cst.ImportFrom) -> str | None:
+    """The module a CUDA AMP import can come from instead: `from torch.cuda.amp import
+    autocast, GradScaler` from torch.amp, `from torch.cuda import amp` from torch."""
+    if statement.relative or statement.module is None or isinstance(statement.names, cst.ImportStar):
+        return None
+    module = patterns.dotted(statement.module)
+    names = [patterns.dotted(alias.name) for alias in statement.names]
+    if module == "torch.cuda.amp" and all(f"torch.cuda.amp.{name}" in _KINDS for name in names):
+        return "torch.amp"
+    if module == "torch.cuda" and names == ["amp"]:
+        return "torch"
+    return None
+
+
+def _rewritable_imports(
+    module: cst.Module, imports: list[cst.ImportFrom], uses: list[_Use], path: str
+) -> dict[str, tuple[cst.ImportFrom, str]]:
+    """The module-level CUDA AMP imports that can be rewritten with their uses, by the names
+    they bind: every name is used in this file, and every mention of it anywhere (a binding,
+    a use, even a string such as `__all__` lists) is the start of a use this rule rewrites."""
+    if path.replace("\\", "/").rsplit("/", 1)[-1] == "__init__.py":
+        return {}  # a package's __init__ may re-export the CUDA names
+    candidates: dict[str, tuple[cst.ImportFrom, str]] = {}
+    for statement in imports:
+        renamed = _import_rename(statement)
+        if renamed is None:
+            continue
+        assert not isinstance(statement.names, cst.ImportStar)
+        for alias in statement.names:
+            local = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(local, cst.Name):
+                candidates[local.value] = (statement, renamed)
+    if not candidates:
+        return {}
+    roots = {id(use.root) for use in uses}
+    skip = {id(statement) for statement, _ in candidates.values()}
+    mentioned: dict[str, list[cst.CSTNode]] = {name: [] for name in candidates}
+    for mention in _mentions(module, set(candidates), skip):
+        mentioned[patterns.string_value(mention) or getattr(mention, "value", "")].append(mention)
+    good = {name for name, found in mentioned.items() if found and all(id(mention) in roots for mention in found)}
+    # an import is rewritten whole: all the names it binds must be good
+    return {
+        name: (statement, renamed)
+        for name, (statement, renamed) in candidates.items()
+        if all(other in good for other, (s, _) in candidates.items() if s is statement)
+    }
+
+
+def _mentions(node: cst.CSTNode, names: set[str], skip: set[int]) -> Iterator[cst.CSTNode]:
+    """Every Name spelled as one of `names` (attribute and keyword names aside), and every
+    string equal to one, outside the `skip` nodes."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in skip:
+            continue
+        if isinstance(current, cst.Attribute):
+            stack.append(current.value)  # `x.autocast` does not mention the name `autocast`
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)
+        elif isinstance(current, cst.Name):
+            if current.value in names:
+                yield current
+        elif isinstance(current, cst.SimpleString):
+            if patterns.string_value(current) in names:
+                yield current
+        else:
+            stack.extend(current.children)

@@ -28,7 +28,11 @@ class CudnnFlag(CudaApiRule):
     (MIOpen answers to them). On Trainium deterministic mode disables adaptive eager fusion.
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix. The switches do nothing off CUDA, but deleting an assignment changes
+    what later reads of the flag return (`if torch.backends.cudnn.benchmark:`, logging of the
+    configuration), and `torch.use_deterministic_algorithms(True)` is stricter than
+    `cudnn.deterministic = True` (it raises on operations without a deterministic
+    implementation), so neither is provably behaviour-keeping.
     """
 
     code = "PC306"

@@ -3,6 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import targets as target_data
+from portcheck.findings import FixSafety
+from portcheck.rewrites import amp, calls, edits
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid
 
 _SCALERS = frozenset(
@@ -13,6 +15,9 @@ _SCALERS = frozenset(
         "torch.cpu.amp.GradScaler",
     }
 )
+# Where `enabled` comes by position: after `device` in torch.amp's scaler, first-but-one in the old ones.
+_ENABLED_POSITION = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5}
+_ENABLED_POSITION_OLD = 4
 
 
 class GradScalerOnBf16Target(Rule):
@@ -45,7 +50,15 @@ class GradScalerOnBf16Target(Rule):
     that train in float16 and need it.
 
     ## Fix safety
-    No automatic fix yet (disabling the scaler changes numerics; it will be an unsafe fix).
+    Unsafe (needs `--unsafe-fixes`), and only on targets that train natively in bfloat16 (not
+    for `--device auto`, which may run on a float16 device that needs the scaler): the scaler
+    is kept but constructed with `enabled=False` (replacing an `enabled=` the code gives), so
+    `scale`, `step` and `update` become plain pass-throughs. That is only right when every
+    autocast region it guards runs in bfloat16: one that still runs in float16 (an explicit
+    `dtype=torch.float16`, or an autocast PC303 has not fixed) then lets small gradients
+    underflow to zero. A disabled scaler also no longer skips the optimizer steps whose
+    gradients hold inf or NaN, `get_scale()` returns 1.0, and its `state_dict()` is empty.
+    Not fixed: a call given `*args` or `**kwargs` (`enabled` may be among them).
     """
 
     code = "PC304"
@@ -53,6 +66,7 @@ class GradScalerOnBf16Target(Rule):
     message = "a GradScaler is not needed with bfloat16, which the target uses natively"
     hint = "drop the scaler (scale/step/update become backward/step), or construct it with enabled=False"
     severity = {name: OFF if t.needs_grad_scaler else WARNING for name, t in target_data.all_targets().items()}
+    fix_safety = FixSafety.UNSAFE
     triggers = (b"GradScaler",)
 
     VALID = [
@@ -62,18 +76,69 @@ class GradScalerOnBf16Target(Rule):
         Valid("class GradScaler:\n    pass\nscaler = GradScaler()\n"),
     ]
     INVALID = [
+        Invalid(
+            "import torch\nscaler = torch.amp.GradScaler('tpu')\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch\nscaler = torch.amp.GradScaler('tpu', enabled=False)\n",
+        ),
+        # changes numerics: nothing without --unsafe-fixes
         Invalid("import torch\nscaler = torch.amp.GradScaler('tpu')\n", lines=[2]),
-        Invalid("import torch as T\nscaler = T.cuda.amp.GradScaler()\n", lines=[2]),
-        Invalid("from torch import amp\nscaler = amp.GradScaler(enabled=use_amp)\n", lines=[2]),
-        Invalid("from torch.cuda.amp import GradScaler as Scaler\ns = Scaler()\n", lines=[2]),
-        Invalid("import torch.amp\ns = torch.amp.grad_scaler.GradScaler('neuron')\n", lines=[2]),
+        Invalid(
+            "import torch as T\nscaler = T.cuda.amp.GradScaler()\n",
+            lines=[2],
+            device="cpu",
+            unsafe=True,
+            fixed="import torch as T\nscaler = T.cuda.amp.GradScaler(enabled=False)\n",
+        ),
+        Invalid(
+            "from torch import amp\nscaler = amp.GradScaler(enabled=use_amp)\n",
+            lines=[2],
+            device="neuron",
+            unsafe=True,
+            fixed="from torch import amp\nscaler = amp.GradScaler(enabled=False)\n",
+        ),
+        Invalid(
+            "from torch.cuda.amp import GradScaler as Scaler\ns = Scaler(\n    init_scale=1024,\n    growth_interval=100,\n)\n",
+            lines=[2],
+            device="xla",
+            unsafe=True,
+            fixed="from torch.cuda.amp import GradScaler as Scaler\ns = Scaler(\n    init_scale=1024,\n"
+            "    growth_interval=100,\n    enabled=False,\n)\n",
+        ),
+        Invalid(
+            "import torch.amp\ns = torch.amp.grad_scaler.GradScaler('neuron', 1024.0, 2.0, 0.5, 100, True)\n",
+            lines=[2],
+            device="neuron",
+            unsafe=True,
+            fixed="import torch.amp\ns = torch.amp.grad_scaler.GradScaler('neuron', 1024.0, 2.0, 0.5, 100, False)\n",
+        ),
+        # auto may run on a float16 device that needs the scaler; **kwargs may hold `enabled`
+        Invalid("import torch\nscaler = torch.amp.GradScaler(DEVICE.type)\n", lines=[2], device="auto", unsafe=True),
+        Invalid("import torch\nscaler = torch.amp.GradScaler('tpu', **opts)\n", lines=[2], unsafe=True),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.qualified_names(node.func) & _SCALERS:
+        names = self.ctx.qualified_names(node.func) & _SCALERS
+        if not names:
             return
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "enabled" and isinstance(arg.value, cst.Name):
                 if arg.value.value == "False":
                     return
-        self.report(node)
+        self.report(node, edit=self._edit(node, names))
+
+    def _edit(self, call: cst.Call, names: frozenset[str]) -> edits.Edit | None:
+        if not self.ctx.fix_target.bf16_native or amp.has_star(call):
+            return None
+        title = "GradScaler(..., enabled=False)"
+        false = cst.Name("False")
+        position = min(_ENABLED_POSITION.get(name, _ENABLED_POSITION_OLD) for name in names)
+        args = list(call.args)
+        for index, arg in enumerate(args):
+            by_keyword = arg.keyword is not None and arg.keyword.value == "enabled"
+            if by_keyword or (arg.keyword is None and index == position):
+                args[index] = arg.with_changes(value=false)
+                return edits.Edit(call, call.with_changes(args=args), FixSafety.UNSAFE, title)
+        fixed = amp.insert_args(call, len(args), [calls.keyword_arg("enabled", false)])
+        return edits.Edit(call, fixed, FixSafety.UNSAFE, title)

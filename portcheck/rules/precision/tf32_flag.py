@@ -29,7 +29,12 @@ class Tf32Flag(CudaApiRule):
     run at bfloat16 precision by default. On XLA use `torch_xla.backends.set_mat_mul_precision`.
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: nothing here is provably behaviour-keeping. Setting
+    `torch.backends.cuda.matmul.allow_tf32` also sets the process-wide
+    `torch.get_float32_matmul_precision()` ("high" for True, "highest" for False, in torch
+    2.13), which code and non-CUDA backends may read, so deleting the line is not a no-op off
+    CUDA; and `torch.set_float32_matmul_precision("high")` also switches oneDNN (CPU) matmuls
+    to TF32 and on TPU selects multi-pass bfloat16, which changes numerics.
     """
 
     code = "PC305"

@@ -1,4 +1,5 @@
 from portcheck.api_rule import CudaApiRule
+from portcheck.findings import FixSafety
 from portcheck.rule import Invalid, Valid
 
 
@@ -29,11 +30,20 @@ class CudaAvailabilityCheck(CudaApiRule):
     `torch_xla.runtime` instead.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: `is_available()` and `device_count()` become `torch.accelerator.is_available()` and
+    `torch.accelerator.device_count()` (torch 2.6; not offered for an older `torch-version`),
+    written with the file's own `torch` binding. They ask the same question of whatever
+    accelerator is present, and neither raises on a host without one (False and 0, as the CUDA
+    calls answer there), so every target gets them, cpu and auto included. The branch they
+    guard now runs on the accelerator: what is CUDA-only inside it is reported (and fixed) by
+    the other rules. Not fixed: `is_initialized()` and `init()` (no equivalent), and XLA,
+    which has no `torch.accelerator` backend (use `torch_xla.runtime`).
     """
 
     code = "PC201"
     name = "cuda-availability-check"
+    fix_safety = FixSafety.SAFE
+    table_fixes = True
 
     VALID = [
         Valid("import torch\nok = torch.accelerator.is_available()\n"),
@@ -43,11 +53,46 @@ class CudaAvailabilityCheck(CudaApiRule):
     ]
     INVALID = [
         Invalid(
-            "import torch\nif torch.cuda.is_available():\n    pass\n", lines=[2], message="torch.cuda.is_available"
+            "import torch\nif torch.cuda.is_available():\n    pass\n",
+            lines=[2],
+            message="torch.cuda.is_available",
+            fixed="import torch\nif torch.accelerator.is_available():\n    pass\n",
         ),
-        Invalid("import torch as T\nn = T.cuda.device_count()\n", lines=[2]),
-        Invalid("from torch import cuda\nuse_gpu = cuda.is_available()\n", lines=[2]),
-        Invalid("from torch.cuda import is_available as has_gpu\nif has_gpu():\n    pass\n", lines=[2]),
+        Invalid(
+            "import torch as T\nn = T.cuda.device_count()\n",
+            lines=[2],
+            device="cpu",
+            fixed="import torch as T\nn = T.accelerator.device_count()\n",
+        ),
+        Invalid(
+            "import torch as T\nn = T.cuda.device_count()\n",
+            lines=[2],
+            device="auto",
+            fixed="import torch as T\nn = T.accelerator.device_count()\n",
+        ),
+        Invalid(
+            "from torch import cuda\nuse_gpu = cuda.is_available()\n",
+            lines=[2],
+            device="auto",
+            fixed="from torch import cuda\nimport torch\nuse_gpu = torch.accelerator.is_available()\n",
+        ),
+        Invalid(
+            "from torch.cuda import is_available as has_gpu\nif has_gpu():\n    pass\n",
+            lines=[2],
+            device="mps",
+            fixed="from torch.cuda import is_available as has_gpu\nimport torch\n"
+            "if torch.accelerator.is_available():\n    pass\n",
+        ),
+        Invalid(
+            "import torch\ncheck = torch.cuda.is_available\nprint(check())\n",
+            lines=[2],
+            device="cpu",
+            fixed="import torch\ncheck = torch.accelerator.is_available\nprint(check())\n",
+        ),
+        # Not fixed: no equivalent, too old a torch, no torch.accelerator backend (xla), and
+        # `torch` meaning something else here.
         Invalid("import torch.cuda\nready = torch.cuda.is_initialized()\ntorch.cuda.init()\n", lines=[2, 3]),
-        Invalid("import torch\ncheck = torch.cuda.is_available\nprint(check())\n", lines=[2]),
+        Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], options={"torch-version": "2.5"}),
+        Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], device="xla"),
+        Invalid("from torch.cuda import device_count\ndef f(torch):\n    return device_count()\n", lines=[3]),
     ]

@@ -1,4 +1,5 @@
 from portcheck.api_rule import CudaApiRule
+from portcheck.findings import FixSafety
 from portcheck.rule import Invalid, Valid
 
 
@@ -30,11 +31,23 @@ class CudaDeviceSelection(CudaApiRule):
     an accelerator, so CPU-only code must guard them.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: `current_device()` becomes `torch.accelerator.current_device_index()`,
+    `set_device(i)` `torch.accelerator.set_device_index(i)` (torch 2.7) and
+    `with torch.cuda.device(i):` `with torch.accelerator.device_index(i):` (torch 2.8), with the
+    file's own `torch` binding; not offered for an older `torch-version`. The index carries
+    over only when it is one (`0`, `local_rank`, `args.gpu`): a CUDA string or a `device`
+    variable would name the wrong device type there, and `device=` keywords become positional
+    (the replacements take them so). These raise on a host with no accelerator: for
+    `--device cpu` a bare `set_device(i)` is removed (there is no device to select), for
+    `--device auto` it is guarded with `if torch.accelerator.is_available():`; a value
+    (`i = torch.cuda.current_device()`) or a `with` there is left to a person. XLA has no
+    `torch.accelerator` backend: report only.
     """
 
     code = "PC202"
     name = "cuda-device-selection"
+    fix_safety = FixSafety.SAFE
+    table_fixes = True
 
     VALID = [
         Valid("import torch\ntorch.accelerator.set_device_index(0)\n"),
@@ -42,9 +55,54 @@ class CudaDeviceSelection(CudaApiRule):
         Valid("import torch\nwith torch.device('cpu'):\n    pass\n"),
     ]
     INVALID = [
-        Invalid("import torch\ntorch.cuda.set_device(local_rank)\n", lines=[2]),
-        Invalid("import torch as T\ni = T.cuda.current_device()\n", lines=[2]),
-        Invalid("from torch import cuda\nwith cuda.device(1):\n    pass\n", lines=[2]),
-        Invalid("from torch.cuda import set_device as use\nuse(3)\n", lines=[2]),
+        Invalid(
+            "import torch\ntorch.cuda.set_device(local_rank)\n",
+            lines=[2],
+            fixed="import torch\ntorch.accelerator.set_device_index(local_rank)\n",
+        ),
+        Invalid(
+            "import torch\ntorch.cuda.set_device(device=args.local_rank)\n",
+            lines=[2],
+            device="xpu",
+            fixed="import torch\ntorch.accelerator.set_device_index(args.local_rank)\n",
+        ),
+        Invalid(
+            "import torch\ntorch.cuda.set_device(local_rank)\n",
+            lines=[2],
+            device="cpu",
+            fixed="import torch\n",
+        ),
+        Invalid(
+            "import torch\ndef setup(local_rank):\n    torch.cuda.set_device(local_rank)\n    return local_rank\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch\ndef setup(local_rank):\n    if torch.accelerator.is_available():\n"
+            "        torch.accelerator.set_device_index(local_rank)\n    return local_rank\n",
+        ),
+        Invalid(
+            "import torch as T\ni = T.cuda.current_device()\n",
+            lines=[2],
+            fixed="import torch as T\ni = T.accelerator.current_device_index()\n",
+        ),
+        Invalid(
+            "from torch import cuda\nwith cuda.device(1):\n    pass\n",
+            lines=[2],
+            fixed="from torch import cuda\nimport torch\nwith torch.accelerator.device_index(1):\n    pass\n",
+        ),
+        Invalid(
+            "from torch.cuda import set_device as use\nuse(3)\n",
+            lines=[2],
+            device="auto",
+            fixed="from torch.cuda import set_device as use\nimport torch\n"
+            "if torch.accelerator.is_available():\n    torch.accelerator.set_device_index(3)\n",
+        ),
+        # Not fixed: a value or a context where there may be no accelerator, a device that is
+        # not an index, too old a torch, no equivalent (device_of), no torch.accelerator (xla).
+        Invalid("import torch as T\ni = T.cuda.current_device()\n", lines=[2], device="auto"),
+        Invalid("import torch\nwith torch.cuda.device(1):\n    pass\n", lines=[2], device="cpu"),
+        Invalid("import torch\ntorch.cuda.set_device(device)\n", lines=[2]),
+        Invalid("import torch\ntorch.cuda.set_device('cuda:1')\n", lines=[2]),
+        Invalid("import torch\nwith torch.cuda.device(1):\n    pass\n", lines=[2], options={"torch-version": "2.7"}),
         Invalid("import torch.cuda\nwith torch.cuda.device_of(x):\n    pass\n", lines=[2]),
+        Invalid("import torch\ntorch.cuda.set_device(local_rank)\n", lines=[2], device="xla"),
     ]

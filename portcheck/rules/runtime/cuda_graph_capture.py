@@ -32,7 +32,9 @@ class CudaGraphCapture(CudaApiRule):
     An error on every target but ROCm (hipGraph backs `torch.cuda.graph`).
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: whether to remove a capture (tpu, neuron, xla, cpu) or move it to
+    `torch.accelerator.Graph` (torch 2.13, where the backend implements graphs) changes how the
+    step runs, and the static inputs and replay calls around it need rewriting too.
     """
 
     code = "PC208"

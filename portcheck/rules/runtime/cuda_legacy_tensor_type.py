@@ -26,7 +26,9 @@ class CudaLegacyTensorType(CudaApiRule):
     An error on every target but ROCm.
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: a legacy type stands for a dtype and a device at once, and is used as a
+    constructor, a `.type()` argument or an `isinstance` check, each of which needs its own
+    rewrite with the device the code runs on.
     """
 
     code = "PC213"

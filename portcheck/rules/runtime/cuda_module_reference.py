@@ -39,7 +39,10 @@ class CudaModuleReference(Rule):
     An error on every target but ROCm.
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: the module's calls happen elsewhere, under other names, and the
+    device-specific module of the target is no substitute (TorchTPU raises on `torch.tpu.*`
+    device calls from user code, `torch.mps` lacks most of them), so each call needs its own
+    `torch.accelerator` equivalent, chosen by a person.
     """
 
     code = "PC212"

@@ -1,5 +1,17 @@
+from __future__ import annotations
+
+import libcst as cst
+
 from portcheck.api_rule import CudaApiRule
+from portcheck.findings import FixSafety
+from portcheck.rewrites import cuda_api
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import Invalid, Valid
+from portcheck.targets import api
+
+_SEED_EVERYTHING = "torch.manual_seed"
+# Calls that may stand between two seedings without touching torch's generators.
+_OTHER_SEEDERS = frozenset({"random.seed", "numpy.random.seed"})
 
 
 class CudaRngApi(CudaApiRule):
@@ -30,11 +42,23 @@ class CudaRngApi(CudaApiRule):
     per-device state.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: a `torch.cuda.manual_seed(s)` or `manual_seed_all(s)` next to a
+    `torch.manual_seed(s)` in the same block (the same seed before it, any seed after it, with
+    only other seeding calls between) is removed: `torch.manual_seed` already seeds every
+    device. Where there is never an accelerator (`--device cpu`) a bare `manual_seed`,
+    `manual_seed_all`, `seed()` or `set_rng_state()` is removed: it did nothing there.
+    Unsafe: any other `manual_seed(s)` becomes `torch.manual_seed(s)`, which seeds the device
+    but reseeds the CPU generator too, so CPU random streams change; `seed()` becomes
+    `torch.seed()` and `initial_seed()` `torch.initial_seed()`, which answer for the CPU
+    generator. Not fixed: `get_rng_state()`, `set_rng_state()` elsewhere and
+    `default_generators`, whose device-generic forms (`torch.accelerator.random`) are not in
+    torch 2.13.
     """
 
     code = "PC205"
     name = "cuda-rng-api"
+    fix_safety = FixSafety.SAFE
+    table_fixes = True
 
     VALID = [
         Valid("import torch\ntorch.manual_seed(0)\n"),
@@ -42,10 +66,105 @@ class CudaRngApi(CudaApiRule):
         Valid("def seed_all(torch, s):\n    torch.cuda.manual_seed_all(s)\n"),
     ]
     INVALID = [
+        Invalid(
+            "import torch\nimport random\ndef seed_all(s):\n    random.seed(s)\n    torch.manual_seed(s)\n"
+            "    torch.cuda.manual_seed(s)\n    torch.cuda.manual_seed_all(s)\n",
+            lines=[6, 7],
+            fixed="import torch\nimport random\ndef seed_all(s):\n    random.seed(s)\n    torch.manual_seed(s)\n",
+        ),
+        Invalid(
+            "import torch as T\nT.cuda.manual_seed_all(42)\nT.manual_seed(0)\n",
+            lines=[2],
+            device="auto",
+            fixed="import torch as T\nT.manual_seed(0)\n",
+        ),
+        Invalid(
+            "import torch\ntorch.cuda.manual_seed_all(0)\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch\ntorch.manual_seed(0)\n",
+        ),
+        Invalid(
+            "import torch as T\nT.cuda.manual_seed(42)\n",
+            lines=[2],
+            device="auto",
+            unsafe=True,
+            fixed="import torch as T\nT.manual_seed(42)\n",
+        ),
+        Invalid("import torch as T\nT.cuda.manual_seed(42)\n", lines=[2], device="cpu", fixed="import torch as T\n"),
+        Invalid(
+            "from torch.cuda import manual_seed as cuda_seed\ncuda_seed(1)\n",
+            lines=[2],
+            unsafe=True,
+            fixed="from torch.cuda import manual_seed as cuda_seed\nimport torch\ntorch.manual_seed(1)\n",
+        ),
+        Invalid(
+            "import torch.cuda.random\ns = torch.cuda.random.initial_seed()\n",
+            lines=[2],
+            device="cpu",
+            unsafe=True,
+            fixed="import torch.cuda.random\ns = torch.initial_seed()\n",
+        ),
+        # Not fixed: renames without --unsafe-fixes, a different seed before, no device-generic
+        # form in torch 2.13.
         Invalid("import torch\ntorch.cuda.manual_seed_all(0)\n", lines=[2]),
-        Invalid("import torch as T\nT.cuda.manual_seed(42)\n", lines=[2]),
+        Invalid("import torch\ntorch.manual_seed(0)\ntorch.cuda.manual_seed(1)\n", lines=[3], device="auto"),
         Invalid("from torch import cuda\nstate = cuda.get_rng_state()\n", lines=[2]),
-        Invalid("from torch.cuda import manual_seed as cuda_seed\ncuda_seed(1)\n", lines=[2]),
-        Invalid("import torch.cuda.random\ns = torch.cuda.random.initial_seed()\n", lines=[2]),
+        Invalid("import torch\ntorch.cuda.manual_seed_all(*seeds)\n", lines=[2], unsafe=True),
         Invalid("import torch\ng = torch.cuda.default_generators[0]\n", lines=[2], message="default_generators"),
     ]
+
+    def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
+        if entry.rename == _SEED_EVERYTHING and not self.ctx.fix_target.keeps_cuda_api:
+            use = cuda_api.Use.of(self.ctx, node)
+            if use.line is not None and self._seeded_alongside(use):
+                return cuda_api.drop(use, f"drop {entry.name}(): {_SEED_EVERYTHING}() next to it seeds every device")
+        return super().fix(node, entry)
+
+    def _seeded_alongside(self, use: cuda_api.Use) -> bool:
+        """Whether a `torch.manual_seed` next to this statement makes it redundant: the same
+        pure seed before it, or any seed after it, with only other seedings between."""
+        assert use.call is not None and use.line is not None and use.block is not None
+        seed = self._seed(use.call)
+        if seed is None or not cuda_api.pure(seed):
+            return False
+        body = list(use.block.body)
+        here = next(index for index, statement in enumerate(body) if statement is use.line)
+        for statements, same_seed in ((reversed(body[:here]), True), (body[here + 1 :], False)):
+            for statement in statements:
+                call = _call_statement(statement)
+                names = self.ctx.qualified_names(call.func) if call is not None else frozenset()
+                if call is None or not names:
+                    break
+                other_seed = self._seed(call)
+                if _SEED_EVERYTHING in names:
+                    if not same_seed or (other_seed is not None and _same(other_seed, seed)):
+                        return True
+                    break
+                if names & _OTHER_SEEDERS:
+                    continue
+                entries = [api.lookup(name) for name in names]
+                if any(m is not None and m[1].rename == _SEED_EVERYTHING for m in entries) and (
+                    other_seed is not None and _same(other_seed, seed)
+                ):
+                    continue  # another CUDA seeding with the same seed
+                break
+        return False
+
+    @staticmethod
+    def _seed(call: cst.Call) -> cst.BaseExpression | None:
+        if len(call.args) != 1 or call.args[0].star:
+            return None
+        return call.args[0].value
+
+
+def _call_statement(statement: cst.CSTNode) -> cst.Call | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        expression = statement.body[0]
+        if isinstance(expression, cst.Expr) and isinstance(expression.value, cst.Call):
+            return expression.value
+    return None
+
+
+def _same(a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    return cuda_api.code(a) == cuda_api.code(b)

@@ -1,4 +1,5 @@
 from portcheck.api_rule import CudaApiRule
+from portcheck.findings import FixSafety
 from portcheck.rule import Invalid, Valid
 
 
@@ -32,11 +33,21 @@ class CudaStreamEvent(CudaApiRule):
     so overlap code becomes serial.
 
     ## Fix safety
-    No automatic fix yet.
+    Safe: `current_stream()` becomes `torch.accelerator.current_stream()` and `set_stream(s)`
+    `torch.accelerator.set_stream(s)` (torch 2.6), with the file's own `torch` binding; a
+    device argument carries over only as an index. They raise on a host with no accelerator:
+    for `--device cpu` a bare call is removed, for `--device auto` it is guarded with
+    `if torch.accelerator.is_available():`; a stream used as a value there is left to a person.
+    Not fixed: creating streams and events (`torch.Stream(device=...)` and
+    `torch.Event(device=...)` need the device the code runs on), `with torch.cuda.stream(s):`
+    (removing the context would serialise overlap code, a decision for a person), and
+    `default_stream()`.
     """
 
     code = "PC207"
     name = "cuda-stream-event"
+    fix_safety = FixSafety.SAFE
+    table_fixes = True
 
     VALID = [
         Valid("import torch\ns = torch.Stream(device='cpu')\n"),
@@ -47,6 +58,20 @@ class CudaStreamEvent(CudaApiRule):
         Invalid("import torch\nstart = torch.cuda.Event(enable_timing=True)\n", lines=[2]),
         Invalid("import torch as T\nwith T.cuda.stream(side):\n    pass\n", lines=[2]),
         Invalid("from torch import cuda\ns = cuda.Stream()\n", lines=[2]),
-        Invalid("from torch.cuda import current_stream as cur\ncur().wait_stream(s)\n", lines=[2]),
+        Invalid(
+            "from torch.cuda import current_stream as cur\ncur().wait_stream(s)\n",
+            lines=[2],
+            fixed="from torch.cuda import current_stream as cur\nimport torch\ntorch.accelerator.current_stream().wait_stream(s)\n",
+        ),
+        Invalid(
+            "import torch as T\nT.cuda.set_stream(side)\n",
+            lines=[2],
+            device="auto",
+            fixed="import torch as T\nif T.accelerator.is_available():\n    T.accelerator.set_stream(side)\n",
+        ),
+        Invalid("import torch as T\nT.cuda.set_stream(side)\n", lines=[2], device="cpu", fixed="import torch as T\n"),
         Invalid("import torch.cuda\nx = torch.cuda.default_stream()\n", lines=[2]),
+        # Not fixed: a stream as a value where there may be no accelerator, too old a torch.
+        Invalid("import torch\ns = torch.cuda.current_stream()\n", lines=[2], device="auto"),
+        Invalid("import torch\ns = torch.cuda.current_stream()\n", lines=[2], options={"torch-version": "2.5"}),
     ]

@@ -31,7 +31,9 @@ class CudaVersionCheck(CudaApiRule):
     plugin's version with `importlib.metadata.version()`.
 
     ## Fix safety
-    No automatic fix yet.
+    No automatic fix: what a CUDA version gate stands for (a feature, a kernel, a bug
+    workaround) decides what to check instead, and `torch.backends.cuda.is_built()` asks about
+    the build, not about a device being there.
     """
 
     code = "PC210"

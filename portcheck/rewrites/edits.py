@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Edit:
     original: cst.CSTNode
-    replacement: cst.CSTNode
+    replacement: cst.CSTNode | cst.RemovalSentinel  # RemoveFromParent() deletes a statement
     safety: FixSafety
     title: str  # what the fix does, for summaries and --diff output
     imports: tuple[str, ...] = ()  # modules the replacement needs bound (`import torch`)
@@ -151,24 +151,32 @@ def _auto_device_type(ctx: FileContext, original: cst.BaseExpression) -> Spellin
 
 def _module_device_variable(ctx: FileContext) -> tuple[str, cst.BaseExpression, bool] | None:
     """A module-level variable named like a device, bound once, to a CUDA device or to the
-    device-agnostic choice: (its name, its value, whether the value is a string)."""
+    device-agnostic choice: (its name, its value, whether the value is a string). A value that
+    computes the device some other way (`os.environ.get("DEV", "cuda")`) is not one."""
     for name, value in ctx.module_assignments():
-        if not patterns.is_device_name(name):
+        if not patterns.is_device_name(name) or name.lower().endswith(("_map", "_ids")):
             continue
-        is_string = _is_string_valued(value)
-        if _is_auto_expression(value, is_string) or _mentions_cuda_device(value):
-            return name, value, is_string
+        kind = _device_value_kind(ctx, value)
+        if kind is not None and (_is_auto_expression(value, kind == "str") or _mentions_cuda_device(value)):
+            return name, value, kind == "str"
     return None
 
 
-def _is_string_valued(value: cst.BaseExpression) -> bool:
+def _device_value_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
+    """ "str" for a device string (or a choice of them), "device" for `torch.device(...)` or the
+    device-agnostic choice, None for anything else."""
     if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
-        return True
+        return "str"
     if isinstance(value, cst.IfExp):
-        return _is_string_valued(value.body) and _is_string_valued(value.orelse)
-    if isinstance(value, cst.Attribute):  # (... or torch.device("cpu")).type
-        return value.attr.value == "type"
-    return False
+        body, orelse = _device_value_kind(ctx, value.body), _device_value_kind(ctx, value.orelse)
+        return body if body == orelse else None
+    if isinstance(value, cst.Attribute) and value.attr.value == "type":  # (... or torch.device("cpu")).type
+        return "str" if _is_auto_expression(value, True) else None
+    if isinstance(value, cst.BooleanOperation):
+        return "device" if _is_auto_expression(value, False) else None
+    if isinstance(value, cst.Call) and "torch.device" in ctx.qualified_names(value.func):
+        return "device"
+    return None
 
 
 def _is_auto_expression(value: cst.BaseExpression, is_string: bool) -> bool:
@@ -196,7 +204,13 @@ def _bound_before_this_statement(ctx: FileContext, value: cst.CSTNode) -> bool:
 
 
 def _inside_function(ctx: FileContext) -> bool:
-    return any(isinstance(node, (cst.FunctionDef, cst.Lambda)) for node in ctx.ancestors)
+    """Whether the node runs when a function is called, not when it is defined (decorators and
+    default values run at definition)."""
+    ancestors = list(ctx.ancestors)
+    return any(
+        isinstance(node, (cst.FunctionDef, cst.Lambda)) and inner is node.body
+        for node, inner in zip(ancestors, ancestors[1:])
+    )
 
 
 def _indexed(original: cst.BaseExpression, device_type_code: str) -> cst.BaseExpression:
