@@ -157,9 +157,25 @@ def _module_device_variable(ctx: FileContext) -> tuple[str, cst.BaseExpression, 
         if not patterns.is_device_name(name) or name.lower().endswith(("_map", "_ids")):
             continue
         kind = _device_value_kind(ctx, value)
-        if kind is not None and (_is_auto_expression(value, kind == "str") or _mentions_cuda_device(value)):
+        if kind is not None and (_is_auto_expression(value, kind == "str") or _is_device_choice(ctx, value)):
             return name, value, kind == "str"
     return None
+
+
+def _is_device_choice(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """A CUDA device chosen once, and nothing else: `"cuda"`, `torch.device("cuda:0")`, or a
+    choice between devices on whether one is available. A value that derives the device from
+    other settings (`"cuda" if "cuda" in device else "cpu"`) is the user's logic, not a binding."""
+    if patterns.is_cuda_device_literal(value):
+        return True
+    if isinstance(value, cst.Call) and "torch.device" in ctx.qualified_names(value.func) and len(value.args) == 1:
+        return _is_device_choice(ctx, value.args[0].value)
+    if isinstance(value, cst.IfExp) and "is_available" in cst.Module([]).code_for_node(value.test):
+        branches = (value.body, value.orelse)
+        return any(_is_device_choice(ctx, branch) for branch in branches) and all(
+            _device_value_kind(ctx, branch) is not None for branch in branches
+        )
+    return False
 
 
 def _device_value_kind(ctx: FileContext, value: cst.BaseExpression) -> str | None:
@@ -188,10 +204,6 @@ def _is_auto_expression(value: cst.BaseExpression, is_string: bool) -> bool:
 
 def _contains(node: cst.CSTNode, part: cst.CSTNode) -> bool:
     return node is part or any(_contains(child, part) for child in node.children)
-
-
-def _mentions_cuda_device(node: cst.CSTNode) -> bool:
-    return patterns.is_cuda_device_literal(node) or any(_mentions_cuda_device(child) for child in node.children)
 
 
 def _bound_before_this_statement(ctx: FileContext, value: cst.CSTNode) -> bool:
