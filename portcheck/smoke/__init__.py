@@ -1,0 +1,5 @@
+"""`portcheck smoke`: a short parity and trace test of a model on an accelerator backend.
+
+The only part of portcheck that imports torch (installed with `pip install portcheck[smoke]`);
+`scan` and `fix` never load this package.
+"""

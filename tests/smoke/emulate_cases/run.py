@@ -1,0 +1,109 @@
+"""The cases of tests/smoke/test_emulate.py for one target: `python run.py tpu|neuron`.
+
+PrivateUse1 can be renamed once per process, so each target runs in a process of its own.
+Prints what the cases observed as one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from portcheck.smoke.emulate import emulate
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def train_step(device: str) -> dict[str, torch.Tensor]:
+    """Forward, backward and one SGD step; every tensor that comes out of it, by name."""
+    model = mlp().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    inputs = torch.linspace(-1, 1, 20).reshape(5, 4).to(device)
+    output = model(inputs)
+    loss = output.square().mean()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        after = model(inputs)
+    grads = {f"grad {name}": p.grad for name, p in model.named_parameters()}
+    weights = {f"weight {name}": p.detach() for name, p in model.state_dict().items()}
+    return {"output": output.detach(), "loss": loss.detach(), "after": after, **grads, **weights}
+
+
+class Positives(nn.Module):
+    """Keeps the positive entries: an output whose size depends on the data."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[torch.nonzero(x > 0)[:, 0]]
+
+
+class PaddedPositives(nn.Module):
+    """The same with a static shape: indices padded to a fixed count."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[torch.nonzero_static(x > 0, size=x.numel(), fill_value=0)[:, 0]]
+
+
+def raised(call: Callable[[], Any]) -> dict[str, str]:
+    try:
+        call()
+    except Exception as error:
+        return {"type": type(error).__name__, "kind": getattr(error, "kind", ""), "message": str(error)}
+    return {}
+
+
+def recompilations(batch_sizes: list[int]) -> dict[str, Any]:
+    with emulate("tpu") as log:
+        model = mlp().to("tpu")
+        for size in batch_sizes:
+            model(torch.ones(size, 4, device="tpu"))
+    return {"recompilations": log.recompilations, "graphs": log.summary()["graphs"]}
+
+
+def tpu() -> dict[str, Any]:
+    with emulate("tpu") as log:
+        reference, emulated = train_step("cpu"), train_step("tpu")
+        mlp_case = {
+            "device_types": sorted({tensor.device.type for tensor in emulated.values()}),
+            "back_on_cpu": sorted({tensor.cpu().device.type for tensor in emulated.values()}),
+            "identical": [name for name in reference if torch.equal(reference[name], emulated[name].cpu())],
+            "names": list(reference),
+            "accelerator": [torch.accelerator.is_available(), str(torch.accelerator.current_accelerator())],
+            "synchronize": raised(torch.accelerator.synchronize),
+        }
+        legacy = raised(torch.tpu.synchronize)
+        cuda = raised(torch.cuda.synchronize)
+        nonzero = raised(lambda: Positives().to("tpu")(torch.tensor([1.0, -1.0, 2.0], device="tpu")))
+        torch.ones(2, device="tpu").double().sum()
+    return {
+        "mlp": mlp_case,
+        "legacy": legacy,
+        "cuda": cuda,
+        "nonzero": nonzero,
+        "summary": log.summary(),
+        "three_shapes": recompilations([2, 3, 5]),
+        "one_shape": recompilations([3, 3, 3]),
+    }
+
+
+def neuron() -> dict[str, Any]:
+    with emulate("neuron") as log:
+        x = torch.tensor([1.0, -1.0, 2.0]).to("neuron")
+        result = {
+            "nonzero": raised(lambda: Positives().to("neuron")(x)),
+            "static": raised(lambda: PaddedPositives().to("neuron")(x)),
+            "legacy": raised(torch.neuron.synchronize),  # TorchNeuron keeps its device module working
+        }
+    return {**result, "summary": log.summary(), "second_target": raised(lambda: emulate("tpu").__enter__())}
+
+
+if __name__ == "__main__":
+    print(json.dumps({"tpu": tpu, "neuron": neuron}[sys.argv[1]]()))

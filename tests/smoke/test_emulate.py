@@ -1,0 +1,89 @@
+"""The CPU-hosted stand-in for tpu and neuron (`portcheck.smoke.emulate`).
+
+PrivateUse1 can be renamed once per process, so each target's cases run in a child process
+(emulate_cases/run.py), both children at once; the tests read what they report.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+TARGETS = ("tpu", "neuron")
+
+
+@pytest.fixture(scope="module")
+def observed() -> dict[str, Any]:
+    children = {
+        target: subprocess.Popen(
+            [sys.executable, str(HERE / "emulate_cases" / "run.py"), target],
+            cwd=HERE.parent.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for target in TARGETS
+    }
+    results = {}
+    for target, child in children.items():
+        stdout, stderr = child.communicate(timeout=300)
+        assert child.returncode == 0, stderr
+        results[target] = json.loads(stdout.splitlines()[-1])
+    return results
+
+
+def test_an_mlp_trains_on_an_emulated_tpu_exactly_as_on_the_cpu(observed: dict[str, Any]) -> None:
+    case = observed["tpu"]["mlp"]
+    assert case["device_types"] == ["tpu"]  # outputs, loss, gradients and weights all report the device
+    assert case["back_on_cpu"] == ["cpu"]
+    assert case["identical"] == case["names"]  # forward, backward and SGD step: bit for bit
+    assert case["accelerator"] == [True, "tpu"]
+    assert case["synchronize"] == {}
+
+
+def test_emulated_neuron_rejects_data_dependent_shapes(observed: dict[str, Any]) -> None:
+    neuron = observed["neuron"]
+    assert neuron["nonzero"]["type"] == "EmulationError"
+    assert neuron["nonzero"]["kind"] == "data-dependent-shape"
+    assert "aten::nonzero" in neuron["nonzero"]["message"]
+    assert neuron["static"] == {}  # nonzero_static has a fixed shape
+    assert observed["tpu"]["nonzero"] == {}  # TorchTPU runs it; the log notes it
+    assert observed["tpu"]["summary"]["data_dependent_ops"] == {"aten::nonzero": 1}
+
+
+def test_emulated_tpu_counts_a_compilation_per_input_shape(observed: dict[str, Any]) -> None:
+    tpu = observed["tpu"]
+    assert tpu["three_shapes"]["recompilations"] == 2
+    assert tpu["three_shapes"]["graphs"] == {"Sequential": [[[[n, 4], "float32"]] for n in (2, 3, 5)]}
+    assert tpu["one_shape"]["recompilations"] == 0
+
+
+def test_legacy_device_calls_raise_where_the_target_rejects_them(observed: dict[str, Any]) -> None:
+    legacy = observed["tpu"]["legacy"]
+    assert (legacy["type"], legacy["kind"]) == ("EmulationError", "legacy-device-api")
+    assert "torch.accelerator.synchronize" in legacy["message"]
+    assert observed["neuron"]["legacy"] == {}
+
+
+def test_cuda_calls_raise(observed: dict[str, Any]) -> None:
+    cuda = observed["tpu"]["cuda"]
+    assert (cuda["type"], cuda["kind"]) == ("EmulationError", "cuda-only-api")
+    assert cuda["message"].startswith("torch.cuda.synchronize: Torch not compiled with CUDA enabled")
+
+
+def test_float64_is_flagged(observed: dict[str, Any]) -> None:
+    summary = observed["tpu"]["summary"]
+    assert summary["float64_ops"] == {"aten::_to_copy": 1, "aten::sum": 1}
+    assert summary["emulated"] and "not measured on hardware" in summary["note"]
+
+
+def test_a_process_emulates_one_target(observed: dict[str, Any]) -> None:
+    second = observed["neuron"]["second_target"]
+    assert second["type"] == "RuntimeError"
+    assert "once per process" in second["message"]
