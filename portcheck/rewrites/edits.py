@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Edit:
     original: cst.CSTNode
-    replacement: cst.CSTNode | cst.RemovalSentinel  # RemoveFromParent() deletes a statement
+    # RemoveFromParent() deletes a statement; a FlattenSentinel puts several in its place
+    replacement: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel
     safety: FixSafety
     title: str  # what the fix does, for summaries and --diff output
     imports: tuple[str, ...] = ()  # modules the replacement needs bound (`import torch`)

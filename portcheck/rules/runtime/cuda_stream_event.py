@@ -1,6 +1,10 @@
+import libcst as cst
+
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import Invalid, Valid
+from portcheck.targets import api
 
 
 class CudaStreamEvent(CudaApiRule):
@@ -57,6 +61,15 @@ class CudaStreamEvent(CudaApiRule):
     INVALID = [
         Invalid("import torch\nstart = torch.cuda.Event(enable_timing=True)\n", lines=[2]),
         Invalid("import torch as T\nwith T.cuda.stream(side):\n    pass\n", lines=[2]),
+        Invalid(
+            "import torch as T\n\ndef step(x, side):\n    # overlap the copy\n    with T.cuda.stream(side):\n"
+            "        y = x.to('cpu')  # async\n        z = y + 1\n    return z\n",
+            lines=[5],
+            unsafe=True,
+            fixed="import torch as T\n\ndef step(x, side):\n    # overlap the copy\n"
+            "    y = x.to('cpu')  # async\n    z = y + 1\n    return z\n",
+        ),
+        Invalid("import torch\nwith torch.cuda.stream(side) as s:\n    f(s)\n", lines=[2], unsafe=True),
         Invalid("from torch import cuda\ns = cuda.Stream()\n", lines=[2]),
         Invalid(
             "from torch.cuda import current_stream as cur\ncur().wait_stream(s)\n",
@@ -75,3 +88,28 @@ class CudaStreamEvent(CudaApiRule):
         Invalid("import torch\ns = torch.cuda.current_stream()\n", lines=[2], device="auto"),
         Invalid("import torch\ns = torch.cuda.current_stream()\n", lines=[2], options={"torch-version": "2.5"}),
     ]
+
+    def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
+        statement = self._stream_context(node)
+        if statement is None:
+            return super().fix(node, entry)
+        body = list(statement.body.body) if isinstance(statement.body, cst.IndentedBlock) else []
+        if not body:
+            return None
+        first = body[0]
+        if isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            body[0] = first.with_changes(leading_lines=[*statement.leading_lines, *first.leading_lines])
+        return Edit(statement, cst.FlattenSentinel(body), FixSafety.UNSAFE, "removed the CUDA stream context")
+
+    def _stream_context(self, node: cst.Name | cst.Attribute) -> cst.With | None:
+        """The `with torch.cuda.stream(s):` statement `node` opens, when it is that alone (one
+        item, no `as` target, not async)."""
+        ancestors = self.ctx.ancestors
+        if len(ancestors) < 3 or "torch.cuda.stream" not in self.ctx.qualified_names(node):
+            return None
+        call, item, statement = ancestors[-1], ancestors[-2], ancestors[-3]
+        if not (isinstance(call, cst.Call) and call.func is node and isinstance(item, cst.WithItem)):
+            return None
+        if not isinstance(statement, cst.With) or len(statement.items) != 1 or item.asname or statement.asynchronous:
+            return None
+        return statement
