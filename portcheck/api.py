@@ -10,12 +10,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from portcheck import fixer
 from portcheck import targets as target_data
 from portcheck.config import Config
 from portcheck.discovery import discover
 from portcheck.engine import FileResult, scan_bytes, scan_file
 from portcheck.findings import Fact, Finding, with_fingerprints
-from portcheck.fixer import FixOutcome, fix_source
+from portcheck.fixer import FixOutcome
 from portcheck.project import Project
 from portcheck.sources import display_path, module_path
 
@@ -125,6 +126,15 @@ class FixReport:
     written: bool = False
 
 
+def fix_source(
+    source: str | bytes, device: str, *, path: str = "<string>", config: Config | None = None, unsafe: bool = False
+) -> FixOutcome:
+    """One piece of source fixed for `device` (the same rewrites as `portcheck fix`)."""
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    config = replace(config or Config(), targets=(target_data.judged_as(device),))
+    return fixer.fix_source(data, path, config, target_data.fix_target(device), unsafe=unsafe)
+
+
 def fix_paths(
     paths: Sequence[Path], config: Config, device: str, *, unsafe: bool = False, write: bool = True
 ) -> FixReport:
@@ -141,7 +151,7 @@ def fix_paths(
         except OSError as error:
             errors.append(f"{shown}: cannot read file: {error.strerror or error}")
             continue
-        outcome = fix_source(data, shown, config, target, unsafe=unsafe, project=layout, module=module_path(path))
+        outcome = fixer.fix_source(data, shown, config, target, unsafe=unsafe, project=layout, module=module_path(path))
         if outcome.changed and write:
             problem = write_atomically(path, data, outcome.source)
             if problem:

@@ -198,3 +198,9 @@ def test_every_shipped_program_fixes_to_code_that_parses_and_stays_fixed(path: P
         cst.parse_module(outcome.source)
         again = fix_source(outcome.source, path.name, config, target, unsafe=unsafe)
         assert again.source == outcome.source and not again.applied
+
+
+def test_fix_source_from_python_keeps_the_users_alias() -> None:
+    outcome = api.fix_source("import torch as T\nT.cuda.synchronize()\n", "tpu")
+    assert outcome.source == b"import torch as T\nT.accelerator.synchronize()\n"
+    assert [code for code, _ in outcome.applied] == ["PC203"]
