@@ -18,7 +18,7 @@ from portcheck.findings import Finding, FixSafety
 from portcheck.patterns import dotted
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
-from portcheck.rewrites.edits import Edit
+from portcheck.rewrites.edits import Edit, replace_nodes
 from portcheck.targets import Target
 
 MAX_ROUNDS = 10
@@ -89,7 +89,7 @@ def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[by
     spans = positions(tree, [edit.original for _, edit in chosen])
     order = sorted(chosen, key=lambda pair: _extent(spans[id(pair[1].original)]))
     taken: list[tuple[int, int, int, int]] = []
-    replacements: dict[int, cst.CSTNode] = {}
+    replacements: dict[int, object] = {}
     applied: list[tuple[str, str]] = []
     imports: list[str] = []
     prelude: list[str] = []
@@ -102,7 +102,7 @@ def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[by
         applied.append((finding.code, edit.title))
         imports.extend(module for module in edit.imports if module not in imports)
         prelude.extend(statement for statement in edit.prelude if statement not in prelude)
-    fixed = tree.visit(_Replace(replacements))
+    fixed = replace_nodes(tree, replacements)
     for module in imports:
         fixed = add_import(fixed, module)
     for statement in reversed(prelude):
@@ -117,15 +117,6 @@ def _extent(span: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
 
 def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
     return (a[0], a[1]) < (b[2], b[3]) and (b[0], b[1]) < (a[2], a[3])
-
-
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, cst.CSTNode]) -> None:
-        super().__init__()
-        self.replacements = replacements
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        return self.replacements.get(id(original_node), updated_node)
 
 
 def add_import(tree: cst.Module, module: str) -> cst.Module:

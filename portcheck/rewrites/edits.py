@@ -7,8 +7,9 @@ replacement needs. The fixer applies the edits; rules never change the tree them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
 
@@ -17,6 +18,8 @@ from portcheck.findings import FixSafety
 
 if TYPE_CHECKING:
     from portcheck.rule import FileContext
+
+NodeT = TypeVar("NodeT", bound=cst.CSTNode)
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,21 @@ class Spelling:
 
     def edit(self, original: cst.CSTNode, safety: FixSafety, title: str) -> Edit:
         return Edit(self.original or original, self.node, safety, title, self.imports, self.prelude)
+
+
+def replace_nodes(node: NodeT, replacements: Mapping[int, object]) -> NodeT:
+    """`node` with each descendant whose id is a key replaced by its value (a node, or a
+    libcst sentinel that removes or flattens it)."""
+    return node.visit(_ReplaceByIdentity(replacements))  # type: ignore[return-value]
+
+
+class _ReplaceByIdentity(cst.CSTTransformer):
+    def __init__(self, replacements: Mapping[int, object]) -> None:
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self.replacements.get(id(original_node), updated_node)  # type: ignore[return-value]
 
 
 def string_like(original: cst.CSTNode, value: str) -> cst.BaseExpression:

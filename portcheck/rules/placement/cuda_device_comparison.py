@@ -5,7 +5,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits, placement
-from portcheck.rewrites.edits import Edit
+from portcheck.rewrites.edits import Edit, replace_nodes
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 
 _EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
@@ -178,7 +178,7 @@ class CudaDeviceComparison(Rule):
         title = f'"cuda" -> "{written}" in a device check'
         if len(literals) == 1:
             return Edit(literals[0], replacements[id(literals[0])], FixSafety.UNSAFE, title)
-        return Edit(node, node.visit(_Replace(replacements)), FixSafety.UNSAFE, title)  # type: ignore[arg-type]
+        return Edit(node, replace_nodes(node, replacements), FixSafety.UNSAFE, title)
 
 
 def _compared_literals(node: cst.Comparison) -> list[cst.BaseExpression]:
@@ -213,15 +213,6 @@ def _single_check(node: cst.Comparison) -> tuple[cst.BaseExpression | None, cst.
     if patterns.string_value(left) == "cuda" and _is_device_like(right):
         return right, operator
     return None, None
-
-
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, cst.BaseExpression]) -> None:
-        super().__init__()
-        self.replacements = replacements
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        return self.replacements.get(id(original_node), updated_node)
 
 
 def _is_cuda(node: cst.CSTNode) -> bool:
