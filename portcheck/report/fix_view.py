@@ -35,7 +35,10 @@ def render_summary(report: FixReport, out: TextIO) -> None:
     held = Counter(item for outcome in report.outcomes for item in outcome.skipped)
     for (code, reason), count in sorted(held.items()):
         out.write(f"Not applied: {code} x{count}: {reason}\n")
-    remaining = [finding for outcome in report.outcomes for finding in outcome.remaining]
+    remaining = sorted(
+        (finding for outcome in report.outcomes for finding in outcome.remaining),
+        key=lambda f: (f.path, f.line, f.column, f.code),
+    )
     if remaining:
         out.write(f"{len(remaining)} finding{'s' if len(remaining) != 1 else ''} left for a person:\n")
         for finding in remaining:
