@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # pull a multi-GB CUDA build). Installed first so the project's extras do not replace it.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo smoke-demo test clean
+.PHONY: setup demo smoke-demo bench test clean
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,11 @@ demo: setup
 
 smoke-demo: setup
 	$(BIN)/portcheck smoke examples/smoke/models.py:classifier --device tpu --emulate --train --steps 3
+
+# Not part of the tests: downloads a pinned corpus and the peers (TorchFix, Ruff), prints a table.
+bench: setup
+	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
+	$(BIN)/python bench/run.py
 
 test: setup
 	$(BIN)/python -m pytest
