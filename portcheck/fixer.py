@@ -74,13 +74,13 @@ def fix_source(
         source = fixed
     else:
         return FixOutcome(path, data, error=f"fixes did not settle after {MAX_ROUNDS} rounds; file left unchanged")
-    final = examine(source, path, config, project=project, module=module, fix_target=target)
+    # The round that ended the loop examined the final source: its findings are what is left.
     skipped = tuple(
         (finding.code, "unsafe: needs --unsafe-fixes")
-        for finding, edit in final.fixes()
+        for finding, edit in examination.fixes()
         if edit.safety is FixSafety.UNSAFE and not unsafe
     )
-    return FixOutcome(path, source, tuple(applied), skipped, final.result.findings)
+    return FixOutcome(path, source, tuple(applied), skipped, examination.result.findings)
 
 
 def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[bytes, list[tuple[str, str]]]:

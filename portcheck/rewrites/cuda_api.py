@@ -177,10 +177,10 @@ class Use:
             and isinstance(chain[-4], _BLOCKS)
         ):
             line, block = chain[-3], chain[-4]
-        return cls(node, call, outer, line, block, _guarded(ctx, [*chain, node]))
+        return cls(node, call, outer, line, block, runs_only_with_accelerator(ctx, [*chain, node]))
 
 
-def _guarded(ctx: FileContext, chain: list[cst.CSTNode]) -> bool:
+def runs_only_with_accelerator(ctx: FileContext, chain: list[cst.CSTNode]) -> bool:
     """Whether the last node of `chain` runs only when an accelerator is available: in the body
     of `if <available>:`, of `... if <available> else ...`, or right of `<available> and`."""
     for parent, child in zip(chain, chain[1:]):

@@ -97,18 +97,9 @@ class PinMemoryCall(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if patterns.method_name(node) != "pin_memory" or self.ctx.qualified_names(node.func):
             return
-        if self._behind_availability_check(node):
+        if cuda_api.runs_only_with_accelerator(self.ctx, [*self.ctx.ancestors, node]):
             return
         self.report(node, edit=self._edit(node))
-
-    def _behind_availability_check(self, node: cst.Call) -> bool:
-        """Inside `if ...is_available():` (or the true branch of `a if ...is_available() else b`)."""
-        chain = [*self.ctx.ancestors, node]
-        code = cst.Module([]).code_for_node
-        return any(
-            isinstance(outer, (cst.If, cst.IfExp)) and inner is outer.body and "is_available()" in code(outer.test)
-            for outer, inner in zip(chain, chain[1:])
-        )
 
     def _edit(self, node: cst.Call) -> Edit | None:
         target = self.ctx.fix_target
