@@ -13,7 +13,6 @@ asserts a speed: it measures and prints.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -23,21 +22,32 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # Outside the checkout: portcheck skips what the repository's .gitignore ignores.
 CACHE = Path(tempfile.gettempdir()) / "portcheck-bench"
+# The floor: parse the files named in a list, nothing else.
 BARE_PARSE = """
 import sys, libcst
 from pathlib import Path
-for path in sorted(Path(sys.argv[1]).rglob("*.py")):
+for name in Path(sys.argv[1]).read_text().splitlines():
     try:
-        libcst.parse_module(path.read_bytes())
+        libcst.parse_module(Path(name).read_bytes())
     except Exception:
         pass
 """
 RUFF_BANNED_CUDA = 'lint.flake8-tidy-imports.banned-api."torch.cuda".msg = "CUDA-only"'
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One command to time; `fresh` is a folder emptied before each run (a cold cache)."""
+
+    name: str
+    command: list[str]
+    fresh: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -87,23 +97,78 @@ def measure(command: list[str], cwd: Path) -> Measure:
     return Measure(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
-def median_of(command: list[str], cwd: Path, runs: int) -> Measure:
-    samples = [measure(command, cwd) for _ in range(runs)]
+def median_of(tool: Tool, cwd: Path, runs: int) -> Measure:
+    samples = []
+    for _ in range(runs):
+        if tool.fresh:
+            shutil.rmtree(tool.fresh, ignore_errors=True)
+        samples.append(measure(tool.command, cwd))
     return Measure(
         *(statistics.median(getattr(s, field) for s in samples) for field in ("wall", "cpu", "peak_rss_mib"))
     )
 
 
-def prefilter_share(root: Path) -> tuple[int, int]:
-    """(files portcheck looked at, files its text prefilter skipped without parsing)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "portcheck", "scan", str(root), "--format", "json", "--exit-zero"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    summary = json.loads(done.stdout)["summary"]
-    return summary["files"], summary["skipped_by_prefilter"]
+def parsed_files(files: list[Path], root: Path) -> list[Path]:
+    """The files portcheck parses: the others have no trigger word of any enabled rule."""
+    from portcheck.config import Config
+    from portcheck.engine import scan_bytes
+
+    config = Config(root=root)
+    return [
+        path for path in files if not scan_bytes(path.read_bytes(), path.relative_to(root).as_posix(), config).skipped
+    ]
+
+
+def file_list(files: list[Path], name: str) -> Path:
+    listing = CACHE / f"{name}.txt"
+    listing.write_text("".join(f"{path}\n" for path in files))
+    return listing
+
+
+def portcheck(root: Path, jobs: int, cache: Path | None) -> list[str]:
+    caching = ["--cache-dir", str(cache)] if cache else ["--no-cache"]
+    command = [sys.executable, "-m", "portcheck", "scan", str(root), "--jobs", str(jobs), *caching]
+    return [*command, "--exit-zero", "--format", "json", "-o", os.devnull]
+
+
+def tools(root: Path, files: list[Path], parsed: list[Path], cores: int) -> dict[str, Tool]:
+    """What to time, by role; the peers where installed (`pip install -r bench/requirements.txt`)."""
+    bin_dir = Path(sys.executable).parent
+    cold, warm = CACHE / "cold-cache", CACHE / "warm-cache"
+    parse = [sys.executable, "-c", BARE_PARSE]
+    found = {
+        "parse all": Tool("libcst parse of every file", [*parse, str(file_list(files, "all"))]),
+        "floor": Tool("libcst parse of the files portcheck parses (floor)", [*parse, str(file_list(parsed, "parsed"))]),
+        "cold 1": Tool("portcheck --jobs 1, cold", portcheck(root, 1, cold), fresh=cold),
+        "cold": Tool(f"portcheck --jobs {cores}, cold", portcheck(root, cores, cold), fresh=cold),
+        "warm": Tool(f"portcheck --jobs {cores}, warm (unchanged tree)", portcheck(root, cores, warm)),
+    }
+    torchfix = shutil.which("torchfix", path=str(bin_dir))
+    if torchfix:
+        named = f"torchfix {version('torchfix')}"
+        found["torchfix 1"] = Tool(f"{named} -j 1", [torchfix, "-j", "1", str(root)])
+        found["torchfix"] = Tool(f"{named} -j {cores}", [torchfix, "-j", str(cores), str(root)])
+    ruff = shutil.which("ruff", path=str(bin_dir))
+    if ruff:
+        banned = ["--select", "TID251", "--config", RUFF_BANNED_CUDA, "--no-cache", "--exit-zero"]
+        found["ruff"] = Tool(
+            f"ruff {version('ruff')}, banned `torch.cuda` only", [ruff, "check", "--isolated", *banned, str(root)]
+        )
+    return found
+
+
+def memory_growth(files: list[Path]) -> list[tuple[int, float]]:
+    """Peak RSS of one-process scans of growing shares of the corpus: it should stay flat."""
+    rows = []
+    for share in (8, 4, 2, 1):
+        subset = CACHE / f"share-{share}"
+        shutil.rmtree(subset, ignore_errors=True)
+        for path in files[: len(files) // share]:
+            copy = subset / path.relative_to(CACHE)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+        rows.append((len(files) // share, measure(portcheck(subset, 1, None), HERE).peak_rss_mib))
+    return rows
 
 
 def main() -> None:
@@ -115,51 +180,28 @@ def main() -> None:
     files = sorted(root.rglob("*.py"))
     lines = sum(path.read_bytes().count(b"\n") for path in files)
     cores = os.cpu_count() or 1
-    bin_dir = Path(sys.executable).parent
-    tools = {
-        "libcst parse (floor)": [sys.executable, "-c", BARE_PARSE, str(root)],
-        "portcheck scan --jobs 1": [sys.executable, "-m", "portcheck", "scan", str(root), "--exit-zero", "--jobs", "1"],
-        f"portcheck scan --jobs {cores}": [
-            sys.executable,
-            "-m",
-            "portcheck",
-            "scan",
-            str(root),
-            "--exit-zero",
-            "--jobs",
-            str(cores),
-        ],
-    }
-    if shutil.which("torchfix", path=str(bin_dir)):
-        tools["torchfix -j 1"] = [str(bin_dir / "torchfix"), "-j", "1", str(root)]
-        tools[f"torchfix -j {cores}"] = [str(bin_dir / "torchfix"), "-j", str(cores), str(root)]
-    if shutil.which("ruff", path=str(bin_dir)):
-        tools["ruff (banned torch.cuda)"] = [
-            str(bin_dir / "ruff"),
-            "check",
-            "--isolated",
-            "--select",
-            "TID251",
-            "--config",
-            RUFF_BANNED_CUDA,
-            "--no-cache",
-            "--exit-zero",
-            str(root),
-        ]
-    results = {name: median_of(command, HERE, options.runs) for name, command in tools.items()}
-    looked, skipped = prefilter_share(root)
-    floor = results["libcst parse (floor)"].cpu
-    torchfix = results.get("torchfix -j 1")
+    parsed = parsed_files(files, root)
+    lineup = tools(root, files, parsed, cores)
+    subprocess.run(lineup["warm"].command, check=True)  # fill the warm cache
+    results = {role: median_of(tool, HERE, options.runs) for role, tool in lineup.items()}
+    floor, cold, warm, torchfix = results["floor"], results["cold"], results["warm"], results.get("torchfix 1")
     print(f"Corpus: {options.corpus}, {len(files)} files, {lines:,} lines; {cores} cores; medians of {options.runs}.")
-    print(f"portcheck's prefilter skipped {skipped} of {looked} files without parsing them.\n")
-    print("| tool | wall s | CPU s | peak RSS MiB | files/s | lines/s | CPU / parse | TorchFix CPU / tool CPU |")
+    print(f"portcheck's prefilter skipped {len(files) - len(parsed)} of {len(files)} files without parsing them.\n")
+    print("| tool | wall s | CPU s | peak RSS MiB | files/s | lines/s | CPU / floor | TorchFix CPU / tool CPU |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, result in results.items():
+    for role, result in results.items():
         versus = f"{torchfix.cpu / result.cpu:.1f}x" if torchfix else "-"
         print(
-            f"| {name} | {result.wall:.2f} | {result.cpu:.2f} | {result.peak_rss_mib:.0f} | "
-            f"{len(files) / result.wall:,.0f} | {lines / result.wall:,.0f} | {result.cpu / floor:.2f} | {versus} |"
+            f"| {lineup[role].name} | {result.wall:.2f} | {result.cpu:.2f} | {result.peak_rss_mib:.0f} | "
+            f"{len(files) / result.wall:,.0f} | {lines / result.wall:,.0f} | {result.cpu / floor.cpu:.2f} | {versus} |"
         )
+    print(
+        f"\nWarm re-scan of the unchanged tree / cold scan ({cores} jobs): wall {warm.wall / cold.wall:.1%}, ", end=""
+    )
+    print(f"CPU {warm.cpu / cold.cpu:.1%}.\n")
+    print("| files scanned (--jobs 1, no cache) | peak RSS MiB |\n| ---: | ---: |")
+    for count, peak in memory_growth(files):
+        print(f"| {count} | {peak:.0f} |")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,16 @@ from pathlib import Path
 
 from portcheck import fixer
 from portcheck import targets as target_data
+from portcheck.cache import ResultCache, entry_key
 from portcheck.config import Config
 from portcheck.discovery import discover
-from portcheck.engine import FileResult, scan_bytes, scan_file
+from portcheck.engine import FileResult, Source, read_source, scan_bytes, scan_read
 from portcheck.findings import Fact, Finding, with_fingerprints
 from portcheck.fixer import FixOutcome
 from portcheck.project import Project
 from portcheck.sources import display_path, module_path
+
+Progress = Callable[[int, int], None]  # (files done, files in all), after each file
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -58,15 +61,20 @@ def scan_paths(
     config: Config,
     *,
     jobs: int | None = None,
-    on_file_done: Callable[[], None] | None = None,
+    cache: Path | None = None,
+    progress: Progress | None = None,
 ) -> ScanReport:
-    """Discover and scan files under `paths`, in parallel over `jobs` processes."""
+    """Discover and scan files under `paths`, in parallel over `jobs` processes, reusing and
+    updating the results kept in the `cache` folder when one is given."""
     found = discover(paths, config)
     jobs = jobs or os.cpu_count() or 1
+    store = ResultCache(cache, config) if cache else None
     layout = Project(local_packages=frozenset(local_packages(found.files)))
-    results = list(_scan_all(found.files, config, jobs, layout, on_file_done))
+    results = list(_counted(_scan_all(found.files, config, jobs, layout, store), len(found.files), progress))
     known = layout.with_facts(fact for r in results for fact in r.facts)
-    second = list(_scan_all(found.files, config, jobs, known)) if known.needs_second_pass else []
+    second = list(_scan_all(found.files, config, jobs, known, store)) if known.needs_second_pass else []
+    if store:
+        store.save(r.path for r in results)
     facts = {fact for r in (*results, *second) for fact in r.facts}
     return ScanReport(
         config=config,
@@ -99,20 +107,53 @@ def _scan_all(
     config: Config,
     jobs: int,
     known: Project,
-    on_file_done: Callable[[], None] | None = None,
+    store: ResultCache | None,
 ) -> Iterable[FileResult]:
+    """Every file's result: the cached ones, then the rest scanned (in a pool when many)."""
+    missing = []
+    for path in files:
+        hit = store.get(_key(read_source(path, config, known), known, store.salt)) if store else None
+        if hit is None:
+            missing.append(path)
+            continue
+        yield hit
+    salt = store.salt if store else ""
+    for key, result in _scan_missing(missing, config, jobs, known, salt):
+        if store:
+            store.put(key, result)
+        yield result
+
+
+def _counted(results: Iterable[FileResult], total: int, progress: Progress | None) -> Iterable[FileResult]:
+    for done, result in enumerate(results, 1):
+        yield result
+        if progress:
+            progress(done, total)
+
+
+def _scan_missing(
+    files: Sequence[Path], config: Config, jobs: int, known: Project, salt: str
+) -> Iterable[tuple[str | None, FileResult]]:
     if jobs <= 1 or len(files) < _PARALLEL_THRESHOLD:
-        for path in files:
-            yield scan_file(path, config, known)
-            if on_file_done:
-                on_file_done()
+        yield from (_scan_one(path, config, known, salt) for path in files)
         return
     chunk = max(1, min(64, len(files) // (jobs * 8)))
+    count = len(files)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for result in pool.map(scan_file, files, [config] * len(files), [known] * len(files), chunksize=chunk):
-            yield result
-            if on_file_done:
-                on_file_done()
+        yield from pool.map(_scan_one, files, [config] * count, [known] * count, [salt] * count, chunksize=chunk)
+
+
+def _scan_one(path: Path, config: Config, known: Project, salt: str) -> tuple[str | None, FileResult]:
+    """One file's result and the cache key of exactly the bytes that were scanned (a file
+    edited meanwhile must not be cached under its old contents). Runs in the workers."""
+    source = read_source(path, config, known)
+    if isinstance(source, FileResult):
+        return None, source
+    return _key(source, known, salt), scan_read(source, config, known)
+
+
+def _key(source: Source | FileResult, known: Project, salt: str) -> str | None:
+    return entry_key(salt, source, known) if salt and isinstance(source, Source) else None
 
 
 @dataclass(frozen=True)
@@ -136,7 +177,13 @@ def fix_source(
 
 
 def fix_paths(
-    paths: Sequence[Path], config: Config, device: str, *, unsafe: bool = False, write: bool = True
+    paths: Sequence[Path],
+    config: Config,
+    device: str,
+    *,
+    unsafe: bool = False,
+    write: bool = True,
+    progress: Progress | None = None,
 ) -> FixReport:
     """Fix every file under `paths` for one target; write the changed ones atomically."""
     target = target_data.fix_target(device)
@@ -144,7 +191,9 @@ def fix_paths(
     found = discover(paths, config)
     layout = Project(local_packages=frozenset(local_packages(found.files)))
     outcomes, originals, errors = [], {}, list(found.errors)
-    for path in found.files:
+    for done, path in enumerate(found.files, 1):
+        if progress:
+            progress(done - 1, len(found.files))
         shown = display_path(path, config.root)
         try:
             data = path.read_bytes()

@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
 
-from portcheck import __version__, api, baseline, explain, inventory, readiness
+from portcheck import __version__, api, baseline, cache, explain, inventory, readiness
 from portcheck.config import Config, ConfigError, load, smoke_settings
-from portcheck.report import FORMAT_NAMES, fix_view, formats, inventory_view, readiness_view, statistics
+from portcheck.report import FORMAT_NAMES, fix_view, formats, inventory_view, progress, readiness_view, statistics
 
 app = typer.Typer(
     add_completion=False,
@@ -41,6 +43,13 @@ TorchVersion = Annotated[str | None, typer.Option(help="The torch release the co
 NoGitignore = Annotated[bool, typer.Option("--no-respect-gitignore", help="Scan files that .gitignore excludes.")]
 ForceExclude = Annotated[bool, typer.Option(help="Apply excludes to paths given explicitly too (pre-commit).")]
 Jobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Processes to scan with (default: all cores).")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write cached results.")]
+CacheDir = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="PORTCHECK_CACHE_DIR", help="Where results are cached (default: .portcheck_cache in the project root)."
+    ),
+]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -66,6 +75,21 @@ def _config(
         return config.with_overrides(**{key: value for key, value in given.items() if value is not None})
     except ConfigError as error:
         raise _fail(str(error)) from None
+
+
+def _cache_folder(config: Config, no_cache: bool, cache_dir: Path | None) -> Path | None:
+    if no_cache:
+        return None
+    return cache_dir or config.root / cache.FOLDER
+
+
+@contextmanager
+def _progress(verb: str, shown: bool) -> Iterator[api.Progress | None]:
+    if not shown:
+        yield None
+        return
+    with progress.FileProgress(verb) as bar:
+        yield bar
 
 
 def _version_callback(value: bool) -> None:
@@ -97,6 +121,8 @@ def scan(
     no_respect_gitignore: NoGitignore = False,
     force_exclude: ForceExclude = False,
     jobs: Jobs = None,
+    no_cache: NoCache = False,
+    cache_dir: CacheDir = None,
     output_format: Annotated[
         str, typer.Option("--format", "-f", help=f"Output format: {', '.join(FORMAT_NAMES)}.")
     ] = "text",
@@ -126,7 +152,9 @@ def scan(
         force_exclude=True if force_exclude else None,
         fail_on=fail_on,
     )
-    report = api.scan_paths(paths, config, jobs=jobs)
+    folder = _cache_folder(config, no_cache, cache_dir)
+    with _progress("Scanning", progress.wanted(output_format, to_file=output_file is not None)) as bar:
+        report = api.scan_paths(paths, config, jobs=jobs, cache=folder, progress=bar)
     if baseline_file is not None:
         try:
             report = baseline.apply(report, baseline.load(baseline_file))
@@ -184,7 +212,8 @@ def fix(
         fail_on=fail_on,
     )
     try:
-        report = api.fix_paths(paths, config, device.lower(), unsafe=unsafe_fixes, write=not diff)
+        with _progress("Fixing", progress.wanted("text", to_file=False)) as bar:
+            report = api.fix_paths(paths, config, device.lower(), unsafe=unsafe_fixes, write=not diff, progress=bar)
     except ValueError as error:
         raise _fail(str(error)) from None
     if diff:
@@ -223,11 +252,13 @@ def write_baseline(
     ignore: Ignore = None,
     config_file: ConfigFile = None,
     jobs: Jobs = None,
+    no_cache: NoCache = False,
+    cache_dir: CacheDir = None,
 ) -> None:
     """Record today's findings so that `scan --baseline` fails only on new ones."""
     paths = paths or [Path(".")]
     config = _config(paths, config_file, targets=target, select=select, extend_select=extend_select, ignore=ignore)
-    report = api.scan_paths(paths, config, jobs=jobs)
+    report = api.scan_paths(paths, config, jobs=jobs, cache=_cache_folder(config, no_cache, cache_dir))
     if report.errors or report.internal_errors:
         for error in (*report.errors, *report.internal_errors):
             typer.echo(f"portcheck: error: {error}", err=True)
@@ -236,9 +267,17 @@ def write_baseline(
     typer.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to {output}")
 
 
-def _run(paths: list[Path] | None, config_file: Path | None, jobs: int | None, **overrides: object) -> api.ScanReport:
+def _run(
+    paths: list[Path] | None,
+    config_file: Path | None,
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: Path | None,
+    **overrides: object,
+) -> api.ScanReport:
     paths = paths or [Path(".")]
-    report = api.scan_paths(paths, _config(paths, config_file, **overrides), jobs=jobs)
+    config = _config(paths, config_file, **overrides)
+    report = api.scan_paths(paths, config, jobs=jobs, cache=_cache_folder(config, no_cache, cache_dir))
     for error in (*report.errors, *report.internal_errors):
         typer.echo(f"portcheck: error: {error}", err=True)
     return report
@@ -250,12 +289,14 @@ def kernels(
     target: Targets = None,
     config_file: ConfigFile = None,
     jobs: Jobs = None,
+    no_cache: NoCache = False,
+    cache_dir: CacheDir = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
 ) -> None:
     """Inventory the custom kernels (Triton, CUDA C++, extensions, CUDA ops) and what porting takes."""
     if output_format not in ("text", "json"):
         raise _fail(f"unknown format {output_format!r}; choose text or json")
-    report = _run(paths, config_file, jobs, targets=target, select=["PC6"])
+    report = _run(paths, config_file, jobs, no_cache, cache_dir, targets=target, select=["PC6"])
     found = inventory.build(report.facts)
     if output_format == "json":
         inventory_view.render_json(found, report.config.targets, sys.stdout)
@@ -272,12 +313,14 @@ def readiness_report(
     ignore: Ignore = None,
     config_file: ConfigFile = None,
     jobs: Jobs = None,
+    no_cache: NoCache = False,
+    cache_dir: CacheDir = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text, json or markdown.")] = "text",
 ) -> None:
     """A readiness verdict per target: blockers, fixable findings, kernels and dependencies to replace."""
     if output_format not in ("text", "json", "markdown"):
         raise _fail(f"unknown format {output_format!r}; choose text, json or markdown")
-    report = _run(paths, config_file, jobs, targets=target, select=select, ignore=ignore)
+    report = _run(paths, config_file, jobs, no_cache, cache_dir, targets=target, select=select, ignore=ignore)
     found = inventory.build(report.facts)
     rows = readiness.assess(report, found)
     if output_format == "json":

@@ -47,7 +47,18 @@ class FileResult:
     internal_error: str | None = None
 
 
-def scan_file(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) -> FileResult:
+@dataclass(frozen=True)
+class Source:
+    """One file as read: what scanning it needs, and what a cached result is keyed on."""
+
+    path: str  # as reported
+    data: bytes | None  # None when the file is too large to be worth reading
+    size: int
+    module: ModulePath
+
+
+def read_source(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) -> Source | FileResult:
+    """The file's bytes, or the result of not being able to read them."""
     shown = display_path(path, config.root)
     try:
         size = path.stat().st_size
@@ -56,7 +67,11 @@ def scan_file(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) ->
         if project.complete:
             return FileResult(shown)  # reported in the first pass
         return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
-    return scan_bytes(data, shown, config, size=size, project=project, module=module_path(path))
+    return Source(shown, data, size, module_path(path))
+
+
+def scan_read(source: Source, config: Config, project: Project = UNKNOWN_PROJECT) -> FileResult:
+    return scan_bytes(source.data, source.path, config, size=source.size, project=project, module=source.module)
 
 
 def scan_bytes(
