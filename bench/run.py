@@ -38,16 +38,28 @@ for name in Path(sys.argv[1]).read_text().splitlines():
     except Exception:
         pass
 """
+LIST_PARSED = """
+import sys
+from pathlib import Path
+from portcheck.config import Config
+from portcheck.engine import scan_bytes
+root = Path(sys.argv[1])
+for path in sorted(root.rglob("*.py")):
+    if not scan_bytes(path.read_bytes(), path.relative_to(root).as_posix(), Config(root=root)).skipped:
+        print(path)
+"""
 RUFF_BANNED_CUDA = 'lint.flake8-tidy-imports.banned-api."torch.cuda".msg = "CUDA-only"'
 
 
 @dataclass(frozen=True)
 class Tool:
-    """One command to time; `fresh` is a folder emptied before each run (a cold cache)."""
+    """One command to time. Before each run `fresh` is emptied (a cold cache) or, with
+    `copy_of`, made a new copy of that tree (for fixes, which write)."""
 
     name: str
     command: list[str]
     fresh: Path | None = None
+    copy_of: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -102,21 +114,20 @@ def median_of(tool: Tool, cwd: Path, runs: int) -> Measure:
     for _ in range(runs):
         if tool.fresh:
             shutil.rmtree(tool.fresh, ignore_errors=True)
+        if tool.fresh and tool.copy_of:
+            shutil.copytree(tool.copy_of, tool.fresh)
         samples.append(measure(tool.command, cwd))
     return Measure(
         *(statistics.median(getattr(s, field) for s in samples) for field in ("wall", "cpu", "peak_rss_mib"))
     )
 
 
-def parsed_files(files: list[Path], root: Path) -> list[Path]:
-    """The files portcheck parses: the others have no trigger word of any enabled rule."""
-    from portcheck.config import Config
-    from portcheck.engine import scan_bytes
-
-    config = Config(root=root)
-    return [
-        path for path in files if not scan_bytes(path.read_bytes(), path.relative_to(root).as_posix(), config).skipped
-    ]
+def parsed_files(root: Path) -> list[Path]:
+    """The files portcheck parses: the others have no trigger word of any enabled rule. Asked
+    in a child process, so that this one stays small (a forked child starts with the memory of
+    its parent, which would show in every tool's peak RSS)."""
+    done = subprocess.run([sys.executable, "-c", LIST_PARSED, str(root)], capture_output=True, text=True, check=True)
+    return [Path(line) for line in done.stdout.splitlines()]
 
 
 def file_list(files: list[Path], name: str) -> Path:
@@ -134,7 +145,8 @@ def portcheck(root: Path, jobs: int, cache: Path | None) -> list[str]:
 def tools(root: Path, files: list[Path], parsed: list[Path], cores: int) -> dict[str, Tool]:
     """What to time, by role; the peers where installed (`pip install -r bench/requirements.txt`)."""
     bin_dir = Path(sys.executable).parent
-    cold, warm = CACHE / "cold-cache", CACHE / "warm-cache"
+    cold, warm, work = CACHE / "cold-cache", CACHE / "warm-cache", CACHE / "fix-work"
+    fix = [sys.executable, "-m", "portcheck", "fix", str(work), "--device", "tpu"]
     parse = [sys.executable, "-c", BARE_PARSE]
     found = {
         "parse all": Tool("libcst parse of every file", [*parse, str(file_list(files, "all"))]),
@@ -142,12 +154,14 @@ def tools(root: Path, files: list[Path], parsed: list[Path], cores: int) -> dict
         "cold 1": Tool("portcheck --jobs 1, cold", portcheck(root, 1, cold), fresh=cold),
         "cold": Tool(f"portcheck --jobs {cores}, cold", portcheck(root, cores, cold), fresh=cold),
         "warm": Tool(f"portcheck --jobs {cores}, warm (unchanged tree)", portcheck(root, cores, warm)),
+        "fix": Tool("portcheck fix --device tpu (one process)", fix, fresh=work, copy_of=root),
     }
     torchfix = shutil.which("torchfix", path=str(bin_dir))
     if torchfix:
         named = f"torchfix {version('torchfix')}"
-        found["torchfix 1"] = Tool(f"{named} -j 1", [torchfix, "-j", "1", str(root)])
         found["torchfix"] = Tool(f"{named} -j {cores}", [torchfix, "-j", str(cores), str(root)])
+        fixed = [torchfix, "--fix", "-j", str(cores), str(work)]
+        found["torchfix fix"] = Tool(f"{named} --fix -j {cores}", fixed, fresh=work, copy_of=root)
     ruff = shutil.which("ruff", path=str(bin_dir))
     if ruff:
         banned = ["--select", "TID251", "--config", RUFF_BANNED_CUDA, "--no-cache", "--exit-zero"]
@@ -180,25 +194,28 @@ def main() -> None:
     files = sorted(root.rglob("*.py"))
     lines = sum(path.read_bytes().count(b"\n") for path in files)
     cores = os.cpu_count() or 1
-    parsed = parsed_files(files, root)
+    parsed = parsed_files(root)
     lineup = tools(root, files, parsed, cores)
     subprocess.run(lineup["warm"].command, check=True)  # fill the warm cache
     results = {role: median_of(tool, HERE, options.runs) for role, tool in lineup.items()}
-    floor, cold, warm, torchfix = results["floor"], results["cold"], results["warm"], results.get("torchfix 1")
+    floor, cold, warm, torchfix = results["floor"], results["cold"], results["warm"], results.get("torchfix")
     print(f"Corpus: {options.corpus}, {len(files)} files, {lines:,} lines; {cores} cores; medians of {options.runs}.")
     print(f"portcheck's prefilter skipped {len(files) - len(parsed)} of {len(files)} files without parsing them.\n")
-    print("| tool | wall s | CPU s | peak RSS MiB | files/s | lines/s | CPU / floor | TorchFix CPU / tool CPU |")
+    print("| tool | wall s | CPU s | peak RSS MiB | files/s | lines/s | CPU / floor | TorchFix CPU / its CPU |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for role, result in results.items():
-        versus = f"{torchfix.cpu / result.cpu:.1f}x" if torchfix else "-"
+        peer = results.get("torchfix fix" if "fix" in role else "torchfix")  # the same job
+        versus = f"{peer.cpu / result.cpu:.1f}x" if peer else "-"
         print(
             f"| {lineup[role].name} | {result.wall:.2f} | {result.cpu:.2f} | {result.peak_rss_mib:.0f} | "
             f"{len(files) / result.wall:,.0f} | {lines / result.wall:,.0f} | {result.cpu / floor.cpu:.2f} | {versus} |"
         )
-    print(
-        f"\nWarm re-scan of the unchanged tree / cold scan ({cores} jobs): wall {warm.wall / cold.wall:.1%}, ", end=""
-    )
-    print(f"CPU {warm.cpu / cold.cpu:.1%}.\n")
+    print(f"\nWarm re-scan of the unchanged tree / cold scan ({cores} jobs each): ", end="")
+    print(f"wall {warm.wall / cold.wall:.1%}, CPU {warm.cpu / cold.cpu:.1%}.")
+    if torchfix:
+        print(f"TorchFix / cold portcheck ({cores} jobs each): ", end="")
+        print(f"wall {torchfix.wall / cold.wall:.1f}x, CPU {torchfix.cpu / cold.cpu:.1f}x.")
+    print()
     print("| files scanned (--jobs 1, no cache) | peak RSS MiB |\n| ---: | ---: |")
     for count, peak in memory_growth(files):
         print(f"| {count} | {peak:.0f} |")
