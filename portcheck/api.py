@@ -44,7 +44,7 @@ class ScanReport:
 
 def scan_source(source: str | bytes, *, path: str = "<string>", config: Config | None = None) -> list[Finding]:
     """Findings for one piece of source code, sorted and fingerprinted."""
-    data = source.encode("utf-8") if isinstance(source, str) else source
+    data = _as_bytes(source)
     config = config or Config()
     results = [scan_bytes(data, path, config)]
     known = Project().with_facts(results[0].facts)
@@ -54,6 +54,12 @@ def scan_source(source: str | bytes, *, path: str = "<string>", config: Config |
         if result.internal_error:
             raise RuntimeError(result.internal_error)
     return with_fingerprints(f for result in results for f in result.findings)
+
+
+def _as_bytes(source: str | bytes) -> bytes:
+    """Text with lone surrogates (read with errors="surrogateescape") becomes bytes that are not
+    UTF-8, which the scan reports as such, instead of an exception."""
+    return source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
 
 
 def scan_paths(
@@ -171,7 +177,7 @@ def fix_source(
     source: str | bytes, device: str, *, path: str = "<string>", config: Config | None = None, unsafe: bool = False
 ) -> FixOutcome:
     """One piece of source fixed for `device` (the same rewrites as `portcheck fix`)."""
-    data = source.encode("utf-8") if isinstance(source, str) else source
+    data = _as_bytes(source)
     config = replace(config or Config(), targets=(target_data.judged_as(device),))
     return fixer.fix_source(data, path, config, target_data.fix_target(device), unsafe=unsafe)
 

@@ -61,7 +61,11 @@ def fix_source(
         ]
         if not chosen or examination.tree is None:
             break
-        fixed, done = _apply(examination.tree, chosen)
+        try:
+            fixed, done = _apply(examination.tree, chosen)
+        except RecursionError:  # the scan copes with deeper nesting than rebuilding the tree does
+            return FixOutcome(path, data, error="too deeply nested to rewrite; file left unchanged")
+        fixed = _with_final_carriage_return(source, fixed, examination.tree.encoding)
         try:
             cst.parse_module(fixed)
         except (cst.ParserSyntaxError, SyntaxError) as error:
@@ -110,6 +114,12 @@ def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[by
     return fixed.bytes, applied
 
 
+def _with_final_carriage_return(before: bytes, after: bytes, encoding: str) -> bytes:
+    """libcst drops a lone carriage return that ends a file (old Mac line endings): keep it."""
+    ending = "a\r".encode(encoding)[len("a".encode(encoding)) :]  # without the BOM utf-8-sig writes
+    return after + ending if before.endswith(ending) and not after.endswith(ending) else after
+
+
 def _extent(span: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     """Sort key that puts outer (earlier-starting, later-ending) spans first."""
     return (span[0], span[1], -span[2], -span[3])
@@ -154,7 +164,10 @@ def _leading_imports(tree: cst.Module) -> list[cst.BaseSmallStatement]:
 def _insert_after_imports(tree: cst.Module, code: str, spaced: bool = False) -> cst.Module:
     """Insert a statement after the leading imports; `spaced` gives it the blank lines that
     separate the imports from the code that follows, as a formatter would."""
-    statement = cst.parse_statement(f"{code}{tree.default_newline}", config=tree.config_for_parsing)
+    # Only the line break matters for one module-level line (the file's own indentation may be
+    # one libcst cannot parse with, such as a form feed).
+    config = cst.PartialParserConfig(default_newline=tree.default_newline)
+    statement = cst.parse_statement(f"{code}{tree.default_newline}", config=config)
     body = list(tree.body)
     position = len(_leading_imports(tree))
     if (

@@ -66,6 +66,12 @@ def test_crlf_line_endings_are_kept() -> None:
     assert fixed == FIXED_FOR_TPU.replace("\n", "\r\n").encode()
 
 
+def test_old_mac_line_endings_are_kept_to_the_last_byte() -> None:
+    # libcst's own round trip drops a carriage return that ends the file.
+    fixed = fix(SOURCE.replace("\n", "\r").encode())
+    assert fixed == FIXED_FOR_TPU.replace("\n", "\r").encode()
+
+
 def test_utf8_bom_is_kept() -> None:
     fixed = fix(b"\xef\xbb\xbf" + SOURCE.encode())
     assert fixed == b"\xef\xbb\xbf" + FIXED_FOR_TPU.encode()
