@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # pull a multi-GB CUDA build). Installed first so the project's extras do not replace it.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo smoke-demo bench test clean
+.PHONY: setup demo smoke-demo bench sweep fuzz test clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,13 @@ smoke-demo: setup
 bench: setup
 	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
 	$(BIN)/python bench/run.py
+
+# Not part of the tests either: real code through scan and fix, and the long fuzz run.
+sweep: setup
+	$(BIN)/python bench/sweep.py diffusers==0.31.0
+
+fuzz: setup
+	$(BIN)/python -m pytest tests/test_fuzz.py --hypothesis-profile=fuzz-long -p no:cacheprovider
 
 test: setup
 	$(BIN)/python -m pytest

@@ -1,10 +1,5 @@
 """portcheck: find and fix what ties PyTorch code to CUDA, per target accelerator."""
 
-from __future__ import annotations
-
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("portcheck")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+# The one place the version is written (pyproject.toml reads it): a literal, because looking
+# it up in the installed metadata costs every run, pre-commit's included, a noticeable start-up.
+__version__ = "0.1.0"

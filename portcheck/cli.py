@@ -16,7 +16,7 @@ from typing import Annotated, TextIO
 
 import typer
 
-from portcheck import __version__, api, baseline, cache, explain, inventory, readiness
+from portcheck import __version__, api, baseline, cache, inventory, readiness
 from portcheck.config import Config, ConfigError, load, smoke_settings
 from portcheck.report import FORMAT_NAMES, fix_view, formats, inventory_view, progress, readiness_view, statistics
 
@@ -402,6 +402,8 @@ def rules(
     output_format: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
 ) -> None:
     """List every rule with its severity per target."""
+    from portcheck import explain  # its rule documentation is only needed here
+
     try:
         text = explain.rules_listing(output_format, color=sys.stdout.isatty())
     except ValueError as error:
@@ -415,6 +417,8 @@ def explain_rule(
     target: Annotated[str | None, typer.Option("--target", "-t", help="Show what applies on this target.")] = None,
 ) -> None:
     """Show a rule's documentation, per-target severity and replacements."""
+    from portcheck import explain
+
     try:
         sys.stdout.write(explain.explain(code.upper(), target))
     except ValueError as error:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 # Runs shorter than this never show a bar (it would only flicker).
 DELAY_SECONDS = 0.5
@@ -34,6 +37,9 @@ class FileProgress:
         if self._bar is None:
             if time.monotonic() - self._started < DELAY_SECONDS or done >= total:
                 return
+            # Imported only when a bar is drawn: most runs never need it, and every run pays imports.
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
             self._bar = Progress(
                 TextColumn(f"{self._verb} files"),
                 BarColumn(),
