@@ -8,6 +8,7 @@ finding or a message for that file; the run goes on. Only a bug in portcheck its
 from __future__ import annotations
 
 import traceback
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -237,7 +238,11 @@ def _analyse(
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker(rules, resolver)
     context.walker = walker
-    walker.walk(tree)
+    with warnings.catch_warnings():
+        # Rules read literals with ast.literal_eval, which warns about the user's `'\d'`.
+        for category in (SyntaxWarning, DeprecationWarning):
+            warnings.filterwarnings("ignore", "invalid escape sequence", category)
+        walker.walk(tree)
     return rules, tree
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 from pathlib import Path
 
 import libcst as cst
@@ -136,3 +137,11 @@ def test_a_newer_replacement_than_the_configured_torch_is_called_out() -> None:
 def test_selecting_only_tool_rules_checks_the_syntax_of_every_file() -> None:
     config = Config().with_overrides(select=["PC001"])
     assert [f.code for f in scan_bytes(b"def f(:\n", "x.py", config).findings] == ["PC001"]
+
+
+def test_invalid_escapes_in_the_scanned_code_raise_no_warning() -> None:
+    # ast.literal_eval, which reads string literals, warns about '\d'; the user should not see it.
+    source = "import torch\nx = torch.zeros(1).to('cuda\\d')\ny = x.cuda()\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [finding.code for finding in scan_source(source, config=Config(targets=("tpu",)))] == ["PC102"]
