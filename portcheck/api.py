@@ -118,7 +118,9 @@ def _scan_all(
     """Every file's result: the cached ones, then the rest scanned (in a pool when many)."""
     missing = []
     for path in files:
-        hit = store.get(_key(read_source(path, config, known), known, store.salt)) if store else None
+        hit = (
+            store.get(_key(read_source(path, config, known), known, store.salt)) if store and not store.empty else None
+        )
         if hit is None:
             missing.append(path)
             continue

@@ -43,6 +43,11 @@ class ResultCache:
         self._stored = _load(self.file)
         self._kept: dict[str, list] = {}  # what this run used or produced, by key
 
+    @property
+    def empty(self) -> bool:
+        """Nothing stored: a cold run need not read and hash files just to look them up."""
+        return not self._stored
+
     def get(self, key: str | None) -> FileResult | None:
         entry = self._stored.get(key) if key else None
         if entry is None:
