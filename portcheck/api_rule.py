@@ -26,6 +26,7 @@ class CudaApiRule(Rule):
 
     message = "`{name}` is CUDA-only: without CUDA it {effect}"
     triggers: ClassVar[tuple[bytes, ...]] = (b"cuda", b"cudnn")
+    cuda_only = True
     # Whether uses of the rule's names get the fixes the table allows; rules opt in, together
     # with their `fix_safety`, their docstring's "Fix safety" and `fixed=` examples.
     table_fixes: ClassVar[bool] = False

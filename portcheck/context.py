@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portcheck.config import Config
+from portcheck.flow import DeviceFlow
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.targets import Target
@@ -35,6 +36,7 @@ class Context:
         self.project = project
         self.resolver = resolver
         self.walker: Walker | None = None
+        self.flow: DeviceFlow | None = None  # Python files: set by the engine before the walk
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
         assert self.resolver is not None, "only Python rules resolve names"

@@ -23,6 +23,7 @@ from portcheck.config import Config
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
 from portcheck.findings import Fact, Finding, Severity
+from portcheck.flow import DeviceFlow, Guard
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
@@ -100,6 +101,7 @@ class Examination:
     result: FileResult
     edits: list[Edit | None] = field(default_factory=list)  # empty when nothing was analysed
     tree: cst.Module | None = None
+    guards: tuple[Guard, ...] = ()  # the module's CUDA checks and what they protect (portcheck.flow)
 
     def fixes(self) -> list[tuple[Finding, Edit]]:
         """The findings that come with an edit, and their edits."""
@@ -139,10 +141,11 @@ def examine(
         return Examination(_too_large(path, config, size))
     target = fix_target or default_fix_target(config)
     tree = None
+    guards: list[Guard] = []
     try:
         where = module or ModulePath.guess(path)
-        rules, tree = (
-            _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None)
+        rules, tree, guards = (
+            _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None, [])
         )
         pairs, facts = _results(rules, tree, path, config, text)
     except parsing.ParseFailure as failure:
@@ -172,7 +175,7 @@ def examine(
         pairs += [] if second_pass else [(finding, None) for finding in unused]
     pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
     result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts))
-    return Examination(result, [edit for _, edit in pairs], tree)
+    return Examination(result, [edit for _, edit in pairs], tree, tuple(guards))
 
 
 def default_fix_target(config: Config) -> Target:
@@ -224,26 +227,28 @@ def _analyse(
     project: Project,
     module: ModulePath,
     fix_target: Target,
-) -> tuple[list[Rule], cst.Module | None]:
+) -> tuple[list[Rule], cst.Module | None, list[Guard]]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
         context = Context(path, kind, config, None, project, module, fix_target)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
-        return rules, None
+        return rules, None, []
     tree = parsing.parse(data, text)
     resolver = Resolver(tree)
     context = Context(path, kind, config, resolver, project, module, fix_target)
+    flow = context.flow = DeviceFlow(resolver)
     rules = [registry.get(code)(context) for code in codes]
-    walker = Walker(rules, resolver)
+    walker = Walker([flow, *rules], resolver)  # the flow first: rules see what it saw
     context.walker = walker
+    flow.ancestors = walker.ancestors
     with warnings.catch_warnings():
         # Rules read literals with ast.literal_eval, which warns about the user's `'\d'`.
         for category in (SyntaxWarning, DeprecationWarning):
             warnings.filterwarnings("ignore", "invalid escape sequence", category)
         walker.walk(tree)
-    return rules, tree
+    return rules, tree, flow.guards
 
 
 def _results(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from portcheck.coherence import coherent
 from portcheck.config import Config
 from portcheck.engine import UNKNOWN_PROJECT, examine
 from portcheck.findings import Finding, FixSafety
@@ -52,6 +53,7 @@ def fix_source(
     """Fix one file's contents for `target` (config.targets should be just that target)."""
     source = data
     applied: list[tuple[str, str]] = []
+    held: list[tuple[str, str]] = []  # (rule code, why) for fixes kept back to keep guards whole
     for _ in range(MAX_ROUNDS):
         examination = examine(source, path, config, project=project, module=module, fix_target=target)
         if examination.result.internal_error:
@@ -60,6 +62,10 @@ def fix_source(
             (finding, edit) for finding, edit in examination.fixes() if unsafe or edit.safety is not FixSafety.UNSAFE
         ]
         if not chosen or examination.tree is None:
+            held = []
+            break
+        chosen, held = coherent(examination.tree, examination.guards, examination.result.findings, chosen, target)
+        if not chosen:
             break
         try:
             fixed, done = _apply(examination.tree, chosen)
@@ -83,7 +89,7 @@ def fix_source(
         (finding.code, "unsafe: needs --unsafe-fixes")
         for finding, edit in examination.fixes()
         if edit.safety is FixSafety.UNSAFE and not unsafe
-    )
+    ) + tuple(held)
     return FixOutcome(path, source, tuple(applied), skipped, examination.result.findings)
 
 

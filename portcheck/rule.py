@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import libcst as cst
@@ -20,6 +20,7 @@ from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 
 if TYPE_CHECKING:
+    from portcheck.flow import DeviceFlow
     from portcheck.project import ModulePath, Project
     from portcheck.rewrites.edits import Edit
     from portcheck.targets import Target
@@ -102,6 +103,7 @@ class FileContext(Protocol):
     torch_version: tuple[int, ...] | None
     project: Project  # the repository's layout; its facts too in the second pass (`complete`)
     module: ModulePath  # the file's place in the import system
+    flow: DeviceFlow | None  # the module's device logic (Python files), built during the walk
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]: ...
 
@@ -150,6 +152,10 @@ class Rule:
     file_kinds: ClassVar[tuple[str, ...]] = (filekinds.PYTHON,)
     # Tool rules are reported by the engine itself, never by visiting.
     engine_reported: ClassVar[bool] = False
+    # CUDA-only code: it fails or does nothing where CUDA is missing. Reached only under a
+    # CUDA check (portcheck.flow), it does not run on another target as written, so it is
+    # info there; a fix rewrites it together with the check, or neither (portcheck.fixer).
+    cuda_only: ClassVar[bool] = False
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
 
@@ -173,7 +179,28 @@ class Rule:
         edit: Edit | None = None,
         **fields: object,
     ) -> None:
-        self.reports.append(self._make_report(node, None, severity, hint, fields, edit))
+        self.reports.append(self.report_here(node, severity=severity, hint=hint, edit=edit, **fields))
+
+    def report_here(
+        self,
+        node: cst.CSTNode,
+        *,
+        severity: SeverityMap | None = None,
+        hint: str | None = None,
+        edit: Edit | None = None,
+        **fields: object,
+    ) -> Report:
+        """The report `report` would add, for a rule that decides later whether to add it
+        (it depends on where the node is, which is known only while visiting it)."""
+        report = self._make_report(node, None, severity, hint, fields, edit)
+        flow = self.ctx.flow
+        if self.cuda_only and flow is not None and flow.guard_at(self.ctx.ancestors, node) is not None:
+            report = replace(
+                report,
+                message=f"{report.message} (reached only under a CUDA check: it runs only where CUDA is present)",
+                severity={target: min(level, INFO) for target, level in report.severity.items()},
+            )
+        return report
 
     def report_span(
         self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object

@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from functools import cache
+from typing import Protocol
 
 import libcst as cst
 
 from portcheck import resolve
-from portcheck.rule import Rule
 
 _PUNCTUATION_FIELDS = frozenset(
     {
@@ -29,6 +29,14 @@ _PUNCTUATION_FIELDS = frozenset(
         "trailing_whitespace",
     }
 )  # fmt: skip
+
+class Participant(Protocol):
+    """What the walker dispatches to: a rule, or the engine's device flow."""
+
+    watched_names: tuple[str, ...]
+
+    def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None: ...
+
 
 Visit = Callable[[cst.CSTNode], object]
 VisitName = Callable[[cst.CSTNode, str], object]
@@ -89,7 +97,7 @@ class Walker:
     `visit_watched_name(node, qualified_name)` for those under a watched prefix.
     """
 
-    def __init__(self, rules: Iterable[Rule], resolver: resolve.Resolver) -> None:
+    def __init__(self, rules: Iterable[Participant], resolver: resolve.Resolver) -> None:
         self.resolver = resolver
         self.ancestors: list[cst.CSTNode] = []
         self._visit: dict[type, list[Visit]] = {}

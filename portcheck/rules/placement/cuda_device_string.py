@@ -57,6 +57,7 @@ class CudaDeviceString(SettingValueRule):
     severity = per_target(ERROR, rocm=OFF)
     fix_safety = FixSafety.SAFE
     triggers = (b"cuda",)
+    cuda_only = True
 
     VALID = [
         Valid('import torch\nx = torch.zeros(3, device="cpu")\n'),

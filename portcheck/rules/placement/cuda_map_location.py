@@ -60,6 +60,7 @@ class CudaMapLocation(Rule):
     severity = per_target(ERROR, rocm=OFF)
     fix_safety = FixSafety.SAFE
     triggers = (b"cuda",)
+    cuda_only = True
 
     VALID = [
         Valid('import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'),

@@ -58,6 +58,7 @@ class TensorCudaCall(Rule):
     severity = per_target(ERROR, rocm=OFF)
     fix_safety = FixSafety.SAFE
     triggers = (b".cuda",)
+    cuda_only = True
 
     VALID = [
         Valid("import torch\nx = torch.randn(3).to(device)\n"),
@@ -85,10 +86,11 @@ class TensorCudaCall(Rule):
             fixed='import torch as T\nmodel = T.nn.Linear(2, 2).to(device="xpu:0")\n',
         ),
         Invalid(
+            # On the CPU target the CUDA branch is left for GPUs (portcheck.coherence).
             "from torch import cuda\nimport torch\nif cuda.is_available():\n    net = net.cuda()\n",
             lines=[4],
             device="cpu",
-            fixed='from torch import cuda\nimport torch\nif cuda.is_available():\n    net = net.to(device="cpu")\n',
+            message="reached only under a CUDA check",
         ),
         Invalid(
             "from torch.cuda import device_count as n\nimport torch.cuda\n"

@@ -1,0 +1,79 @@
+"""A CUDA check and the code it protects are fixed together, or neither is.
+
+Each rule's edit is right on its own; a program is ported only when its device logic still
+holds afterwards. Rewriting `if torch.cuda.is_available():` while its body still calls
+`torch.cuda.get_device_properties` crashes on a TPU where the program used to run; rewriting
+the body of a check that stays CUDA-only writes dead code. So, per guard (portcheck.flow):
+
+- the check's own edits are held back while anything CUDA-only it protects has no edit;
+- the protected edits are held back while the check has findings and none of its edits is
+  applied (it stays CUDA-only, so they would never run);
+- for a target that never has an accelerator (cpu), neither is touched: a host without CUDA
+  already takes the program's own other path, and the CUDA path stays for GPUs. An `assert`
+  is no such path: it stops the program, and stays reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from portcheck import registry
+from portcheck.findings import Finding
+from portcheck.flow import Guard
+from portcheck.positions import positions
+from portcheck.rewrites.edits import Edit
+from portcheck.targets import Target
+
+Span = tuple[int, int, int, int]
+Pair = tuple[Finding, Edit]
+
+
+def coherent(
+    tree: cst.Module, guards: Sequence[Guard], findings: Sequence[Finding], chosen: Sequence[Pair], target: Target
+) -> tuple[list[Pair], list[tuple[str, str]]]:
+    """The chosen fixes that keep every guard consistent with what it protects, and (code,
+    why) for each fix held back."""
+    if not guards or not chosen:
+        return list(chosen), []
+    spans = _spans(tree, [node for guard in guards for node in (guard.test, *guard.protected)])
+    applied = {id(finding) for finding, _ in chosen}
+    held: dict[int, str] = {}
+    keeps_cuda_paths = target.runs_without_accelerator and not target.accelerator_api
+    checked = [(guard, spans[id(guard.test)], [spans[id(node)] for node in guard.protected]) for guard in guards]
+    changed = True
+    while changed:  # holding one fix back can leave another guard inconsistent: to a fixed point
+        before = len(held)
+        for guard, test, regions in checked:
+            own = [finding for finding in findings if _within(finding, test)]
+            inside = [f for f in findings if any(_within(f, region) for region in regions) and not _within(f, test)]
+            if keeps_cuda_paths and not guard.asserts:
+                why = f"left as it is: the CUDA path stays for GPUs, and on {target.name} the program's other path runs"
+                held.update((id(f), why) for f in (*own, *inside) if id(f) in applied and id(f) not in held)
+                continue
+            rewritten = [f for f in own if id(f) in applied and id(f) not in held]
+            unfixed = [f for f in inside if registry.get(f.code).cuda_only and (id(f) not in applied or id(f) in held)]
+            if rewritten and unfixed:
+                first = unfixed[0]
+                why = f"kept: the code it guards still needs a person ({first.code} on line {first.line})"
+                held.update((id(f), why) for f in rewritten)
+                rewritten = []
+            if own and not rewritten:
+                check = own[0]
+                why = f"left: its CUDA check ({check.code} on line {check.line}) stays, so this would never run"
+                held.update((id(f), why) for f in inside if id(f) in applied and id(f) not in held)
+        changed = len(held) > before
+    kept = [(finding, edit) for finding, edit in chosen if id(finding) not in held]
+    reasons = [(finding.code, held[id(finding)]) for finding, _ in chosen if id(finding) in held]
+    return kept, reasons
+
+
+def _spans(tree: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, Span]:
+    """Node spans in findings' terms: 1-based columns, end exclusive."""
+    return {key: (a, b + 1, c, d + 1) for key, (a, b, c, d) in positions(tree, nodes).items()}
+
+
+def _within(finding: Finding, span: Span) -> bool:
+    start, end = (finding.line, finding.column), (finding.end_line, finding.end_column)
+    return (span[0], span[1]) <= start and end <= (span[2], span[3])

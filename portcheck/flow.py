@@ -1,0 +1,408 @@
+"""The module's device logic, computed once per file during the engine's one walk.
+
+Calls are the easy part of a port; programs are ported by their device logic. This analysis
+answers, for every rule and for the fixer, the two questions a single call cannot:
+
+- guards: which code runs only on CUDA (`if torch.cuda.is_available():`, `x.is_cuda`,
+  `device == "cuda"`, `"cuda" in device`, `assert ...`, an early `return` when not on CUDA),
+  and which check protects it. A fix rewrites a check together with what it protects, or
+  neither; a finding reached only under such a check cannot run on another target as written.
+- device indexes: which expressions hold an integer device (`device = 0`, a `rank` handed to
+  `mp.spawn`'s function, `int(os.environ["LOCAL_RANK"])`, `self.gpu_id`, `args.gpu`), followed
+  through assignments, attributes, parameters and the module's own calls. An integer given
+  where a device goes means a CUDA device.
+
+The flow takes part in the walk like a rule (its handlers run first), so guards are known by
+the time a rule visits what they protect; device indexes need the whole module (callers come
+after callees) and are answered once the walk is over.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.resolve import Resolver, Scope
+
+_AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized"})
+_COUNT = "torch.cuda.device_count"
+_SPAWNERS = frozenset(
+    {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.spawn"}
+)
+# Calls that return an integer device index or rank.
+_INDEX_CALLS = frozenset(
+    {
+        "torch.distributed.get_rank", "torch.distributed.get_node_local_rank", "torch.cuda.current_device",
+        "torch.accelerator.current_device_index", "torch.distributed.get_local_rank",
+    }
+)  # fmt: skip
+_INT_BUILTINS = frozenset({"int", "len", "min", "max", "abs"})
+_INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+# Names that hold a device index or a process's rank where nothing else says what they hold.
+_INDEX_NAME = re.compile(r"^(local_)?(rank|gpu|gpu_?id|gpu_?idx|gpu_index|device_?id|device_?idx|device_index)$")
+_EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+_DEPTH = 6  # how far a value is followed through names, parameters and calls
+
+
+@dataclass(frozen=True, eq=False)
+class Guard:
+    """A check that holds only on CUDA, and what runs only where it holds."""
+
+    test: cst.CSTNode  # the check as written (findings inside it are the guard's own)
+    protected: tuple[cst.CSTNode, ...]
+    kind: str  # "available" (a CUDA availability or count check) | "device" (a device test)
+    asserts: bool = False  # an `assert`: it stops the program where the check fails
+
+
+@dataclass(frozen=True)
+class _Function:
+    node: cst.FunctionDef
+    owner: str | None  # the class it is a method of
+
+
+@dataclass
+class _Site:
+    """A call of one of the module's functions or classes, with the scope it was made in."""
+
+    call: cst.Call
+    scope: Scope
+    skipped: int = 0  # leading parameters the call does not pass (`self`)
+
+
+@dataclass
+class DeviceFlow:
+    """What the walk learnt about the module's device logic (see the module docstring)."""
+
+    resolver: Resolver
+    ancestors: Sequence[cst.CSTNode] = ()
+    guards: list[Guard] = field(default_factory=list)
+    _protected: dict[int, Guard] = field(default_factory=dict)
+    _tests: dict[int, Guard] = field(default_factory=dict)
+    _functions: dict[int, _Function] = field(default_factory=dict)  # by the id of the scope of its body
+    _calls: dict[str, list[_Site]] = field(default_factory=dict)
+    _spawned: set[str] = field(default_factory=set)
+    _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
+
+    watched_names: tuple[str, ...] = ()  # the walker's participant protocol
+
+    def visit_watched_name(self, node: cst.CSTNode, qualified_name: str) -> None:
+        """Unused: the flow watches no names."""
+
+    # --- guards ---------------------------------------------------------------------------------
+
+    def visit_If(self, node: cst.If) -> None:
+        found = self.cuda_check(node.test)
+        if found is None:
+            return
+        kind, holds = found
+        test = self._source(node.test)
+        if holds:
+            self._add(Guard(test, (node.body,), kind))
+        elif node.orelse is not None:
+            self._add(Guard(test, (node.orelse,), kind))
+        elif _exits(node.body):
+            self._add(Guard(test, self._following(node), kind))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        found = self.cuda_check(node.test)
+        if found is not None:
+            kind, holds = found
+            self._add(Guard(self._source(node.test), (node.body if holds else node.orelse,), kind))
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        if not isinstance(node.operator, cst.And):
+            return
+        found = self.cuda_check(node.left)
+        if found is not None and found[1]:
+            self._add(Guard(self._source(node.left), (node.right,), found[0]))
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        found = self.cuda_check(node.test)
+        if found is not None and found[1]:
+            line = self.ancestors[-1] if self.ancestors else None
+            following = self._following(line) if line is not None else ()
+            self._add(Guard(self._source(node.test), following, found[0], asserts=True))
+
+    def _source(self, test: cst.BaseExpression) -> cst.CSTNode:
+        """Where a check is written: the test itself, or for `if use_cuda:` the value the name
+        is bound to (a fix of the check edits it there)."""
+        if isinstance(test, cst.UnaryOperation):
+            return self._source(test.expression) if isinstance(test.expression, cst.Name) else test
+        if isinstance(test, cst.Name):
+            bound = self.resolver.assigned_value(test)
+            return bound if bound is not None else test
+        return test
+
+    def _add(self, guard: Guard) -> None:
+        self.guards.append(guard)
+        self._tests.setdefault(id(guard.test), guard)
+        for node in guard.protected:
+            self._protected.setdefault(id(node), guard)
+
+    def _following(self, statement: cst.CSTNode | None) -> tuple[cst.CSTNode, ...]:
+        """The statements after `statement` in its block: what an early exit protects."""
+        block = self.ancestors[-1] if statement is not None and statement is not self.ancestors[-1] else None
+        if isinstance(statement, cst.SimpleStatementLine) and len(self.ancestors) > 1:
+            block = self.ancestors[-2]
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return ()
+        body = list(block.body)
+        index = next((i for i, item in enumerate(body) if item is statement), None)
+        return tuple(body[index + 1 :]) if index is not None else ()
+
+    def guard_at(self, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> Guard | None:
+        """The innermost CUDA check that `node` runs only under, unless `node` is part of a
+        check itself (the check is then the finding, not what it protects)."""
+        chain = [*ancestors, node]
+        for item in chain:
+            if id(item) in self._tests:
+                return None
+        for item in reversed(chain):
+            guard = self._protected.get(id(item))
+            if guard is not None:
+                return guard
+        return None
+
+    def in_check(self, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> Guard | None:
+        """The CUDA check `node` is part of, if any."""
+        for item in (*ancestors, node):
+            guard = self._tests.get(id(item))
+            if guard is not None:
+                return guard
+        return None
+
+    def cuda_check(self, test: cst.BaseExpression, depth: int = 0) -> tuple[str, bool] | None:
+        """(kind, holds): whether `test` is a check that is True only on CUDA (holds) or False
+        only on CUDA (not holds); None when it is neither."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self.cuda_check(test.expression, depth)
+            return (inner[0], not inner[1]) if inner is not None else None
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self.cuda_check(test.left, depth), self.cuda_check(test.right, depth)
+            if isinstance(test.operator, cst.And):
+                found = [side for side in (left, right) if side is not None and side[1]]
+            else:
+                found = [side for side in (left, right) if side is not None and side[1]]
+                found = found if len(found) == 2 else []
+            return found[0] if found else None
+        if isinstance(test, cst.Call):
+            names = self.resolver.qualified_names(test.func)
+            if names & _AVAILABILITY or _COUNT in names:
+                return "available", True
+            if patterns.method_name(test) == "startswith" and _is_cuda_prefix(test) and _device_like(test.func.value):  # type: ignore[attr-defined]
+                return "device", True
+            return None
+        if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+            return "device", True
+        if isinstance(test, cst.Comparison):
+            return self._compared(test)
+        if isinstance(test, cst.Name) and depth == 0 and test.value not in ("True", "False", "None"):
+            bound = self.resolver.assigned_value(test)
+            if bound is not None and not isinstance(bound, cst.Name):
+                return self.cuda_check(bound, depth + 1)
+        return None
+
+    def _compared(self, test: cst.Comparison) -> tuple[str, bool] | None:
+        if len(test.comparisons) != 1:
+            return None
+        link = test.comparisons[0]
+        left, right, operator = test.left, link.comparator, link.operator
+        if isinstance(left, cst.Call) and _COUNT in self.resolver.qualified_names(left.func):
+            bound = right.evaluated_value if isinstance(right, cst.Integer) else None
+            if isinstance(bound, int):
+                if isinstance(operator, cst.GreaterThan) and bound >= 0:
+                    return "available", True
+                if isinstance(operator, cst.GreaterThanEqual) and bound >= 1:
+                    return "available", True
+                if isinstance(operator, cst.Equal) and bound == 0:
+                    return "available", False
+            return None
+        if isinstance(operator, (cst.Equal, cst.In)):
+            holds = True
+        elif isinstance(operator, (cst.NotEqual, cst.NotIn)):
+            holds = False
+        else:
+            return None
+        if isinstance(operator, (cst.In, cst.NotIn)) and _only_cuda(right) and _device_like(left):
+            return "device", holds
+        if isinstance(operator, (cst.In, cst.NotIn)) and _is_cuda(left) and _device_like(right):
+            return "device", holds  # "cuda" in device
+        if isinstance(operator, (cst.Equal, cst.NotEqual)):
+            if (_is_cuda(right) and _device_like(left)) or (_is_cuda(left) and _device_like(right)):
+                return "device", holds
+        return None
+
+    # --- what the module defines and calls, for device indexes -----------------------------------
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock | cst.SimpleStatementSuite) -> None:
+        """A function's body is walked inside the function's scope: note which scope is whose."""
+        function = self.ancestors[-1] if self.ancestors else None
+        if isinstance(function, cst.FunctionDef) and function.body is node:
+            holder = self.ancestors[-3] if len(self.ancestors) > 2 else None
+            owner = holder.name.value if isinstance(holder, cst.ClassDef) else None
+            self._functions[id(self.resolver.scope)] = _Function(function, owner)
+
+    visit_SimpleStatementSuite = visit_IndentedBlock
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name):
+            self._calls.setdefault(func.value, []).append(_Site(node, self.resolver.scope))
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            self._calls.setdefault(func.attr.value, []).append(_Site(node, self.resolver.scope))
+        if node.args and self.resolver.qualified_names(func) & _SPAWNERS:
+            spawned = node.args[0].value
+            if isinstance(spawned, cst.Name) and node.args[0].keyword is None:
+                self._spawned.add(spawned.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            name = target.target
+            if isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name) and name.value.value == "self":
+                self._self_attributes.setdefault(name.attr.value, []).append((node.value, self.resolver.scope))
+
+    @property
+    def scope(self) -> Scope:
+        """The scope the walk is in: what `holds_index` needs to be asked later."""
+        return self.resolver.scope
+
+    def holds_index(self, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """Whether `node`, evaluated in `scope`, is an integer: given where a device goes, an
+        index of a CUDA device. Only after the walk (callers may follow their callee)."""
+        if depth > _DEPTH:
+            return False
+        if isinstance(node, cst.Integer):
+            return True
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return self.holds_index(node.expression, scope, depth + 1)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _INT_OPERATORS):
+            return self.holds_index(node.left, scope, depth + 1) and self._int_or_unknown(node.right, scope, depth)
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Name) and func.value in _INT_BUILTINS and not self._bound_in(func.value, scope):
+                return True
+            return bool(self.resolver.qualified_names(func) & _INDEX_CALLS)
+        if isinstance(node, cst.Name):
+            return self._name_holds_index(node.value, scope, depth)
+        if isinstance(node, cst.Attribute):
+            owner = node.value
+            if isinstance(owner, cst.Name) and owner.value == "self":
+                values = self._self_attributes.get(node.attr.value, [])
+                if values:
+                    return all(self.holds_index(value, where, depth + 1) for value, where in values)
+            return _INDEX_NAME.match(node.attr.value) is not None and not patterns.is_device_name(owner_name(owner))
+        return False
+
+    def _int_or_unknown(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """The other operand of `rank % n`: anything but a string (`"cuda:%d" % i` is no index)."""
+        return not isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+
+    def _bound_in(self, name: str, scope: Scope) -> bool:
+        current: Scope | None = scope
+        while current is not None:
+            if name in current.bound:
+                return True
+            current = current.parent
+        return False
+
+    def _name_holds_index(self, name: str, scope: Scope, depth: int) -> bool:
+        owner: Scope | None = scope
+        while owner is not None and name not in owner.bound:
+            owner = owner.parent
+        if owner is None or name in owner.imports:
+            return False
+        values = [value for value in owner.values.get(name, ()) if value is not None]
+        if values and len(values) == len(owner.values[name]):
+            return all(self.holds_index(value, owner, depth + 1) for value in values)
+        if owner.kind != "function" or values:
+            return False
+        return self._parameter_holds_index(name, owner, depth)
+
+    def _parameter_holds_index(self, name: str, scope: Scope, depth: int) -> bool:
+        """A parameter holds an index when every call of its function within the module passes
+        one, when the function is what `mp.spawn` starts (its first parameter is the process
+        index), or, where the module never calls it, when it is named for one (`rank`, `gpu_id`)."""
+        function = self._functions.get(id(scope))
+        if function is None:
+            return False
+        params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+        if name not in params:
+            return False
+        position = params.index(name)
+        title = function.node.name.value
+        if title in self._spawned and function.owner is None and position == 0:
+            return True
+        passed = []
+        for site in self._sites(title, function):
+            arg = _argument(site.call, position - site.skipped, name)
+            if arg is None:
+                return False
+            passed.append((arg, site.scope))
+        if passed:
+            return all(self.holds_index(arg, where, depth + 1) for arg, where in passed)
+        return _INDEX_NAME.match(name) is not None
+
+    def _sites(self, title: str, function: _Function) -> list[_Site]:
+        """Calls of a function (of a method through `self.`, of `__init__` through its class)
+        that the module makes."""
+        if function.owner is None:
+            return [s for s in self._calls.get(title, []) if isinstance(s.call.func, cst.Name)]
+        if title == "__init__":
+            return [_Site(s.call, s.scope, 1) for s in self._calls.get(function.owner, []) if isinstance(s.call.func, cst.Name)]
+        return [_Site(s.call, s.scope, 1) for s in self._calls.get(title, []) if isinstance(s.call.func, cst.Attribute)]
+
+
+def owner_name(node: cst.BaseExpression) -> str:
+    return node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+
+
+def _argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:
+    arg = patterns.positional(call, position) if position >= 0 else None
+    if arg is None:
+        arg = patterns.keyword(call, name)
+    return arg.value if arg is not None else None
+
+
+def _exits(body: cst.BaseSuite) -> bool:
+    """A block that only leaves: `return`, `raise`, `continue`, `break` (an early exit)."""
+    statements = body.body
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return isinstance(last.body[-1], _EXITS)
+    return isinstance(last, cst.SimpleStatementSuite) and isinstance(last.body[-1], _EXITS)
+
+
+def _is_cuda(node: cst.CSTNode) -> bool:
+    return patterns.string_value(node) is not None and patterns.is_cuda_device_literal(node)
+
+
+def _is_cuda_prefix(call: cst.Call) -> bool:
+    prefix = patterns.positional(call, 0)
+    return prefix is not None and _is_cuda(prefix.value)
+
+
+def _only_cuda(node: cst.BaseExpression) -> bool:
+    """A collection of device strings that are all CUDA ones (`{"cuda"}`, `("cuda", "cuda:0")`)."""
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)) and node.elements:
+        return all(_is_cuda(element.value) for element in node.elements)
+    return False
+
+
+def _device_like(node: cst.BaseExpression) -> bool:
+    """`device`, `x.device`, `x.device.type`, `args.device`, `device_type`, `str(device)`."""
+    if isinstance(node, cst.Name):
+        return patterns.is_device_name(node.value)
+    if isinstance(node, cst.Attribute):
+        return (node.attr.value == "type" and _device_like(node.value)) or patterns.is_device_name(node.attr.value)
+    if isinstance(node, cst.Call) and node.args:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in ("str", "repr"):
+            return _device_like(node.args[0].value)
+        return isinstance(func, cst.Attribute) and func.attr.value == "device"
+    return False

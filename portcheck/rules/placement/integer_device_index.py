@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.findings import FixSafety
+from portcheck.resolve import Scope
+from portcheck.rewrites import placement
+from portcheck.rewrites.edits import Edit
+from portcheck.rule import ERROR, OFF, Invalid, Report, Rule, Valid, per_target
+
+_OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
+
+
+class IntegerDeviceIndex(Rule):
+    """## What it does
+    Reports an integer given where a device goes: `.to(0)`, `.to(rank)`,
+    `torch.zeros(3, device=local_rank)`, `model.to(self.gpu_id)`. The integer is followed
+    through the module: `device = 0`, the `rank` that `mp.spawn` passes to its function,
+    `int(os.environ["LOCAL_RANK"])`, a parameter every caller passes an index to, an attribute
+    set from one (`self.gpu_id = gpu_id`), or a parameter named for one (`rank`, `gpu_id`)
+    that the module never calls.
+
+    ## Why is this bad?
+    PyTorch reads an integer device as a CUDA device: `.to(0)` is `.to("cuda:0")`. Without
+    CUDA it raises `AssertionError: Torch not compiled with CUDA enabled` (or `RuntimeError:
+    Invalid device`); on a TPU or Trainium host it never reaches the accelerator. Nothing in
+    the line says "cuda", so it is the placement a port most often misses.
+
+    ## Example
+    ```python
+    def main(rank, world_size):
+        model = Net().to(rank)
+    ```
+
+    ## Use instead
+    ```python
+    def main(rank, world_size):
+        model = Net().to(torch.device(device_type, rank))  # or the one device chosen once
+    ```
+
+    ## Targets
+    An error on every target but ROCm (HIP reads the integer as its own device).
+
+    ## Fix safety
+    Safe: the integer becomes the target's device, as cuda-device-string writes `"cuda:N"`:
+    `"tpu"` where a process owns one device (tpu, xla, cpu), `f"xpu:{rank}"` where indexes are
+    kept, and with `--device auto` `f"{DEVICE.type}:{rank}"` (`"cpu:1"` is the CPU on a host
+    without an accelerator). The integer itself is kept everywhere else the program uses it
+    (ranks, logging, `set_device`).
+    """
+
+    code = "PC107"
+    name = "integer-device-index"
+    message = "`{expression}` is an integer device, which PyTorch reads as the CUDA device `cuda:{index}`"
+    hint = "pass a device: the one chosen once, or `torch.device(<device type>, {expression})`"
+    severity = per_target(ERROR, rocm=OFF)
+    fix_safety = FixSafety.SAFE
+    # `.to(0)` and `device=rank` contain no word that says CUDA; these are the least a file
+    # with such a placement must contain.
+    triggers = (b".to(", b"device")
+    cuda_only = True
+
+    VALID = [
+        Valid('import torch\nx = torch.ones(2).to("cpu")\n'),
+        Valid("import torch\nx = torch.ones(2).to(torch.float16)\n"),
+        Valid("import torch\ndef f(x, dtype):\n    return x.to(dtype)\n"),
+        Valid("import torch\ndef f(x, device):\n    return x.to(device)\n\nf(torch.ones(1), torch.device('cpu'))\n"),
+        Valid('import torch\ndevice = "cpu"\nx = torch.ones(2).to(device)\n'),
+        Valid("import torch\nx = torch.ones(2).to(0)\n", options={"targets": ["rocm"]}),
+        Valid("rank = 0\nprint(rank)\nlevels = [1, 2]\nlevels.index(rank)\n"),
+        Valid("def f(torch, x):\n    return x.to(torch.distributed.get_rank())\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nx = torch.ones(2).to(0)\n",
+            lines=[2],
+            message="cuda:0",
+            fixed='import torch\nx = torch.ones(2).to("tpu")\n',
+        ),
+        Invalid(
+            "import torch\ndevice = 0\nmodel = torch.nn.Linear(2, 2).to(device)\n",
+            lines=[3],
+            device="cpu",
+            fixed='import torch\ndevice = 0\nmodel = torch.nn.Linear(2, 2).to("cpu")\n',
+        ),
+        Invalid(
+            "import torch\nimport torch.multiprocessing as mp\n\ndef main(rank, world):\n"
+            "    x = torch.zeros(3, device=rank)\n\nmp.spawn(main, args=(2,), nprocs=2)\n",
+            lines=[5],
+            device="xpu",
+            fixed="import torch\nimport torch.multiprocessing as mp\n\ndef main(rank, world):\n"
+            '    x = torch.zeros(3, device=f"xpu:{rank}")\n\nmp.spawn(main, args=(2,), nprocs=2)\n',
+        ),
+        Invalid(
+            "import os\nimport torch\n\nclass Trainer:\n    def __init__(self, model, gpu_id):\n"
+            "        self.gpu_id = gpu_id\n        self.model = model.to(gpu_id)\n\n"
+            "    def step(self, batch):\n        return batch.to(self.gpu_id)\n\n"
+            'Trainer(torch.nn.Linear(2, 2), int(os.environ["LOCAL_RANK"]))\n',
+            lines=[7, 10],
+            device="auto",
+            fixed="import os\nimport torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "class Trainer:\n    def __init__(self, model, gpu_id):\n"
+            '        self.gpu_id = gpu_id\n        self.model = model.to(f"{DEVICE.type}:{gpu_id}")\n\n'
+            '    def step(self, batch):\n        return batch.to(f"{DEVICE.type}:{self.gpu_id}")\n\n'
+            'Trainer(torch.nn.Linear(2, 2), int(os.environ["LOCAL_RANK"]))\n',
+        ),
+        Invalid(
+            "import torch as T\ndef place(x, local_rank):\n    return x.to(local_rank, non_blocking=True)\n",
+            lines=[3],
+            fixed='import torch as T\ndef place(x, local_rank):\n    return x.to("tpu", non_blocking=True)\n',
+        ),
+        Invalid(
+            "from torch import nn\nfrom torch.distributed import get_rank as rank_of\n"
+            "net = nn.Linear(2, 2).to(rank_of() % 8)\n",
+            lines=[3],
+            device="cpu",
+            fixed='from torch import nn\nfrom torch.distributed import get_rank as rank_of\nnet = nn.Linear(2, 2).to("cpu")\n',
+        ),
+    ]
+
+    def __init__(self, ctx: object) -> None:
+        super().__init__(ctx)  # type: ignore[arg-type]
+        self._pending: list[tuple[cst.BaseExpression, Scope, Report]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qualified_names(node.func)
+        if names & _OWNED_ELSEWHERE or any(name.startswith("torch.cuda.") for name in names):
+            return
+        device = patterns.keyword(node, "device")
+        if device is None and patterns.method_name(node) == "to":
+            device = patterns.positional(node, 0)
+        if device is None or not _may_be_index(device.value):
+            return
+        flow = self.ctx.flow
+        assert flow is not None, "a Python rule"
+        value = device.value
+        index = str(value.evaluated_value) if isinstance(value, cst.Integer) else f"<{_code(value)}>"
+        report = self.report_here(value, edit=self._edit(value), expression=_code(value), index=index)
+        self._pending.append((value, flow.scope, report))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        flow = self.ctx.flow
+        assert flow is not None
+        self.reports.extend(report for value, scope, report in self._pending if flow.holds_index(value, scope))
+
+    def _edit(self, value: cst.BaseExpression) -> Edit | None:
+        if placement.inside_fstring(self.ctx.ancestors):
+            return None
+        if isinstance(value, cst.Integer):
+            literal: cst.BaseExpression = placement.cuda_literal(int(value.evaluated_value))
+        else:
+            expression = _code(value)
+            quote = next((q for q in ('"', "'") if q not in expression), None)
+            if quote is None or "\\" in expression or "{" in expression or "\n" in expression:
+                return None
+            literal = cst.parse_expression(f"f{quote}cuda:{{{expression}}}{quote}")
+        spelled = placement.device_spelling(self.ctx, literal)
+        if spelled is None:
+            return None
+        spelling, safety = spelled
+        title = f"{_code(value)} -> {_code(spelling.node)}"
+        return Edit(value, spelling.node, safety, title, spelling.imports, spelling.prelude)
+
+
+def _may_be_index(value: cst.BaseExpression) -> bool:
+    """What could hold an integer: literals, names, attributes, calls, arithmetic."""
+    return isinstance(value, (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation, cst.UnaryOperation))
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
