@@ -55,8 +55,12 @@ class CudaApiRule(Rule):
             severity=entry.severities(),
             hint=hint(entry, self.ctx.targets, self.ctx.torch_version),
             name=name,
-            effect=entry.off_cuda,
+            effect=self.effect(node, entry),
         )
+
+    def effect(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> str:
+        """What the use does without CUDA (the table says; a rule may know better here)."""
+        return entry.off_cuda
 
     def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
         """The edit for one use of a listed name, or None; rules override this to add what the

@@ -41,25 +41,36 @@ def coherent(
     applied = {id(finding) for finding, _ in chosen}
     held: dict[int, str] = {}
     keeps_cuda_paths = target.runs_without_accelerator and not target.accelerator_api
-    checked = [(guard, spans[id(guard.test)], [spans[id(node)] for node in guard.protected]) for guard in guards]
+    checks = []
+    for guard in guards:
+        test = spans[id(guard.test)]
+        regions = [spans[id(node)] for node in guard.protected]
+        own = [finding for finding in findings if _within(finding, test)]
+        inside = [f for f in findings if any(_within(f, region) for region in regions) and not _within(f, test)]
+        checks.append((guard, own, inside))
+    if keeps_cuda_paths:
+        why = f"left as it is: the CUDA path stays for GPUs, and on {target.name} the program's other path runs"
+        for guard, own, inside in checks:
+            if not guard.asserts:
+                held.update((id(f), why) for f in (*own, *inside) if id(f) in applied)
     changed = True
     while changed:  # holding one fix back can leave another guard inconsistent: to a fixed point
         before = len(held)
-        for guard, test, regions in checked:
-            own = [finding for finding in findings if _within(finding, test)]
-            inside = [f for f in findings if any(_within(f, region) for region in regions) and not _within(f, test)]
-            if keeps_cuda_paths and not guard.asserts:
-                why = f"left as it is: the CUDA path stays for GPUs, and on {target.name} the program's other path runs"
-                held.update((id(f), why) for f in (*own, *inside) if id(f) in applied and id(f) not in held)
-                continue
-            rewritten = [f for f in own if id(f) in applied and id(f) not in held]
-            unfixed = [f for f in inside if registry.get(f.code).cuda_only and (id(f) not in applied or id(f) in held)]
-            if rewritten and unfixed:
-                first = unfixed[0]
-                why = f"kept: the code it guards still needs a person ({first.code} on line {first.line})"
-                held.update((id(f), why) for f in rewritten)
-                rewritten = []
-            if own and not rewritten:
+        stays = [(guard, own, inside) for guard, own, inside in checks if own and not _rewritten(own, applied, held)]
+        dead = {id(f) for guard, _, inside in stays if not guard.asserts for f in inside}  # never runs there
+        for guard, own, inside in checks:
+            rewritten = _rewritten(own, applied, held)
+            if rewritten:
+                unfixed = [
+                    f
+                    for f in inside
+                    if registry.get(f.code).cuda_only and (id(f) not in applied or id(f) in held) and id(f) not in dead
+                ]
+                if unfixed:
+                    first = unfixed[0]
+                    why = f"kept: the code it guards still needs a person ({first.code} on line {first.line})"
+                    held.update((id(f), why) for f in rewritten)
+            elif own:
                 check = own[0]
                 why = f"left: its CUDA check ({check.code} on line {check.line}) stays, so this would never run"
                 held.update((id(f), why) for f in inside if id(f) in applied and id(f) not in held)
@@ -67,6 +78,10 @@ def coherent(
     kept = [(finding, edit) for finding, edit in chosen if id(finding) not in held]
     reasons = [(finding.code, held[id(finding)]) for finding, _ in chosen if id(finding) in held]
     return kept, reasons
+
+
+def _rewritten(own: Sequence[Finding], applied: set[int], held: dict[int, str]) -> list[Finding]:
+    return [finding for finding in own if id(finding) in applied and id(finding) not in held]
 
 
 def _spans(tree: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, Span]:

@@ -215,7 +215,7 @@ def _availability_checks() -> frozenset[str]:
 
 
 def pure(node: cst.BaseExpression) -> bool:
-    """An expression whose evaluation has no effect a dropped call would lose."""
+    """An expression whose evaluation has no effect, and cheap enough to write twice."""
     if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)):
         return True
     if isinstance(node, cst.Attribute):
@@ -225,20 +225,42 @@ def pure(node: cst.BaseExpression) -> bool:
     return False
 
 
-def _is_index(node: cst.BaseExpression) -> bool:
-    """An argument that can be a device index but not a CUDA device: an integer, or a name
-    that does not look like a device (`local_rank`, `args.gpu`)."""
-    if isinstance(node, cst.Integer):
+# Calls that only read: `int(os.environ["LOCAL_RANK"])` loses nothing when its call is dropped.
+_READING_CALLS = frozenset({"int", "str", "float", "len", "min", "max", "abs"})
+
+
+def reads_only(node: cst.BaseExpression) -> bool:
+    """An argument a dropped call may take with it: pure, or arithmetic, subscripts and
+    conversions of pure values (`int(args.rank)`, `int(os.environ["LOCAL_RANK"])`,
+    `os.environ.get("LOCAL_RANK", 0)`)."""
+    if pure(node):
         return True
-    if isinstance(node, cst.Name):
-        return node.value not in ("None", "True", "False") and not patterns.is_device_name(node.value)
-    if isinstance(node, cst.Attribute):
-        return not patterns.is_device_name(node.attr.value)
     if isinstance(node, cst.UnaryOperation):
-        return _is_index(node.expression)
+        return reads_only(node.expression)
     if isinstance(node, cst.BinaryOperation):
-        return _is_index(node.left) and _is_index(node.right)
+        return reads_only(node.left) and reads_only(node.right)
+    if isinstance(node, cst.Subscript):
+        return reads_only(node.value) and all(
+            isinstance(element.slice, cst.Index) and reads_only(element.slice.value) for element in node.slice
+        )
+    if isinstance(node, cst.Call) and not any(arg.star for arg in node.args):
+        func = node.func
+        reads = (isinstance(func, cst.Name) and func.value in _READING_CALLS) or patterns.dotted(func).endswith(
+            "environ.get"
+        )
+        return reads and all(reads_only(arg.value) for arg in node.args)
     return False
+
+
+def _is_index(node: cst.BaseExpression) -> bool:
+    """An argument a `device` parameter of torch.accelerator takes as CUDA's did: anything but
+    a CUDA device string (which names another device type there) or a constant. An integer, a
+    rank, or a device variable (its value is the port's device, rewritten where it is set)."""
+    if patterns.is_cuda_device_literal(node):
+        return False
+    if isinstance(node, cst.Name):
+        return node.value not in ("None", "True", "False")
+    return not isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Float))
 
 
 def arguments_for(call: cst.Call, wanted: api.Arguments) -> list[cst.Arg] | None:
@@ -404,7 +426,7 @@ def drop(use: Use, title: str) -> Edit:
 
 
 def _pure_call(call: cst.Call | None) -> bool:
-    return call is not None and all(not arg.star and pure(arg.value) for arg in call.args)
+    return call is not None and all(not arg.star and reads_only(arg.value) for arg in call.args)
 
 
 _ATOMS = (cst.Name, cst.SimpleString, cst.Call, cst.Attribute, cst.Dict, cst.List, cst.Subscript)

@@ -177,22 +177,19 @@ def cuda_call_device(call: cst.Call) -> tuple[bool, cst.Arg | None, cst.Arg | No
     return True, device, non_blocking
 
 
-def on_device_type(subject: cst.BaseExpression, device_type: Spelling) -> cst.Comparison | None:
+def on_device_type(subject: cst.BaseExpression, device_type: Spelling) -> Spelling | None:
     """`subject == <type>`: the check that `is_cuda` / `== "cuda"` made for CUDA, for the fix
-    target. Where the type is only known at run time (`DEVICE.type`) it may be the CPU, where
-    the CUDA check was False, hence `subject == DEVICE.type != "cpu"`. None for the CPU target
-    itself: there the CUDA check was False for every tensor, and `== "cpu"` would turn it
-    into True."""
+    target. Where the type is only known at run time (auto) it is `subject != "cpu"`: the one
+    accelerator there is, and False on a host without one, as the CUDA check was (no chained
+    comparison, no device binding needed). None for the CPU target itself: there the CUDA
+    check was False for every tensor, and `== "cpu"` would turn it into True."""
     literal = patterns.string_value(device_type.node)
     if literal == "cpu":
         return None
-    cpu = cst.ComparisonTarget(cst.NotEqual(), cst.SimpleString('"cpu"'))
-    if literal is None and _code(subject) == _code(device_type.node):
-        return cst.Comparison(subject, [cpu])  # `device_type == "cuda"`, device_type being the binding
-    links = [cst.ComparisonTarget(cst.Equal(), device_type.node)]
     if literal is None:
-        links.append(cpu)
-    return cst.Comparison(subject, links)
+        return Spelling(cst.Comparison(subject, [cst.ComparisonTarget(cst.NotEqual(), cst.SimpleString('"cpu"'))]))
+    comparison = cst.Comparison(subject, [cst.ComparisonTarget(cst.Equal(), device_type.node)])
+    return Spelling(comparison, device_type.imports, device_type.prelude)
 
 
 def negated(comparison: cst.Comparison) -> cst.BaseExpression:

@@ -6,9 +6,11 @@ from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit, replace_nodes
-from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, WARNING, Invalid, Rule, Valid, per_target
 
 _EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
+_FALSE_ELSEWHERE = "which is false on every other device"
+_ASSERTED = "and this assert stops the program on every other device"
 
 
 class CudaDeviceComparison(Rule):
@@ -52,7 +54,7 @@ class CudaDeviceComparison(Rule):
 
     code = "PC105"
     name = "cuda-device-comparison"
-    message = 'compares a device with "cuda", which is false on every other device'
+    message = 'compares a device with "cuda", {consequence}'
     hint = 'ask what the check means: "any accelerator" is `device.type != "cpu"`; a target is `== "<type>"`'
     severity = per_target(WARNING, rocm=OFF)
     fix_safety = FixSafety.UNSAFE
@@ -77,17 +79,14 @@ class CudaDeviceComparison(Rule):
             lines=[3],
             device="auto",
             unsafe=True,
-            fixed='import torch as T\nDEVICE = T.accelerator.current_accelerator(check_available=True) or T.device("cpu")\n'
-            'dev = T.device("cpu")\nif not (dev.type == DEVICE.type != "cpu"):\n    pass\n',
+            fixed='import torch as T\ndev = T.device("cpu")\nif dev.type == "cpu":\n    pass\n',
         ),
         Invalid(
             'import torch\ndef amp(x):\n    return torch.autocast("cpu", enabled=x.device.type == "cuda")\n',
             lines=[3],
             device="auto",
             unsafe=True,
-            fixed="import torch\n"
-            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
-            'def amp(x):\n    return torch.autocast("cpu", enabled=x.device.type == DEVICE.type != "cpu")\n',
+            fixed='import torch\ndef amp(x):\n    return torch.autocast("cpu", enabled=x.device.type != "cpu")\n',
         ),
         Invalid(
             'from torch import cuda\nif "cuda" in str(device) and cuda.is_available():\n    pass\n',
@@ -127,39 +126,92 @@ class CudaDeviceComparison(Rule):
             fixed='import torch\ndevice_type = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type\n'
             'if device_type != "cpu":\n    pass\n',
         ),
-        # On the CPU the check is already False; under auto only `==` / `!=` is rewritten.
+        Invalid(
+            'import torch\nif "cuda" in str(device):\n    pass\n',
+            lines=[2],
+            device="auto",
+            unsafe=True,
+            fixed='import torch\nif str(device) != "cpu":\n    pass\n',
+        ),
+        # A check of a device the fix rewrites at its source is part of the same port: safe.
+        Invalid(
+            "import torch\ndevice = 'cuda'\ndevice_type = 'cuda' if 'cuda' in device else 'cpu'\n",
+            lines=[3],
+            device="neuron",
+            fixed="import torch\ndevice = 'cuda'\ndevice_type = 'cuda' if 'neuron' in device else 'cpu'\n",
+        ),
+        Invalid(
+            "import torch\ndevice = 'cuda'\ndevice_type = 'cuda' if 'cuda' in device else 'cpu'\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch\ndevice = 'cuda'\ndevice_type = 'cuda' if device != \"cpu\" else 'cpu'\n",
+        ),
+        Invalid(
+            'import torch\ndevice_type = "cuda" if torch.cuda.is_available() else "cpu"\nassert device_type in {"cuda"}\n',
+            lines=[3],
+            message="this assert stops the program",
+            fixed='import torch\ndevice_type = "cuda" if torch.cuda.is_available() else "cpu"\nassert device_type in {"tpu"}\n',
+        ),
+        # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
-        Invalid('import torch\nif "cuda" in str(device):\n    pass\n', lines=[2], device="auto", unsafe=True),
     ]
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if patterns.compares_literal_with(node, _is_cuda, _is_device_like):
-            self.report(node, edit=self._comparison_edit(node))
+            safety = FixSafety.SAFE if self._derived(_subjects(node)) else FixSafety.UNSAFE
+            self._report(node, self._comparison_edit(node, safety))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
             prefix = patterns.positional(node, 0)
             if prefix is not None and _is_cuda(prefix.value) and _is_device_like(func.value):
-                self.report(node, edit=self._literal_edit(node, [prefix.value]))
+                safety = FixSafety.SAFE if self._derived([func.value]) else FixSafety.UNSAFE
+                self._report(node, self._literal_edit(node, [prefix.value], safety))
 
-    def _comparison_edit(self, node: cst.Comparison) -> Edit | None:
+    def _report(self, node: cst.CSTNode, edit: Edit | None) -> None:
+        flow = self.ctx.flow
+        check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
+        if check is not None and check.asserts:
+            self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), consequence=_ASSERTED)
+        else:
+            self.report(node, edit=edit, consequence=_FALSE_ELSEWHERE)
+
+    def _derived(self, subjects: list[cst.BaseExpression]) -> bool:
+        """Whether the device checked is a value the fix rewrites at its source (`device =
+        "cuda"`, `device_type = "cuda" if ... else "cpu"`): the check is then part of the
+        same port, and rewriting the two together keeps the program's logic whole."""
+        for subject in subjects:
+            while isinstance(subject, cst.Call) and subject.args:  # str(device)
+                subject = subject.args[0].value
+            if isinstance(subject, cst.Attribute) and subject.attr.value == "type":
+                subject = subject.value
+            bound = self.ctx.assigned_value(subject) if isinstance(subject, cst.Name) else None
+            if bound is not None and (any(patterns.cuda_device_literals(bound)) or _cuda_device_call(bound)):
+                return True
+        return False
+
+    def _comparison_edit(self, node: cst.Comparison, safety: FixSafety) -> Edit | None:
         device_type = edits.target_device_type(self.ctx)
         if device_type is None or placement.inside_fstring(self.ctx.ancestors):
             return None
         if patterns.string_value(device_type.node) is not None:
-            return self._literal_edit(node, _compared_literals(node))
+            return self._literal_edit(node, _compared_literals(node), safety)
         # The type is known at run time only (auto): `== "cuda"` becomes "on the accelerator".
         subject, operator = _single_check(node)
-        check = placement.on_device_type(subject, device_type) if subject is not None else None
-        if check is None:
+        spelled = placement.on_device_type(subject, device_type) if subject is not None else None
+        if spelled is None:
             return None
-        replacement = check if isinstance(operator, cst.Equal) else placement.negated(check)
-        title = f'== "cuda" -> {cst.Module([]).code_for_node(check)}'
+        check = spelled.node
+        assert isinstance(check, cst.Comparison)
+        replacement = check if isinstance(operator, (cst.Equal, cst.In)) else placement.negated(check)
+        title = f'== "cuda" -> {cst.Module([]).code_for_node(replacement)}'
         fixed = edits.with_parentheses_of(node, replacement)
-        return Edit(node, fixed, FixSafety.UNSAFE, title, device_type.imports, device_type.prelude)
+        return Edit(node, fixed, safety, title, spelled.imports, spelled.prelude)
 
-    def _literal_edit(self, node: cst.BaseExpression, literals: list[cst.BaseExpression]) -> Edit | None:
+    def _literal_edit(
+        self, node: cst.BaseExpression, literals: list[cst.BaseExpression], safety: FixSafety
+    ) -> Edit | None:
         """Each CUDA literal of the check becomes the target's device (type)."""
         target = self.ctx.fix_target
         device_type = edits.target_device_type(self.ctx)
@@ -177,8 +229,8 @@ class CudaDeviceComparison(Rule):
             replacements[id(literal)] = spelling.node
         title = f'"cuda" -> "{written}" in a device check'
         if len(literals) == 1:
-            return Edit(literals[0], replacements[id(literals[0])], FixSafety.UNSAFE, title)
-        return Edit(node, replace_nodes(node, replacements), FixSafety.UNSAFE, title)
+            return Edit(literals[0], replacements[id(literals[0])], safety, title)
+        return Edit(node, replace_nodes(node, replacements), safety, title)
 
 
 def _compared_literals(node: cst.Comparison) -> list[cst.BaseExpression]:
@@ -203,16 +255,41 @@ def _compared_literals(node: cst.Comparison) -> list[cst.BaseExpression]:
 
 
 def _single_check(node: cst.Comparison) -> tuple[cst.BaseExpression | None, cst.BaseOp | None]:
-    """The device of `<device> == "cuda"` / `"cuda" != <device>` (one link, bare "cuda")."""
-    if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (cst.Equal, cst.NotEqual)):
+    """The device of `<device> == "cuda"`, `"cuda" != <device>`, `"cuda" in <device>` or
+    `<device> in {"cuda"}` (one link, bare "cuda"), and the operator."""
+    if len(node.comparisons) != 1:
         return None, None
     left, right = node.left, node.comparisons[0].comparator
     operator = node.comparisons[0].operator
-    if patterns.string_value(right) == "cuda" and _is_device_like(left):
-        return left, operator
-    if patterns.string_value(left) == "cuda" and _is_device_like(right):
-        return right, operator
+    if isinstance(operator, (cst.Equal, cst.NotEqual)):
+        if patterns.string_value(right) == "cuda" and _is_device_like(left):
+            return left, operator
+        if patterns.string_value(left) == "cuda" and _is_device_like(right):
+            return right, operator
+    if isinstance(operator, (cst.In, cst.NotIn)):
+        if patterns.string_value(left) == "cuda" and _is_device_like(right):
+            return right, operator
+        if _all_cuda(right) and _is_device_like(left):
+            return left, operator
     return None, None
+
+
+def _all_cuda(node: cst.BaseExpression) -> bool:
+    """`{"cuda"}`, `("cuda",)`: a collection of nothing but bare "cuda"."""
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)) and node.elements:
+        return all(patterns.string_value(element.value) == "cuda" for element in node.elements)
+    return False
+
+
+def _subjects(node: cst.Comparison) -> list[cst.BaseExpression]:
+    """The device-like operands of a comparison chain."""
+    operands = [node.left, *(link.comparator for link in node.comparisons)]
+    return [operand for operand in operands if _is_device_like(operand)]
+
+
+def _cuda_device_call(node: cst.BaseExpression) -> bool:
+    """`torch.device("cuda")` and the like: a call given a CUDA device literal."""
+    return isinstance(node, cst.Call) and any(any(patterns.cuda_device_literals(arg.value)) for arg in node.args)
 
 
 def _is_cuda(node: cst.CSTNode) -> bool:

@@ -38,9 +38,8 @@ class IsCudaAttribute(Rule):
     Unsafe: `x.is_cuda` becomes `x.device.type == "tpu"` (the target's device type), which is
     what `is_cuda` meant on CUDA. Parentheses are added where a comparison would bind
     differently (`(x.device.type == "tpu") == y`), and `not x.is_cuda` becomes `!=`. With
-    `--device auto` it is `x.device.type == DEVICE.type != "cpu"`: on a host with no
-    accelerator `is_cuda` was False for every tensor, and a plain `== DEVICE.type` would be
-    True there. It is unsafe because the fix turns on code that never ran on the target: a
+    `--device auto` it is `x.device.type != "cpu"`: on the accelerator, whichever is present,
+    and False for every tensor on a host without one, as `is_cuda` was. It is unsafe because the fix turns on code that never ran on the target: a
     branch guarded by `is_cuda` often holds CUDA-only work (`if x.is_cuda: return
     cuda_ext.op(x)`, else a pure PyTorch path), and that path is the right one on a TPU.
     Read the branch before accepting the fix.
@@ -96,9 +95,7 @@ class IsCudaAttribute(Rule):
             lines=[2],
             device="auto",
             unsafe=True,
-            fixed="from torch.cuda import synchronize as sync\nimport torch\n"
-            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
-            'if out.device.type == DEVICE.type != "cpu":\n    sync()\n',
+            fixed='from torch.cuda import synchronize as sync\nif out.device.type != "cpu":\n    sync()\n',
         ),
         Invalid(
             "import torch.cuda\nflags = [p.is_cuda for p in model.parameters()]\n",
@@ -121,9 +118,7 @@ class IsCudaAttribute(Rule):
             lines=[5],
             device="auto",
             unsafe=True,
-            fixed='"""Doc."""\nimport torch as T\n\n'
-            'DEVICE = T.accelerator.current_accelerator(check_available=True) or T.device("cpu")\n\n'
-            'def keep(x):\n    return not (x.device.type == DEVICE.type != "cpu")\n',
+            fixed='"""Doc."""\nimport torch as T\n\ndef keep(x):\n    return x.device.type == "cpu"\n',
         ),
         # On the CPU `is_cuda` is already False for every tensor: left as it is.
         Invalid("import torch\nx = torch.ones(2)\nassert x.is_cuda\n", lines=[3], device="cpu", unsafe=True),
@@ -146,9 +141,11 @@ class IsCudaAttribute(Rule):
         if device_type is None:
             return None
         subject = cst.Attribute(cst.Attribute(node.value, cst.Name("device")), cst.Name("type"))
-        check = placement.on_device_type(subject, device_type)
-        if check is None:
+        spelled = placement.on_device_type(subject, device_type)
+        if spelled is None:
             return None
+        check = spelled.node
+        assert isinstance(check, cst.Comparison)
         original: cst.BaseExpression = node
         replacement: cst.BaseExpression = edits.with_parentheses_of(node, check)
         parent = self.ctx.parent
@@ -157,7 +154,7 @@ class IsCudaAttribute(Rule):
         elif placement.needs_parentheses(node, parent):
             replacement = placement.parenthesized(replacement)
         title = f"is_cuda -> {cst.Module([]).code_for_node(check)}"
-        return Edit(original, replacement, FixSafety.UNSAFE, title, device_type.imports, device_type.prelude)
+        return Edit(original, replacement, FixSafety.UNSAFE, title, spelled.imports, spelled.prelude)
 
 
 def _is_own_attribute(node: cst.Attribute, parent: cst.CSTNode | None) -> bool:

@@ -1,6 +1,18 @@
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import Invalid, Valid
+from portcheck.targets import api
+
+# Names that hold how many processes to start (`world_size = torch.cuda.device_count()`).
+_PROCESS_COUNT = re.compile(r"^(world_size|n_?procs|num_proc(esse)?s|n_?gpus(_per_node)?|num_gpus|nproc_per_node)$", re.I)
 
 
 class CudaAvailabilityCheck(CudaApiRule):
@@ -45,6 +57,39 @@ class CudaAvailabilityCheck(CudaApiRule):
     fix_safety = FixSafety.SAFE
     table_fixes = True
 
+    def effect(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> str:
+        flow = self.ctx.flow
+        check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
+        if check is not None and check.asserts:
+            return "returns False, so this assert stops the program on every other device"
+        return super().effect(node, entry)
+
+    def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
+        """The table's fix; a device count that says how many processes to start becomes at
+        least one where the fixed code may run on a host without an accelerator (there the
+        count is 0, and `mp.spawn(..., nprocs=0)` silently runs nothing)."""
+        edit = super().fix(node, entry)
+        if edit is None or entry.name != "torch.cuda.device_count" or not self.ctx.fix_target.runs_without_accelerator:
+            return edit
+        call = self.ctx.parent
+        if not isinstance(call, cst.Call) or call.func is not node or not self._counts_processes(call):
+            return edit
+        counted = edit.replacement if edit.original is call else call.with_changes(func=edit.replacement)
+        assert isinstance(counted, cst.BaseExpression)
+        at_least_one = cst.Call(cst.Name("max"), [cst.Arg(counted.with_changes(lpar=(), rpar=())), cst.Arg(cst.Integer("1"))])
+        title = f"{edit.title}, at least one process"
+        return Edit(call, at_least_one, edit.safety, title, edit.imports, edit.prelude)
+
+    def _counts_processes(self, call: cst.Call) -> bool:
+        ancestors = self.ctx.ancestors
+        holder = ancestors[-2] if len(ancestors) > 1 else None
+        if isinstance(holder, cst.Arg) and holder.keyword is not None:
+            return _PROCESS_COUNT.match(holder.keyword.value) is not None
+        if isinstance(holder, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in holder.targets] if isinstance(holder, cst.Assign) else [holder.target]
+            return any(_PROCESS_COUNT.match(patterns.target_name(t) or "") for t in targets)
+        return False
+
     VALID = [
         Valid("import torch\nok = torch.accelerator.is_available()\n"),
         Valid("def f(torch):\n    return torch.cuda.is_available()\n"),
@@ -88,6 +133,20 @@ class CudaAvailabilityCheck(CudaApiRule):
             lines=[2],
             device="cpu",
             fixed="import torch\ncheck = torch.accelerator.is_available\nprint(check())\n",
+        ),
+        Invalid(
+            "import torch.multiprocessing as mp\nimport torch as T\nworld_size = T.cuda.device_count()\n"
+            "mp.spawn(print, nprocs=world_size)\nmp.spawn(print, nprocs=T.cuda.device_count())\n",
+            lines=[3, 5],
+            device="cpu",
+            fixed="import torch.multiprocessing as mp\nimport torch as T\nworld_size = max(T.accelerator.device_count(), 1)\n"
+            "mp.spawn(print, nprocs=world_size)\nmp.spawn(print, nprocs=max(T.accelerator.device_count(), 1))\n",
+        ),
+        Invalid(
+            "import torch\nassert torch.cuda.is_available(), 'needs a GPU'\n",
+            lines=[2],
+            message="this assert stops the program",
+            fixed="import torch\nassert torch.accelerator.is_available(), 'needs a GPU'\n",
         ),
         # Not fixed: no equivalent, too old a torch, no torch.accelerator backend (xla), and
         # `torch` meaning something else here.

@@ -35,9 +35,10 @@ class CudaDeviceSelection(CudaApiRule):
     `set_device(i)` `torch.accelerator.set_device_index(i)` (torch 2.7) and
     `with torch.cuda.device(i):` `with torch.accelerator.device_index(i):` (torch 2.8), with the
     file's own `torch` binding; not offered for an older `torch-version`. The index carries
-    over only when it is one (`0`, `local_rank`, `args.gpu`): a CUDA string or a `device`
-    variable would name the wrong device type there, and `device=` keywords become positional
-    (the replacements take them so). These raise on a host with no accelerator: for
+    over unless it is a CUDA string (which names the wrong device type there): an index (`0`,
+    `local_rank`, `int(os.environ["LOCAL_RANK"])`) or a device variable, whose value the same
+    fix rewrites where it is set; `device=` keywords become positional (the replacements take
+    them so). These raise on a host with no accelerator: for
     `--device cpu` a bare `set_device(i)` is removed (there is no device to select), for
     `--device auto` it is guarded with `if torch.accelerator.is_available():`; a value
     (`i = torch.cuda.current_device()`) or a `with` there is left to a person. XLA has no
@@ -96,11 +97,16 @@ class CudaDeviceSelection(CudaApiRule):
             fixed="from torch.cuda import set_device as use\nimport torch\n"
             "if torch.accelerator.is_available():\n    torch.accelerator.set_device_index(3)\n",
         ),
-        # Not fixed: a value or a context where there may be no accelerator, a device that is
-        # not an index, too old a torch, no equivalent (device_of), no torch.accelerator (xla).
+        # Not fixed: a value or a context where there may be no accelerator, a CUDA device
+        # string, too old a torch, no equivalent (device_of), no torch.accelerator (xla).
         Invalid("import torch as T\ni = T.cuda.current_device()\n", lines=[2], device="auto"),
         Invalid("import torch\nwith torch.cuda.device(1):\n    pass\n", lines=[2], device="cpu"),
-        Invalid("import torch\ntorch.cuda.set_device(device)\n", lines=[2]),
+        Invalid(
+            "import os\nimport torch\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\ntorch.cuda.set_device(device)\n",
+            lines=[3, 4],
+            device="cpu",
+            fixed="import os\nimport torch\n",
+        ),
         Invalid("import torch\ntorch.cuda.set_device('cuda:1')\n", lines=[2]),
         Invalid("import torch\nwith torch.cuda.device(1):\n    pass\n", lines=[2], options={"torch-version": "2.7"}),
         Invalid("import torch.cuda\nwith torch.cuda.device_of(x):\n    pass\n", lines=[2]),

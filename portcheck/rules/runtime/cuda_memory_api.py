@@ -143,13 +143,18 @@ class CudaMemoryApi(CudaApiRule):
         ),
         # Not fixed: statistics without --unsafe-fixes, mem_get_info where the oldest torch the
         # target supports lacks it, or where it is a value that may have no accelerator; no
-        # portable equivalent; a device variable; too old a torch.
+        # portable equivalent; too old a torch.
         Invalid("import torch as T\npeak = T.cuda.max_memory_allocated() / 2**30\n", lines=[2]),
         Invalid("from torch import cuda\nfree, total = cuda.mem_get_info()\n", lines=[2]),
         Invalid("from torch import cuda\nfree, total = cuda.mem_get_info()\n", lines=[2], device="auto"),
         Invalid(
             "import torch\ntorch.cuda.set_per_process_memory_fraction(0.5)\n", lines=[2], message="set_per_process"
         ),
-        Invalid("import torch\nused = torch.cuda.memory_allocated(device)\n", lines=[2], unsafe=True),
+        Invalid(
+            "import torch\nused = torch.cuda.memory_allocated(device)\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch\nused = torch.accelerator.memory_allocated(device)\n",
+        ),
         Invalid("import torch\ntorch.cuda.empty_cache()\n", lines=[2], device="xpu", options={"torch-version": "2.8"}),
     ]

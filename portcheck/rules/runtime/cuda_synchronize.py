@@ -36,8 +36,9 @@ class CudaSynchronize(CudaApiRule):
     `if torch.accelerator.is_available():`) or removed (`--device cpu`, where there is nothing
     to wait for); inside an `if torch.cuda.is_available():` branch it is only renamed. On XLA
     the fix is `torch_xla.sync()` and unsafe: it also cuts the lazy graph there, which changes
-    what is compiled. A device argument carries over only as an index (`"cuda:0"` or a
-    `device` variable would name the wrong device type there); other arguments, references
+    what is compiled. A device argument carries over unless it is a CUDA string (`"cuda:0"`
+    would name the wrong device type there; a `device` variable is rewritten where it is set,
+    so its value is the port's device); other arguments, references
     (`wait = torch.cuda.synchronize`) and, under auto, a call sharing its line with another
     statement are left to a person.
     """
@@ -136,7 +137,11 @@ class CudaSynchronize(CudaApiRule):
         # index, a reference, a line of several statements that cannot take an `if`, a patch.
         Invalid("import torch\ntorch.cuda.synchronize()\n", lines=[2], device="xla"),
         Invalid("import torch\ntorch.cuda.synchronize()\n", lines=[2], options={"torch-version": "2.4"}),
-        Invalid("import torch\ntorch.cuda.synchronize(device)\n", lines=[2]),
+        Invalid(
+            "import torch\ntorch.cuda.synchronize(device)\n",
+            lines=[2],
+            fixed="import torch\ntorch.accelerator.synchronize(device)\n",
+        ),
         Invalid("import torch\ntorch.cuda.synchronize('cuda:1')\n", lines=[2]),
         Invalid("import torch\ntorch.cuda.synchronize(**options)\n", lines=[2], device="cpu"),
         Invalid("import torch\nwait = torch.cuda.synchronize\n", lines=[2], device="auto"),
