@@ -14,7 +14,7 @@ import warnings
 import libcst as cst
 import pytest
 
-from portcheck.rewrites.cuda_api import lowest_release
+from portcheck.rewrites.versions import lowest_release
 from portcheck.targets import api
 
 torch = pytest.importorskip("torch")

@@ -25,12 +25,10 @@ from dataclasses import dataclass
 from functools import cache
 
 import libcst as cst
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
-
 from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites.edits import Edit, Spelling, dotted, with_parentheses_of
+from portcheck.rewrites.versions import has
 from portcheck.rule import FileContext
 from portcheck.targets import api
 
@@ -39,35 +37,6 @@ _BLOCKS = (cst.IndentedBlock, cst.Module)
 # Where a conditional expression needs no parentheses of its own.
 _LOOSE_PARENTS = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Return, cst.Arg, cst.Expr)
 _DEVICE_PARAMETER = "device"  # parameters of this name take a device: only an index carries over
-_RELEASES = tuple(Version(f"{major}.{minor}") for major, minors in ((1, 14), (2, 40)) for minor in range(minors))
-
-
-# --- versions ---------------------------------------------------------------------------------
-
-
-def torch_version(ctx: FileContext) -> tuple[int, ...] | None:
-    """The torch the fixed code will run on: the configured one, else the oldest the target's
-    backend supports, else None (a current torch)."""
-    if ctx.torch_version is not None:
-        return ctx.torch_version
-    return lowest_release(ctx.fix_target.torch_versions)
-
-
-@cache
-def lowest_release(specifier: str) -> tuple[int, ...] | None:
-    if not specifier:
-        return None
-    try:
-        allowed = SpecifierSet(specifier)
-    except InvalidSpecifier:
-        return None
-    lowest = next((release for release in _RELEASES if release in allowed), None)
-    return lowest.release if lowest is not None else None
-
-
-def has(ctx: FileContext, since: tuple[int, ...] | None) -> bool:
-    version = torch_version(ctx)
-    return since is None or version is None or version >= since
 
 
 @cache

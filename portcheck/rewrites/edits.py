@@ -15,6 +15,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.findings import FixSafety
+from portcheck.rewrites import versions
 
 if TYPE_CHECKING:
     from portcheck.rule import FileContext
@@ -150,7 +151,7 @@ def _auto_device_type(ctx: FileContext, original: cst.BaseExpression) -> Spellin
     variable where it has one (rewriting its value when the literal is part of it), else a
     `DEVICE = ...` binding added after the imports."""
     torch = torch_name(ctx, at_module_level=True)
-    if torch is None:
+    if torch is None or not versions.has(ctx, versions.CHECKED_ACCELERATOR):
         return None
     torch_code = cst.Module([]).code_for_node(torch.node)
     reusable = _module_device_variable(ctx)

@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
-from portcheck.rewrites import edits
+from portcheck.rewrites import edits, versions
 from portcheck.rewrites.calls import in_current_statement, with_keyword
 from portcheck.rewrites.edits import Edit, Spelling
 from portcheck.rule import ERROR, OFF, FileContext, Invalid, Valid, per_target
@@ -71,7 +71,7 @@ def auto_backend(ctx: FileContext) -> Spelling | None:
     registers for the device present (gloo on a host without an accelerator)."""
     module = distributed_module(ctx)
     device = edits.target_device_type(ctx)
-    if module is None or device is None:
+    if module is None or device is None or not versions.has(ctx, versions.DEFAULT_BACKEND):
         return None
     node = device.node
     if isinstance(node, cst.Attribute) and node.attr.value == "type" and not node.lpar:
@@ -166,6 +166,13 @@ class NcclBackend(SettingValueRule):
             'import torch\ntorch.distributed.init_process_group("nccl")\n',
             lines=[2],
             fixed='import torch\ntorch.distributed.init_process_group("tpu")\n',
+        ),
+        # get_default_backend_for_device is torch 2.6's.
+        Invalid(
+            'import torch\ntorch.distributed.init_process_group("nccl")\n',
+            lines=[2],
+            device="auto",
+            options={"torch-version": "2.5"},
         ),
         Invalid(
             'import torch as T\nT.distributed.init_process_group(backend="nccl", init_method="env://")\n',

@@ -177,6 +177,9 @@ class CudaDeviceString(SettingValueRule):
             lines=[2, 3],
             fixed='import torch\ntorch.set_default_device("tpu")\nwith torch.device("tpu"):\n    pass\n',
         ),
+        # `--device auto` binds the device with `current_accelerator(check_available=True)`:
+        # torch 2.7 and later.
+        Invalid('import torch\nx = torch.zeros(2, device="cuda")\n', lines=[2], device="auto", options={"torch-version": "2.6"}),
         Invalid(
             'import torch\nx = torch.ones(2).to(device=args.device or "cuda", non_blocking=True)\n',
             lines=[2],

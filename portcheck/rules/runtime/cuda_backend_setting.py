@@ -4,7 +4,7 @@ import libcst as cst
 
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
-from portcheck.rewrites import cuda_api
+from portcheck.rewrites import cuda_api, versions
 from portcheck.rewrites.edits import Edit, with_parentheses_of
 from portcheck.rule import Invalid, Valid
 from portcheck.targets import api
@@ -110,7 +110,7 @@ class CudaBackendSetting(CudaApiRule):
     ]
 
     def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
-        if entry.name != _SDP_KERNEL or self.ctx.fix_target.keeps_cuda_api or not cuda_api.has(self.ctx, entry.since):
+        if entry.name != _SDP_KERNEL or self.ctx.fix_target.keeps_cuda_api or not versions.has(self.ctx, entry.since):
             return super().fix(node, entry)
         use = cuda_api.Use.of(self.ctx, node)
         flags = _flags(use.call) if use.call is not None else None
