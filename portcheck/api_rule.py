@@ -55,12 +55,13 @@ class CudaApiRule(Rule):
             severity=entry.severities(),
             hint=hint(entry, self.ctx.targets, self.ctx.torch_version),
             name=name,
-            effect=self.effect(node, entry),
+            effect=self.effect(node, name, entry),
         )
 
-    def effect(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> str:
-        """What the use does without CUDA (the table says; a rule may know better here)."""
-        return entry.off_cuda
+    def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
+        """What the use of `name` does without CUDA: the table says it for the entry's first
+        name (an alias is named as itself); a rule may know better here."""
+        return entry.off_cuda.replace(entry.name, name)
 
     def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
         """The edit for one use of a listed name, or None; rules override this to add what the

@@ -29,6 +29,18 @@ def cuda_literal(index: int | None = None) -> cst.SimpleString:
     return cst.SimpleString('"cuda"' if index is None else f'"cuda:{index}"')
 
 
+def indexed_cuda_literal(index: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The CUDA device an integer stands for, as a fresh literal: `"cuda:0"` for `0`,
+    `f"cuda:{rank}"` for `rank`; None where the expression cannot go inside an f-string."""
+    if isinstance(index, cst.Integer):
+        return cuda_literal(int(index.evaluated_value))
+    expression = _code(index)
+    quote = next((q for q in ('"', "'") if q not in expression), None)
+    if quote is None or any(character in expression for character in "\\{}\n"):
+        return None
+    return cst.parse_expression(f"f{quote}cuda:{{{expression}}}{quote}")
+
+
 def device_spelling(
     ctx: FileContext, literal: cst.BaseExpression, *, index_on_cpu: bool = True
 ) -> tuple[Spelling, FixSafety] | None:
@@ -80,12 +92,13 @@ def moved_to(
         literal = cuda_literal(int(device.evaluated_value))
     elif patterns.is_cuda_device_literal(device):
         literal = device.deep_clone()
-    elif isinstance(device, cst.Name):
-        bound = ctx.assigned_value(device)
+    elif isinstance(device, cst.Name) and (bound := ctx.assigned_value(device)) is not None:
         if isinstance(bound, cst.Integer):
             literal = cst.parse_expression(f'f"cuda:{{{device.value}}}"')
-        elif bound is not None and _names_a_device(ctx, bound):
+        elif _names_a_device(ctx, bound):
             return Spelling(device), FixSafety.SAFE
+    elif ctx.flow is not None and ctx.flow.holds_index(device, ctx.flow.scope):  # a rank, `args.gpu`
+        literal = indexed_cuda_literal(device)
     target = ctx.fix_target
     if literal is None and target.one_device_per_process:
         literal = cuda_literal()

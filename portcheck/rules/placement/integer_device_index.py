@@ -148,15 +148,8 @@ class IntegerDeviceIndex(Rule):
     def _edit(self, value: cst.BaseExpression) -> Edit | None:
         if placement.inside_fstring(self.ctx.ancestors):
             return None
-        if isinstance(value, cst.Integer):
-            literal: cst.BaseExpression = placement.cuda_literal(int(value.evaluated_value))
-        else:
-            expression = _code(value)
-            quote = next((q for q in ('"', "'") if q not in expression), None)
-            if quote is None or "\\" in expression or "{" in expression or "\n" in expression:
-                return None
-            literal = cst.parse_expression(f"f{quote}cuda:{{{expression}}}{quote}")
-        spelled = placement.device_spelling(self.ctx, literal)
+        literal = placement.indexed_cuda_literal(value)
+        spelled = placement.device_spelling(self.ctx, literal) if literal is not None else None
         if spelled is None:
             return None
         spelling, safety = spelled

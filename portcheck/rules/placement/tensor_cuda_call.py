@@ -46,8 +46,12 @@ class TensorCudaCall(Rule):
     the receiver for a tensor, module or storage: a class of your own with a `.cuda()` method
     and no `.to(device=...)` would need its own port.
 
+    An argument that holds an index (a rank, `args.gpu`, `self.gpu_id`: see
+    integer-device-index) keeps it where indices are kept (`f"xpu:{args.gpu}"`,
+    `f"{DEVICE.type}:{args.gpu}"`), so cpu, auto and the accelerators agree.
+
     Not fixed: a call with `*args` or `**kwargs`, the unbound `torch.nn.Module.cuda(model)`,
-    and, where indices are kept, a device argument whose kind cannot be told (`.cuda(args.gpu)`
+    and, where indices are kept, a device argument whose kind cannot be told (`.cuda(args.where)`
     may hold an int, None or a device, and no one spelling fits them all).
     """
 
@@ -128,7 +132,21 @@ class TensorCudaCall(Rule):
             fixed='import torch\ndev = torch.device("cuda", 1)\ny = torch.ones(2).to(device=dev)\n',
         ),
         # `args.gpu` may be an int, None or a device: fixed only where a process owns one device.
-        Invalid("import torch\ndef place(m, args):\n    return m.cuda(args.gpu)\n", lines=[3], device="xpu"),
+        Invalid(
+            "import torch\ndef place(m, args):\n    return m.cuda(args.gpu)\n",
+            lines=[3],
+            device="xpu",
+            fixed='import torch\ndef place(m, args):\n    return m.to(device=f"xpu:{args.gpu}")\n',
+        ),
+        Invalid(
+            "import torch\ndef place(m, args):\n    return m.cuda(args.gpu)\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
+            'def place(m, args):\n    return m.to(device=f"{DEVICE.type}:{args.gpu}")\n',
+        ),
+        Invalid("import torch\ndef place(m, args):\n    return m.cuda(args.where)\n", lines=[3], device="xpu"),
         Invalid(
             "import torch\ndef place(m, args):\n    return m.cuda(args.gpu)\n",
             lines=[3],

@@ -57,12 +57,12 @@ class CudaAvailabilityCheck(CudaApiRule):
     fix_safety = FixSafety.SAFE
     table_fixes = True
 
-    def effect(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> str:
+    def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
         flow = self.ctx.flow
         check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
         if check is not None and check.asserts:
             return "returns False, so this assert stops the program on every other device"
-        return super().effect(node, entry)
+        return super().effect(node, name, entry)
 
     def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
         """The table's fix; a device count that says how many processes to start becomes at

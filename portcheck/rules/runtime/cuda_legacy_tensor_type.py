@@ -43,6 +43,10 @@ class CudaLegacyTensorType(CudaApiRule):
         Invalid("import torch\nx = torch.cuda.FloatTensor(3)\n", lines=[2]),
         Invalid("import torch as T\nTensor = T.cuda.FloatTensor if cuda else T.FloatTensor\n", lines=[2]),
         Invalid("from torch import cuda\nok = isinstance(x, cuda.LongTensor)\n", lines=[2]),
-        Invalid("from torch.cuda import HalfTensor as HT\ny = x.type(HT)\n", lines=[2]),
+        Invalid(
+            "from torch.cuda import HalfTensor as HT\ny = x.type(HT)\n",
+            lines=[2],
+            message="type torch.cuda.HalfTensor not available",
+        ),
         Invalid("import torch.cuda\ns = torch.cuda.FloatStorage(10)\n", lines=[2]),
     ]
