@@ -16,37 +16,42 @@ the body of a check that stays CUDA-only writes dead code. So, per guard (portch
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import libcst as cst
+from dataclasses import dataclass
 
 from portcheck import registry
 from portcheck.findings import Finding
-from portcheck.flow import Guard
-from portcheck.positions import positions
 from portcheck.rewrites.edits import Edit
 from portcheck.targets import Target
 
-Span = tuple[int, int, int, int]
+Span = tuple[int, int, int, int]  # as a finding's: 1-based columns, end exclusive
 Pair = tuple[Finding, Edit]
 
 
+@dataclass(frozen=True)
+class GuardSpans:
+    """Where a guard (portcheck.flow.Guard) is: its check and what it protects."""
+
+    test: Span
+    protected: tuple[Span, ...]
+    asserts: bool
+
+
 def coherent(
-    tree: cst.Module, guards: Sequence[Guard], findings: Sequence[Finding], chosen: Sequence[Pair], target: Target
-) -> tuple[list[Pair], list[tuple[str, str]]]:
-    """The chosen fixes that keep every guard consistent with what it protects, and (code,
-    why) for each fix held back."""
+    guards: Sequence[GuardSpans], findings: Sequence[Finding], chosen: Sequence[Pair], target: Target
+) -> tuple[list[Pair], list[tuple[Finding, str]]]:
+    """The chosen fixes that keep every guard consistent with what it protects, and each fix
+    held back with why."""
     if not guards or not chosen:
         return list(chosen), []
-    spans = _spans(tree, [node for guard in guards for node in (guard.test, *guard.protected)])
     applied = {id(finding) for finding, _ in chosen}
     held: dict[int, str] = {}
     keeps_cuda_paths = target.runs_without_accelerator and not target.accelerator_api
     checks = []
     for guard in guards:
-        test = spans[id(guard.test)]
-        regions = [spans[id(node)] for node in guard.protected]
-        own = [finding for finding in findings if _within(finding, test)]
-        inside = [f for f in findings if any(_within(f, region) for region in regions) and not _within(f, test)]
+        own = [finding for finding in findings if _within(finding, guard.test)]
+        inside = [
+            f for f in findings if any(_within(f, region) for region in guard.protected) and not _within(f, guard.test)
+        ]
         checks.append((guard, own, inside))
     if keeps_cuda_paths:
         why = f"left as it is: the CUDA path stays for GPUs, and on {target.name} the program's other path runs"
@@ -76,17 +81,11 @@ def coherent(
                 held.update((id(f), why) for f in inside if id(f) in applied and id(f) not in held)
         changed = len(held) > before
     kept = [(finding, edit) for finding, edit in chosen if id(finding) not in held]
-    reasons = [(finding.code, held[id(finding)]) for finding, _ in chosen if id(finding) in held]
-    return kept, reasons
+    return kept, [(finding, held[id(finding)]) for finding, _ in chosen if id(finding) in held]
 
 
 def _rewritten(own: Sequence[Finding], applied: set[int], held: dict[int, str]) -> list[Finding]:
     return [finding for finding in own if id(finding) in applied and id(finding) not in held]
-
-
-def _spans(tree: cst.Module, nodes: list[cst.CSTNode]) -> dict[int, Span]:
-    """Node spans in findings' terms: 1-based columns, end exclusive."""
-    return {key: (a, b + 1, c, d + 1) for key, (a, b, c, d) in positions(tree, nodes).items()}
 
 
 def _within(finding: Finding, span: Span) -> bool:

@@ -22,7 +22,8 @@ from portcheck import targets as target_data
 from portcheck.config import Config
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
-from portcheck.findings import Fact, Finding, Severity
+from portcheck.coherence import GuardSpans, coherent
+from portcheck.findings import Fact, Finding, FixSafety, Severity
 from portcheck.flow import DeviceFlow, Guard
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
@@ -101,7 +102,8 @@ class Examination:
     result: FileResult
     edits: list[Edit | None] = field(default_factory=list)  # empty when nothing was analysed
     tree: cst.Module | None = None
-    guards: tuple[Guard, ...] = ()  # the module's CUDA checks and what they protect (portcheck.flow)
+    guards: tuple[GuardSpans, ...] = ()  # the module's CUDA checks and what they protect
+    held: tuple[tuple[str, str], ...] = ()  # (code, why) of fixes no guard-consistent choice allows
 
     def fixes(self) -> list[tuple[Finding, Edit]]:
         """The findings that come with an edit, and their edits."""
@@ -141,13 +143,13 @@ def examine(
         return Examination(_too_large(path, config, size))
     target = fix_target or default_fix_target(config)
     tree = None
-    guards: list[Guard] = []
+    guards: list[GuardSpans] = []
     try:
         where = module or ModulePath.guess(path)
-        rules, tree, guards = (
+        rules, tree, flow_guards = (
             _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None, [])
         )
-        pairs, facts = _results(rules, tree, path, config, text)
+        pairs, facts, guards = _results(rules, tree, path, config, text, flow_guards)
     except parsing.ParseFailure as failure:
         if second_pass:
             return Examination(FileResult(path))
@@ -174,8 +176,28 @@ def examine(
         pairs = [(k, edit) for k, (_, edit) in zip(kept, pairs) if k is not None]
         pairs += [] if second_pass else [(finding, None) for finding in unused]
     pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
+    pairs, held = _coherent(pairs, guards, target)
     result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts))
-    return Examination(result, [edit for _, edit in pairs], tree, tuple(guards))
+    return Examination(result, [edit for _, edit in pairs], tree, tuple(guards), tuple(held))
+
+
+def _coherent(
+    pairs: list[tuple[Finding, Edit | None]], guards: Sequence[GuardSpans], target: Target
+) -> tuple[list[tuple[Finding, Edit | None]], list[tuple[str, str]]]:
+    """Without the edits that no choice of fixes can make consistent with their guards
+    (portcheck.coherence): those findings are not fixable, and say why."""
+    offered = [(finding, edit) for finding, edit in pairs if edit is not None]
+    _, held = coherent(guards, [finding for finding, _ in pairs], offered, target)
+    if not held:
+        return pairs, []
+    why = {id(finding): reason for finding, reason in held}
+    kept = [
+        (replace(f, fix_safety=FixSafety.NONE, hint=f"{f.hint} (not fixed: {why[id(f)]})"), None)
+        if id(f) in why
+        else (f, edit)
+        for f, edit in pairs
+    ]
+    return kept, [(finding.code, reason) for finding, reason in held]
 
 
 def default_fix_target(config: Config) -> Target:
@@ -252,18 +274,21 @@ def _analyse(
 
 
 def _results(
-    rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str
-) -> tuple[list[tuple[Finding, Edit | None]], list[Fact]]:
-    """Turn what the rules saw into findings (each with its edit, if any) and facts."""
+    rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str, guards: Sequence[Guard]
+) -> tuple[list[tuple[Finding, Edit | None]], list[Fact], list[GuardSpans]]:
+    """Turn what the rules saw into findings (each with its edit, if any) and facts; where
+    there are edits, locate the guards they must stay consistent with."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
+    if not any(report.edit is not None for rule in rules for report in rule.reports):
+        guards = []
+    nodes += [node for guard in guards for node in (guard.test, *guard.protected)]
     ranges = positions(tree, nodes) if tree is not None else {}
     lines = text.splitlines()
     pairs = []
     for rule in rules:
         for report in rule.reports:
             if report.node is not None:
-                start_line, start_col, end_line, end_col = ranges[id(report.node)]
-                span = (start_line, start_col + 1, end_line, end_col + 1)
+                span = _span(ranges[id(report.node)])
             else:
                 assert report.span is not None
                 span = report.span
@@ -277,7 +302,17 @@ def _results(
         for record in rule.records:
             first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
             facts.append(Fact(record.kind, record.name, path, first, last, record.details))
-    return pairs, facts
+    located = [
+        GuardSpans(_span(ranges[id(g.test)]), tuple(_span(ranges[id(node)]) for node in g.protected), g.asserts)
+        for g in guards
+    ]
+    return pairs, facts, located
+
+
+def _span(position: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """A node's position as a finding's span: 1-based columns, end exclusive."""
+    start_line, start_col, end_line, end_col = position
+    return (start_line, start_col + 1, end_line, end_col + 1)
 
 
 def _finding(

@@ -53,7 +53,7 @@ def fix_source(
     """Fix one file's contents for `target` (config.targets should be just that target)."""
     source = data
     applied: list[tuple[str, str]] = []
-    held: list[tuple[str, str]] = []  # (rule code, why) for fixes kept back to keep guards whole
+    held: list[tuple[Finding, str]] = []  # fixes kept back this round to keep guards whole, and why
     for _ in range(MAX_ROUNDS):
         examination = examine(source, path, config, project=project, module=module, fix_target=target)
         if examination.result.internal_error:
@@ -64,7 +64,7 @@ def fix_source(
         if not chosen or examination.tree is None:
             held = []
             break
-        chosen, held = coherent(examination.tree, examination.guards, examination.result.findings, chosen, target)
+        chosen, held = coherent(examination.guards, examination.result.findings, chosen, target)
         if not chosen:
             break
         try:
@@ -89,7 +89,7 @@ def fix_source(
         (finding.code, "unsafe: needs --unsafe-fixes")
         for finding, edit in examination.fixes()
         if edit.safety is FixSafety.UNSAFE and not unsafe
-    ) + tuple(held)
+    ) + examination.held + tuple((finding.code, why) for finding, why in held)
     return FixOutcome(path, source, tuple(applied), skipped, examination.result.findings)
 
 

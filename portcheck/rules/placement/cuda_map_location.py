@@ -150,10 +150,18 @@ class CudaMapLocation(Rule):
             unsafe=True,
             fixed='import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n',
         ),
-        # `args.gpu` may hold an int, None or a device: no one spelling fits where indices are kept.
+        # `args.gpu` holds an index (portcheck.flow): kept where indices are kept.
         Invalid(
             "import torch\ndef load(args):\n"
             '    return torch.load("c.pt", map_location=lambda storage, loc: storage.cuda(args.gpu))\n',
+            lines=[3],
+            device="xpu",
+            fixed='import torch\ndef load(args):\n    return torch.load("c.pt", map_location=f"xpu:{args.gpu}")\n',
+        ),
+        # `args.where` may hold an int, None or a device: no one spelling fits where indices are kept.
+        Invalid(
+            "import torch\ndef load(args):\n"
+            '    return torch.load("c.pt", map_location=lambda storage, loc: storage.cuda(args.where))\n',
             lines=[3],
             device="xpu",
         ),
