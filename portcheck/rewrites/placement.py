@@ -49,8 +49,8 @@ def device_spelling(
     For `auto` an index is kept (`f"{DEVICE.type}:1"`), which on a host without accelerator
     reads `"cpu:1"`: tensors and modules accept that, but `torch.load` does not restore to it
     and Hugging Face compares device maps with `"cpu"`. Where the value goes there, pass
-    `index_on_cpu=False`: the index is dropped instead, which on a host with several
-    accelerators may pick another one than the index named, so the fix is unsafe."""
+    `index_on_cpu=False`: the index is kept only where there is an accelerator
+    (`f"{DEVICE.type}:1" if DEVICE.type != "cpu" else "cpu"`)."""
     if not ctx.fix_target.device_type and edits.target_device_type(ctx) is None:
         return None  # auto, and the module's device variable is not one to build on
     spelling = edits.device_type(ctx, literal)
@@ -70,8 +70,10 @@ def device_spelling(
     device_type = edits.target_device_type(ctx)
     if device_type is None:
         return None
-    dropped = Spelling(edits.with_parentheses_of(literal, device_type.node), device_type.imports, device_type.prelude)
-    return dropped, FixSafety.UNSAFE
+    # The index where there is an accelerator, the CPU where there is none.
+    accelerated = cst.Comparison(device_type.node, [cst.ComparisonTarget(cst.NotEqual(), cst.SimpleString('"cpu"'))])
+    either = cst.IfExp(test=accelerated, body=spelling.node, orelse=cst.SimpleString('"cpu"'))
+    return Spelling(either, spelling.imports, spelling.prelude), FixSafety.SAFE
 
 
 def moved_to(

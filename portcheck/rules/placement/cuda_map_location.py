@@ -42,9 +42,9 @@ class CudaMapLocation(Rule):
     land where the code expects them; `lambda storage, loc: storage.cuda()` becomes that device
     too. An index is kept or dropped as cuda-device-string does. With `--device auto` it is
     the module's device binding (`DEVICE`; `DEVICE.type` where the string is bound to a name
-    first), and an index is dropped: an index would read `"cpu:0"` on a host with no
-    accelerator, which is not a location `torch.load` restores to. Dropping it is unsafe (on
-    a host with several accelerators the tensors go to the current one, not the one named).
+    first), and an index is kept only where there is an accelerator
+    (`f"{DEVICE.type}:1" if DEVICE.type != "cpu" else "cpu"`): `"cpu:1"` is not a location
+    `torch.load` restores to.
 
     Where torch's own serialization cannot restore onto the target's device (the torch_xla
     device is no `torch.accelerator`, and `torch.load` has no deserializer for it), the fix
@@ -130,16 +130,14 @@ class CudaMapLocation(Rule):
             device="hpu",
             fixed='import torch\nstate = torch.load("ckpt.pt", "hpu:1")\n',
         ),
-        # auto: an index is dropped ("cpu:1" is no torch.load location), which needs --unsafe-fixes.
-        Invalid('import torch\nstate = torch.load("ckpt.pt", map_location="cuda:1")\n', lines=[2], device="auto"),
+        # auto: the index where there is an accelerator ("cpu:1" is no torch.load location).
         Invalid(
             'import torch\nstate = torch.load("ckpt.pt", map_location="cuda:1")\n',
             lines=[2],
             device="auto",
-            unsafe=True,
             fixed="import torch\n"
             'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
-            'state = torch.load("ckpt.pt", map_location=DEVICE)\n',
+            'state = torch.load("ckpt.pt", map_location=f"{DEVICE.type}:1" if DEVICE.type != "cpu" else "cpu")\n',
         ),
         # torch.load cannot restore onto the torch_xla device: to the CPU, with --unsafe-fixes.
         Invalid('import torch\nstate = torch.load("ckpt.pt", map_location="cuda")\n', lines=[2], device="xla"),

@@ -91,9 +91,8 @@ class HfCudaDeviceMap(SettingValueRule):
     `device="tpu"` (transformers' pipeline and device maps take a device string). With
     `--device auto` it is the type of the module's device binding (`DEVICE.type`, a string,
     since Hugging Face compares device-map values with `"cpu"` and `"disk"`); an index is
-    dropped there, because on a host with no accelerator it would read `"cpu:0"`, which those
-    comparisons miss. Dropping it is unsafe (on a host with several accelerators the weights
-    go to the current one).
+    kept only where there is an accelerator (`f"{DEVICE.type}:0" if DEVICE.type != "cpu" else
+    "cpu"`), because on a host with none it would read `"cpu:0"`, which those comparisons miss.
 
     Not fixed: an int reached through a name bound elsewhere (`GPU = 1` ...
     `pipeline(device=GPU)`), which other code may use as a number.
@@ -196,16 +195,14 @@ class HfCudaDeviceMap(SettingValueRule):
             device="neuron",
             fixed='from transformers import pipeline\nclf = pipeline("ner", device="neuron:1")\n',
         ),
-        # auto: an index is dropped ("cpu:0" is not "cpu" to Hugging Face), with --unsafe-fixes.
-        Invalid('import torch\nm = AutoModel.from_pretrained("x", device_map={"": 0})\n', lines=[2], device="auto"),
+        # auto: the index where there is an accelerator ("cpu:0" is not "cpu" to Hugging Face).
         Invalid(
             'import torch\nm = AutoModel.from_pretrained("x", device_map={"": 0})\n',
             lines=[2],
             device="auto",
-            unsafe=True,
             fixed="import torch\n"
             'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n'
-            'm = AutoModel.from_pretrained("x", device_map={"": DEVICE.type})\n',
+            'm = AutoModel.from_pretrained("x", device_map={"": f"{DEVICE.type}:0" if DEVICE.type != "cpu" else "cpu"})\n',
         ),
     ]
 
