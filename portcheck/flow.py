@@ -11,6 +11,9 @@ answers, for every rule and for the fixer, the two questions a single call canno
   `mp.spawn`'s function, `int(os.environ["LOCAL_RANK"])`, `self.gpu_id`, `args.gpu`), followed
   through assignments, attributes, parameters and the module's own calls. An integer given
   where a device goes means a CUDA device.
+- step loops: which loops run a training, evaluation or decoding step (over a DataLoader, or
+  calling `.backward()`, an optimizer's `.step()`, the model, `next(...)` or a batch getter,
+  or sampling tokens), where a host sync or a new shape costs every iteration.
 
 The flow takes part in the walk like a rule (its handlers run first), so guards are known by
 the time a rule visits what they protect; device indexes need the whole module (callers come
@@ -20,13 +23,14 @@ after callees) and are answered once the walk is over.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from portcheck import patterns
 from portcheck.resolve import Resolver, Scope
+from portcheck.walk import child_fields
 
 _AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized"})
 _COUNT = "torch.cuda.device_count"
@@ -45,6 +49,14 @@ _INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modu
 # Names that hold a device index or a process's rank where nothing else says what they hold.
 _INDEX_NAME = re.compile(r"^(local_)?(rank|gpu|gpu_?id|gpu_?idx|gpu_index|device_?id|device_?idx|device_index)$")
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+_LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
+_LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
+_OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
+_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module)$", re.IGNORECASE)
+_BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
+_SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
 
 
@@ -86,6 +98,7 @@ class DeviceFlow:
     _calls: dict[str, list[_Site]] = field(default_factory=dict)
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
+    _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -236,6 +249,65 @@ class DeviceFlow:
                 return "device", holds
         return None
 
+    # --- step loops ------------------------------------------------------------------------------
+
+    def step_loop(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """What the innermost step loop around the node runs ("a loop over a DataLoader", "a
+        training loop", "a decoding loop", "a step loop"), or None outside any. Asked while the
+        walk is at the node (a loader bound by name is resolved in the scope of the loop)."""
+        for index in range(len(ancestors) - 2, -1, -1):
+            loop = ancestors[index]
+            if isinstance(loop, _NESTED_SCOPES):
+                return None
+            if isinstance(loop, (cst.For, cst.While)) and ancestors[index + 1] is loop.body:
+                if id(loop) not in self._steps:
+                    self._steps[id(loop)] = self._step_of(loop)
+                if self._steps[id(loop)] is not None:
+                    return self._steps[id(loop)]
+        return None
+
+    def _step_of(self, loop: cst.For | cst.While) -> str | None:
+        if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
+            return "a loop over a DataLoader"
+        found = set()
+        for node in _descendants(loop.body, _NESTED_SCOPES + (cst.For, cst.While)):  # an epoch loop is no step
+            if isinstance(node, cst.Call):
+                found.add(self._step_marker(node))
+        if "training" in found:
+            return "a training loop"
+        if "decoding" in found:
+            return "a decoding loop"
+        return "a step loop" if "step" in found else None
+
+    def _step_marker(self, call: cst.Call) -> str | None:
+        method = patterns.method_name(call)
+        receiver = owner_name(call.func.value) if isinstance(call.func, cst.Attribute) else ""
+        if method in ("backward", "zero_grad") or (method == "step" and _OPTIMIZER_NAME.search(receiver)):
+            return "training"
+        if self.resolver.qualified_names(call.func) & _SAMPLERS or method in ("multinomial", "argmax"):
+            return "decoding"
+        name = call.func.value if isinstance(call.func, cst.Name) else method or ""
+        if _MODEL_NAME.search(name) or _BATCH_GETTER.search(name):
+            return "step"
+        return None
+
+    def _iterates_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
+        """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
+        `enumerate(...)`, `tqdm(...)`, `zip(...)`."""
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = patterns.target_name(node) or ""
+            if _LOADER_NAME.search(name) and not _LOADER_SETTING.search(name):
+                return True
+            bound = self.resolver.assigned_value(node) if isinstance(node, cst.Name) else None
+            return isinstance(bound, cst.Call) and bool(self.resolver.qualified_names(bound.func) & DATALOADERS)
+        if isinstance(node, cst.Call):
+            if self.resolver.qualified_names(node.func) & DATALOADERS:
+                return True
+            return depth < 2 and any(
+                self._iterates_loader(arg.value, depth + 1) for arg in node.args if arg.keyword is None and not arg.star
+            )
+        return False
+
     # --- what the module defines and calls, for device indexes -----------------------------------
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock | cst.SimpleStatementSuite) -> None:
@@ -365,6 +437,16 @@ def _argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | 
     if arg is None:
         arg = patterns.keyword(call, name)
     return arg.value if arg is not None else None
+
+
+def _descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> Iterator[cst.CSTNode]:
+    """Every node under `node`, not entering nodes of the `apart` types."""
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        for child in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(child, cst.CSTNode) and not isinstance(child, apart):
+                yield child
+                yield from _descendants(child, apart)
 
 
 def _exits(body: cst.BaseSuite) -> bool:

@@ -43,7 +43,8 @@ VisitName = Callable[[cst.CSTNode, str], object]
 
 
 @cache
-def _child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
+def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
+    """The fields of a node type that hold code: not whitespace, punctuation or comments."""
     return tuple(
         f.name
         for f in dataclasses.fields(node_type)
@@ -121,7 +122,7 @@ class Walker:
         if scoped is not None:
             scoped(self, node)
         else:
-            self._walk_fields(node, _child_fields(node_type))
+            self._walk_fields(node, child_fields(node_type))
         self.ancestors.pop()
         for handler in self._leave.get(node_type, ()):
             handler(node)
@@ -167,7 +168,7 @@ class Walker:
 
     def _comprehension(self, node: cst.BaseComp) -> None:
         scope = resolve.comprehension_scope(node, self.resolver.scope)
-        self._walk_in_scope(node, scope, _child_fields(type(node)))
+        self._walk_in_scope(node, scope, child_fields(type(node)))
 
 
 def _no_children(walker: Walker, node: cst.CSTNode) -> None:

@@ -3,7 +3,7 @@
 Helpers shared by this family only: severities derived from each target's `dynamic-shapes`
 fact, target-specific advice, predicates that say whether an expression reads tensor values
 (tensor methods cannot be resolved, so they are matched by name on receivers that do not resolve
-to a non-torch import), the step contexts (inside `forward`, inside a loop over a DataLoader),
+to a non-torch import), the step context `forward` (step loops are portcheck.flow's),
 and a base class that keeps those spelling-matched rules to files that import torch.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from portcheck import patterns
+from portcheck import flow, patterns
 from portcheck import targets as target_data
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
 
@@ -177,9 +177,7 @@ def controlling_part(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> tup
 
 # --- step contexts -----------------------------------------------------------------------------
 
-DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-_LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
-_LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
+DATALOADERS = flow.DATALOADERS
 
 
 def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -195,37 +193,6 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
             and ancestors[index + 1] is node.body
         ):
             return True
-    return False
-
-
-def in_loader_loop(ctx: FileContext, ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Inside the body of a `for` loop over a DataLoader: a training or evaluation step."""
-    for index, node in enumerate(ancestors):
-        if (
-            isinstance(node, cst.For)
-            and index + 1 < len(ancestors)
-            and ancestors[index + 1] is node.body
-            and _iterates_loader(ctx, node.iter)
-        ):
-            return True
-    return False
-
-
-def _iterates_loader(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) -> bool:
-    """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
-    `enumerate(...)`, `tqdm(...)`, `zip(...)`."""
-    if isinstance(node, (cst.Name, cst.Attribute)):
-        name = patterns.target_name(node) or ""
-        if _LOADER_NAME.search(name) and not _LOADER_SETTING.search(name):
-            return True
-        bound = _through_name(ctx, node)
-        return bound is not None and resolved_call(ctx, bound, DATALOADERS)
-    if isinstance(node, cst.Call):
-        if resolved_call(ctx, node, DATALOADERS):
-            return True
-        return depth < 2 and any(
-            _iterates_loader(ctx, arg.value, depth + 1) for arg in node.args if arg.keyword is None and not arg.star
-        )
     return False
 
 

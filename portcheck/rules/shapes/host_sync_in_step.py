@@ -11,7 +11,6 @@ from portcheck.rules.shapes import (
     TensorRule,
     controlling_part,
     in_forward,
-    in_loader_loop,
     reads_tensor_scalar,
     tensor_method,
     tests_tensor_value,
@@ -23,8 +22,10 @@ _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
 class HostSyncInStep(TensorRule):
     """## What it does
     Reports `.item()`, `.tolist()`, `.cpu()` and `.numpy()` inside a module's `forward` or inside
-    a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one that says
-    "loader"), where they run every step. Calls in a `raise` (the error path) or under an
+    a step loop, where they run every step: a `for` loop over a DataLoader (a name bound to
+    `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that trains
+    (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
+    batch getter) or decodes (samples tokens). Calls in a `raise` (the error path) or under an
     `if step % N == 0:` (reading back every N steps) are left alone, and so are those that
     decide a branch in `forward` (PC504) or a slice length (PC505).
 
@@ -101,6 +102,24 @@ class HostSyncInStep(TensorRule):
             lines=[4],
         ),
         Invalid("from torch import nn\nfor b in tqdm(self.val_dataloader):\n    acc.append(b.numpy())\n", lines=[3]),
+        Invalid(
+            "import torch\nwhile True:\n    X, Y = get_batch('train')\n    loss = model(X, Y)\n    loss.backward()\n"
+            "    optimizer.step()\n    print(loss.item())\n",
+            lines=[7],
+            message="in a training loop",
+        ),
+        Invalid(
+            "import torch\nfor _ in range(max_new_tokens):\n    logits = model(idx)\n"
+            "    nxt = torch.multinomial(logits.softmax(-1), 1)\n    if nxt.item() == eos:\n        break\n",
+            lines=[5],
+            message="in a decoding loop",
+        ),
+        Invalid(
+            "import torch\nfor k in range(eval_iters):\n    X, Y = get_batch('val')\n    losses[k] = model(X, Y).item()\n"
+            "    if k % 10 == 0:\n        print(model(X, Y).item())\n",
+            lines=[4],
+            message="in a step loop",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -110,10 +129,12 @@ class HostSyncInStep(TensorRule):
         ancestors = self.ctx.ancestors
         if _inside_outer_sync(ancestors) or _off_the_step_path(ancestors):
             return
+        flow = self.ctx.flow
+        loop = flow.step_loop(ancestors) if flow is not None else None
         if in_forward(ancestors):
             where = "forward()"
-        elif in_loader_loop(self.ctx, ancestors):
-            where = "a loop over a DataLoader"
+        elif loop is not None:
+            where = loop
         else:
             return
         if self._owned_elsewhere(ancestors, node, where == "forward()"):
