@@ -15,55 +15,55 @@ the body of a check that stays CUDA-only writes dead code. So, per guard (portch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 from portcheck import registry
 from portcheck.findings import Finding
+from portcheck.flow import NOWHERE, Placement
 from portcheck.rewrites.edits import Edit
 from portcheck.targets import Target
 
-Span = tuple[int, int, int, int]  # as a finding's: 1-based columns, end exclusive
 Pair = tuple[Finding, Edit]
+FindingKey = tuple[str, int, int, int, int]
 
 
-@dataclass(frozen=True)
-class GuardSpans:
-    """Where a guard (portcheck.flow.Guard) is: its check and what it protects."""
-
-    test: Span
-    protected: tuple[Span, ...]
-    asserts: bool
+def key(finding: Finding) -> FindingKey:
+    """A finding's identity across the engine's passes: rule and span."""
+    return (finding.code, finding.line, finding.column, finding.end_line, finding.end_column)
 
 
 def coherent(
-    guards: Sequence[GuardSpans], findings: Sequence[Finding], chosen: Sequence[Pair], target: Target
+    asserts: Sequence[bool],
+    placements: Mapping[FindingKey, Placement],
+    findings: Sequence[Finding],
+    chosen: Sequence[Pair],
+    target: Target,
 ) -> tuple[list[Pair], list[tuple[Finding, str]]]:
-    """The chosen fixes that keep every guard consistent with what it protects, and each fix
-    held back with why."""
-    if not guards or not chosen:
+    """The chosen fixes that keep every guard (by index: whether it is an `assert`) consistent
+    with what it protects, and each fix held back with why."""
+    if not asserts or not chosen:
         return list(chosen), []
     applied = {id(finding) for finding, _ in chosen}
     held: dict[int, str] = {}
     keeps_cuda_paths = target.runs_without_accelerator and not target.accelerator_api
+    where = [(finding, placements.get(key(finding), NOWHERE)) for finding in findings]
     checks = []
-    for guard in guards:
-        own = [finding for finding in findings if _within(finding, guard.test)]
-        inside = [
-            f for f in findings if any(_within(f, region) for region in guard.protected) and not _within(f, guard.test)
-        ]
-        checks.append((guard, own, inside))
+    for index, asserted in enumerate(asserts):
+        own = [finding for finding, placement in where if index in placement.checks]
+        inside = [finding for finding, placement in where if index in placement.protected_by]
+        if own or inside:
+            checks.append((asserted, own, inside))
     if keeps_cuda_paths:
         why = f"left as it is: the CUDA path stays for GPUs, and on {target.name} the program's other path runs"
-        for guard, own, inside in checks:
-            if not guard.asserts:
+        for asserted, own, inside in checks:
+            if not asserted:
                 held.update((id(f), why) for f in (*own, *inside) if id(f) in applied)
     changed = True
     while changed:  # holding one fix back can leave another guard inconsistent: to a fixed point
         before = len(held)
-        stays = [(guard, own, inside) for guard, own, inside in checks if own and not _rewritten(own, applied, held)]
-        dead = {id(f) for guard, _, inside in stays if not guard.asserts for f in inside}  # never runs there
-        for guard, own, inside in checks:
+        stays = [(asserted, inside) for asserted, own, inside in checks if own and not _rewritten(own, applied, held)]
+        dead = {id(f) for asserted, inside in stays if not asserted for f in inside}  # never runs there
+        for _, own, inside in checks:
             rewritten = _rewritten(own, applied, held)
             if rewritten:
                 unfixed = [
@@ -86,8 +86,3 @@ def coherent(
 
 def _rewritten(own: Sequence[Finding], applied: set[int], held: dict[int, str]) -> list[Finding]:
     return [finding for finding in own if id(finding) in applied and id(finding) not in held]
-
-
-def _within(finding: Finding, span: Span) -> bool:
-    start, end = (finding.line, finding.column), (finding.end_line, finding.end_column)
-    return (span[0], span[1]) <= start and end <= (span[2], span[3])

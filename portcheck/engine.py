@@ -22,9 +22,9 @@ from portcheck import targets as target_data
 from portcheck.config import Config
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
-from portcheck.coherence import GuardSpans, coherent
+from portcheck.coherence import FindingKey, coherent, key
 from portcheck.findings import Fact, Finding, FixSafety, Severity
-from portcheck.flow import DeviceFlow, Guard
+from portcheck.flow import DeviceFlow, Guard, Placement
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
@@ -102,7 +102,8 @@ class Examination:
     result: FileResult
     edits: list[Edit | None] = field(default_factory=list)  # empty when nothing was analysed
     tree: cst.Module | None = None
-    guards: tuple[GuardSpans, ...] = ()  # the module's CUDA checks and what they protect
+    asserts: tuple[bool, ...] = ()  # per CUDA check of the module (portcheck.flow): an `assert`?
+    placements: dict[FindingKey, Placement] = field(default_factory=dict)  # findings among them
     held: tuple[tuple[str, str], ...] = ()  # (code, why) of fixes no guard-consistent choice allows
 
     def fixes(self) -> list[tuple[Finding, Edit]]:
@@ -143,13 +144,15 @@ def examine(
         return Examination(_too_large(path, config, size))
     target = fix_target or default_fix_target(config)
     tree = None
-    guards: list[GuardSpans] = []
+    asserts: tuple[bool, ...] = ()
+    placements: dict[FindingKey, Placement] = {}
     try:
         where = module or ModulePath.guess(path)
-        rules, tree, flow_guards = (
+        rules, tree, guards = (
             _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None, [])
         )
-        pairs, facts, guards = _results(rules, tree, path, config, text, flow_guards)
+        asserts = tuple(guard.asserts for guard in guards)
+        pairs, facts, placements = _results(rules, tree, path, config, text)
     except parsing.ParseFailure as failure:
         if second_pass:
             return Examination(FileResult(path))
@@ -176,18 +179,21 @@ def examine(
         pairs = [(k, edit) for k, (_, edit) in zip(kept, pairs) if k is not None]
         pairs += [] if second_pass else [(finding, None) for finding in unused]
     pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
-    pairs, held = _coherent(pairs, guards, target)
+    pairs, held = _coherent(pairs, asserts, placements, target)
     result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts))
-    return Examination(result, [edit for _, edit in pairs], tree, tuple(guards), tuple(held))
+    return Examination(result, [edit for _, edit in pairs], tree, asserts, placements, tuple(held))
 
 
 def _coherent(
-    pairs: list[tuple[Finding, Edit | None]], guards: Sequence[GuardSpans], target: Target
+    pairs: list[tuple[Finding, Edit | None]],
+    asserts: tuple[bool, ...],
+    placements: dict[FindingKey, Placement],
+    target: Target,
 ) -> tuple[list[tuple[Finding, Edit | None]], list[tuple[str, str]]]:
     """Without the edits that no choice of fixes can make consistent with their guards
     (portcheck.coherence): those findings are not fixable, and say why."""
     offered = [(finding, edit) for finding, edit in pairs if edit is not None]
-    _, held = coherent(guards, [finding for finding, _ in pairs], offered, target)
+    _, held = coherent(asserts, placements, [finding for finding, _ in pairs], offered, target)
     if not held:
         return pairs, []
     why = {id(finding): reason for finding, reason in held}
@@ -274,15 +280,13 @@ def _analyse(
 
 
 def _results(
-    rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str, guards: Sequence[Guard]
-) -> tuple[list[tuple[Finding, Edit | None]], list[Fact], list[GuardSpans]]:
-    """Turn what the rules saw into findings (each with its edit, if any) and facts; where
-    there are edits, locate the guards they must stay consistent with."""
+    rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str
+) -> tuple[list[tuple[Finding, Edit | None]], list[Fact], dict[FindingKey, Placement]]:
+    """Turn what the rules saw into findings (each with its edit, if any), facts, and where
+    the findings sit among the module's CUDA checks."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
-    if not any(report.edit is not None for rule in rules for report in rule.reports):
-        guards = []
-    nodes += [node for guard in guards for node in (guard.test, *guard.protected)]
     ranges = positions(tree, nodes) if tree is not None else {}
+    placements: dict[FindingKey, Placement] = {}
     lines = text.splitlines()
     pairs = []
     for rule in rules:
@@ -296,17 +300,15 @@ def _results(
             if finding is not None:
                 if report.edit is not None:
                     finding = replace(finding, fix_safety=report.edit.safety)
+                if report.placement is not None and (report.placement.checks or report.placement.protected_by):
+                    placements[key(finding)] = report.placement
                 pairs.append((finding, report.edit))
     facts = []
     for rule in rules:
         for record in rule.records:
             first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
             facts.append(Fact(record.kind, record.name, path, first, last, record.details))
-    located = [
-        GuardSpans(_span(ranges[id(g.test)]), tuple(_span(ranges[id(node)]) for node in g.protected), g.asserts)
-        for g in guards
-    ]
-    return pairs, facts, located
+    return pairs, facts, placements
 
 
 def _span(position: tuple[int, int, int, int]) -> tuple[int, int, int, int]:

@@ -64,7 +64,8 @@ def fix_source(
         if not chosen or examination.tree is None:
             held = []
             break
-        chosen, held = coherent(examination.guards, examination.result.findings, chosen, target)
+        findings = examination.result.findings
+        chosen, held = coherent(examination.asserts, examination.placements, findings, chosen, target)
         if not chosen:
             break
         try:

@@ -71,6 +71,17 @@ class Guard:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a finding's node sits among the module's guards (indexes into `DeviceFlow.guards`)."""
+
+    checks: frozenset[int] = frozenset()  # the guards whose check it is part of
+    protected_by: frozenset[int] = frozenset()  # the guards that protect it (and not as their check)
+
+
+NOWHERE = Placement()
+
+
+@dataclass(frozen=True)
 class _Function:
     node: cst.FunctionDef
     owner: str | None  # the class it is a method of
@@ -94,6 +105,8 @@ class DeviceFlow:
     guards: list[Guard] = field(default_factory=list)
     _protected: dict[int, Guard] = field(default_factory=dict)
     _tests: dict[int, Guard] = field(default_factory=dict)
+    _protected_index: dict[int, int] = field(default_factory=dict)
+    _test_index: dict[int, int] = field(default_factory=dict)
     _functions: dict[int, _Function] = field(default_factory=dict)  # by the id of the scope of its body
     _calls: dict[str, list[_Site]] = field(default_factory=dict)
     _spawned: set[str] = field(default_factory=set)
@@ -151,10 +164,25 @@ class DeviceFlow:
         return test
 
     def _add(self, guard: Guard) -> None:
+        index = len(self.guards)
         self.guards.append(guard)
         self._tests.setdefault(id(guard.test), guard)
+        self._test_index.setdefault(id(guard.test), index)
         for node in guard.protected:
             self._protected.setdefault(id(node), guard)
+            self._protected_index.setdefault(id(node), index)
+
+    def placement(self, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> Placement:
+        """Which guards' checks `node` is part of, and which guards protect it (by index into
+        `guards`): what the fixer needs to keep a check and what it protects together."""
+        checks, protected = set(), set()
+        for item in (*ancestors, node):
+            key = id(item)
+            if key in self._test_index:
+                checks.add(self._test_index[key])
+            if key in self._protected_index:
+                protected.add(self._protected_index[key])
+        return Placement(frozenset(checks), frozenset(protected - checks))
 
     def _following(self, statement: cst.CSTNode | None) -> tuple[cst.CSTNode, ...]:
         """The statements after `statement` in its block: what an early exit protects."""
@@ -166,19 +194,6 @@ class DeviceFlow:
         body = list(block.body)
         index = next((i for i, item in enumerate(body) if item is statement), None)
         return tuple(body[index + 1 :]) if index is not None else ()
-
-    def guard_at(self, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> Guard | None:
-        """The innermost CUDA check that `node` runs only under, unless `node` is part of a
-        check itself (the check is then the finding, not what it protects)."""
-        chain = [*ancestors, node]
-        for item in chain:
-            if id(item) in self._tests:
-                return None
-        for item in reversed(chain):
-            guard = self._protected.get(id(item))
-            if guard is not None:
-                return guard
-        return None
 
     def in_check(self, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> Guard | None:
         """The CUDA check `node` is part of, if any."""
@@ -326,7 +341,8 @@ class DeviceFlow:
             self._calls.setdefault(func.value, []).append(_Site(node, self.resolver.scope))
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             self._calls.setdefault(func.attr.value, []).append(_Site(node, self.resolver.scope))
-        if node.args and self.resolver.qualified_names(func) & _SPAWNERS:
+        spawns = isinstance(func, cst.Attribute) and func.attr.value in ("spawn", "start_processes")
+        if spawns and node.args and self.resolver.qualified_names(func) & _SPAWNERS:
             spawned = node.args[0].value
             if isinstance(spawned, cst.Name) and node.args[0].keyword is None:
                 self._spawned.add(spawned.value)

@@ -20,7 +20,7 @@ from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 
 if TYPE_CHECKING:
-    from portcheck.flow import DeviceFlow
+    from portcheck.flow import DeviceFlow, Placement
     from portcheck.project import ModulePath, Project
     from portcheck.rewrites.edits import Edit
     from portcheck.targets import Target
@@ -81,6 +81,7 @@ class Report:
     severity: SeverityMap
     span: Span | None = None
     edit: Edit | None = None
+    placement: Placement | None = None  # among the module's CUDA checks (portcheck.flow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,13 +195,16 @@ class Rule:
         (it depends on where the node is, which is known only while visiting it)."""
         report = self._make_report(node, None, severity, hint, fields, edit)
         flow = self.ctx.flow
-        if self.cuda_only and flow is not None and flow.guard_at(self.ctx.ancestors, node) is not None:
+        if flow is None:
+            return report
+        placement = flow.placement(self.ctx.ancestors, node)
+        if self.cuda_only and placement.protected_by and not placement.checks:
             report = replace(
                 report,
                 message=f"{report.message} (reached only under a CUDA check: it runs only where CUDA is present)",
                 severity={target: min(level, INFO) for target, level in report.severity.items()},
             )
-        return report
+        return replace(report, placement=placement)
 
     def report_span(
         self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from portcheck import patterns
@@ -125,25 +127,30 @@ class IntegerDeviceIndex(Rule):
         self._pending: list[tuple[cst.BaseExpression, Scope, Report]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        names = self.ctx.qualified_names(node.func)
-        if names & _OWNED_ELSEWHERE or any(name.startswith("torch.cuda.") for name in names):
-            return
         device = patterns.keyword(node, "device")
         if device is None and patterns.method_name(node) == "to":
             device = patterns.positional(node, 0)
         if device is None or not _may_be_index(device.value):
             return
+        names = self.ctx.qualified_names(node.func)
+        if names & _OWNED_ELSEWHERE or any(name.startswith("torch.cuda.") for name in names):
+            return
         flow = self.ctx.flow
         assert flow is not None, "a Python rule"
         value = device.value
         index = str(value.evaluated_value) if isinstance(value, cst.Integer) else f"<{_code(value)}>"
-        report = self.report_here(value, edit=self._edit(value), expression=_code(value), index=index)
-        self._pending.append((value, flow.scope, report))
+        if flow.holds_index(value, flow.scope):  # known here: the edit can reuse what is bound here
+            self.report(value, edit=self._edit(value), expression=_code(value), index=index)
+        elif isinstance(value, (cst.Name, cst.Attribute)):  # a parameter or attribute: callers may say
+            self._pending.append((value, flow.scope, self.report_here(value, expression=_code(value), index=index)))
 
     def leave_Module(self, node: cst.Module) -> None:
+        """Values the module's later code decides (a callee defined before its callers)."""
         flow = self.ctx.flow
         assert flow is not None
-        self.reports.extend(report for value, scope, report in self._pending if flow.holds_index(value, scope))
+        for value, scope, report in self._pending:
+            if flow.holds_index(value, scope):
+                self.reports.append(replace(report, edit=self._edit(value)))
 
     def _edit(self, value: cst.BaseExpression) -> Edit | None:
         if placement.inside_fstring(self.ctx.ancestors):

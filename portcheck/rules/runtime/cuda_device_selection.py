@@ -38,11 +38,12 @@ class CudaDeviceSelection(CudaApiRule):
     over unless it is a CUDA string (which names the wrong device type there): an index (`0`,
     `local_rank`, `int(os.environ["LOCAL_RANK"])`) or a device variable, whose value the same
     fix rewrites where it is set; `device=` keywords become positional (the replacements take
-    them so). These raise on a host with no accelerator: for
-    `--device cpu` a bare `set_device(i)` is removed (there is no device to select), for
-    `--device auto` it is guarded with `if torch.accelerator.is_available():`; a value
-    (`i = torch.cuda.current_device()`) or a `with` there is left to a person. XLA has no
-    `torch.accelerator` backend: report only.
+    them so). Where a process owns one device (tpu, xla, mps) a bare `set_device(i)` is
+    removed: there is nothing to select, and TorchTPU raises for any index but its own. These
+    raise on a host with no accelerator: for `--device cpu` a bare `set_device(i)` is removed
+    too, for `--device auto` it is guarded with `if torch.accelerator.is_available():`; a
+    value (`i = torch.cuda.current_device()`) or a `with` there is left to a person. XLA has
+    no `torch.accelerator` backend: report only, but for the removed `set_device`.
     """
 
     code = "PC202"
@@ -56,9 +57,12 @@ class CudaDeviceSelection(CudaApiRule):
         Valid("import torch\nwith torch.device('cpu'):\n    pass\n"),
     ]
     INVALID = [
+        # A TPU process is bound to its one device: there is nothing to select.
+        Invalid("import torch\ntorch.cuda.set_device(local_rank)\n", lines=[2], fixed="import torch\n"),
         Invalid(
             "import torch\ntorch.cuda.set_device(local_rank)\n",
             lines=[2],
+            device="neuron",
             fixed="import torch\ntorch.accelerator.set_device_index(local_rank)\n",
         ),
         Invalid(
@@ -107,8 +111,8 @@ class CudaDeviceSelection(CudaApiRule):
             device="cpu",
             fixed="import os\nimport torch\n",
         ),
-        Invalid("import torch\ntorch.cuda.set_device('cuda:1')\n", lines=[2]),
+        Invalid("import torch\ntorch.cuda.set_device('cuda:1')\n", lines=[2], device="xpu"),
         Invalid("import torch\nwith torch.cuda.device(1):\n    pass\n", lines=[2], options={"torch-version": "2.7"}),
         Invalid("import torch.cuda\nwith torch.cuda.device_of(x):\n    pass\n", lines=[2]),
-        Invalid("import torch\ntorch.cuda.set_device(local_rank)\n", lines=[2], device="xla"),
+        Invalid("import torch\nwith torch.cuda.device(local_rank):\n    pass\n", lines=[2], device="xla"),
     ]
