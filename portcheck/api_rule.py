@@ -52,11 +52,15 @@ class CudaApiRule(Rule):
         self.report(
             node,
             edit=self.fix(node, entry) if self.table_fixes and exact else None,
-            severity=entry.severities(),
+            severity=self.severities(node, entry),
             hint=hint(entry, self.ctx.targets, self.ctx.torch_version),
             name=name,
             effect=self.effect(node, name, entry),
         )
+
+    def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
+        """How much this use matters per target (the table says; a rule may know better here)."""
+        return entry.severities()
 
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
         """What the use of `name` does without CUDA: the table says it for the entry's first

@@ -71,3 +71,6 @@ class Context:
     @property
     def ancestors(self) -> Sequence[cst.CSTNode]:
         return self.walker.ancestors if self.walker else ()
+
+    def chain(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        return self.walker.chain(node) if self.walker else ()

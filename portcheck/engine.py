@@ -19,12 +19,12 @@ from pathspec import GitIgnoreSpec
 
 from portcheck import filekinds, parsing, registry, suppress
 from portcheck import targets as target_data
+from portcheck.coherence import FindingKey, coherent, key
 from portcheck.config import Config
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
-from portcheck.coherence import FindingKey, coherent, key
 from portcheck.findings import Fact, Finding, FixSafety, Severity
-from portcheck.flow import DeviceFlow, Guard, Placement
+from portcheck.flow import NOWHERE, DeviceFlow, Placement
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
@@ -148,11 +148,11 @@ def examine(
     placements: dict[FindingKey, Placement] = {}
     try:
         where = module or ModulePath.guess(path)
-        rules, tree, guards = (
-            _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None, [])
+        rules, tree, flow = (
+            _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None, None)
         )
-        asserts = tuple(guard.asserts for guard in guards)
-        pairs, facts, placements = _results(rules, tree, path, config, text)
+        asserts = tuple(guard.asserts for guard in flow.guards) if flow is not None else ()
+        pairs, facts, placements = _results(rules, tree, path, config, text, flow)
     except parsing.ParseFailure as failure:
         if second_pass:
             return Examination(FileResult(path))
@@ -255,14 +255,14 @@ def _analyse(
     project: Project,
     module: ModulePath,
     fix_target: Target,
-) -> tuple[list[Rule], cst.Module | None, list[Guard]]:
+) -> tuple[list[Rule], cst.Module | None, DeviceFlow | None]:
     """Run the rules over one file; they keep what they saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
         context = Context(path, kind, config, None, project, module, fix_target)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
-        return rules, None, []
+        return rules, None, None
     tree = parsing.parse(data, text)
     resolver = Resolver(tree)
     context = Context(path, kind, config, resolver, project, module, fix_target)
@@ -276,14 +276,15 @@ def _analyse(
         for category in (SyntaxWarning, DeprecationWarning):
             warnings.filterwarnings("ignore", "invalid escape sequence", category)
         walker.walk(tree)
-    return rules, tree, flow.guards
+    return rules, tree, flow
 
 
 def _results(
-    rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str
+    rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str, flow: DeviceFlow | None
 ) -> tuple[list[tuple[Finding, Edit | None]], list[Fact], dict[FindingKey, Placement]]:
     """Turn what the rules saw into findings (each with its edit, if any), facts, and where
-    the findings sit among the module's CUDA checks."""
+    the findings sit among the module's CUDA checks. CUDA-only code reached only under such
+    a check does not run on another target as written: info there (the check is the finding)."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
     ranges = positions(tree, nodes) if tree is not None else {}
     placements: dict[FindingKey, Placement] = {}
@@ -291,17 +292,23 @@ def _results(
     pairs = []
     for rule in rules:
         for report in rule.reports:
+            placement = NOWHERE
             if report.node is not None:
                 span = _span(ranges[id(report.node)])
+                placement = flow.placement(report.chain, report.node) if flow is not None else NOWHERE
             else:
                 assert report.span is not None
                 span = report.span
-            finding = _finding(type(rule), report.message, report.hint, report.severity, path, config, span, lines)
+            message, severity = report.message, report.severity
+            if rule.cuda_only and placement.protected_by and not placement.checks:
+                message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
+                severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
+            finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)
             if finding is not None:
                 if report.edit is not None:
                     finding = replace(finding, fix_safety=report.edit.safety)
-                if report.placement is not None and (report.placement.checks or report.placement.protected_by):
-                    placements[key(finding)] = report.placement
+                if placement is not NOWHERE:
+                    placements[key(finding)] = placement
                 pairs.append((finding, report.edit))
     facts = []
     for rule in rules:

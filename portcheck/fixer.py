@@ -86,11 +86,15 @@ def fix_source(
     else:
         return FixOutcome(path, data, error=f"fixes did not settle after {MAX_ROUNDS} rounds; file left unchanged")
     # The round that ended the loop examined the final source: its findings are what is left.
-    skipped = tuple(
-        (finding.code, "unsafe: needs --unsafe-fixes")
-        for finding, edit in examination.fixes()
-        if edit.safety is FixSafety.UNSAFE and not unsafe
-    ) + examination.held + tuple((finding.code, why) for finding, why in held)
+    skipped = (
+        tuple(
+            (finding.code, "unsafe: needs --unsafe-fixes")
+            for finding, edit in examination.fixes()
+            if edit.safety is FixSafety.UNSAFE and not unsafe
+        )
+        + examination.held
+        + tuple((finding.code, why) for finding, why in held)
+    )
     return FixOutcome(path, source, tuple(applied), skipped, examination.result.findings)
 
 

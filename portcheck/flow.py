@@ -66,7 +66,6 @@ class Guard:
 
     test: cst.CSTNode  # the check as written (findings inside it are the guard's own)
     protected: tuple[cst.CSTNode, ...]
-    kind: str  # "available" (a CUDA availability or count check) | "device" (a device test)
     asserts: bool = False  # an `assert`: it stops the program where the check fails
 
 
@@ -103,10 +102,8 @@ class DeviceFlow:
     resolver: Resolver
     ancestors: Sequence[cst.CSTNode] = ()
     guards: list[Guard] = field(default_factory=list)
-    _protected: dict[int, Guard] = field(default_factory=dict)
-    _tests: dict[int, Guard] = field(default_factory=dict)
-    _protected_index: dict[int, int] = field(default_factory=dict)
-    _test_index: dict[int, int] = field(default_factory=dict)
+    _protected: dict[int, int] = field(default_factory=dict)  # node id -> index of its guard
+    _tests: dict[int, int] = field(default_factory=dict)  # check id -> index of its guard
     _functions: dict[int, _Function] = field(default_factory=dict)  # by the id of the scope of its body
     _calls: dict[str, list[_Site]] = field(default_factory=dict)
     _spawned: set[str] = field(default_factory=set)
@@ -121,37 +118,31 @@ class DeviceFlow:
     # --- guards ---------------------------------------------------------------------------------
 
     def visit_If(self, node: cst.If) -> None:
-        found = self.cuda_check(node.test)
-        if found is None:
+        holds = self.cuda_check(node.test)
+        if holds is None:
             return
-        kind, holds = found
         test = self._source(node.test)
         if holds:
-            self._add(Guard(test, (node.body,), kind))
+            self._add(Guard(test, (node.body,)))
         elif node.orelse is not None:
-            self._add(Guard(test, (node.orelse,), kind))
+            self._add(Guard(test, (node.orelse,)))
         elif _exits(node.body):
-            self._add(Guard(test, self._following(node), kind))
+            self._add(Guard(test, self._following(node)))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        found = self.cuda_check(node.test)
-        if found is not None:
-            kind, holds = found
-            self._add(Guard(self._source(node.test), (node.body if holds else node.orelse,), kind))
+        holds = self.cuda_check(node.test)
+        if holds is not None:
+            self._add(Guard(self._source(node.test), (node.body if holds else node.orelse,)))
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
-        if not isinstance(node.operator, cst.And):
-            return
-        found = self.cuda_check(node.left)
-        if found is not None and found[1]:
-            self._add(Guard(self._source(node.left), (node.right,), found[0]))
+        if isinstance(node.operator, cst.And) and self.cuda_check(node.left):
+            self._add(Guard(self._source(node.left), (node.right,)))
 
     def visit_Assert(self, node: cst.Assert) -> None:
-        found = self.cuda_check(node.test)
-        if found is not None and found[1]:
+        if self.cuda_check(node.test):
             line = self.ancestors[-1] if self.ancestors else None
             following = self._following(line) if line is not None else ()
-            self._add(Guard(self._source(node.test), following, found[0], asserts=True))
+            self._add(Guard(self._source(node.test), following, asserts=True))
 
     def _source(self, test: cst.BaseExpression) -> cst.CSTNode:
         """Where a check is written: the test itself, or for `if use_cuda:` the value the name
@@ -166,22 +157,23 @@ class DeviceFlow:
     def _add(self, guard: Guard) -> None:
         index = len(self.guards)
         self.guards.append(guard)
-        self._tests.setdefault(id(guard.test), guard)
-        self._test_index.setdefault(id(guard.test), index)
+        self._tests.setdefault(id(guard.test), index)
         for node in guard.protected:
-            self._protected.setdefault(id(node), guard)
-            self._protected_index.setdefault(id(node), index)
+            self._protected.setdefault(id(node), index)
 
-    def placement(self, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> Placement:
+    def placement(self, chain: Sequence[cst.CSTNode], node: cst.CSTNode) -> Placement:
         """Which guards' checks `node` is part of, and which guards protect it (by index into
-        `guards`): what the fixer needs to keep a check and what it protects together."""
+        `guards`), given the nodes from the module down to it: what the fixer needs to keep a
+        check and what it protects together. After the walk, when every guard is known."""
         checks, protected = set(), set()
-        for item in (*ancestors, node):
+        for item in (*chain, node):
             key = id(item)
-            if key in self._test_index:
-                checks.add(self._test_index[key])
-            if key in self._protected_index:
-                protected.add(self._protected_index[key])
+            if key in self._tests:
+                checks.add(self._tests[key])
+            if key in self._protected:
+                protected.add(self._protected[key])
+        if not checks and not protected:
+            return NOWHERE
         return Placement(frozenset(checks), frozenset(protected - checks))
 
     def _following(self, statement: cst.CSTNode | None) -> tuple[cst.CSTNode, ...]:
@@ -198,34 +190,31 @@ class DeviceFlow:
     def in_check(self, ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> Guard | None:
         """The CUDA check `node` is part of, if any."""
         for item in (*ancestors, node):
-            guard = self._tests.get(id(item))
-            if guard is not None:
-                return guard
+            index = self._tests.get(id(item))
+            if index is not None:
+                return self.guards[index]
         return None
 
-    def cuda_check(self, test: cst.BaseExpression, depth: int = 0) -> tuple[str, bool] | None:
-        """(kind, holds): whether `test` is a check that is True only on CUDA (holds) or False
-        only on CUDA (not holds); None when it is neither."""
+    def cuda_check(self, test: cst.BaseExpression, depth: int = 0) -> bool | None:
+        """True for a check that holds only on CUDA, False for one that fails only on CUDA
+        (`not torch.cuda.is_available()`), None for anything else."""
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             inner = self.cuda_check(test.expression, depth)
-            return (inner[0], not inner[1]) if inner is not None else None
+            return None if inner is None else not inner
         if isinstance(test, cst.BooleanOperation):
-            left, right = self.cuda_check(test.left, depth), self.cuda_check(test.right, depth)
-            if isinstance(test.operator, cst.And):
-                found = [side for side in (left, right) if side is not None and side[1]]
-            else:
-                found = [side for side in (left, right) if side is not None and side[1]]
-                found = found if len(found) == 2 else []
-            return found[0] if found else None
+            sides = [self.cuda_check(test.left, depth), self.cuda_check(test.right, depth)]
+            wanted = any if isinstance(test.operator, cst.And) else all  # `a and <cuda>`; `<cuda> or <cuda>`
+            return True if wanted(side is True for side in sides) else None
         if isinstance(test, cst.Call):
             names = self.resolver.qualified_names(test.func)
             if names & _AVAILABILITY or _COUNT in names:
-                return "available", True
-            if patterns.method_name(test) == "startswith" and _is_cuda_prefix(test) and _device_like(test.func.value):  # type: ignore[attr-defined]
-                return "device", True
+                return True
+            func = test.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "startswith" and _is_cuda_prefix(test):
+                return True if patterns.is_device_like(func.value) else None
             return None
         if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
-            return "device", True
+            return True
         if isinstance(test, cst.Comparison):
             return self._compared(test)
         if isinstance(test, cst.Name) and depth == 0 and test.value not in ("True", "False", "None"):
@@ -234,7 +223,7 @@ class DeviceFlow:
                 return self.cuda_check(bound, depth + 1)
         return None
 
-    def _compared(self, test: cst.Comparison) -> tuple[str, bool] | None:
+    def _compared(self, test: cst.Comparison) -> bool | None:
         if len(test.comparisons) != 1:
             return None
         link = test.comparisons[0]
@@ -243,11 +232,11 @@ class DeviceFlow:
             bound = right.evaluated_value if isinstance(right, cst.Integer) else None
             if isinstance(bound, int):
                 if isinstance(operator, cst.GreaterThan) and bound >= 0:
-                    return "available", True
+                    return True
                 if isinstance(operator, cst.GreaterThanEqual) and bound >= 1:
-                    return "available", True
+                    return True
                 if isinstance(operator, cst.Equal) and bound == 0:
-                    return "available", False
+                    return False
             return None
         if isinstance(operator, (cst.Equal, cst.In)):
             holds = True
@@ -255,13 +244,14 @@ class DeviceFlow:
             holds = False
         else:
             return None
-        if isinstance(operator, (cst.In, cst.NotIn)) and _only_cuda(right) and _device_like(left):
-            return "device", holds
-        if isinstance(operator, (cst.In, cst.NotIn)) and _is_cuda(left) and _device_like(right):
-            return "device", holds  # "cuda" in device
+        device_like = patterns.is_device_like
+        if isinstance(operator, (cst.In, cst.NotIn)) and _only_cuda(right) and device_like(left):
+            return holds
+        if isinstance(operator, (cst.In, cst.NotIn)) and _is_cuda(left) and device_like(right):
+            return holds  # "cuda" in device
         if isinstance(operator, (cst.Equal, cst.NotEqual)):
-            if (_is_cuda(right) and _device_like(left)) or (_is_cuda(left) and _device_like(right)):
-                return "device", holds
+            if (_is_cuda(right) and device_like(left)) or (_is_cuda(left) and device_like(right)):
+                return holds
         return None
 
     # --- step loops ------------------------------------------------------------------------------
@@ -368,7 +358,7 @@ class DeviceFlow:
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             return self.holds_index(node.expression, scope, depth + 1)
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _INT_OPERATORS):
-            return self.holds_index(node.left, scope, depth + 1) and self._int_or_unknown(node.right, scope, depth)
+            return self.holds_index(node.left, scope, depth + 1) and not _is_string(node.right)
         if isinstance(node, cst.Call):
             func = node.func
             if isinstance(func, cst.Name) and func.value in _INT_BUILTINS and not self._bound_in(func.value, scope):
@@ -384,10 +374,6 @@ class DeviceFlow:
                     return all(self.holds_index(value, where, depth + 1) for value, where in values)
             return _INDEX_NAME.match(node.attr.value) is not None and not patterns.is_device_name(owner_name(owner))
         return False
-
-    def _int_or_unknown(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
-        """The other operand of `rank % n`: anything but a string (`"cuda:%d" % i` is no index)."""
-        return not isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
 
     def _bound_in(self, name: str, scope: Scope) -> bool:
         current: Scope | None = scope
@@ -440,7 +426,11 @@ class DeviceFlow:
         if function.owner is None:
             return [s for s in self._calls.get(title, []) if isinstance(s.call.func, cst.Name)]
         if title == "__init__":
-            return [_Site(s.call, s.scope, 1) for s in self._calls.get(function.owner, []) if isinstance(s.call.func, cst.Name)]
+            return [
+                _Site(s.call, s.scope, 1)
+                for s in self._calls.get(function.owner, [])
+                if isinstance(s.call.func, cst.Name)
+            ]
         return [_Site(s.call, s.scope, 1) for s in self._calls.get(title, []) if isinstance(s.call.func, cst.Attribute)]
 
 
@@ -476,6 +466,11 @@ def _exits(body: cst.BaseSuite) -> bool:
     return isinstance(last, cst.SimpleStatementSuite) and isinstance(last.body[-1], _EXITS)
 
 
+def _is_string(node: cst.BaseExpression) -> bool:
+    """The other operand of `rank % n` is not one: `"cuda:%d" % i` is no index."""
+    return isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+
+
 def _is_cuda(node: cst.CSTNode) -> bool:
     return patterns.string_value(node) is not None and patterns.is_cuda_device_literal(node)
 
@@ -489,18 +484,4 @@ def _only_cuda(node: cst.BaseExpression) -> bool:
     """A collection of device strings that are all CUDA ones (`{"cuda"}`, `("cuda", "cuda:0")`)."""
     if isinstance(node, (cst.Tuple, cst.List, cst.Set)) and node.elements:
         return all(_is_cuda(element.value) for element in node.elements)
-    return False
-
-
-def _device_like(node: cst.BaseExpression) -> bool:
-    """`device`, `x.device`, `x.device.type`, `args.device`, `device_type`, `str(device)`."""
-    if isinstance(node, cst.Name):
-        return patterns.is_device_name(node.value)
-    if isinstance(node, cst.Attribute):
-        return (node.attr.value == "type" and _device_like(node.value)) or patterns.is_device_name(node.attr.value)
-    if isinstance(node, cst.Call) and node.args:
-        func = node.func
-        if isinstance(func, cst.Name) and func.value in ("str", "repr"):
-            return _device_like(node.args[0].value)
-        return isinstance(func, cst.Attribute) and func.attr.value == "device"
     return False

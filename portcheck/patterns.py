@@ -96,6 +96,21 @@ def is_device_name(name: str) -> bool:
     return _DEVICE_NAME.search(name) is not None
 
 
+def is_device_like(node: cst.BaseExpression) -> bool:
+    """`device`, `x.device`, `x.device.type`, `args.device`, `device_type`, `str(device)`,
+    `torch.device(...)`: an expression that holds a device or its type."""
+    if isinstance(node, cst.Name):
+        return is_device_name(node.value)
+    if isinstance(node, cst.Attribute):
+        return (node.attr.value == "type" and is_device_like(node.value)) or is_device_name(node.attr.value)
+    if isinstance(node, cst.Call) and node.args:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in ("str", "repr"):
+            return is_device_like(node.args[0].value)
+        return isinstance(func, cst.Attribute) and func.attr.value == "device"
+    return False
+
+
 def is_backend_name(name: str) -> bool:
     return _BACKEND_NAME.search(name) is not None
 

@@ -20,7 +20,7 @@ from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 
 if TYPE_CHECKING:
-    from portcheck.flow import DeviceFlow, Placement
+    from portcheck.flow import DeviceFlow
     from portcheck.project import ModulePath, Project
     from portcheck.rewrites.edits import Edit
     from portcheck.targets import Target
@@ -81,7 +81,7 @@ class Report:
     severity: SeverityMap
     span: Span | None = None
     edit: Edit | None = None
-    placement: Placement | None = None  # among the module's CUDA checks (portcheck.flow)
+    chain: tuple[cst.CSTNode, ...] = ()  # the nodes from the module down to `node`
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +132,10 @@ class FileContext(Protocol):
     @property
     def ancestors(self) -> Sequence[cst.CSTNode]: ...
 
+    def chain(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        """The nodes from the module down to `node` (the walk's ancestors and below)."""
+        ...
+
 
 class Rule:
     """Base class of every rule. Subclasses fill in the class attributes below."""
@@ -155,7 +159,7 @@ class Rule:
     engine_reported: ClassVar[bool] = False
     # CUDA-only code: it fails or does nothing where CUDA is missing. Reached only under a
     # CUDA check (portcheck.flow), it does not run on another target as written, so it is
-    # info there; a fix rewrites it together with the check, or neither (portcheck.fixer).
+    # info there; a fix rewrites it together with the check, or neither (portcheck.coherence).
     cuda_only: ClassVar[bool] = False
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
@@ -194,17 +198,7 @@ class Rule:
         """The report `report` would add, for a rule that decides later whether to add it
         (it depends on where the node is, which is known only while visiting it)."""
         report = self._make_report(node, None, severity, hint, fields, edit)
-        flow = self.ctx.flow
-        if flow is None:
-            return report
-        placement = flow.placement(self.ctx.ancestors, node)
-        if self.cuda_only and placement.protected_by and not placement.checks:
-            report = replace(
-                report,
-                message=f"{report.message} (reached only under a CUDA check: it runs only where CUDA is present)",
-                severity={target: min(level, INFO) for target, level in report.severity.items()},
-            )
-        return replace(report, placement=placement)
+        return replace(report, chain=self.ctx.chain(node))
 
     def report_span(
         self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object

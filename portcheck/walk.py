@@ -30,6 +30,7 @@ _PUNCTUATION_FIELDS = frozenset(
     }
 )  # fmt: skip
 
+
 class Participant(Protocol):
     """What the walker dispatches to: a rule, or the engine's device flow."""
 
@@ -101,6 +102,7 @@ class Walker:
     def __init__(self, rules: Iterable[Participant], resolver: resolve.Resolver) -> None:
         self.resolver = resolver
         self.ancestors: list[cst.CSTNode] = []
+        self.current: cst.CSTNode | None = None  # the node whose handlers are running
         self._visit: dict[type, list[Visit]] = {}
         self._leave: dict[type, list[Visit]] = {}
         self._watchers: dict[str, list[VisitName]] = {}
@@ -113,9 +115,13 @@ class Walker:
 
     def walk(self, node: cst.CSTNode) -> None:
         node_type = type(node)
-        for handler in self._visit.get(node_type, ()):
-            handler(node)
+        visits = self._visit.get(node_type)
+        if visits:
+            self.current = node
+            for handler in visits:
+                handler(node)
         if self._watchers and (node_type is cst.Name or node_type is cst.Attribute):
+            self.current = node
             self._dispatch_name(node)
         self.ancestors.append(node)
         scoped = _SCOPED_WALKS.get(node_type)
@@ -124,8 +130,20 @@ class Walker:
         else:
             self._walk_fields(node, child_fields(node_type))
         self.ancestors.pop()
-        for handler in self._leave.get(node_type, ()):
-            handler(node)
+        leaves = self._leave.get(node_type)
+        if leaves:
+            self.current = node
+            for handler in leaves:
+                handler(node)
+
+    def chain(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        """The nodes from the module down to `node`, exclusive, for a node a handler reports:
+        the walk's ancestors, then the path from the node being visited down to `node`."""
+        current = self.current
+        if current is None or node is current:
+            return tuple(self.ancestors)
+        path = _path(current, node)
+        return tuple(self.ancestors) if path is None else (*self.ancestors, current, *path)
 
     def _dispatch_name(self, node: cst.Name | cst.Attribute) -> None:
         if not is_reference(node, self.ancestors[-1] if self.ancestors else None):
@@ -169,6 +187,20 @@ class Walker:
     def _comprehension(self, node: cst.BaseComp) -> None:
         scope = resolve.comprehension_scope(node, self.resolver.scope)
         self._walk_in_scope(node, scope, child_fields(type(node)))
+
+
+def _path(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The nodes strictly between `root` and its descendant `target`; None if it is none."""
+    for name in child_fields(type(root)):
+        value = getattr(root, name)
+        for child in value if isinstance(value, (tuple, list)) else (value,):
+            if child is target:
+                return []
+            if isinstance(child, cst.CSTNode):
+                below = _path(child, target)
+                if below is not None:
+                    return [child, *below]
+    return None
 
 
 def _no_children(walker: Walker, node: cst.CSTNode) -> None:

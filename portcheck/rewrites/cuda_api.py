@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import libcst as cst
+
 from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites.edits import Edit, Spelling, dotted, with_parentheses_of

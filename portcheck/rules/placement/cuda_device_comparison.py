@@ -45,11 +45,18 @@ class CudaDeviceComparison(Rule):
     there for the first time, and that code is often CUDA-only (a custom kernel, a
     `cupy` call) with a portable path in the `else`. Read the guarded code first.
 
-    With `--device auto` only `<device> == "cuda"` / `!= "cuda"` is fixed, as
-    `<device> == DEVICE.type != "cpu"` (and its negation): on a host with no accelerator the
-    CUDA check was False, and `DEVICE.type` is `"cpu"` there. Not fixed: `--device cpu`
-    (the check is already False there; `"cpu"` would invert it), `"cuda:N"` where a process
-    owns one device (its device may still carry an index), and under `auto` any other form.
+    Safe where the device checked is one the fix rewrites at its source (`device = "cuda"`
+    ... `device_type = "cuda" if "cuda" in device else "cpu"`): the check follows its value,
+    and without it the branch would silently turn off (autocast in float32 on a TPU). Either
+    way the check is rewritten only together with what it guards (see `portcheck fix`).
+
+    With `--device auto` `<device> == "cuda"`, `"cuda" in <device>` and `<device> in
+    {"cuda"}` become `<device> != "cpu"` (and their negations `== "cpu"`): on the one
+    accelerator present, False on a host without one, as the CUDA check was. Not fixed:
+    `--device cpu` (the check is already False there; `"cpu"` would invert it), `"cuda:N"`
+    where a process owns one device (its device may still carry an index), and under `auto`
+    any other form. An `assert` on such a check stops the program on every other device: an
+    error, not a warning.
     """
 
     code = "PC105"
@@ -157,7 +164,7 @@ class CudaDeviceComparison(Rule):
     ]
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        if patterns.compares_literal_with(node, _is_cuda, _is_device_like):
+        if patterns.compares_literal_with(node, _is_cuda, patterns.is_device_like):
             safety = FixSafety.SAFE if self._derived(_subjects(node)) else FixSafety.UNSAFE
             self._report(node, self._comparison_edit(node, safety))
 
@@ -165,7 +172,7 @@ class CudaDeviceComparison(Rule):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
             prefix = patterns.positional(node, 0)
-            if prefix is not None and _is_cuda(prefix.value) and _is_device_like(func.value):
+            if prefix is not None and _is_cuda(prefix.value) and patterns.is_device_like(func.value):
                 safety = FixSafety.SAFE if self._derived([func.value]) else FixSafety.UNSAFE
                 self._report(node, self._literal_edit(node, [prefix.value], safety))
 
@@ -246,9 +253,9 @@ def _compared_literals(node: cst.Comparison) -> list[cst.BaseExpression]:
     for link in node.comparisons:
         right = link.comparator
         if isinstance(link.operator, _EQUALITY):
-            if _is_device_like(right):
+            if patterns.is_device_like(right):
                 found.update((id(literal), literal) for literal in held(left))
-            if _is_device_like(left):
+            if patterns.is_device_like(left):
                 found.update((id(literal), literal) for literal in held(right))
         left = right
     return list(found.values())
@@ -262,14 +269,14 @@ def _single_check(node: cst.Comparison) -> tuple[cst.BaseExpression | None, cst.
     left, right = node.left, node.comparisons[0].comparator
     operator = node.comparisons[0].operator
     if isinstance(operator, (cst.Equal, cst.NotEqual)):
-        if patterns.string_value(right) == "cuda" and _is_device_like(left):
+        if patterns.string_value(right) == "cuda" and patterns.is_device_like(left):
             return left, operator
-        if patterns.string_value(left) == "cuda" and _is_device_like(right):
+        if patterns.string_value(left) == "cuda" and patterns.is_device_like(right):
             return right, operator
     if isinstance(operator, (cst.In, cst.NotIn)):
-        if patterns.string_value(left) == "cuda" and _is_device_like(right):
+        if patterns.string_value(left) == "cuda" and patterns.is_device_like(right):
             return right, operator
-        if _all_cuda(right) and _is_device_like(left):
+        if _all_cuda(right) and patterns.is_device_like(left):
             return left, operator
     return None, None
 
@@ -284,7 +291,7 @@ def _all_cuda(node: cst.BaseExpression) -> bool:
 def _subjects(node: cst.Comparison) -> list[cst.BaseExpression]:
     """The device-like operands of a comparison chain."""
     operands = [node.left, *(link.comparator for link in node.comparisons)]
-    return [operand for operand in operands if _is_device_like(operand)]
+    return [operand for operand in operands if patterns.is_device_like(operand)]
 
 
 def _cuda_device_call(node: cst.BaseExpression) -> bool:
@@ -294,17 +301,3 @@ def _cuda_device_call(node: cst.BaseExpression) -> bool:
 
 def _is_cuda(node: cst.CSTNode) -> bool:
     return patterns.string_value(node) is not None and patterns.is_cuda_device_literal(node)
-
-
-def _is_device_like(node: cst.BaseExpression) -> bool:
-    """`device`, `x.device`, `x.device.type`, `args.device`, `str(device)`, `torch.device(...)`."""
-    if isinstance(node, cst.Name):
-        return patterns.is_device_name(node.value)
-    if isinstance(node, cst.Attribute):
-        return node.attr.value == "type" and _is_device_like(node.value) or patterns.is_device_name(node.attr.value)
-    if isinstance(node, cst.Call) and node.args:
-        func = node.func
-        if isinstance(func, cst.Name) and func.value in ("str", "repr"):
-            return _is_device_like(node.args[0].value)
-        return isinstance(func, cst.Attribute) and func.attr.value == "device"
-    return False

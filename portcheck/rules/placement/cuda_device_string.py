@@ -179,7 +179,12 @@ class CudaDeviceString(SettingValueRule):
         ),
         # `--device auto` binds the device with `current_accelerator(check_available=True)`:
         # torch 2.7 and later.
-        Invalid('import torch\nx = torch.zeros(2, device="cuda")\n', lines=[2], device="auto", options={"torch-version": "2.6"}),
+        Invalid(
+            'import torch\nx = torch.zeros(2, device="cuda")\n',
+            lines=[2],
+            device="auto",
+            options={"torch-version": "2.6"},
+        ),
         Invalid(
             'import torch\nx = torch.ones(2).to(device=args.device or "cuda", non_blocking=True)\n',
             lines=[2],

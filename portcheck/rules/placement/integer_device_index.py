@@ -133,16 +133,17 @@ class IntegerDeviceIndex(Rule):
         if device is None or not _may_be_index(device.value):
             return
         names = self.ctx.qualified_names(node.func)
+        if isinstance(device.value, cst.Call):  # `.to(torch.cuda.current_device())` is PC202's
+            names |= self.ctx.qualified_names(device.value.func)
         if names & _OWNED_ELSEWHERE or any(name.startswith("torch.cuda.") for name in names):
             return
         flow = self.ctx.flow
         assert flow is not None, "a Python rule"
         value = device.value
-        index = str(value.evaluated_value) if isinstance(value, cst.Integer) else f"<{_code(value)}>"
         if flow.holds_index(value, flow.scope):  # known here: the edit can reuse what is bound here
-            self.report(value, edit=self._edit(value), expression=_code(value), index=index)
+            self.report(value, edit=self._edit(value), **_fields(value))
         elif isinstance(value, (cst.Name, cst.Attribute)):  # a parameter or attribute: callers may say
-            self._pending.append((value, flow.scope, self.report_here(value, expression=_code(value), index=index)))
+            self._pending.append((value, flow.scope, self.report_here(value, **_fields(value))))
 
     def leave_Module(self, node: cst.Module) -> None:
         """Values the module's later code decides (a callee defined before its callers)."""
@@ -162,6 +163,12 @@ class IntegerDeviceIndex(Rule):
         spelling, safety = spelled
         title = f"{_code(value)} -> {_code(spelling.node)}"
         return Edit(value, spelling.node, safety, title, spelling.imports, spelling.prelude)
+
+
+def _fields(value: cst.BaseExpression) -> dict[str, str]:
+    """The message's `expression` and `index`: `0` and `0`, `rank` and `<rank>`."""
+    code = _code(value)
+    return {"expression": code, "index": code if isinstance(value, cst.Integer) else f"<{code}>"}
 
 
 def _may_be_index(value: cst.BaseExpression) -> bool:

@@ -4,7 +4,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.findings import FixSafety
-from portcheck.rewrites import calls, placement
+from portcheck.rewrites import calls, cuda_api, placement
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, OFF, Invalid, Rule, Valid, per_target
 
@@ -38,7 +38,7 @@ class TensorCudaCall(Rule):
 
     ## Fix safety
     Safe: `.cuda(...)` becomes `.to(device=<the target's device>)`, keeping `non_blocking=` and
-    `memory_format=`. The device is passed by keyword because storages (`UntypedStorage.to`)
+    `memory_format=`; for `--device cpu` it becomes `.cpu()` (keeping `memory_format=`). The device is passed by keyword because storages (`UntypedStorage.to`)
     take it only that way; tensors, modules and packed sequences accept it too. An index is
     kept where the target keeps indices (`.cuda(1)` -> `.to(device="xpu:1")`) and dropped where
     a process owns one device, as cuda-device-string does. With `--device auto` the device is
@@ -88,6 +88,12 @@ class TensorCudaCall(Rule):
             lines=[2],
             device="xpu",
             fixed='import torch as T\nmodel = T.nn.Linear(2, 2).to(device="xpu:0")\n',
+        ),
+        Invalid(
+            "import torch\nx = torch.ones(2).cuda(0, non_blocking=True)\ny = x.cuda(memory_format=torch.channels_last)\n",
+            lines=[2, 3],
+            device="cpu",
+            fixed="import torch\nx = torch.ones(2).cpu()\ny = x.cpu(memory_format=torch.channels_last)\n",
         ),
         Invalid(
             # On the CPU target the CUDA branch is left for GPUs (portcheck.coherence).
@@ -177,6 +183,8 @@ class TensorCudaCall(Rule):
         readable, device, non_blocking = placement.cuda_call_device(node)
         if not readable:
             return None
+        if self.ctx.fix_target.device_type == "cpu":
+            return _to_cpu(node, [arg for arg in (device, non_blocking) if arg is not None])
         moved = placement.moved_to(self.ctx, device.value if device else None)
         if moved is None:
             return None
@@ -195,3 +203,20 @@ class TensorCudaCall(Rule):
         fixed = node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=args)
         title = f".cuda() -> .to(device={cst.Module([]).code_for_node(spelling.node)})"
         return Edit(node, fixed, safety, title, spelling.imports, spelling.prelude)
+
+
+def _to_cpu(node: cst.Call, dropped: list[cst.Arg]) -> Edit | None:
+    """`.cpu()` for `.cuda(...)`: the device and non_blocking go (there is one device, and no
+    copy to overlap), `memory_format=` stays. Not where dropping an argument loses an effect."""
+    assert isinstance(node.func, cst.Attribute)
+    if not all(cuda_api.reads_only(arg.value) for arg in dropped):
+        return None
+    kept = [
+        arg
+        for arg in node.args
+        if arg not in dropped and arg.keyword is not None and arg.keyword.value != "non_blocking"
+    ]
+    if kept:
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    fixed = node.with_changes(func=node.func.with_changes(attr=cst.Name("cpu")), args=kept)
+    return Edit(node, fixed, FixSafety.SAFE, ".cuda() -> .cpu()")

@@ -8,11 +8,13 @@ from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import ERROR, OFF, Invalid, SeverityMap, Valid
 from portcheck.targets import api
 
 # Names that hold how many processes to start (`world_size = torch.cuda.device_count()`).
-_PROCESS_COUNT = re.compile(r"^(world_size|n_?procs|num_proc(esse)?s|n_?gpus(_per_node)?|num_gpus|nproc_per_node)$", re.I)
+_PROCESS_COUNT = re.compile(
+    r"^(world_size|n_?procs|num_proc(esse)?s|n_?gpus(_per_node)?|num_gpus|nproc_per_node)$", re.I
+)
 
 
 class CudaAvailabilityCheck(CudaApiRule):
@@ -47,9 +49,14 @@ class CudaAvailabilityCheck(CudaApiRule):
     written with the file's own `torch` binding. They ask the same question of whatever
     accelerator is present, and neither raises on a host without one (False and 0, as the CUDA
     calls answer there), so every target gets them, cpu and auto included. The branch they
-    guard now runs on the accelerator: what is CUDA-only inside it is reported (and fixed) by
-    the other rules. Not fixed: `is_initialized()` and `init()` (no equivalent), and XLA,
-    which has no `torch.accelerator` backend (use `torch_xla.runtime`).
+    guard now runs on the accelerator, so a check is rewritten only together with what it
+    guards: while that still calls CUDA-only code with no replacement
+    (`torch.cuda.get_device_properties`), both stay. For `--device cpu` a check that guards a
+    branch stays as it is (the CPU path is already the one taken). A device count that says
+    how many processes to start (`world_size`, `nprocs=`) becomes
+    `max(torch.accelerator.device_count(), 1)` where the code may run without an
+    accelerator. Not fixed: `is_initialized()` and `init()` (no equivalent), and XLA, which
+    has no `torch.accelerator` backend (use `torch_xla.runtime`).
     """
 
     code = "PC201"
@@ -57,12 +64,20 @@ class CudaAvailabilityCheck(CudaApiRule):
     fix_safety = FixSafety.SAFE
     table_fixes = True
 
+    def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
+        """An assert on CUDA stops the program wherever CUDA is missing, the CPU included."""
+        usual = super().severities(node, entry)
+        return {t: ERROR if level > OFF else OFF for t, level in usual.items()} if self._asserted(node) else usual
+
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
-        flow = self.ctx.flow
-        check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
-        if check is not None and check.asserts:
+        if self._asserted(node):
             return "returns False, so this assert stops the program on every other device"
         return super().effect(node, name, entry)
+
+    def _asserted(self, node: cst.CSTNode) -> bool:
+        flow = self.ctx.flow
+        check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
+        return check is not None and check.asserts
 
     def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
         """The table's fix; a device count that says how many processes to start becomes at
@@ -76,7 +91,9 @@ class CudaAvailabilityCheck(CudaApiRule):
             return edit
         counted = edit.replacement if edit.original is call else call.with_changes(func=edit.replacement)
         assert isinstance(counted, cst.BaseExpression)
-        at_least_one = cst.Call(cst.Name("max"), [cst.Arg(counted.with_changes(lpar=(), rpar=())), cst.Arg(cst.Integer("1"))])
+        at_least_one = cst.Call(
+            cst.Name("max"), [cst.Arg(counted.with_changes(lpar=(), rpar=())), cst.Arg(cst.Integer("1"))]
+        )
         title = f"{edit.title}, at least one process"
         return Edit(call, at_least_one, edit.safety, title, edit.imports, edit.prelude)
 

@@ -9,7 +9,6 @@ and a base class that keeps those spelling-matched rules to files that import to
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 import libcst as cst

@@ -1,0 +1,214 @@
+"""The device flow (portcheck.flow) and what it changes: a CUDA check and what it protects are
+fixed together or not at all (portcheck.coherence), code reached only under such a check is
+info, integer devices are followed through the module, and step loops are more than loops over
+a DataLoader. Single rules are checked by their own examples; these cases need several rules,
+or the engine and the fixer together."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+from portcheck import api
+from portcheck.config import Config
+from portcheck.findings import FixSafety, Severity
+
+
+def fixed(source: str, device: str, *, unsafe: bool = False) -> str:
+    outcome = api.fix_source(dedent(source), device, unsafe=unsafe)
+    assert not outcome.error, outcome.error
+    again = api.fix_source(outcome.source, device, unsafe=unsafe)
+    assert again.source == outcome.source, "a second fix must change nothing"
+    return outcome.source.decode()
+
+
+def findings(source: str, target: str = "tpu") -> dict[tuple[int, str], tuple[Severity, FixSafety, str]]:
+    found = api.scan_source(dedent(source), config=Config(targets=(target,)))
+    return {(f.line, f.code): (f.severity, f.fix_safety, f.message + " | " + f.hint) for f in found}
+
+
+PROPERTIES = """\
+import torch
+if torch.cuda.is_available():
+    props = torch.cuda.get_device_properties(0)
+    print(props.name)
+"""
+
+
+@pytest.mark.parametrize("device", ["tpu", "neuron", "auto", "xpu"])
+def test_a_check_stays_while_what_it_protects_has_no_replacement(device: str) -> None:
+    assert fixed(PROPERTIES, device) == PROPERTIES
+    outcome = api.fix_source(PROPERTIES, device)
+    assert ("PC201", "kept: the code it guards still needs a person (PC206 on line 3)") in outcome.skipped
+
+
+def test_a_scan_does_not_offer_a_fix_the_fixer_would_hold_back() -> None:
+    severity, safety, text = findings(PROPERTIES)[(2, "PC201")]
+    assert safety is FixSafety.NONE and "not fixed: kept: the code it guards still needs a person" in text
+    severity, _, text = findings(PROPERTIES)[(3, "PC206")]
+    assert severity is Severity.INFO and "runs only where CUDA is present" in text
+
+
+def test_a_check_of_a_rewritten_device_is_rewritten_with_it_and_its_body() -> None:
+    source = """\
+    import torch
+    device = "cuda"
+    if device == "cuda":
+        torch.cuda.synchronize()
+    """
+    assert fixed(source, "tpu") == dedent(
+        """\
+        import torch
+        device = "tpu"
+        if device == "tpu":
+            torch.accelerator.synchronize()
+        """
+    )
+
+
+def test_the_body_stays_while_its_check_stays() -> None:
+    source = """\
+    import torch
+    def step(x):
+        if x.is_cuda:
+            torch.cuda.synchronize()
+    """
+    assert fixed(source, "tpu") == dedent(source)  # `x.is_cuda` needs --unsafe-fixes
+    assert "x.device.type == \"tpu\":\n        torch.accelerator.synchronize()" in fixed(source, "tpu", unsafe=True)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n',
+        "import torch\nif torch.cuda.is_available():\n    torch.cuda.manual_seed_all(0)\n",
+        "import torch\ndef f(x):\n    if x.device.type == 'cuda':\n        torch.cuda.synchronize()\n    return x\n",
+    ],
+)
+def test_the_cpu_target_leaves_the_cuda_path_for_gpus(source: str) -> None:
+    assert fixed(source, "cpu") == source
+
+
+def test_an_assert_is_no_path_the_cpu_target_can_leave() -> None:
+    source = "import torch\nassert torch.cuda.is_available(), 'needs a GPU'\ntorch.cuda.synchronize()\n"
+    severity, _, text = findings(source, "cpu")[(2, "PC201")]
+    assert severity is Severity.ERROR and "this assert stops the program" in text
+    assert findings(source, "cpu")[(3, "PC203")][0] is Severity.INFO  # runs only where the assert held
+
+
+def test_an_early_exit_protects_what_follows() -> None:
+    source = """\
+    import torch
+    def report():
+        if not torch.cuda.is_available():
+            return
+        print(torch.cuda.get_device_name(0))
+    """
+    found = findings(source)
+    assert found[(5, "PC206")][0] is Severity.INFO
+    assert found[(3, "PC201")][0] is Severity.ERROR
+
+
+def test_a_checked_name_is_a_check_where_it_is_bound() -> None:
+    source = """\
+    import torch
+    use_cuda = torch.cuda.is_available()
+    if use_cuda:
+        print(torch.cuda.get_device_name(0))
+    """
+    assert fixed(source, "tpu") == dedent(source)  # get_device_name has no replacement: both stay
+    assert findings(source)[(4, "PC206")][0] is Severity.INFO
+
+
+def test_the_nanogpt_device_type_mapping_keeps_autocast_on_the_target() -> None:
+    source = """\
+    import torch
+    device = 'cuda'
+    device_type = 'cuda' if 'cuda' in device else 'cpu'
+    ctx = torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)
+    """
+    result = fixed(source, "neuron")
+    assert "device = 'neuron'" in result
+    assert "device_type = 'neuron' if 'neuron' in device else 'cpu'" in result
+
+
+INDEXES = """\
+import os
+import torch
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Trainer:
+    def __init__(self, model, gpu_id):
+        self.gpu_id = gpu_id
+        self.model = DDP(model.to(gpu_id), device_ids=[gpu_id])
+
+    def step(self, batch):
+        return self.model(batch.to(self.gpu_id))
+
+
+def worker(rank, world_size):
+    torch.cuda.set_device(rank)
+    Trainer(torch.nn.Linear(2, 2), rank).step(torch.ones(2, 2))
+
+
+def local():
+    device = int(os.environ["LOCAL_RANK"])
+    return torch.zeros(3, device=device)
+
+
+if __name__ == "__main__":
+    world_size = torch.cuda.device_count()
+    mp.spawn(worker, args=(world_size,), nprocs=world_size)
+"""
+
+
+def test_integer_devices_are_followed_through_parameters_attributes_and_spawn() -> None:
+    found = {line for line, code in findings(INDEXES) if code == "PC107"}
+    assert found == {10, 13, 23}
+
+
+def test_integer_devices_are_fixed_for_cpu_and_auto_alike() -> None:
+    cpu, auto = fixed(INDEXES, "cpu"), fixed(INDEXES, "auto")
+    assert 'model.to("cpu")' in cpu and 'batch.to("cpu")' in cpu and 'device="cpu"' in cpu
+    assert "set_device" not in cpu and "max(torch.accelerator.device_count(), 1)" in cpu
+    assert 'model.to(f"{DEVICE.type}:{gpu_id}")' in auto and 'device_ids=[gpu_id] if DEVICE.type != "cpu" else None' in auto
+    assert "if torch.accelerator.is_available():\n        torch.accelerator.set_device_index(rank)" in auto
+
+
+def test_a_parameter_of_a_function_called_with_devices_holds_no_index() -> None:
+    source = """\
+    import torch
+    def place(x, where):
+        return x.to(where)
+    place(torch.ones(1), torch.device("cpu"))
+    place(torch.ones(1), 0)
+    """
+    assert (3, "PC107") not in findings(source)  # one caller passes a device: not always an index
+
+
+@pytest.mark.parametrize(
+    ("loop", "where"),
+    [
+        ("while True:\n    loss = model(get_batch())\n    loss.backward()\n    optimizer.step()\n", "a training loop"),
+        ("for _ in range(n):\n    tok = torch.multinomial(probs, 1)\n", "a decoding loop"),
+        ("for k in range(n):\n    X, Y = get_batch('val')\n", "a step loop"),
+    ],
+)
+def test_step_loops_are_found_by_what_they_run(loop: str, where: str) -> None:
+    source = f"import torch\n{loop}    print(loss.item())\n"
+    assert any(where in text for (_, code), (_, _, text) in findings(source).items() if code == "PC503")
+
+
+def test_an_epoch_loop_around_a_step_loop_is_no_step_loop() -> None:
+    source = """\
+    import torch
+    for epoch in range(3):
+        for x in data:
+            loss = model(x)
+            loss.backward()
+        print(loss.item())
+    """
+    assert not [key for key in findings(source) if key[1] == "PC503"]
