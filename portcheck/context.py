@@ -46,6 +46,10 @@ class Context:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_value(node)
 
+    def assigned_values(self, node: cst.Name) -> list[cst.BaseExpression]:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.assigned_values(node)
+
     def binding(self, module: str, at_module_level: bool = False) -> tuple[str, tuple[str, ...]] | None:
         assert self.resolver is not None, "only Python rules resolve names"
         name = self.resolver.bound_name(module, at_module_level)

@@ -34,6 +34,7 @@ from portcheck.walk import child_fields
 
 _AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized"})
 _COUNT = "torch.cuda.device_count"
+_CHECK_NAMES = frozenset(name.rpartition(".")[2] for name in (*_AVAILABILITY, _COUNT))
 _SPAWNERS = frozenset(
     {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.spawn"}
 )
@@ -105,7 +106,7 @@ class DeviceFlow:
     _protected: dict[int, int] = field(default_factory=dict)  # node id -> index of its guard
     _tests: dict[int, int] = field(default_factory=dict)  # check id -> index of its guard
     _functions: dict[int, _Function] = field(default_factory=dict)  # by the id of the scope of its body
-    _calls: dict[str, list[_Site]] = field(default_factory=dict)
+    _calls: dict[str, list[tuple[cst.Call, Scope]]] = field(default_factory=dict)  # by callee name
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
@@ -206,13 +207,13 @@ class DeviceFlow:
             wanted = any if isinstance(test.operator, cst.And) else all  # `a and <cuda>`; `<cuda> or <cuda>`
             return True if wanted(side is True for side in sides) else None
         if isinstance(test, cst.Call):
-            names = self.resolver.qualified_names(test.func)
-            if names & _AVAILABILITY or _COUNT in names:
-                return True
             func = test.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "startswith" and _is_cuda_prefix(test):
-                return True if patterns.is_device_like(func.value) else None
-            return None
+            if isinstance(func, cst.Attribute) and func.attr.value == "startswith":
+                return True if _is_cuda_prefix(test) and patterns.is_device_like(func.value) else None
+            if isinstance(func, cst.Attribute) and func.attr.value not in _CHECK_NAMES:
+                return None  # resolve only what could be one (or a name: `from torch.cuda import ...`)
+            names = self.resolver.qualified_names(func)
+            return True if names & _AVAILABILITY or _COUNT in names else None
         if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
             return True
         if isinstance(test, cst.Comparison):
@@ -228,7 +229,9 @@ class DeviceFlow:
             return None
         link = test.comparisons[0]
         left, right, operator = test.left, link.comparator, link.operator
-        if isinstance(left, cst.Call) and _COUNT in self.resolver.qualified_names(left.func):
+        func = left.func if isinstance(left, cst.Call) else None
+        counts = func is not None and (not isinstance(func, cst.Attribute) or func.attr.value == "device_count")
+        if func is not None and counts and _COUNT in self.resolver.qualified_names(func):
             bound = right.evaluated_value if isinstance(right, cst.Integer) else None
             if isinstance(bound, int):
                 if isinstance(operator, cst.GreaterThan) and bound >= 0:
@@ -328,9 +331,9 @@ class DeviceFlow:
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Name):
-            self._calls.setdefault(func.value, []).append(_Site(node, self.resolver.scope))
+            self._calls.setdefault(func.value, []).append((node, self.resolver.scope))
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            self._calls.setdefault(func.attr.value, []).append(_Site(node, self.resolver.scope))
+            self._calls.setdefault(func.attr.value, []).append((node, self.resolver.scope))
         spawns = isinstance(func, cst.Attribute) and func.attr.value in ("spawn", "start_processes")
         if spawns and node.args and self.resolver.qualified_names(func) & _SPAWNERS:
             spawned = node.args[0].value
@@ -424,14 +427,10 @@ class DeviceFlow:
         """Calls of a function (of a method through `self.`, of `__init__` through its class)
         that the module makes."""
         if function.owner is None:
-            return [s for s in self._calls.get(title, []) if isinstance(s.call.func, cst.Name)]
-        if title == "__init__":
-            return [
-                _Site(s.call, s.scope, 1)
-                for s in self._calls.get(function.owner, [])
-                if isinstance(s.call.func, cst.Name)
-            ]
-        return [_Site(s.call, s.scope, 1) for s in self._calls.get(title, []) if isinstance(s.call.func, cst.Attribute)]
+            return [_Site(call, scope) for call, scope in self._calls.get(title, []) if isinstance(call.func, cst.Name)]
+        calls = self._calls.get(function.owner if title == "__init__" else title, [])
+        wanted = cst.Name if title == "__init__" else cst.Attribute  # `Trainer(...)`, `self.step(...)`
+        return [_Site(call, scope, 1) for call, scope in calls if isinstance(call.func, wanted)]
 
 
 def owner_name(node: cst.BaseExpression) -> str:

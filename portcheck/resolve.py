@@ -244,8 +244,14 @@ class Resolver:
 
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
         """The expression a name is bound to, when its scope binds it exactly once by `=`."""
+        values = self.assigned_values(node)
+        return values[0] if len(values) == 1 else None
+
+    def assigned_values(self, node: cst.Name) -> list[cst.BaseExpression]:
+        """Every expression a name is bound to by `=` in its scope, when that is how it is bound
+        each time (no import, loop target, parameter or `+=`); else none."""
         owner = self._owner(node.value)
         if owner is None or node.value in owner.imports:
-            return None
-        values = owner.values.get(node.value, ())
-        return values[0] if len(values) == 1 else None
+            return []
+        values = owner.values.get(node.value, [])
+        return [] if any(value is None for value in values) else list(values)  # type: ignore[arg-type]

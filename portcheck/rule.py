@@ -110,6 +110,10 @@ class FileContext(Protocol):
 
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None: ...
 
+    def assigned_values(self, node: cst.Name) -> list[cst.BaseExpression]:
+        """Every value `=` binds the name to in its scope (none if anything else binds it)."""
+        ...
+
     fix_target: Target  # the target fixes are written for (in a scan: the first selected one)
 
     def binding(self, module: str, at_module_level: bool = False) -> tuple[str, tuple[str, ...]] | None:
@@ -193,12 +197,13 @@ class Rule:
         severity: SeverityMap | None = None,
         hint: str | None = None,
         edit: Edit | None = None,
+        chain: tuple[cst.CSTNode, ...] | None = None,
         **fields: object,
     ) -> Report:
-        """The report `report` would add, for a rule that decides later whether to add it
-        (it depends on where the node is, which is known only while visiting it)."""
+        """The report `report` would add. A rule that decides only later whether to add it
+        passes the `chain` it took from `ctx.chain(node)` while visiting the node."""
         report = self._make_report(node, None, severity, hint, fields, edit)
-        return replace(report, chain=self.ctx.chain(node))
+        return replace(report, chain=self.ctx.chain(node) if chain is None else chain)
 
     def report_span(
         self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object

@@ -140,7 +140,17 @@ class CudaDeviceComparison(Rule):
             unsafe=True,
             fixed='import torch\nif str(device) != "cpu":\n    pass\n',
         ),
-        # A check of a device the fix rewrites at its source is part of the same port: safe.
+        # A check of a device the fix rewrites at its source (each place it is set) is part of
+        # the same port: safe.
+        Invalid(
+            "import torch\ndevice = 'cuda'\nif ddp:\n    device = f'cuda:{rank}'\nuse_amp = 'cuda' in device\n",
+            lines=[5],
+            device="xpu",
+            fixed="import torch\ndevice = 'cuda'\nif ddp:\n    device = f'cuda:{rank}'\nuse_amp = 'xpu' in device\n",
+        ),
+        Invalid(
+            "import torch\ndevice = 'cuda'\nif cpu:\n    device = args.device\nuse_amp = 'cuda' in device\n", lines=[5]
+        ),
         Invalid(
             "import torch\ndevice = 'cuda'\ndevice_type = 'cuda' if 'cuda' in device else 'cpu'\n",
             lines=[3],
@@ -185,16 +195,17 @@ class CudaDeviceComparison(Rule):
             self.report(node, edit=edit, consequence=_FALSE_ELSEWHERE)
 
     def _derived(self, subjects: list[cst.BaseExpression]) -> bool:
-        """Whether the device checked is a value the fix rewrites at its source (`device =
-        "cuda"`, `device_type = "cuda" if ... else "cpu"`): the check is then part of the
-        same port, and rewriting the two together keeps the program's logic whole."""
+        """Whether the device checked is a value the fix rewrites at its source, wherever it is
+        set (`device = "cuda"` and `device = f"cuda:{rank}"`, `device_type = "cuda" if ... else
+        "cpu"`): the check is then part of the same port, and rewriting the two together keeps
+        the program's logic whole."""
         for subject in subjects:
             while isinstance(subject, cst.Call) and subject.args:  # str(device)
                 subject = subject.args[0].value
             if isinstance(subject, cst.Attribute) and subject.attr.value == "type":
                 subject = subject.value
-            bound = self.ctx.assigned_value(subject) if isinstance(subject, cst.Name) else None
-            if bound is not None and (any(patterns.cuda_device_literals(bound)) or _cuda_device_call(bound)):
+            bound = self.ctx.assigned_values(subject) if isinstance(subject, cst.Name) else []
+            if bound and all(any(patterns.cuda_device_literals(value)) or _cuda_device_call(value) for value in bound):
                 return True
         return False
 

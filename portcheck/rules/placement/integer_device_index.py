@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from dataclasses import replace
-
 import libcst as cst
 
 from portcheck import patterns
@@ -9,7 +7,7 @@ from portcheck.findings import FixSafety
 from portcheck.resolve import Scope
 from portcheck.rewrites import placement
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import ERROR, OFF, Invalid, Report, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, Invalid, Rule, Valid, per_target
 
 _OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
 
@@ -124,7 +122,7 @@ class IntegerDeviceIndex(Rule):
 
     def __init__(self, ctx: object) -> None:
         super().__init__(ctx)  # type: ignore[arg-type]
-        self._pending: list[tuple[cst.BaseExpression, Scope, Report]] = []
+        self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         device = patterns.keyword(node, "device")
@@ -143,15 +141,15 @@ class IntegerDeviceIndex(Rule):
         if flow.holds_index(value, flow.scope):  # known here: the edit can reuse what is bound here
             self.report(value, edit=self._edit(value), **_fields(value))
         elif isinstance(value, (cst.Name, cst.Attribute)):  # a parameter or attribute: callers may say
-            self._pending.append((value, flow.scope, self.report_here(value, **_fields(value))))
+            self._pending.append((value, flow.scope, self.ctx.chain(value)))
 
     def leave_Module(self, node: cst.Module) -> None:
         """Values the module's later code decides (a callee defined before its callers)."""
         flow = self.ctx.flow
         assert flow is not None
-        for value, scope, report in self._pending:
+        for value, scope, chain in self._pending:
             if flow.holds_index(value, scope):
-                self.reports.append(replace(report, edit=self._edit(value)))
+                self.reports.append(self.report_here(value, edit=self._edit(value), chain=chain, **_fields(value)))
 
     def _edit(self, value: cst.BaseExpression) -> Edit | None:
         if placement.inside_fstring(self.ctx.ancestors):
