@@ -105,7 +105,7 @@ class DeviceFlow:
     guards: list[Guard] = field(default_factory=list)
     _protected: dict[int, int] = field(default_factory=dict)  # node id -> index of its guard
     _tests: dict[int, int] = field(default_factory=dict)  # check id -> index of its guard
-    _functions: dict[int, _Function] = field(default_factory=dict)  # by the id of the scope of its body
+    _methods: dict[int, str | None] = field(default_factory=dict)  # function id -> its class, if a method
     _calls: dict[str, list[tuple[cst.Call, Scope]]] = field(default_factory=dict)  # by callee name
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
@@ -318,15 +318,10 @@ class DeviceFlow:
 
     # --- what the module defines and calls, for device indexes -----------------------------------
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock | cst.SimpleStatementSuite) -> None:
-        """A function's body is walked inside the function's scope: note which scope is whose."""
-        function = self.ancestors[-1] if self.ancestors else None
-        if isinstance(function, cst.FunctionDef) and function.body is node:
-            holder = self.ancestors[-3] if len(self.ancestors) > 2 else None
-            owner = holder.name.value if isinstance(holder, cst.ClassDef) else None
-            self._functions[id(self.resolver.scope)] = _Function(function, owner)
-
-    visit_SimpleStatementSuite = visit_IndentedBlock
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """Note the class a function is a method of (its callers spell it `self.f(...)`)."""
+        holder = self.ancestors[-2] if len(self.ancestors) > 1 else None
+        self._methods[id(node)] = holder.name.value if isinstance(holder, cst.ClassDef) else None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -403,9 +398,10 @@ class DeviceFlow:
         """A parameter holds an index when every call of its function within the module passes
         one, when the function is what `mp.spawn` starts (its first parameter is the process
         index), or, where the module never calls it, when it is named for one (`rank`, `gpu_id`)."""
-        function = self._functions.get(id(scope))
-        if function is None:
+        node = scope.owner
+        if not isinstance(node, cst.FunctionDef):
             return False
+        function = _Function(node, self._methods.get(id(node)))
         params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
         if name not in params:
             return False
@@ -471,6 +467,8 @@ def _is_string(node: cst.BaseExpression) -> bool:
 
 
 def _is_cuda(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.SimpleString) and "cuda" not in node.value:
+        return False  # most compared strings: no need to evaluate the literal
     return patterns.string_value(node) is not None and patterns.is_cuda_device_literal(node)
 
 

@@ -35,6 +35,7 @@ class Scope:
     values: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
     declared_global: set[str] = field(default_factory=set)
     declared_nonlocal: set[str] = field(default_factory=set)
+    owner: cst.CSTNode | None = None  # the function, lambda or class whose body this is
 
     def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
         self.bound.add(name)
@@ -61,7 +62,7 @@ def module_scope(module: cst.Module) -> Scope:
 
 
 def function_scope(node: cst.FunctionDef | cst.Lambda, parent: Scope) -> Scope:
-    scope = Scope("function", parent)
+    scope = Scope("function", parent, owner=node)
     params = node.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         scope.bind(param.name.value)
@@ -74,7 +75,7 @@ def function_scope(node: cst.FunctionDef | cst.Lambda, parent: Scope) -> Scope:
 
 
 def class_scope(node: cst.ClassDef, parent: Scope) -> Scope:
-    scope = Scope("class", parent)
+    scope = Scope("class", parent, owner=node)
     _collect(_statements(node.body), scope)
     return scope
 

@@ -10,7 +10,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
-from portcheck.rewrites import amp, calls, edits
+from portcheck.rewrites import amp, calls, edits, versions
 from portcheck.rule import FileContext, Invalid, Valid
 
 # What each CUDA AMP name becomes under torch.amp.
@@ -43,6 +43,8 @@ class _Use:
     needs: tuple[edits.Spelling, ...]  # spellings the replacement uses either way
     torch: edits.Spelling | None  # `torch` here, for the torch.amp spelling
 
+# Since when torch.amp has the device-generic twin (with a device argument) of each name.
+_GENERIC_SINCE = {"GradScaler": (2, 3), "custom_fwd": (2, 4), "custom_bwd": (2, 4)}
 
 class CudaAmpApi(CudaApiRule):
     """## What it does
@@ -79,7 +81,8 @@ class CudaAmpApi(CudaApiRule):
     `torch.amp.autocast(<device>, ...)` (positional `enabled, dtype, cache_enabled` turn into
     keywords, since the generic signature orders them differently), `GradScaler(...)`
     becomes `torch.amp.GradScaler(<device>, ...)`, and `custom_fwd` / `custom_bwd`, called or
-    bare, get `device_type=<device>`. An autocast without a dtype gets the target's AMP dtype
+    bare, get `device_type=<device>` (for a `torch-version` that has them: the generic
+    GradScaler since 2.3, custom_fwd/custom_bwd since 2.4). An autocast without a dtype gets the target's AMP dtype
     where torch's default for the device is not it or is a plugin's choice (tpu, neuron, xla,
     hpu: `dtype=torch.bfloat16`); float16 was CUDA's choice, and on those targets the CUDA
     region did nothing at all. A dtype the code names is kept. With `--device auto` the device
@@ -110,6 +113,13 @@ class CudaAmpApi(CudaApiRule):
             "import torch\nwith torch.cuda.amp.autocast():\n    pass\n",
             lines=[2],
             fixed='import torch\nwith torch.amp.autocast("tpu", dtype=torch.bfloat16):\n    pass\n',
+        ),
+        # torch.amp.GradScaler takes a device from torch 2.3 on.
+        Invalid(
+            "import torch\nscaler = torch.cuda.amp.GradScaler()\n",
+            lines=[2],
+            device="xpu",
+            options={"torch-version": "2.2"},
         ),
         Invalid(
             "import torch\nwith torch.cuda.amp.autocast():\n    pass\n",
@@ -318,7 +328,7 @@ class CudaAmpApi(CudaApiRule):
         kind = _KINDS.get(qualified_name)
         root = amp.root_name(node)
         parent = self.ctx.parent
-        if kind is None or root is None:
+        if kind is None or root is None or not versions.has(self.ctx, _GENERIC_SINCE.get(kind)):
             return None
         if isinstance(parent, cst.Call) and parent.func is node:
             target: cst.CSTNode = parent
