@@ -76,6 +76,7 @@ def _run_commands(path: Path) -> subprocess.CompletedProcess[str]:
     # One intra-op thread, as torchrun gives its workers: the programs are tiny, and several run at
     # once under pytest-xdist, where OpenMP threads spinning on shared cores made them 5x slower.
     env = {**os.environ, "MASTER_PORT": _free_port(), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    env["TMPDIR"] = str(path.parent)  # torchrun's log folders go with the run, not into /tmp
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR"):
         env.pop(name, None)
     stdout, stderr, returncode = "", "", 0
