@@ -7,7 +7,7 @@ from portcheck.findings import FixSafety
 from portcheck.resolve import Scope
 from portcheck.rewrites import placement
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import ERROR, OFF, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
 
 _OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
 
@@ -120,8 +120,8 @@ class IntegerDeviceIndex(Rule):
         ),
     ]
 
-    def __init__(self, ctx: object) -> None:
-        super().__init__(ctx)  # type: ignore[arg-type]
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
         self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
