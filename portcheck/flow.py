@@ -10,7 +10,7 @@ answers, for every rule and for the fixer, the two questions a single call canno
 - device indexes: which expressions hold an integer device (`device = 0`, a `rank` handed to
   `mp.spawn`'s function, `int(os.environ["LOCAL_RANK"])`, `self.gpu_id`, `args.gpu`), followed
   through assignments, attributes, parameters and the module's own calls. An integer given
-  where a device goes means a CUDA device.
+  where a device goes is an index of the current accelerator (CUDA's, on a CUDA host).
 - step loops: which loops run a training, evaluation or decoding step (over a DataLoader, or
   calling `.backward()`, an optimizer's `.step()`, the model, `next(...)` or a batch getter,
   or sampling tokens), where a host sync or a new shape costs every iteration.
@@ -348,7 +348,7 @@ class DeviceFlow:
 
     def holds_index(self, node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         """Whether `node`, evaluated in `scope`, is an integer: given where a device goes, an
-        index of a CUDA device. Only after the walk (callers may follow their callee)."""
+        accelerator's index. Asked during the walk it knows the callers seen so far; after it, all."""
         if depth > _DEPTH:
             return False
         if isinstance(node, cst.Integer):

@@ -7,7 +7,7 @@ from portcheck.findings import FixSafety
 from portcheck.resolve import Scope
 from portcheck.rewrites import placement
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule, Valid, per_target
 
 _OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
 
@@ -22,10 +22,12 @@ class IntegerDeviceIndex(Rule):
     that the module never calls.
 
     ## Why is this bad?
-    PyTorch reads an integer device as a CUDA device: `.to(0)` is `.to("cuda:0")`. Without
-    CUDA it raises `AssertionError: Torch not compiled with CUDA enabled` (or `RuntimeError:
-    Invalid device`); on a TPU or Trainium host it never reaches the accelerator. Nothing in
-    the line says "cuda", so it is the placement a port most often misses.
+    PyTorch reads an integer device as an index of the current accelerator: `.to(0)` is
+    `.to("cuda:0")` on a CUDA host (and was CUDA's whatever the host in older torch). Without
+    an accelerator it raises `RuntimeError: Cannot access accelerator device when none is
+    available`, so a program ported to run on the CPU too still fails there; where a process
+    owns one device (TPU), another index than its own is refused. Nothing in the line says
+    "cuda", so it is the placement a port most often misses.
 
     ## Example
     ```python
@@ -40,7 +42,9 @@ class IntegerDeviceIndex(Rule):
     ```
 
     ## Targets
-    An error on every target but ROCm (HIP reads the integer as its own device).
+    An error on cpu (and so for `--device auto`, which must run there too); a warning on tpu
+    and xla, where only the process's own device is valid; info on the accelerators that take
+    an index as CUDA does (it runs, but says nothing of the device); off on ROCm.
 
     ## Fix safety
     Safe: the integer becomes the target's device, as cuda-device-string writes `"cuda:N"`:
@@ -52,9 +56,9 @@ class IntegerDeviceIndex(Rule):
 
     code = "PC107"
     name = "integer-device-index"
-    message = "`{expression}` is an integer device, which PyTorch reads as the CUDA device `cuda:{index}`"
+    message = "`{expression}` is an integer device: an index of the current accelerator (`cuda:{index}` on CUDA), which fails where there is none"
     hint = "pass a device: the one chosen once, or `torch.device(<device type>, {expression})`"
-    severity = per_target(ERROR, rocm=OFF)
+    severity = per_target(INFO, cpu=ERROR, tpu=WARNING, xla=WARNING, rocm=OFF)
     fix_safety = FixSafety.SAFE
     # `.to(0)` and `device=rank` contain no word that says CUDA; these are the least a file
     # with such a placement must contain.
