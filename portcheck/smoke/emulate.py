@@ -110,12 +110,16 @@ Signature = tuple[tuple[tuple[int, ...], str], ...]
 
 class EmulationError(RuntimeError):
     """What the real target would have raised. `kind`: data-dependent-shape, float64,
-    cuda-only-api, legacy-device-api, device-mismatch or one-device-per-process."""
+    cuda-only-api, legacy-device-api, device-mismatch or one-device-per-process. `op` names the
+    refused operator or call, and `rule` the static rule that reports it in source ("" if none),
+    so a refusal at run time reads like the finding `scan` gives for the same line."""
 
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: str, detail: str, *, op: str = "", rule: str = "") -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
+        self.op = op
+        self.rule = rule
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ class EmulationLog:
     graphs: dict[str, list[Signature]] = field(default_factory=dict)  # outermost module -> input signatures
     float64_ops: Counter[str] = field(default_factory=Counter)
     data_dependent_ops: Counter[str] = field(default_factory=Counter)
+    autocast: Counter[tuple[str, str, bool]] = field(default_factory=Counter)  # (device type, dtype, enabled) entries
 
     @property
     def compilations(self) -> int:
@@ -154,6 +159,10 @@ class EmulationLog:
             },
             "float64_ops": dict(self.float64_ops),
             "data_dependent_ops": dict(self.data_dependent_ops),
+            "autocast": [
+                {"device_type": device_type, "dtype": dtype, "enabled": enabled, "count": count}
+                for (device_type, dtype, enabled), count in sorted(self.autocast.items())
+            ],
         }
 
 
@@ -181,6 +190,8 @@ def emulate(target: str, *, matmul_precision: Literal["highest", "default"] = "h
             _patched(torch.cuda, is_available=lambda: False, device_count=lambda: 0, _lazy_init=session.cuda_absent)
         )
         stack.enter_context(_patched(torch.accelerator, synchronize=_check_index, set_device_index=_check_index))
+        stack.enter_context(_patched(torch.Tensor, pin_memory=_pin_memory))
+        stack.enter_context(_patched(torch.amp.autocast_mode.autocast, __enter__=_autocast_entered(session)))
         # Backward runs on this thread, not on an autograd device thread: that one would take the GIL
         # to release device tensors, and abort a process exiting meanwhile.
         stack.enter_context(torch.autograd.set_multithreading_enabled(False))
@@ -321,6 +332,8 @@ class _Session:
                 f"{func.name()}: its output shape depends on the data, and {self.target.title} compiles only "
                 "static shapes (emulated); pad to a fixed size: torch.nonzero_static, torch.where(mask, x, 0), "
                 "repeat_interleave(..., output_size=N)",
+                op=func.name(),
+                rule="PC502" if func is aten.index.Tensor else "PC501",  # boolean-mask indexing, or another op
             )
         self.log.data_dependent_ops[func.name()] += 1
 
@@ -333,13 +346,17 @@ class _Session:
                         "device-mismatch",
                         f"{func.name()}: expected all tensors on {_DEVICE}, but one of shape {tuple(tensor.shape)} "
                         f"is on {tensor.device} (emulated {self.target.name}); move it with .to(device)",
+                        op=func.name(),
                     )
         if not any(t.dtype == torch.float64 for t in (*inputs, *made)):
             return
         self.log.float64_ops[func.name()] += 1
         if self.target.float64 == "unsupported":
             raise EmulationError(
-                "float64", f"{func.name()}: {self.target.title} does not support float64 (emulated); use float32"
+                "float64",
+                f"{func.name()}: {self.target.title} does not support float64 (emulated); use float32",
+                op=func.name(),
+                rule="PC307",
             )
 
     def enter_module(self, module: torch.nn.Module, args: tuple) -> None:
@@ -368,6 +385,8 @@ class _Session:
         raise EmulationError(
             "cuda-only-api",
             f"{name}: Torch not compiled with CUDA enabled; {self.target.title} has no CUDA (emulated){instead}",
+            op=name,
+            rule=found[1].rule if found else "",
         )
 
 
@@ -381,10 +400,13 @@ class _DeviceModule:
     def _legacy(self, name: str) -> None:
         caller = sys._getframe(2).f_globals.get("__name__", "")
         if self._target.rejects_legacy_device_api and caller != "torch" and not caller.startswith("torch."):
+            found = lookup(f"torch.cuda.{name}")  # the CUDA call a port turned into this one
             raise EmulationError(
                 "legacy-device-api",
                 f"torch.{self._target.device_type}.{name} is internal to {self._target.package} and can only be "
                 f"called by the PyTorch framework (emulated); use {LEGACY_DEVICE_API[name]} instead",
+                op=f"torch.{self._target.device_type}.{name}",
+                rule=found[1].rule if found else "",
             )
 
     def is_available(self) -> bool:
@@ -464,6 +486,8 @@ def _check_index(device: Any = None) -> None:
             "one-device-per-process",
             f"device index {index}: {target.title} binds one device per process; "
             "changing the active device within a process is not supported (emulated)",
+            op=f"{target.device_type}:{index}",
+            rule="PC202",
         )
     raise RuntimeError(f"device index {index}: the emulated {target.name} has a single device, index 0")
 
@@ -530,6 +554,28 @@ def _autocast_kernel(func: Any) -> Callable[..., Any]:
             return func(*args, **kwargs)
 
     return kernel
+
+
+def _pin_memory(tensor: torch.Tensor, device: Any = None) -> torch.Tensor:
+    """Tensor.pin_memory: every accelerator pins host memory for itself, and the stand-in's host
+    is the CPU, so a pinned copy is a plain one. Python's hooks for PrivateUse1 have no pinned
+    allocator, so torch's own raises NotImplementedError."""
+    if tensor.device.type != "cpu":
+        raise RuntimeError(f"cannot pin '{tensor.device}' memory: only dense CPU tensors can be pinned")
+    return tensor.clone()
+
+
+def _autocast_entered(session: _Session) -> Callable[..., Any]:
+    """torch.autocast.__enter__ that counts each entry by (device type, dtype, enabled): whether
+    a port's autocast regions run on the device, and at which precision."""
+    enter = torch.amp.autocast_mode.autocast.__enter__
+
+    def entered(region: torch.amp.autocast_mode.autocast) -> Any:
+        dtype = str(region.fast_dtype).removeprefix("torch.")
+        session.log.autocast[(region.device, dtype, bool(region._enabled))] += 1
+        return enter(region)
+
+    return entered
 
 
 @contextmanager

@@ -52,6 +52,8 @@ def test_emulated_neuron_rejects_data_dependent_shapes(observed: dict[str, Any])
     assert neuron["nonzero"]["type"] == "EmulationError"
     assert neuron["nonzero"]["kind"] == "data-dependent-shape"
     assert "aten::nonzero" in neuron["nonzero"]["message"]
+    assert (neuron["nonzero"]["op"], neuron["nonzero"]["rule"]) == ("aten::nonzero", "PC501")
+    assert (neuron["mask"]["op"], neuron["mask"]["rule"]) == ("aten::index.Tensor", "PC502")  # x[x > 0]
     assert neuron["static"] == {}  # nonzero_static has a fixed shape
     assert observed["tpu"]["nonzero"] == {}  # TorchTPU runs it; the log notes it
     assert observed["tpu"]["summary"]["data_dependent_ops"] == {"aten::nonzero": 1}
@@ -75,6 +77,9 @@ def test_cuda_calls_raise(observed: dict[str, Any]) -> None:
     cuda = observed["tpu"]["cuda"]
     assert (cuda["type"], cuda["kind"]) == ("EmulationError", "cuda-only-api")
     assert cuda["message"].startswith("torch.cuda.synchronize: Torch not compiled with CUDA enabled")
+    assert (cuda["op"], cuda["rule"]) == ("torch.cuda.synchronize", "PC203")
+    legacy = observed["tpu"]["legacy"]
+    assert (legacy["op"], legacy["rule"]) == ("torch.tpu.synchronize", "PC203")  # the CUDA call it replaced
 
 
 def test_float64_is_flagged(observed: dict[str, Any]) -> None:
@@ -87,3 +92,15 @@ def test_a_process_emulates_one_target(observed: dict[str, Any]) -> None:
     second = observed["neuron"]["second_target"]
     assert second["type"] == "RuntimeError"
     assert "once per process" in second["message"]
+
+
+def test_pinned_host_memory_moves_to_the_device(observed: dict[str, Any]) -> None:
+    assert observed["tpu"]["pinned"] == "tpu:0"  # torch's own pin_memory needs a C++ allocator for PrivateUse1
+
+
+def test_autocast_entries_are_counted_by_device_type_and_dtype(observed: dict[str, Any]) -> None:
+    assert observed["tpu"]["autocast_dtype"] == "torch.bfloat16"
+    assert observed["tpu"]["summary"]["autocast"] == [
+        {"device_type": "cpu", "dtype": "bfloat16", "enabled": False, "count": 1},
+        {"device_type": "tpu", "dtype": "bfloat16", "enabled": True, "count": 1},
+    ]

@@ -56,7 +56,8 @@ def raised(call: Callable[[], Any]) -> dict[str, str]:
     try:
         call()
     except Exception as error:
-        return {"type": type(error).__name__, "kind": getattr(error, "kind", ""), "message": str(error)}
+        found = {"type": type(error).__name__, "kind": getattr(error, "kind", ""), "message": str(error)}
+        return {**found, "op": getattr(error, "op", ""), "rule": getattr(error, "rule", "")}
     return {}
 
 
@@ -83,7 +84,14 @@ def tpu() -> dict[str, Any]:
         cuda = raised(torch.cuda.synchronize)
         nonzero = raised(lambda: Positives().to("tpu")(torch.tensor([1.0, -1.0, 2.0], device="tpu")))
         torch.ones(2, device="tpu").double().sum()
+        pinned = torch.ones(2).pin_memory().to("tpu", non_blocking=True)
+        with torch.autocast("tpu", dtype=torch.bfloat16):
+            autocast_dtype = str((pinned[None] @ pinned[:, None]).dtype)
+        with torch.autocast("cpu", enabled=False):
+            pass
     return {
+        "pinned": str(pinned.device),
+        "autocast_dtype": autocast_dtype,
         "mlp": mlp_case,
         "legacy": legacy,
         "cuda": cuda,
@@ -99,6 +107,7 @@ def neuron() -> dict[str, Any]:
         x = torch.tensor([1.0, -1.0, 2.0]).to("neuron")
         result = {
             "nonzero": raised(lambda: Positives().to("neuron")(x)),
+            "mask": raised(lambda: x[x > 0]),
             "static": raised(lambda: PaddedPositives().to("neuron")(x)),
             "legacy": raised(torch.neuron.synchronize),  # TorchNeuron keeps its device module working
         }
