@@ -397,6 +397,40 @@ def smoke(
     raise typer.Exit(max(result.exit_code for result in results))
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+def run(
+    ctx: typer.Context,
+    emulate: Annotated[str, typer.Option("--emulate", help="The target to emulate on the CPU: tpu or neuron.")] = "",
+    module: Annotated[bool, typer.Option("-m", help="Run a module, like `python -m MODULE`.")] = False,
+    nproc: Annotated[
+        int, typer.Option("--nproc", help="Processes to start, like torchrun --standalone --nproc_per_node.")
+    ] = 1,
+    report: Annotated[Path | None, typer.Option("--report", help="Also write the report here, as JSON.")] = None,
+) -> None:
+    """Run a program like `python SCRIPT ARGS` on an emulated device: portcheck run --emulate tpu train.py ARGS.
+
+    Options go before the program; everything after its name is the program's. Exits with the
+    program's exit code; a report goes to stderr when it ends.
+    """
+    from portcheck.report import run_view
+    from portcheck.smoke.launch import UsageError, run_program
+
+    if not emulate:
+        raise _fail("choose the target with --emulate (tpu or neuron)")
+    name, *args = ctx.args or [""]
+    try:
+        result = run_program(emulate.lower(), name, args, module=module, nproc=nproc)
+    except UsageError as error:
+        raise _fail(str(error)) from None
+    run_view.render_text(result, sys.stderr)
+    if report is not None:
+        with report.open("w", encoding="utf-8") as out:
+            run_view.render_json(result, out)
+    raise typer.Exit(result.exit_code)
+
+
 @app.command()
 def rules(
     output_format: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
