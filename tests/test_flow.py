@@ -75,7 +75,7 @@ def test_the_body_stays_while_its_check_stays() -> None:
             torch.cuda.synchronize()
     """
     assert fixed(source, "tpu") == dedent(source)  # `x.is_cuda` needs --unsafe-fixes
-    assert "x.device.type == \"tpu\":\n        torch.accelerator.synchronize()" in fixed(source, "tpu", unsafe=True)
+    assert 'x.device.type == "tpu":\n        torch.accelerator.synchronize()' in fixed(source, "tpu", unsafe=True)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,10 @@ def test_integer_devices_are_fixed_for_cpu_and_auto_alike() -> None:
     cpu, auto = fixed(INDEXES, "cpu"), fixed(INDEXES, "auto")
     assert 'model.to("cpu")' in cpu and 'batch.to("cpu")' in cpu and 'device="cpu"' in cpu
     assert "set_device" not in cpu and "max(torch.accelerator.device_count(), 1)" in cpu
-    assert 'model.to(f"{DEVICE.type}:{gpu_id}")' in auto and 'device_ids=[gpu_id] if DEVICE.type != "cpu" else None' in auto
+    assert (
+        'model.to(f"{DEVICE.type}:{gpu_id}")' in auto
+        and 'device_ids=[gpu_id] if DEVICE.type != "cpu" else None' in auto
+    )
     assert "if torch.accelerator.is_available():\n        torch.accelerator.set_device_index(rank)" in auto
 
 

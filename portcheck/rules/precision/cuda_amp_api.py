@@ -43,8 +43,10 @@ class _Use:
     needs: tuple[edits.Spelling, ...]  # spellings the replacement uses either way
     torch: edits.Spelling | None  # `torch` here, for the torch.amp spelling
 
+
 # Since when torch.amp has the device-generic twin (with a device argument) of each name.
 _GENERIC_SINCE = {"GradScaler": (2, 3), "custom_fwd": (2, 4), "custom_bwd": (2, 4)}
+
 
 class CudaAmpApi(CudaApiRule):
     """## What it does
