@@ -3,3 +3,7 @@
 The only part of portcheck that imports torch (installed with `pip install portcheck[smoke]`);
 `scan` and `fix` never load this package.
 """
+
+from portcheck.smoke.case import SmokeCase
+
+__all__ = ["SmokeCase"]

@@ -92,6 +92,12 @@ def _check(
     max_abs = float(difference.max()) if difference.numel() else 0.0
     relative = difference / wide_expected.abs().clamp_min(torch.finfo(torch.float64).tiny)
     max_rel = float(relative[finite].max()) if bool(finite.any()) else 0.0
-    within = bool((difference <= a + r * wide_expected.abs()).all()) and same_nonfinite
-    problem = "" if same_nonfinite else "NaN or infinity where the reference has none (or the reverse)"
-    return TensorCheck(group, name, dtype, shape, max_abs, max_rel, r, a, within, problem)
+    # NaN and infinity where the reference has the same are agreement: compare the rest.
+    close = bool((difference <= a + r * wide_expected.abs())[finite].all())
+    if not same_nonfinite:
+        problem = "NaN or infinity where the reference has none (or the reverse)"
+    elif not close:
+        problem = f"differs beyond the tolerance (rtol {r:g}, atol {a:g})"
+    else:
+        problem = ""
+    return TensorCheck(group, name, dtype, shape, max_abs, max_rel, r, a, close and same_nonfinite, problem)
