@@ -360,7 +360,7 @@ def smoke(
 ) -> None:
     """Run a model on a device and on a CPU reference; compare outputs, gradients and weights; trace it."""
     from portcheck.report import smoke_view
-    from portcheck.smoke.runner import run_smoke
+    from portcheck.smoke.runner import check_usage, run_smoke
 
     if output_format not in ("text", "json"):
         raise _fail(f"unknown format {output_format!r}; choose text or json")
@@ -374,6 +374,13 @@ def smoke(
     device = device or settings.get("device", "")
     if not cases or not device:
         raise _fail("name the case (FILE.py:FACTORY) and --device, or set them in [tool.portcheck.smoke]")
+    emulate = settings.get("emulate", False) if emulate is None else emulate
+    timeout = settings.get("timeout", 300.0) if timeout is None else timeout
+    try:
+        for spec in cases:
+            check_usage(spec, device, emulate=emulate, timeout=timeout, root=Path.cwd() if specs else root)
+    except ValueError as error:
+        raise _fail(str(error)) from None
     results = [
         run_smoke(
             spec,
@@ -383,9 +390,9 @@ def smoke(
             steps=steps or settings.get("steps", 1),
             rtol=settings.get("rtol") if rtol is None else rtol,
             atol=settings.get("atol") if atol is None else atol,
-            emulate=settings.get("emulate", False) if emulate is None else emulate,
+            emulate=emulate,
             matmul_precision=matmul_precision,
-            timeout=timeout or settings.get("timeout", 300.0),
+            timeout=timeout,
             root=Path.cwd() if specs else root,
         )
         for spec in cases

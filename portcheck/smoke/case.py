@@ -56,16 +56,26 @@ def as_case(made: object) -> SmokeCase:
     raise SpecError(f"a factory must return (model, inputs), a dict or a SmokeCase, not {type(made).__name__}")
 
 
+def check_spec(spec: str, root: Path) -> tuple[str, str]:
+    """(where the factory is, its name) for `path/to/file.py:factory` or
+    `package.module:factory`; SpecError for what can be told wrong without running anything."""
+    location, _, name = spec.rpartition(":")
+    if not location or not name.isidentifier():
+        raise SpecError(f"{spec!r}: expected FILE.py:FACTORY or MODULE:FACTORY")
+    if location.endswith(".py"):
+        if not (root / location).is_file():
+            raise SpecError(f"{spec!r}: no such file {(root / location).resolve()}")
+    elif not all(part.isidentifier() for part in location.split(".")):
+        raise SpecError(f"{spec!r}: {location!r} is neither a .py file nor a module name")
+    return location, name
+
+
 def load_factory(spec: str, root: Path) -> Callable[[], object]:
     """`path/to/file.py:factory` or `package.module:factory`, relative to `root`."""
-    location, _, name = spec.rpartition(":")
-    if not location or not name:
-        raise SpecError(f"{spec!r}: expected FILE.py:FACTORY or MODULE:FACTORY")
+    location, name = check_spec(spec, root)
     sys.path.insert(0, str(root))
     if location.endswith(".py"):
         path = (root / location).resolve()
-        if not path.is_file():
-            raise SpecError(f"{spec!r}: no such file {path}")
         sys.path.insert(0, str(path.parent))
         loader_spec = importlib.util.spec_from_file_location(path.stem, path)
         assert loader_spec is not None and loader_spec.loader is not None

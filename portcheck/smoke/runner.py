@@ -20,6 +20,8 @@ from typing import Any
 from portcheck import registry
 from portcheck import targets as target_data
 from portcheck.findings import Severity
+from portcheck.smoke.case import check_spec
+from portcheck.smoke.launch import EMULATED_TARGETS
 
 FAILED_RUN = ("error", "backend-missing", "timeout", "crashed")
 
@@ -86,6 +88,29 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(item) for item in value]
     return value
+
+
+# Device types torch builds in, besides the targets' own.
+_BUILT_IN_DEVICES = frozenset({"cpu", "cuda", "mps", "xpu", "hpu", "xla", "meta", "mtia", "privateuseone"})
+
+
+def check_usage(spec: str, device: str, *, emulate: bool, timeout: float, root: Path) -> None:
+    """Raise ValueError for a case that cannot run, before any worker starts (workers take
+    seconds to import torch, and their errors would read like the device's)."""
+    check_spec(spec, root)
+    if not timeout > 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, not {timeout:g}")
+    kind, _, index = device.partition(":")
+    known = _BUILT_IN_DEVICES | {target.device_type for target in target_data.all_targets().values()}
+    if kind not in known:
+        raise ValueError(f"unknown device {device!r}; devices: {', '.join(sorted(known))}")
+    if index and not index.isdigit():
+        raise ValueError(f"{device!r}: a device index is a number")
+    facts = {target.device_type: target for target in target_data.all_targets().values()}.get(kind)
+    if index and facts is not None and facts.one_device_per_process:
+        raise ValueError(f"{device!r}: a {facts.title} process has one device; name it {kind!r}")
+    if emulate and kind not in EMULATED_TARGETS:
+        raise ValueError(f"--emulate stands in for {' and '.join(EMULATED_TARGETS)}, not {kind!r}")
 
 
 def run_smoke(

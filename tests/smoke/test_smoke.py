@@ -111,3 +111,29 @@ def test_cases_can_come_from_pyproject(tmp_path: Path, monkeypatch: pytest.Monke
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)["results"][0]
     assert (found["spec"], found["train"], found["steps"], found["verdict"]) == ("cases.py:tiny", True, 2, "pass")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("tests/smoke/cases/models.py", "--device", "tpu"), "expected FILE.py:FACTORY"),
+        (("tests/smoke/cases/absent.py:mlp", "--device", "tpu"), "no such file"),
+        (("not a module:mlp", "--device", "tpu"), "neither a .py file nor a module name"),
+        ((f"{MODELS}:mlp", "--device", "tpux"), "unknown device 'tpux'"),
+        ((f"{MODELS}:mlp", "--device", "tpu:1"), "has one device; name it 'tpu'"),
+        ((f"{MODELS}:mlp", "--device", "cuda:x"), "a device index is a number"),
+        ((f"{MODELS}:mlp", "--device", "tpu", "--timeout", "-1"), "--timeout must be a positive number"),
+        ((f"{MODELS}:mlp", "--device", "cuda", "--emulate"), "--emulate stands in for tpu and neuron"),
+    ],
+)
+def test_usage_errors_exit_2_before_any_worker_starts(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], message: str
+) -> None:
+    def no_worker(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr("portcheck.smoke.runner.subprocess.run", no_worker)
+    monkeypatch.chdir(HERE.parent.parent)
+    result = CliRunner().invoke(app, ["smoke", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.output
