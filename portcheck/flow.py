@@ -81,12 +81,6 @@ class Placement:
 NOWHERE = Placement()
 
 
-@dataclass(frozen=True)
-class _Function:
-    node: cst.FunctionDef
-    owner: str | None  # the class it is a method of
-
-
 @dataclass
 class _Site:
     """A call of one of the module's functions or classes, with the scope it was made in."""
@@ -398,19 +392,18 @@ class DeviceFlow:
         """A parameter holds an index when every call of its function within the module passes
         one, when the function is what `mp.spawn` starts (its first parameter is the process
         index), or, where the module never calls it, when it is named for one (`rank`, `gpu_id`)."""
-        node = scope.owner
-        if not isinstance(node, cst.FunctionDef):
+        function = scope.owner
+        if not isinstance(function, cst.FunctionDef):
             return False
-        function = _Function(node, self._methods.get(id(node)))
-        params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
         if name not in params:
             return False
         position = params.index(name)
-        title = function.node.name.value
-        if title in self._spawned and function.owner is None and position == 0:
+        title, owner = function.name.value, self._methods.get(id(function))
+        if title in self._spawned and owner is None and position == 0:
             return True
         passed = []
-        for site in self._sites(title, function):
+        for site in self._sites(title, owner):
             arg = _argument(site.call, position - site.skipped, name)
             if arg is None:
                 return False
@@ -419,12 +412,12 @@ class DeviceFlow:
             return all(self.holds_index(arg, where, depth + 1) for arg, where in passed)
         return _INDEX_NAME.match(name) is not None
 
-    def _sites(self, title: str, function: _Function) -> list[_Site]:
-        """Calls of a function (of a method through `self.`, of `__init__` through its class)
-        that the module makes."""
-        if function.owner is None:
+    def _sites(self, title: str, owner: str | None) -> list[_Site]:
+        """Calls of a function (of a method of `owner` through `self.`, of `__init__` through
+        its class) that the module makes."""
+        if owner is None:
             return [_Site(call, scope) for call, scope in self._calls.get(title, []) if isinstance(call.func, cst.Name)]
-        calls = self._calls.get(function.owner if title == "__init__" else title, [])
+        calls = self._calls.get(owner if title == "__init__" else title, [])
         wanted = cst.Name if title == "__init__" else cst.Attribute  # `Trainer(...)`, `self.step(...)`
         return [_Site(call, scope, 1) for call, scope in calls if isinstance(call.func, wanted)]
 

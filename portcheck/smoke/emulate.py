@@ -187,11 +187,11 @@ def emulate(target: str, *, matmul_precision: Literal["highest", "default"] = "h
     session = _Session(facts, EmulationLog(facts.name, matmul_precision), matmul_precision == "default")
     with ExitStack() as stack:
         stack.enter_context(
-            _patched(torch.cuda, is_available=lambda: False, device_count=lambda: 0, _lazy_init=session.cuda_absent)
+            patched(torch.cuda, is_available=lambda: False, device_count=lambda: 0, _lazy_init=session.cuda_absent)
         )
-        stack.enter_context(_patched(torch.accelerator, synchronize=_check_index, set_device_index=_check_index))
-        stack.enter_context(_patched(torch.Tensor, pin_memory=_pin_memory))
-        stack.enter_context(_patched(torch.amp.autocast_mode.autocast, __enter__=_autocast_entered(session)))
+        stack.enter_context(patched(torch.accelerator, synchronize=_check_index, set_device_index=_check_index))
+        stack.enter_context(patched(torch.Tensor, pin_memory=_pin_memory))
+        stack.enter_context(patched(torch.amp.autocast_mode.autocast, __enter__=_autocast_entered(session)))
         # Backward runs on this thread, not on an autograd device thread: that one would take the GIL
         # to release device tensors, and abort a process exiting meanwhile.
         stack.enter_context(torch.autograd.set_multithreading_enabled(False))
@@ -579,7 +579,8 @@ def _autocast_entered(session: _Session) -> Callable[..., Any]:
 
 
 @contextmanager
-def _patched(owner: object, **values: Any) -> Iterator[None]:
+def patched(owner: object, **values: Any) -> Iterator[None]:
+    """`owner`'s attributes set to `values` while the context is open."""
     saved = {name: getattr(owner, name) for name in values}
     for name, value in values.items():
         setattr(owner, name, value)

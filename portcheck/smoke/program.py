@@ -24,13 +24,12 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from unittest import mock
 
 import torch
 
 import portcheck
 from portcheck import targets
-from portcheck.smoke.emulate import EmulationError, emulate
+from portcheck.smoke.emulate import EmulationError, emulate, patched
 from portcheck.smoke.launch import Program
 from portcheck.targets import Target
 
@@ -178,8 +177,9 @@ def _distributed_on_gloo(target: Target) -> Iterator[None]:
 
     with ExitStack() as stack:
         for owner in (dist, c10d):
-            stack.enter_context(mock.patch.object(owner, "init_process_group", init_on_gloo))
-            stack.enter_context(mock.patch.object(owner, "get_default_backend_for_device", default_backend))
+            stack.enter_context(
+                patched(owner, init_process_group=init_on_gloo, get_default_backend_for_device=default_backend)
+            )
         yield
 
 
