@@ -73,17 +73,12 @@ class CudaApiRule(Rule):
         return cuda_api.table_edit(self.ctx, node, entry)
 
 
-def replacement_for(entry: api.ApiEntry, target: str) -> str:
-    facts = target_data.get(target)
-    return entry.replacement_on(target).format(device=facts.device_type, amp_dtype=facts.amp_dtype)
-
-
 def hint(entry: api.ApiEntry, selected: tuple[str, ...], torch_version: tuple[int, ...] | None) -> str:
     """What to write instead on the selected targets, and the caveats that apply there."""
     relevant = [t for t in selected if entry.severity_on(t) > Severity.OFF] or list(selected)
     by_text: dict[str, list[str]] = {}
     for target in relevant:
-        by_text.setdefault(replacement_for(entry, target), []).append(target)
+        by_text.setdefault(entry.replacement_text(target), []).append(target)
     if len(by_text) == 1:
         parts = [f"instead: {next(iter(by_text))}"]
     else:

@@ -354,49 +354,44 @@ def smoke(
             "bfloat16), compared with bf16 tolerances."
         ),
     ] = "highest",
-    timeout: Annotated[float | None, typer.Option(help="Seconds each device may take.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds each case may take on each device.")] = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
     config_file: ConfigFile = None,
 ) -> None:
     """Run a model on a device and on a CPU reference; compare outputs, gradients and weights; trace it."""
     from portcheck.report import smoke_view
-    from portcheck.smoke.runner import check_usage, run_smoke
+    from portcheck.smoke.runner import Settings, check_usage, run_smoke
 
     if output_format not in ("text", "json"):
         raise _fail(f"unknown format {output_format!r}; choose text or json")
     if matmul_precision not in ("highest", "high", "medium", "default"):
         raise _fail("--matmul-precision must be highest, high, medium or default")
     try:
-        root, settings = smoke_settings(Path.cwd(), config_file)
+        root, configured = smoke_settings(Path.cwd(), config_file)
     except ConfigError as error:
         raise _fail(str(error)) from None
-    cases = specs or settings.get("cases", [])
-    device = device or settings.get("device", "")
+    cases = specs or configured.get("cases", [])
+    device = device or configured.get("device", "")
     if not cases or not device:
         raise _fail("name the case (FILE.py:FACTORY) and --device, or set them in [tool.portcheck.smoke]")
-    emulate = settings.get("emulate", False) if emulate is None else emulate
-    timeout = settings.get("timeout", 300.0) if timeout is None else timeout
+    settings = Settings(
+        device,
+        reference=reference or configured.get("reference", "cpu"),
+        train=configured.get("train", False) if train is None else train,
+        steps=steps or configured.get("steps", 1),
+        rtol=configured.get("rtol") if rtol is None else rtol,
+        atol=configured.get("atol") if atol is None else atol,
+        emulate=configured.get("emulate", False) if emulate is None else emulate,
+        matmul_precision=matmul_precision,
+        timeout=configured.get("timeout", 300.0) if timeout is None else timeout,
+    )
+    root = Path.cwd() if specs else root
     try:
         for spec in cases:
-            check_usage(spec, device, emulate=emulate, timeout=timeout, root=Path.cwd() if specs else root)
-    except ValueError as error:
+            check_usage(spec, device, emulate=settings.emulate, timeout=settings.timeout, root=root)
+        results = run_smoke(cases, settings, root)
+    except ValueError as error:  # SpecError too: a factory that returned something unusable
         raise _fail(str(error)) from None
-    results = [
-        run_smoke(
-            spec,
-            device,
-            reference=reference or settings.get("reference", "cpu"),
-            train=settings.get("train", False) if train is None else train,
-            steps=steps or settings.get("steps", 1),
-            rtol=settings.get("rtol") if rtol is None else rtol,
-            atol=settings.get("atol") if atol is None else atol,
-            emulate=emulate,
-            matmul_precision=matmul_precision,
-            timeout=timeout,
-            root=Path.cwd() if specs else root,
-        )
-        for spec in cases
-    ]
     if output_format == "json":
         smoke_view.render_json(results, sys.stdout)
     else:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from portcheck import registry
 from portcheck import targets as target_data
-from portcheck.api_rule import CudaApiRule, replacement_for
+from portcheck.api_rule import CudaApiRule
 from portcheck.findings import Severity
 from portcheck.rule import Rule
 from portcheck.targets import api
@@ -85,7 +85,7 @@ def explain(code: str, target: str | None = None) -> str:
             for t in selected:
                 level = entry.severity_on(t)
                 if level > Severity.OFF and (target or t == selected[0]):
-                    out.append(f"  - {'on ' + t if target else 'instead'}: {replacement_for(entry, t)}{since}")
+                    out.append(f"  - {'on ' + t if target else 'instead'}: {entry.replacement_text(t)}{since}")
             for t, facts in entry.per_target.items():
                 if t in selected and facts.note:
                     out.append(f"  - {t}: {facts.note}")

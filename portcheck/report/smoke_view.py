@@ -52,6 +52,10 @@ def render_text(results: Sequence[SmokeResult], out: TextIO, color: bool) -> Non
         if result.checks:
             console.print(_checks_table(result))
         _print_trace(console, result)
+        for finding in result.observed:
+            console.print(Text(f"  {_located(finding)} {finding['kind']}: {finding['detail']}"))
+        for note in result.notes:
+            console.print(Text(f"  note: {note}", style="yellow"))
         for reason in result.blocking:
             console.print(Text(f"  blocking: {reason}", style="red"))
         console.print(Text(f"  verdict: {result.verdict}", style=_STYLE.get(result.verdict, "")))
@@ -89,9 +93,7 @@ def _print_trace(console: Console, result: SmokeResult) -> None:
         f"{trace['recompilations']} recompilation(s) across the alternate input shapes"
     )
     for finding in trace["findings"]:
-        where = f"{finding['path']}:{finding['line']}" if finding["path"] else "unknown location"
-        rule = f" {finding['rule']}" if finding["rule"] else ""
-        console.print(Text(f"    {where}:{rule} {finding['kind']}: {finding['detail']}"))
+        console.print(Text(f"    {_located(finding)} {finding['kind']}: {finding['detail']}"))
     emulation = next((run.emulation for run in result.runs if run.emulation), None)
     if emulation:
         counts = ", ".join(
@@ -104,3 +106,9 @@ def _print_trace(console: Console, result: SmokeResult) -> None:
             )
         )
         console.print(Text(f"  emulated {result.device}: {counts}"))
+
+
+def _located(finding: dict) -> str:
+    """`file:line: RULE` (or `unknown location:`), as scan prints a finding."""
+    where = f"{finding['path']}:{finding['line']}" if finding["path"] else "unknown location"
+    return f"{where}: {finding['rule']}" if finding["rule"] else f"{where}:"

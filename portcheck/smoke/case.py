@@ -73,10 +73,10 @@ def check_spec(spec: str, root: Path) -> tuple[str, str]:
 def load_factory(spec: str, root: Path) -> Callable[[], object]:
     """`path/to/file.py:factory` or `package.module:factory`, relative to `root`."""
     location, name = check_spec(spec, root)
-    sys.path.insert(0, str(root))
+    _importable(root)
     if location.endswith(".py"):
         path = (root / location).resolve()
-        sys.path.insert(0, str(path.parent))
+        _importable(path.parent)
         loader_spec = importlib.util.spec_from_file_location(path.stem, path)
         assert loader_spec is not None and loader_spec.loader is not None
         module = importlib.util.module_from_spec(loader_spec)
@@ -91,3 +91,9 @@ def load_factory(spec: str, root: Path) -> Callable[[], object]:
     if not callable(factory):
         raise SpecError(f"{spec!r}: {location} has no callable {name!r}")
     return factory
+
+
+def _importable(folder: Path) -> None:
+    """Put `folder` first on sys.path, once: a worker loads many cases."""
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))

@@ -1,67 +1,116 @@
-"""One device's side of a smoke run, in its own process: `python -m portcheck.smoke.worker JOB`.
+"""One device's worker for a smoke run, in its own process: `python -m portcheck.smoke.worker`.
 
 A backend plugin can crash or hang, and TorchTPU, TorchNeuron and torch_npu share the one
-PrivateUse1 slot a process has, so every device runs here, alone. The reference run builds the
-model, saves its initial weights and inputs, and traces it; every other run loads those, so
-both sides start from the same numbers. Results go to files in the job's folder: tensors to
-`<role>.pt`, everything else to `<role>.json`; the parent reads them after the process ends.
+PrivateUse1 slot a process has, so each device runs in a process of its own; importing torch
+is most of a small case's time, so that process serves every case of the run in turn. It reads
+one Job per line from stdin and answers each with one line of JSON on its original stdout
+(what the job's code prints goes to stderr). The reference run builds the model, saves its
+initial weights and inputs, and traces it; the target's run loads those, so both sides start
+from the same numbers, and both reseed before the measured run, so random draws match where
+the device draws from the CPU's generator. Tensors go to `<role>.pt` in the job's folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import os
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from portcheck import targets as target_data
+from portcheck.smoke import cuda_calls
 from portcheck.smoke.case import SmokeCase, SpecError, as_case, load_factory
+from portcheck.smoke.frames import innermost_outside_tooling
 from portcheck.smoke.runner import Job
 
 INITIAL = "initial.pt"
 
 
-def main(argv: list[str]) -> int:
-    job = Job(**json.loads(argv[0]))
-    folder = Path(job.folder)
+def main() -> int:
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the user's prints must not break the answers
+    for line in sys.stdin:
+        answers.write(json.dumps(serve(Job(**json.loads(line))), default=str) + "\n")
+        answers.flush()
+    return 0
+
+
+def serve(job: Job) -> dict[str, Any]:
+    """Run one job; every outcome, the user's errors included, is an answer."""
     status: dict[str, Any] = {"versions": {"torch": torch.__version__}}
     try:
         problem = _backend_problem(job)
         if problem:
-            status.update(status="backend-missing", detail=problem)
-            return _finish(folder, job, status, 3)
-        context = _emulation(job) if job.emulate else nullcontext(None)
-        with context as log:
-            tensors, extra = _run(job)
+            return {**status, "status": "backend-missing", "detail": problem}
+        with _restored(), _emulated(job) as log:
+            calls: Counter[cuda_calls.CudaCall] = Counter()
+            tensors, extra = _run(job, functools.partial(_watching, job, calls))
         if log is not None:
             extra["emulation"] = log.summary()
-        torch.save(tensors, folder / f"{job.role}.pt")
-        status.update(status="ok", **extra)
-        return _finish(folder, job, status, 0)
+        if calls:
+            extra["cuda_calls"] = [call.to_json(job.target, n) for call, n in sorted(calls.items(), key=_order)]
+        torch.save(tensors, Path(job.folder) / f"{job.role}.pt")
+        return {**status, "status": "ok", **extra}
     except SpecError as error:
-        status.update(status="error", detail=str(error))
+        return {**status, "status": "error", "kind": "spec", "detail": str(error)}
     except Exception as error:  # the user's model or the backend failed: report, do not crash
         kind = getattr(error, "kind", "")
-        status.update(
-            status="rejected" if kind else "error",
-            kind=kind,
-            detail=f"{type(error).__name__}: {error}",
-            where=_user_frame(error),
-            traceback=traceback.format_exc(limit=-6),
-        )
-    return _finish(folder, job, status, 1)
+        return {
+            **status,
+            "status": "rejected" if kind else "error",
+            "kind": kind,
+            "rule": getattr(error, "rule", ""),
+            "detail": str(error) if kind else f"{type(error).__name__}: {error}",  # a refusal speaks for itself
+            "where": _user_frame(error),
+            "traceback": traceback.format_exc(limit=-6),
+        }
 
 
-def _finish(folder: Path, job: Job, status: dict[str, Any], code: int) -> int:
-    (folder / f"{job.role}.json").write_text(json.dumps(status, default=str), encoding="utf-8")
-    return code
+@contextmanager
+def _restored() -> Iterator[None]:
+    """The process-wide settings a case may change, restored after it: the next case of the
+    run starts as in a fresh process."""
+    dtype, grad, precision = torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_float32_matmul_precision()
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        torch.set_float32_matmul_precision(precision)
+
+
+def _emulated(job: Job) -> AbstractContextManager[Any]:
+    """The emulated target, for the target's run with --emulate; else nothing."""
+    if not job.emulate:
+        return nullcontext(None)
+    from portcheck.smoke import emulate
+
+    precision = "highest" if job.matmul_precision == "highest" else "default"
+    return emulate.emulate(job.device.split(":")[0], matmul_precision=precision)
+
+
+def _watching(job: Job, calls: Counter[cuda_calls.CudaCall]) -> AbstractContextManager[Any]:
+    """Where the reference runs the user's code (the factory, the measured run), the CUDA
+    calls it makes, which a host without CUDA refuses with a bare error or lets pass silently.
+    Tracing is left unwatched: Dynamo would not inline the watch's wrappers."""
+    if job.role == "reference" and job.target and not torch.cuda.is_available():
+        return cuda_calls.watch(job.target, calls)
+    return nullcontext()
+
+
+def _order(item: tuple[cuda_calls.CudaCall, int]) -> tuple[str, int, str]:
+    return item[0].path, item[0].line, item[0].name
 
 
 def _backend_problem(job: Job) -> str:
@@ -85,18 +134,12 @@ def _backend_problem(job: Job) -> str:
     return ""
 
 
-def _emulation(job: Job):
-    from portcheck.smoke import emulate
-
-    precision = "highest" if job.matmul_precision == "highest" else "default"
-    return emulate.emulate(job.device.split(":")[0], matmul_precision=precision)
-
-
-def _run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
+def _run(job: Job, watching: Callable[[], AbstractContextManager[Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     torch.set_float32_matmul_precision(job.matmul_precision)
     torch.manual_seed(job.seed)
     factory = load_factory(job.spec, Path(job.root))
-    case = as_case(factory())
+    with watching():
+        case = as_case(factory())
     folder = Path(job.folder)
     extra: dict[str, Any] = {}
     if job.role == "reference":
@@ -107,11 +150,53 @@ def _run(job: Job) -> tuple[dict[str, Any], dict[str, Any]]:
         initial = torch.load(folder / INITIAL, weights_only=False)
         case.model.load_state_dict(initial["state"])
         case = dataclasses.replace(case, inputs=initial["inputs"], alternate_inputs=initial["alternates"])
+    torch.manual_seed(job.seed)  # tracing drew random numbers on the reference: both sides start here
     started = time.perf_counter()
-    tensors = _execute(case, job)
+    if job.role == "reference":
+        with watching(), _RandomDraws() as draws:
+            tensors = _execute(case, job)
+        extra["random_draws"] = draws.found()
+    else:
+        tensors = _execute(case, job)
     extra["seconds"] = round(time.perf_counter() - started, 6)
     extra["device"] = job.device
     return tensors, extra
+
+
+class _RandomDraws(TorchDispatchMode):
+    """The operators of a run that draw random numbers (dropout, randn_like...), each at the
+    first line outside torch that ran it: a device with its own generator draws other numbers
+    there by design, which a parity failure must say instead of calling it a defect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sites: dict[str, tuple[str, int]] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func.name() not in self.sites and _draws(func, args, kwargs):
+            stack = traceback.extract_stack()
+            self.sites[func.name()] = innermost_outside_tooling((f.filename, f.lineno or 0) for f in stack)
+        return func(*args, **kwargs)
+
+    def found(self) -> list[dict[str, Any]]:
+        return [
+            {"kind": "random", "detail": op.removeprefix("aten::"), "path": path, "line": line, "rule": ""}
+            for op, (path, line) in sorted(self.sites.items(), key=lambda item: (item[1], item[0]))
+        ]
+
+
+def _draws(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether this call of a seeded operator draws: attention and RNN kernels are seeded for
+    their dropout, and draw nothing with a dropout probability of 0 or outside training."""
+    if torch.Tag.nondeterministic_seeded not in func.tags:
+        return False
+    schema = func._schema.arguments
+    given = {a.name: a.default_value for a in schema if a.has_default_value()}
+    given |= {argument.name: value for argument, value in zip(schema, args)} | kwargs
+    if any(given.get(name) == 0 for name in ("p", "dropout_p", "dropout")):
+        return False
+    return given.get("train", True) is not False
 
 
 def _trace(case: SmokeCase, state: dict[str, Any]) -> dict[str, Any]:
@@ -135,6 +220,7 @@ def _execute(case: SmokeCase, job: Job) -> dict[str, Any]:
     if not job.train:
         with torch.no_grad():
             results["outputs"] = dict(_leaves(model(*inputs), "output"))
+            results["buffers"] = _buffers(model)
             _other_shapes(model, case, device)
         return _to_cpu(results)
     optimizer = case.optimizer(model.parameters()) if case.optimizer else torch.optim.SGD(model.parameters(), lr=0.01)
@@ -151,10 +237,17 @@ def _execute(case: SmokeCase, job: Job) -> dict[str, Any]:
         losses.append(loss.detach())
         optimizer.step()
     results["losses"] = {f"loss[step {index}]": loss for index, loss in enumerate(losses)}
+    results["weights"] = {name: p.detach() for name, p in model.named_parameters()}
+    results["buffers"] = _buffers(model)
     with torch.no_grad():
         _other_shapes(model, case, device)
-    results["weights"] = {name: p.detach() for name, p in model.named_parameters()}
     return _to_cpu(results)
+
+
+def _buffers(model: Any) -> dict[str, torch.Tensor]:
+    """Running statistics (BatchNorm), EMA weights and other state a step updates; copied,
+    since the alternate inputs run next and may update them again."""
+    return {name: buffer.detach().clone() for name, buffer in model.named_buffers()}
 
 
 def _other_shapes(model: Any, case: SmokeCase, device: torch.device) -> None:
@@ -202,13 +295,11 @@ def _to_cpu(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _user_frame(error: BaseException) -> str:
-    """The innermost frame of the traceback that is the user's code, as `file:line`."""
-    where = ""
-    for frame in traceback.extract_tb(error.__traceback__):
-        if "/torch/" not in frame.filename and "/portcheck/" not in frame.filename:
-            where = f"{frame.filename}:{frame.lineno}"
-    return where
+    """The innermost frame of the traceback outside torch and portcheck, as `file:line`."""
+    frames = traceback.extract_tb(error.__traceback__)
+    path, line = innermost_outside_tooling((frame.filename, frame.lineno or 0) for frame in frames)
+    return f"{path}:{line}" if path else ""
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

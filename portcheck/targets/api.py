@@ -10,6 +10,7 @@ from importlib import resources
 
 from portcheck.findings import FixSafety, Severity
 from portcheck.targets import SCHEMA, TARGET_ORDER
+from portcheck.targets import get as target_facts
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -88,6 +89,11 @@ class ApiEntry:
     def replacement_on(self, target: str) -> str:
         facts = self.per_target.get(target)
         return facts.replacement if facts is not None and facts.replacement else self.replacement
+
+    def replacement_text(self, target: str) -> str:
+        """The replacement as shown to users of `target`, its placeholders filled in."""
+        facts = target_facts(target)
+        return self.replacement_on(target).format(device=facts.device_type, amp_dtype=facts.amp_dtype)
 
     def fix_on(self, target: str) -> Replacement | None:
         """The code a fix writes on `target`: the target's own rename or expression if the

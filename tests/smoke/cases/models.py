@@ -94,3 +94,76 @@ def hangs():
 
 def not_a_case():
     return 42
+
+
+class Noisy(nn.Module):
+    """Draws random numbers in forward: dropout in training mode and a noise term."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 6)
+        self.dropout = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.dropout(self.linear(x))
+        return y + 0.1 * torch.randn_like(y)
+
+
+def noisy():
+    return Noisy(), torch.randn(4, 6)
+
+
+class CudaCalls(nn.Module):
+    """A forward written for CUDA: `how` says which call it makes."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "synchronize":
+            torch.cuda.synchronize()
+        elif self.how == "tensor":
+            x = x.cuda()
+        else:  # calls that pass silently without CUDA
+            torch.cuda.empty_cache()
+            self.allocated = torch.cuda.memory_allocated()
+            with torch.cuda.amp.autocast():
+                return self.linear(x)
+        return self.linear(x)
+
+
+def synchronizes():
+    return CudaCalls("synchronize"), torch.randn(2, 3)
+
+
+def moves_to_cuda():
+    return CudaCalls("tensor"), torch.randn(2, 3)
+
+
+def silent_cuda_calls():
+    return CudaCalls("silent"), torch.randn(2, 3)
+
+
+class Averages(nn.Module):
+    """Keeps a running average in a buffer, which drifts off the CPU; the output does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+        self.register_buffer("average", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        drift = 1.0 if x.device.type == "cpu" else 1.01
+        self.average.mul_(0.9).add_(0.1 * drift * x.mean(0))
+        return self.linear(x)
+
+
+def averages():
+    return Averages(), torch.randn(4, 3)
+
+
+def batch_norm_in_training():
+    model = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4), nn.ReLU())
+    return model.train(), torch.randn(8, 5)
