@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # pull a multi-GB CUDA build). Installed first so the project's extras do not replace it.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo smoke-demo bench sweep fuzz test clean
+.PHONY: setup demo smoke-demo bench bench-smoke sweep fuzz test clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,10 @@ smoke-demo: setup
 bench: setup
 	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
 	$(BIN)/python bench/run.py
+
+# What a smoke case costs: six small cases in one run against one run per case.
+bench-smoke: setup
+	$(BIN)/python bench/smoke.py
 
 # Not part of the tests either: real code through scan and fix, and the long fuzz run.
 sweep: setup
