@@ -49,6 +49,7 @@ def _lines(process: ProcessRun, device_type: str) -> list[str]:
         f"compilations: {emulation['compilations']} ({emulation['recompilations']} recompilations: "
         "one graph per distinct input shape of each outermost module)",
         f"data-dependent ops: {_counts(emulation['data_dependent_ops'])}",
+        f"host syncs: {_counts(emulation['host_syncs'])}",
         f"float64 ops: {_counts(emulation['float64_ops'])}",
         f"autocast: {_autocast(emulation['autocast'], device_type)}",
     ]

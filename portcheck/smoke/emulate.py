@@ -70,6 +70,9 @@ _CROSS_DEVICE = {
     aten._pad_packed_sequence.default,
     aten._ctc_loss.Tensor,
 }
+# The advanced-indexing ops among them, (self, indices, ...): CPU indices may index a device
+# tensor, but device indices may not index a CPU tensor.
+_INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
 # Positions of the multiplied operands of float32 matmuls, rounded to bfloat16 at TPU's default precision.
 _MATMUL_OPERANDS = {
     aten.mm.default: (0, 1),
@@ -82,9 +85,10 @@ _MATMUL_OPERANDS = {
     aten.addmv.default: (1, 2),
     aten.convolution.default: (0, 1),
 }
-# What device allocations decompose into, plus copy_ for torch.tensor(..., device=), which runs
-# with the Python dispatch key excluded.
-_DEVICE_KERNELS = ("empty.memory_format", "empty_strided", "copy_")
+# What device allocations decompose into, plus what torch.tensor runs with the Python dispatch
+# key excluded: copy_ for torch.tensor(..., device=), _local_scalar_dense for torch.tensor([t, u])
+# of device scalars.
+_DEVICE_KERNELS = ("empty.memory_format", "empty_strided", "copy_", "_local_scalar_dense")
 # What autocast runs at lower precision on CPU and CUDA alike (TorchTPU's own list is not
 # published); other ops run at the precision they are given.
 _AUTOCAST_OPS = (
@@ -93,6 +97,7 @@ _AUTOCAST_OPS = (
     *("conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input"),
 )
 _AUTOCAST_KEY = torch._C.DispatchKey.AutocastPrivateUse1
+_PYTHON_KEY = torch._C.DispatchKey.Python
 # Ops torch implements by device type: off the CPU, SDPA takes its math path and the RNNs fused
 # cells the CPU lacks. They run on CPU copies (differentiable), so the numbers are the CPU's.
 _CPU_ROUTED = (
@@ -131,6 +136,7 @@ class EmulationLog:
     graphs: dict[str, list[Signature]] = field(default_factory=dict)  # outermost module -> input signatures
     float64_ops: Counter[str] = field(default_factory=Counter)
     data_dependent_ops: Counter[str] = field(default_factory=Counter)
+    host_syncs: Counter[str] = field(default_factory=Counter)  # device values read on the host, by what read them
     autocast: Counter[tuple[str, str, bool]] = field(default_factory=Counter)  # (device type, dtype, enabled) entries
 
     @property
@@ -159,6 +165,7 @@ class EmulationLog:
             },
             "float64_ops": dict(self.float64_ops),
             "data_dependent_ops": dict(self.data_dependent_ops),
+            "host_syncs": dict(self.host_syncs),
             "autocast": [
                 {"device_type": device_type, "dtype": dtype, "enabled": enabled, "count": count}
                 for (device_type, dtype, enabled), count in sorted(self.autocast.items())
@@ -170,10 +177,12 @@ class EmulationLog:
 def emulate(target: str, *, matmul_precision: Literal["highest", "default"] = "highest") -> Iterator[EmulationLog]:
     """Run the body as if on `target`, on the CPU, and yield what the stand-in observes.
 
-    Raises EmulationError where the target would fail: a data-dependent output shape where
-    dynamic shapes are unsupported (neuron), float64 where unsupported, torch.cuda calls, legacy
-    `torch.<device>.*` calls where rejected (tpu), tensors left on the CPU, a second device index.
-    Elsewhere it logs: compilations per input shape, float64 ops, data-dependent ops (tpu).
+    Raises EmulationError where the target would fail: a data-dependent output shape or a size
+    or index bound read from device data where dynamic shapes are unsupported (neuron), float64
+    where unsupported, torch.cuda calls, legacy `torch.<device>.*` calls where rejected (tpu),
+    tensors left on the CPU (also a CPU tensor indexed by device indices), a second device index.
+    Elsewhere it logs: compilations per input shape, float64 ops, data-dependent ops (tpu), and
+    host syncs (`.item()`, `float(t)`, `.tolist()`, printing), which no target refuses.
     `matmul_precision="default"` rounds float32 matmul operands to bfloat16, as TPU does unless
     asked for "highest"; "highest" keeps the numbers identical to the CPU's. One target per
     process (see the module docstring)."""
@@ -239,15 +248,32 @@ class _Hosted(torch.Tensor):
         return _Hosted(inner["host"])
 
     def tolist(self) -> Any:  # refused for subclasses, like printing
+        _host_sync("Tensor.tolist")
         return self.host.tolist()
 
     def __format__(self, spec: str) -> str:
-        return format(self.host, spec) if self.dim() == 0 else super().__format__(spec)
+        if self.dim():
+            return super().__format__(spec)  # through __repr__
+        _host_sync("Tensor.__format__")
+        return format(self.host, spec)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
         # torch's printer refuses subclasses (.tolist()): format the host tensor's values instead
+        _host_sync("Tensor.__repr__")
         contents = tensor_contents or torch._tensor_str._tensor_str(self.host, indent=len("tensor("))
         return "tensor(" + super().__repr__(tensor_contents=contents).removeprefix(f"{type(self).__name__}(")
+
+    def __index__(self) -> int:
+        # Python calls __index__ where it needs an integer position or count: slice bounds
+        # (x[: n.max()]), range(t), a list index, torch's int arguments (a dim, a chunk count).
+        # int(t), float(t), bool(t) and t.item() read the value through __int__, __float__,
+        # __bool__ and item() instead: host syncs (PC503), counted at dispatch, never refused as
+        # shapes. torch.tensor([t]) reads its elements here too, with the Python dispatch key
+        # excluded: values, not bounds. Sizes torch parses in C++ (torch.zeros(t), x.view(t, -1))
+        # call item() directly, which dispatch cannot tell from t.item(): host syncs only.
+        if _SESSION is not None and not torch._C._dispatch_tls_is_dispatch_key_excluded(_PYTHON_KEY):
+            _SESSION.bound_read()
+        return super().__index__()
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -300,6 +326,12 @@ def _rounded(func: Any, args: tuple) -> tuple:
     )
 
 
+def _host_sync(name: str) -> None:
+    """Count a read of device values on the host that does not pass through dispatch."""
+    if _SESSION is not None:
+        _SESSION.log.host_syncs[name] += 1
+
+
 def _data_dependent(func: Any, args: tuple, kwargs: dict) -> bool:
     """Whether the op's output shape depends on tensor values (torch tags these ops)."""
     if torch.Tag.dynamic_output_shape not in func.tags:
@@ -323,9 +355,30 @@ class _Session:
         self.depth = 0  # nesting of module calls, to find the outermost
 
     def before(self, func: Any, args: tuple, kwargs: dict) -> None:
-        """A data-dependent output shape fails before the op runs, as in a compiler."""
-        if not _data_dependent(func, args, kwargs):
+        """Refusals that come before the op runs, as in a compiler (and before an in-place op
+        writes), and the host syncs: torch tags the ops that read a value back (.item())."""
+        if func in _INDEXING:
+            self.check_indices(func, args)
+        if torch.Tag.data_dependent_output in func.tags:
+            self.log.host_syncs[func.name()] += 1
+        if _data_dependent(func, args, kwargs):
+            self.data_dependent(func)
+
+    def check_indices(self, func: Any, args: tuple) -> None:
+        """Device indices into a CPU tensor: torch's index kernels and the targets' reject them."""
+        indexed, indices = args[0], args[1]
+        if isinstance(indexed, _Hosted) or not any(isinstance(index, _Hosted) for index in indices):
             return
+        raise EmulationError(
+            "device-mismatch",
+            f"{func.name()}: indices should be either on cpu or on the same device as the indexed tensor (cpu), "
+            f"but they are on {_DEVICE} and the indexed tensor of shape {tuple(indexed.shape)} is on the CPU "
+            f"(emulated {self.target.name}); move the indexed tensor with .to(device), or the indices with .cpu()",
+            op=func.name(),
+        )
+
+    def data_dependent(self, func: Any) -> None:
+        """An op whose output shape depends on the data: refused where shapes must be static, else logged."""
         if self.target.dynamic_shapes == "unsupported":
             raise EmulationError(
                 "data-dependent-shape",
@@ -336,6 +389,21 @@ class _Session:
                 rule="PC502" if func is aten.index.Tensor else "PC501",  # boolean-mask indexing, or another op
             )
         self.log.data_dependent_ops[func.name()] += 1
+
+    def bound_read(self) -> None:
+        """A device value used as a size or index bound (see _Hosted.__index__): the shape that
+        follows depends on the data, refused where shapes must be static, else logged."""
+        op = "Tensor.__index__"
+        if self.target.dynamic_shapes == "unsupported":
+            raise EmulationError(
+                "data-dependent-shape",
+                f"{op}: a device value used as a slice bound, count or index (x[:n], range(n)) makes a "
+                f"data-dependent shape, and {self.target.title} compiles only static shapes (emulated); slice to "
+                "a fixed size and mask the rest (torch.arange(N) < n), or pad to a few bucket sizes",
+                op=op,
+                rule="PC505",
+            )
+        self.log.data_dependent_ops[op] += 1
 
     def after(self, func: Any, inputs: list[torch.Tensor], made: list[torch.Tensor]) -> None:
         """Checks of an op that made tensors (not of metadata queries): placement, float64."""

@@ -104,3 +104,39 @@ def test_autocast_entries_are_counted_by_device_type_and_dtype(observed: dict[st
         {"device_type": "cpu", "dtype": "bfloat16", "enabled": False, "count": 1},
         {"device_type": "tpu", "dtype": "bfloat16", "enabled": True, "count": 1},
     ]
+
+
+def test_a_slice_bound_read_from_the_device_is_a_data_dependent_shape(observed: dict[str, Any]) -> None:
+    neuron = observed["neuron"]["bounds"]
+    for case in ("slice", "range"):  # x[: lengths.max()], range(lengths.max())
+        refusal = neuron[case]
+        assert (refusal["type"], refusal["kind"]) == ("EmulationError", "data-dependent-shape")
+        assert (refusal["op"], refusal["rule"]) == ("Tensor.__index__", "PC505")
+        assert "compiles only static shapes" in refusal["message"]
+    tpu = observed["tpu"]["bounds"]
+    assert tpu["slice"] == tpu["range"] == {}  # TorchTPU runs them; the log notes them
+    assert tpu["summary"]["data_dependent_ops"] == {"Tensor.__index__": 2}
+
+
+def test_a_value_read_on_the_host_is_a_host_sync_not_a_shape(observed: dict[str, Any]) -> None:
+    for target in TARGETS:
+        bounds, scaled = observed[target]["bounds"], observed[target]["scaled"]
+        assert bounds["numbers"] == bounds["printed"] == bounds["tensor_of"] == scaled["error"] == {}
+        assert scaled["summary"]["data_dependent_ops"] == {}
+        assert scaled["summary"]["host_syncs"] == {"aten::_local_scalar_dense": 3}  # float(x.mean()) per forward
+    printed = {"Tensor.tolist": 1, "Tensor.__format__": 1, "Tensor.__repr__": 1}
+    # tpu also reads the slice's and range's bounds; neuron refuses them before the read
+    assert observed["tpu"]["bounds"]["summary"]["host_syncs"] == {"aten::_local_scalar_dense": 8, **printed}
+    assert observed["neuron"]["bounds"]["summary"]["host_syncs"] == {"aten::_local_scalar_dense": 6, **printed}
+
+
+def test_a_cpu_tensor_indexed_by_device_indices_is_a_device_mismatch(observed: dict[str, Any]) -> None:
+    for target in TARGETS:
+        indexing = observed[target]["indexing"]
+        for case in ("index", "put", "index_put_"):  # table[index], table[index] = v, table.index_put_(...)
+            refusal = indexing[case]
+            assert (refusal["type"], refusal["kind"]) == ("EmulationError", "device-mismatch")
+            assert "indices should be either on cpu or on the same device as the indexed tensor" in refusal["message"]
+            assert ".to(device)" in refusal["message"] and ".cpu()" in refusal["message"]
+        assert indexing["unchanged"] == [0.0, 1.0, 2.0, 3.0, 4.0]  # refused before the write
+        assert indexing["device_table"] == {}  # a device tensor indexed by CPU indices, as on CUDA

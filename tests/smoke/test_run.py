@@ -195,6 +195,44 @@ def test_neuron_refuses_a_data_dependent_shape_at_the_user_s_line(tmp_path: Path
     assert (error["kind"], error["rule"], error["where"]) == ("data-dependent-shape", "PC502", "masked.py:4")
 
 
+def test_neuron_refuses_a_slice_bound_read_from_the_device(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "sliced.py",
+        """\
+        import torch
+
+        x = torch.arange(6.0, device="neuron")
+        lengths = torch.tensor([2, 4], device="neuron")
+        head = x[: lengths.max()]
+        """,
+    )
+    done, report = portcheck_run(tmp_path, "--emulate", "neuron", "sliced.py")
+    assert done.returncode == 1
+    assert "sliced.py:5: the emulated neuron refused Tensor.__index__ (PC505" in done.stderr
+    error = report["processes"][0]["error"]
+    assert (error["kind"], error["rule"], error["where"]) == ("data-dependent-shape", "PC505", "sliced.py:5")
+
+
+def test_host_syncs_are_counted_apart_from_data_dependent_ops(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "scaled.py",
+        """\
+        import torch
+
+        x = torch.arange(4.0, device="tpu")
+        for step in range(3):
+            x = x * float(x.mean())
+        """,
+    )
+    done, report = portcheck_run(tmp_path, "--emulate", "tpu", "scaled.py")
+    assert done.returncode == 0, done.stderr
+    emulation = report["processes"][0]["emulation"]
+    assert (emulation["host_syncs"], emulation["data_dependent_ops"]) == ({"aten::_local_scalar_dense": 3}, {})
+    assert "host syncs: aten::_local_scalar_dense x3" in done.stderr
+
+
 def test_the_program_sees_what_python_gives_it_and_its_exit_code_is_ours(tmp_path: Path) -> None:
     write(
         tmp_path,

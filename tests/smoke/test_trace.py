@@ -48,6 +48,7 @@ def test_a_clean_mlp_is_one_graph_with_nothing_to_report() -> None:
             finding("graph-break", "dynamic shape operator nonzero (boolean mask indexing)", "mask", "PC502"),
         ),
         ("Item", finding("host-sync", "Tensor.item()", "item", "PC503")),
+        ("FloatOfMean", finding("host-sync", "Tensor.item()", "float", "PC503")),  # float(t) reads it with item()
         ("Branch", finding("graph-break", "branch on a tensor value (generic_jump)", "branch", "PC504")),
     ],
 )
@@ -79,6 +80,13 @@ def test_a_captured_data_dependent_operator_is_reported_from_the_graph() -> None
         result = trace(patterns.Nonzero(), (torch.randn(8),))
     assert (result.graphs, result.graph_breaks) == (1, 0)
     assert result.findings == (finding("data-dependent-op", "nonzero", "nonzero", "PC501"),)
+
+
+def test_a_captured_scalar_read_is_a_host_sync_not_a_data_dependent_op() -> None:
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        result = trace(patterns.FloatOfMean(), (torch.randn(8),))
+    assert (result.graphs, result.graph_breaks) == (1, 0)
+    assert result.findings == (finding("host-sync", "Tensor.item()", "float", "PC503"),)
 
 
 def test_each_new_input_shape_recompiles_with_dynamic_false() -> None:

@@ -52,6 +52,14 @@ class PaddedPositives(nn.Module):
         return x[torch.nonzero_static(x > 0, size=x.numel(), fill_value=0)[:, 0]]
 
 
+class MeanScale(nn.Module):
+    """Scales by its input's mean, read back as a Python float: a host sync (PC503), not a shape."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = float(x.mean())
+        return x * scale
+
+
 def raised(call: Callable[[], Any]) -> dict[str, str]:
     try:
         call()
@@ -67,6 +75,46 @@ def recompilations(batch_sizes: list[int]) -> dict[str, Any]:
         for size in batch_sizes:
             model(torch.ones(size, 4, device="tpu"))
     return {"recompilations": log.recompilations, "graphs": log.summary()["graphs"]}
+
+
+def scaled(target: str) -> dict[str, Any]:
+    """Three forwards of MeanScale: three host syncs, no data-dependent op."""
+    with emulate(target) as log:
+        model, x = MeanScale().to(target), torch.arange(4.0).to(target)
+        error = raised(lambda: [model(x) for _ in range(3)])
+    return {"error": error, "summary": log.summary()}
+
+
+def bounds(target: str) -> dict[str, Any]:
+    """Device values read on the host: as a size or index bound (a data-dependent shape), and as
+    numbers (host syncs)."""
+    with emulate(target) as log:
+        x, lengths = torch.arange(6.0).to(target), torch.tensor([2, 4]).to(target)
+        result = {
+            "slice": raised(lambda: x[: lengths.max()]),
+            "range": raised(lambda: range(lengths.max())),
+            "numbers": raised(lambda: (float(x.mean()), int(lengths.max()), lengths.max().item(), bool(lengths.min()))),
+            "printed": raised(lambda: (lengths.tolist(), f"{x.mean():.2f}", str(x))),
+            "tensor_of": raised(lambda: torch.tensor([lengths.max(), lengths.min()])),  # elements, not bounds
+        }
+    return {**result, "summary": log.summary()}
+
+
+def indexing(target: str) -> dict[str, Any]:
+    """A CPU tensor indexed by device indices (refused, and left as it was), and the reverse (fine)."""
+    with emulate(target):
+        table, index = torch.arange(5.0), torch.tensor([0, 2]).to(target)
+
+        def put() -> None:
+            table[index] = torch.ones(2)
+
+        return {
+            "index": raised(lambda: table[index]),
+            "put": raised(put),
+            "index_put_": raised(lambda: table.index_put_((index,), torch.ones(2), accumulate=True)),
+            "unchanged": table.tolist(),
+            "device_table": raised(lambda: table.to(target)[index.cpu()]),
+        }
 
 
 def tpu() -> dict[str, Any]:
@@ -99,6 +147,9 @@ def tpu() -> dict[str, Any]:
         "summary": log.summary(),
         "three_shapes": recompilations([2, 3, 5]),
         "one_shape": recompilations([3, 3, 3]),
+        "scaled": scaled("tpu"),
+        "bounds": bounds("tpu"),
+        "indexing": indexing("tpu"),
     }
 
 
@@ -111,7 +162,14 @@ def neuron() -> dict[str, Any]:
             "static": raised(lambda: PaddedPositives().to("neuron")(x)),
             "legacy": raised(torch.neuron.synchronize),  # TorchNeuron keeps its device module working
         }
-    return {**result, "summary": log.summary(), "second_target": raised(lambda: emulate("tpu").__enter__())}
+    return {
+        **result,
+        "summary": log.summary(),
+        "scaled": scaled("neuron"),
+        "bounds": bounds("neuron"),
+        "indexing": indexing("neuron"),
+        "second_target": raised(lambda: emulate("tpu").__enter__()),
+    }
 
 
 if __name__ == "__main__":

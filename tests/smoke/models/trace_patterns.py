@@ -35,6 +35,12 @@ class Item(torch.nn.Module):
         return x * scale
 
 
+class FloatOfMean(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = float(x.mean())  # at: float
+        return x * scale
+
+
 class Branch(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.sum() > 0:  # at: branch
