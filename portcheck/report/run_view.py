@@ -52,6 +52,7 @@ def _lines(process: ProcessRun, device_type: str) -> list[str]:
         f"host syncs: {_counts(emulation['host_syncs'])}",
         f"float64 ops: {_counts(emulation['float64_ops'])}",
         f"autocast: {_autocast(emulation['autocast'], device_type)}",
+        f"CUDA calls: {_cuda_calls(emulation.get('cuda_calls', ()))}",
     ]
     if process.error:
         error = process.error
@@ -73,3 +74,9 @@ def _autocast(entries: list[dict[str, Any]], device_type: str) -> str:
         elsewhere = "" if entry["device_type"] == device_type else f", not on {device_type}"
         parts.append(f"{entry['device_type']} {entry['dtype']} x{entry['count']}{state}{elsewhere}")
     return "; ".join(parts) or "never entered"
+
+
+def _cuda_calls(calls: Any) -> str:
+    """Each place that called torch.cuda, with its rule: without CUDA most such calls pass
+    silently (a no-op, a 0, autocast turned off), so the run alone would not show them."""
+    return "; ".join(f"{c['op']} ({c['rule']}) at {c['path']}:{c['line']} x{c['count']}" for c in calls) or "none"

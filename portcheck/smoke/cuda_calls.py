@@ -1,6 +1,6 @@
 """torch.cuda in a run without CUDA: the smoke reference on the CPU, an emulated target.
 
-Inside `watch(target)` each call of a `torch.cuda` function or class made from outside torch
+Inside `watch(target)` torch.cuda behaves as on a host without CUDA, each call of a `torch.cuda` function or class made from outside torch
 is recorded with the rule that reports it in source, and a call that fails for want of a GPU
 raises a `Refusal` naming the call, the rule and what to write instead, where torch says only
 "Torch not compiled with CUDA enabled". Recording the calls that succeed matters as much:
@@ -93,14 +93,31 @@ def watch(target: str, calls: Counter[CudaCall] | None = None) -> Iterator[Count
     its replacements."""
     calls = Counter() if calls is None else calls
     with ExitStack() as stack:
-        stack.enter_context(patched(torch.cuda, _lazy_init=functools.partial(_absent, target)))
+        stack.enter_context(
+            patched(
+                torch.cuda,
+                is_available=_returning(torch.cuda.is_available, False),  # also on a machine with a GPU
+                device_count=_returning(torch.cuda.device_count, 0),
+                _lazy_init=functools.partial(_absent, target),
+            )
+        )
         for owner, attribute, name in _watched():
             original = vars(owner)[attribute]
-            wrapped = _recording(name, target, calls, inspect.unwrap(getattr(original, "__func__", original)))
+            wrapped = _recording(name, target, calls, getattr(original, "__func__", original))
             stack.enter_context(
                 patched(owner, **{attribute: staticmethod(wrapped) if isinstance(original, staticmethod) else wrapped})
             )
         yield calls
+
+
+def _returning(function: Callable[..., Any], value: object) -> Callable[..., Any]:
+    """`function` as on a host without CUDA; it keeps its name and module, so it is watched too."""
+
+    @functools.wraps(function)
+    def absent(*args: Any, **kwargs: Any) -> object:
+        return value
+
+    return absent
 
 
 def _watched() -> Iterator[tuple[object, str, str]]:

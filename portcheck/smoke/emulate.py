@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import torch
 from torch.utils._python_dispatch import return_and_correct_aliasing
@@ -38,6 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_map_only
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
 from portcheck import targets
+from portcheck.smoke.cuda_calls import CudaCall, Refusal, patched, watch
 from portcheck.targets import Target
 from portcheck.targets.api import lookup
 
@@ -97,7 +98,6 @@ _AUTOCAST_OPS = (
     *("conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input"),
 )
 _AUTOCAST_KEY = torch._C.DispatchKey.AutocastPrivateUse1
-_PYTHON_KEY = torch._C.DispatchKey.Python
 # Ops torch implements by device type: off the CPU, SDPA takes its math path and the RNNs fused
 # cells the CPU lacks. They run on CPU copies (differentiable), so the numbers are the CPU's.
 _CPU_ROUTED = (
@@ -113,18 +113,10 @@ _CPU_ROUTED = (
 Signature = tuple[tuple[tuple[int, ...], str], ...]
 
 
-class EmulationError(RuntimeError):
+class EmulationError(Refusal):
     """What the real target would have raised. `kind`: data-dependent-shape, float64,
-    cuda-only-api, legacy-device-api, device-mismatch or one-device-per-process. `op` names the
-    refused operator or call, and `rule` the static rule that reports it in source ("" if none),
-    so a refusal at run time reads like the finding `scan` gives for the same line."""
-
-    def __init__(self, kind: str, detail: str, *, op: str = "", rule: str = "") -> None:
-        super().__init__(detail)
-        self.kind = kind
-        self.detail = detail
-        self.op = op
-        self.rule = rule
+    legacy-device-api, device-mismatch or one-device-per-process (a torch.cuda call is refused
+    as cuda-only-api by portcheck.smoke.cuda_calls, whose Refusal this is too)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +129,7 @@ class EmulationLog:
     float64_ops: Counter[str] = field(default_factory=Counter)
     data_dependent_ops: Counter[str] = field(default_factory=Counter)
     host_syncs: Counter[str] = field(default_factory=Counter)  # device values read on the host, by what read them
+    cuda_calls: Counter[CudaCall] = field(default_factory=Counter)  # torch.cuda calls, also those that pass silently
     autocast: Counter[tuple[str, str, bool]] = field(default_factory=Counter)  # (device type, dtype, enabled) entries
 
     @property
@@ -166,6 +159,10 @@ class EmulationLog:
             "float64_ops": dict(self.float64_ops),
             "data_dependent_ops": dict(self.data_dependent_ops),
             "host_syncs": dict(self.host_syncs),
+            "cuda_calls": [
+                call.to_json(self.target, count)
+                for call, count in sorted(self.cuda_calls.items(), key=lambda item: (item[0].path, item[0].line))
+            ],
             "autocast": [
                 {"device_type": device_type, "dtype": dtype, "enabled": enabled, "count": count}
                 for (device_type, dtype, enabled), count in sorted(self.autocast.items())
@@ -177,8 +174,8 @@ class EmulationLog:
 def emulate(target: str, *, matmul_precision: Literal["highest", "default"] = "highest") -> Iterator[EmulationLog]:
     """Run the body as if on `target`, on the CPU, and yield what the stand-in observes.
 
-    Raises EmulationError where the target would fail: a data-dependent output shape or a size
-    or index bound read from device data where dynamic shapes are unsupported (neuron), float64
+    Raises EmulationError where the target would fail: a data-dependent output shape or a slice
+    bound read from device data where dynamic shapes are unsupported (neuron), float64
     where unsupported, torch.cuda calls, legacy `torch.<device>.*` calls where rejected (tpu),
     tensors left on the CPU (also a CPU tensor indexed by device indices), a second device index.
     Elsewhere it logs: compilations per input shape, float64 ops, data-dependent ops (tpu), and
@@ -195,9 +192,7 @@ def emulate(target: str, *, matmul_precision: Literal["highest", "default"] = "h
     _install(facts)
     session = _Session(facts, EmulationLog(facts.name, matmul_precision), matmul_precision == "default")
     with ExitStack() as stack:
-        stack.enter_context(
-            patched(torch.cuda, is_available=lambda: False, device_count=lambda: 0, _lazy_init=session.cuda_absent)
-        )
+        stack.enter_context(watch(facts.name, session.log.cuda_calls))
         stack.enter_context(patched(torch.accelerator, synchronize=_check_index, set_device_index=_check_index))
         stack.enter_context(patched(torch.Tensor, pin_memory=_pin_memory))
         stack.enter_context(patched(torch.amp.autocast_mode.autocast, __enter__=_autocast_entered(session)))
@@ -264,16 +259,16 @@ class _Hosted(torch.Tensor):
         return "tensor(" + super().__repr__(tensor_contents=contents).removeprefix(f"{type(self).__name__}(")
 
     def __index__(self) -> int:
-        # Python calls __index__ where it needs an integer position or count: slice bounds
-        # (x[: n.max()]), range(t), a list index, torch's int arguments (a dim, a chunk count).
-        # int(t), float(t), bool(t) and t.item() read the value through __int__, __float__,
-        # __bool__ and item() instead: host syncs (PC503), counted at dispatch, never refused as
-        # shapes. torch.tensor([t]) reads its elements here too, with the Python dispatch key
-        # excluded: values, not bounds. Sizes torch parses in C++ (torch.zeros(t), x.view(t, -1))
-        # call item() directly, which dispatch cannot tell from t.item(): host syncs only.
-        if _SESSION is not None and not torch._C._dispatch_tls_is_dispatch_key_excluded(_PYTHON_KEY):
-            _SESSION.bound_read()
-        return super().__index__()
+        # Python asks for an integer here for a slice bound (x[: n.max()]), range(t), a list
+        # index. Only the slice makes a shape: the value is noted, and the slice op that follows
+        # at once with it as a bound is the data-dependent one (see _Session.before). int(t),
+        # float(t) and t.item() do not come here: they are host syncs, counted at dispatch.
+        # (Overriding __getitem__ instead would make device scalars Python sequences, which
+        # torch.tensor([t, u]) then fails to read.)
+        value = super().__index__()
+        if _SESSION is not None:
+            _SESSION.values_read.append(value)
+        return value
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -353,12 +348,15 @@ class _Session:
         self.log = log
         self.round_matmuls = round_matmuls
         self.depth = 0  # nesting of module calls, to find the outermost
+        self.values_read: list[int] = []  # device values just read as integers (Tensor.__index__)
 
     def before(self, func: Any, args: tuple, kwargs: dict) -> None:
         """Refusals that come before the op runs, as in a compiler (and before an in-place op
         writes), and the host syncs: torch tags the ops that read a value back (.item())."""
         if func in _INDEXING:
             self.check_indices(func, args)
+        if func is aten.slice.Tensor and any(isinstance(b, int) and b in self.values_read for b in args[2:5]):
+            self.bound_read()
         if torch.Tag.data_dependent_output in func.tags:
             self.log.host_syncs[func.name()] += 1
         if _data_dependent(func, args, kwargs):
@@ -391,15 +389,15 @@ class _Session:
         self.log.data_dependent_ops[func.name()] += 1
 
     def bound_read(self) -> None:
-        """A device value used as a size or index bound (see _Hosted.__index__): the shape that
-        follows depends on the data, refused where shapes must be static, else logged."""
-        op = "Tensor.__index__"
+        """A slice bound read from device data (see _Hosted.__index__): the shape that follows
+        depends on the data, refused where shapes must be static, else logged."""
+        op = "Tensor.__getitem__"
         if self.target.dynamic_shapes == "unsupported":
             raise EmulationError(
                 "data-dependent-shape",
-                f"{op}: a device value used as a slice bound, count or index (x[:n], range(n)) makes a "
-                f"data-dependent shape, and {self.target.title} compiles only static shapes (emulated); slice to "
-                "a fixed size and mask the rest (torch.arange(N) < n), or pad to a few bucket sizes",
+                f"slicing at a bound read from the device (x[:n] with n a tensor) makes a data-dependent shape, "
+                f"and {self.target.title} compiles only static shapes (emulated); slice to a fixed size and mask "
+                "the rest (torch.arange(N) < n), or pad to a few bucket sizes",
                 op=op,
                 rule="PC505",
             )
@@ -407,6 +405,7 @@ class _Session:
 
     def after(self, func: Any, inputs: list[torch.Tensor], made: list[torch.Tensor]) -> None:
         """Checks of an op that made tensors (not of metadata queries): placement, float64."""
+        self.values_read.clear()  # a slice at a value read earlier is not bounded by that read
         if func not in _CROSS_DEVICE:
             for tensor in inputs:
                 if not isinstance(tensor, _Hosted) and tensor.dim() > 0:  # CPU scalars mix, as on any device
@@ -442,20 +441,6 @@ class _Session:
         seen = self.log.graphs.setdefault(type(module).__qualname__, [])
         if signature not in seen:
             seen.append(signature)
-
-    def cuda_absent(self, *args: Any, **kwargs: Any) -> NoReturn:
-        """Replaces torch.cuda._lazy_init, which every torch.cuda call that needs a GPU goes through."""
-        name, frame = "CUDA", sys._getframe(1)
-        while frame is not None and frame.f_globals.get("__name__", "").startswith("torch.cuda"):
-            name, frame = f"torch.cuda.{frame.f_code.co_name}", frame.f_back  # the outermost torch.cuda call
-        found = lookup(name)
-        instead = f"; use {found[1].replacement_on(self.target.name)}" if found else ""
-        raise EmulationError(
-            "cuda-only-api",
-            f"{name}: Torch not compiled with CUDA enabled; {self.target.title} has no CUDA (emulated){instead}",
-            op=name,
-            rule=found[1].rule if found else "",
-        )
 
 
 class _DeviceModule:
@@ -644,16 +629,3 @@ def _autocast_entered(session: _Session) -> Callable[..., Any]:
         return enter(region)
 
     return entered
-
-
-@contextmanager
-def patched(owner: object, **values: Any) -> Iterator[None]:
-    """`owner`'s attributes set to `values` while the context is open."""
-    saved = {name: getattr(owner, name) for name in values}
-    for name, value in values.items():
-        setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(owner, name, value)

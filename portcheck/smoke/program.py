@@ -29,7 +29,8 @@ import torch
 
 import portcheck
 from portcheck import targets
-from portcheck.smoke.emulate import EmulationError, emulate, patched
+from portcheck.smoke.cuda_calls import Refusal, patched
+from portcheck.smoke.emulate import emulate
 from portcheck.smoke.launch import Program
 from portcheck.targets import Target
 
@@ -100,12 +101,12 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
-def _refusal(error: BaseException) -> EmulationError | None:
+def _refusal(error: BaseException) -> Refusal | None:
     """The emulator's refusal behind an error, also when the program wrapped it in its own."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, EmulationError):
+        if isinstance(current, Refusal):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
@@ -133,7 +134,7 @@ def _without_launcher(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
-def _paragraph(refusal: EmulationError, target: Target, where: str) -> str:
+def _paragraph(refusal: Refusal, target: Target, where: str) -> str:
     path, _, line = where.rpartition(":")
     source = linecache.getline(path, int(line)).strip() if where else ""
     rule = f" ({refusal.rule}; see `portcheck explain {refusal.rule}`)" if refusal.rule else ""

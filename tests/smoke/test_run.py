@@ -209,7 +209,7 @@ def test_neuron_refuses_a_slice_bound_read_from_the_device(tmp_path: Path) -> No
     )
     done, report = portcheck_run(tmp_path, "--emulate", "neuron", "sliced.py")
     assert done.returncode == 1
-    assert "sliced.py:5: the emulated neuron refused Tensor.__index__ (PC505" in done.stderr
+    assert "sliced.py:5: the emulated neuron refused Tensor.__getitem__ (PC505" in done.stderr
     error = report["processes"][0]["error"]
     assert (error["kind"], error["rule"], error["where"]) == ("data-dependent-shape", "PC505", "sliced.py:5")
 
@@ -299,3 +299,28 @@ def test_usage_errors_exit_2_before_any_process_starts(
     result = CliRunner().invoke(app, ["run", *args])
     assert result.exit_code == 2
     assert f"portcheck: error: {message}" in result.stderr
+
+
+def test_cuda_calls_that_pass_silently_are_reported(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "leftovers.py",
+        """\
+        import torch
+
+        x = torch.ones(2, device="tpu")
+        if not torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        with torch.cuda.amp.autocast():
+            y = x * 2
+        """,
+    )
+    done, report = portcheck_run(tmp_path, "--emulate", "tpu", "leftovers.py")
+    assert done.returncode == 0, done.stderr
+    calls = report["processes"][0]["emulation"]["cuda_calls"]
+    assert [(c["op"], c["rule"], c["line"]) for c in calls] == [
+        ("torch.cuda.is_available", "PC201", 4),
+        ("torch.cuda.empty_cache", "PC204", 5),
+        ("torch.cuda.amp.autocast", "PC301", 6),
+    ]
+    assert "CUDA calls: torch.cuda.is_available (PC201) at leftovers.py:4 x1; " in done.stderr

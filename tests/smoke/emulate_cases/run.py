@@ -86,13 +86,19 @@ def scaled(target: str) -> dict[str, Any]:
 
 
 def bounds(target: str) -> dict[str, Any]:
-    """Device values read on the host: as a size or index bound (a data-dependent shape), and as
-    numbers (host syncs)."""
+    """Device values read on the host: as the bound of a device tensor's slice (a data-dependent
+    shape), and as numbers, counts and list indices (host syncs)."""
     with emulate(target) as log:
         x, lengths = torch.arange(6.0).to(target), torch.tensor([2, 4]).to(target)
+
+        def assign() -> None:
+            x[lengths.min() :] = 0.0
+
         result = {
             "slice": raised(lambda: x[: lengths.max()]),
+            "assign": raised(assign),
             "range": raised(lambda: range(lengths.max())),
+            "list_index": raised(lambda: ["a", "b", "c"][lengths.min()]),
             "numbers": raised(lambda: (float(x.mean()), int(lengths.max()), lengths.max().item(), bool(lengths.min()))),
             "printed": raised(lambda: (lengths.tolist(), f"{x.mean():.2f}", str(x))),
             "tensor_of": raised(lambda: torch.tensor([lengths.max(), lengths.min()])),  # elements, not bounds
