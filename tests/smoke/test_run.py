@@ -91,9 +91,10 @@ def test_the_ported_trainer_runs_with_autocast_on_the_device(tmp_path: Path, tar
 
 
 def test_the_ported_ddp_job_runs_on_two_emulated_processes(tmp_path: Path) -> None:
-    # The safe tpu fix keeps DDP's device_ids=[LOCAL_RANK] (PC403 warns: a TPU process owns one
-    # device); rank 1 then names a device the stand-in does not have. The unsafe fix drops it.
-    fixed_copy(tmp_path, "ddp_torchrun.py", "tpu", unsafe=True)
+    # The safe tpu fix names the process's own device in DDP's device_ids (it named LOCAL_RANK,
+    # a device rank 1 does not have where a process owns one).
+    fixed_copy(tmp_path, "ddp_torchrun.py", "tpu")
+    assert "device_ids=[torch.accelerator.current_device_index()]" in (tmp_path / "ddp_torchrun.py").read_text()
     done, report = portcheck_run(tmp_path, "--emulate", "tpu", "--nproc", "2", "ddp_torchrun.py", "2", "1")
     if done.returncode != 0 and GLOO_TEARDOWN_ABORT in done.stderr:
         (tmp_path / "snapshot.pt").unlink(missing_ok=True)

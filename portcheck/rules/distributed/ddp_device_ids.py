@@ -5,13 +5,14 @@ import libcst as cst
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
-from portcheck.rewrites import edits
+from portcheck.rewrites import edits, versions
 from portcheck.rewrites.calls import is_none, without_arguments
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid
 
 _DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
 _HOST = "cpu"  # the device type of a module DDP takes no device_ids for
+_OWN_INDEX = (2, 7)  # torch.accelerator.current_device_index()
 
 
 def _severity() -> dict:
@@ -62,9 +63,15 @@ class DdpDeviceIds(Rule):
     `<value> if DEVICE.type != "cpu" else None`, the same arguments on an accelerator and none
     on a host without one.
 
-    Unsafe on targets with one device per process (tpu, xla, mps): they go too, so DDP uses
-    the module's device, but DDP no longer moves forward inputs to `device_ids[0]`; move them
-    yourself. No fix where the arguments work (neuron, xpu, npu, hpu).
+    Safe on targets with one device per process and `torch.accelerator` (tpu, mps), for a
+    one-element `device_ids` and an `output_device`: each names
+    `torch.accelerator.current_device_index()`, the process's own device. That is the device
+    the CUDA code meant (its `local_rank` after `set_device(local_rank)`), DDP still moves
+    forward inputs there, and rank 1 no longer names a device its process does not have.
+
+    Unsafe otherwise on such targets (a `device_ids` list built elsewhere, xla): they go, so
+    DDP uses the module's device, but it no longer moves forward inputs to `device_ids[0]`;
+    move them yourself. No fix where the arguments work (neuron, xpu, npu, hpu).
     """
 
     code = "PC403"
@@ -99,14 +106,27 @@ class DdpDeviceIds(Rule):
             'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
             'm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank] if DEVICE.type != "cpu" else None)\n',
         ),
-        Invalid(  # tpu: DDP stops moving inputs to the device
-            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n",
+        Invalid(  # tpu: the process's own device, whatever its rank
+            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank], output_device=rank)\n",
+            lines=[2],
+            fixed="import torch\nm = torch.nn.parallel.DistributedDataParallel("
+            "m, device_ids=[torch.accelerator.current_device_index()], "
+            "output_device=torch.accelerator.current_device_index())\n",
+        ),
+        Invalid(  # a list built elsewhere: dropped, and DDP stops moving inputs to the device
+            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=gpus)\n",
             lines=[2],
             unsafe=True,
             fixed="import torch\nm = torch.nn.parallel.DistributedDataParallel(m)\n",
         ),
-        Invalid(  # without --unsafe-fixes nothing changes on tpu
-            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n", lines=[2]
+        Invalid(  # without --unsafe-fixes nothing changes there
+            "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=gpus)\n", lines=[2]
+        ),
+        Invalid(  # the user's alias of torch
+            "import torch as T\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(m, (rank,))\n",
+            lines=[3],
+            fixed="import torch as T\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "m = DDP(m, (T.accelerator.current_device_index(),))\n",
         ),
         Invalid(
             "import torch as T\nm = T.nn.parallel.DistributedDataParallel(m, [rank], rank)\n",
@@ -197,9 +217,44 @@ class DdpDeviceIds(Rule):
             title = f"{names} given only on an accelerator"
             return Edit(call, replacement, FixSafety.SAFE, title, device.imports, device.prelude)
         if target.one_device_per_process:
+            own = self._own_device(call, args)
+            if own is not None:
+                return own
             title = f"{names} dropped: the process's one device is the module's"
             return Edit(call, without_arguments(call, args), FixSafety.UNSAFE, title)
         return None
+
+    def _own_device(self, call: cst.Call, args: list[cst.Arg]) -> Edit | None:
+        """Each argument naming the process's own device, where the target has torch.accelerator
+        and `device_ids` is a one-element list or tuple written out."""
+        torch = edits.torch_name(self.ctx)
+        if not self.ctx.fix_target.accelerator_api or torch is None or not versions.has(self.ctx, _OWN_INDEX):
+            return None
+        index = cst.Call(
+            func=cst.Attribute(
+                value=cst.Attribute(value=torch.node, attr=cst.Name("accelerator")),
+                attr=cst.Name("current_device_index"),
+            )
+        )
+        replaced = {}
+        for arg in args:
+            value = arg.value
+            if isinstance(value, (cst.List, cst.Tuple)):
+                if len(value.elements) != 1 or not isinstance(value.elements[0], cst.Element):
+                    return None
+                value = value.with_changes(elements=[value.elements[0].with_changes(value=index)])
+            elif _is_device_ids(call, arg):
+                return None  # a list built elsewhere: its length is not known here
+            else:
+                value = index
+            replaced[id(arg)] = arg.with_changes(value=value)
+        replacement = call.with_changes(args=[replaced.get(id(arg), arg) for arg in call.args])
+        names = "/".join(arg.keyword.value if arg.keyword else "device arguments" for arg in args)
+        return Edit(call, replacement, FixSafety.SAFE, f"{names} name the process's own device", torch.imports)
+
+
+def _is_device_ids(call: cst.Call, arg: cst.Arg) -> bool:
+    return patterns.argument(call, 1, "device_ids") is arg
 
 
 def _guard(value: cst.BaseExpression, device_type: cst.BaseExpression) -> cst.IfExp:
