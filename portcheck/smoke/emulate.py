@@ -25,6 +25,7 @@ Not covered: regions compiled with torch.compile run on the CPU tensors unchecke
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -193,7 +194,14 @@ def emulate(target: str, *, matmul_precision: Literal["highest", "default"] = "h
     session = _Session(facts, EmulationLog(facts.name, matmul_precision), matmul_precision == "default")
     with ExitStack() as stack:
         stack.enter_context(watch(facts.name, session.log.cuda_calls))
-        stack.enter_context(patched(torch.accelerator, synchronize=_check_index, set_device_index=_check_index))
+        stack.enter_context(
+            patched(
+                torch.accelerator,
+                synchronize=_check_index,
+                set_device_index=_check_index,
+                current_device_index=_index,  # torch's guard for a Python backend always says 0
+            )
+        )
         stack.enter_context(patched(torch.Tensor, pin_memory=_pin_memory))
         stack.enter_context(patched(torch.amp.autocast_mode.autocast, __enter__=_autocast_entered(session)))
         # Backward runs on this thread, not on an autograd device thread: that one would take the GIL
@@ -468,11 +476,11 @@ class _DeviceModule:
 
     def device_count(self) -> int:
         self._legacy("device_count")
-        return 1
+        return 1 if self._target.one_device_per_process else int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
     def current_device(self) -> int:
         self._legacy("current_device")
-        return 0
+        return _index()
 
     def set_device(self, device: Any) -> None:
         self._legacy("set_device")
@@ -492,7 +500,7 @@ class _DeviceModule:
     def device(self, device: Any) -> Any:
         self._legacy("device")
         _check_index(device)
-        return torch.accelerator.device_index(0)
+        return torch.accelerator.device_index(_index())
 
     def initial_seed(self) -> int:
         self._legacy("initial_seed")
@@ -521,16 +529,22 @@ class _DeviceModule:
 
 
 _TARGET: Target | None = None  # what PrivateUse1 stands for in this process, once installed
-_DEVICE = torch.device("cpu")  # and its device, index 0
+_DEVICE = torch.device("cpu")  # and the device this process computes on (see _install)
 _KERNELS: list[torch.library.Library] = []  # keeps the PrivateUse1 registrations alive
 _SESSION: _Session | None = None  # the open emulate() context
 
 
+def _index() -> int:
+    return _DEVICE.index or 0
+
+
 def _check_index(device: Any = None) -> None:
-    """The stand-in has one device, index 0; on a one-device-per-process target that is also the rule."""
+    """A process computes on one device of the stand-in: index 0 where the target binds one
+    device per process (that is also the rule there), else its LOCAL_RANK, as torchrun jobs
+    choose theirs."""
     device = torch.device(device) if isinstance(device, str) else device
     index = device.index if isinstance(device, torch.device) else device
-    if index in (None, 0):
+    if index is None or index == _index():
         return
     target = _TARGET
     assert target is not None
@@ -542,7 +556,10 @@ def _check_index(device: Any = None) -> None:
             op=f"{target.device_type}:{index}",
             rule="PC202",
         )
-    raise RuntimeError(f"device index {index}: the emulated {target.name} has a single device, index 0")
+    raise RuntimeError(
+        f"device index {index}: this process of the emulated {target.name} computes on device {_index()} "
+        "(its LOCAL_RANK) only"
+    )
 
 
 def _install(target: Target) -> None:
@@ -563,7 +580,8 @@ def _install(target: Target) -> None:
     else:
         raise ValueError(f"{target.name}: torch has its own {target.device_type!r} device, which cannot be emulated")
     _setup_privateuseone_for_python_backend(rename=target.device_type, backend_module=_DeviceModule(target))
-    _TARGET, _DEVICE = target, torch.device(target.device_type, 0)
+    index = 0 if target.one_device_per_process else int(os.environ.get("LOCAL_RANK", "0"))
+    _TARGET, _DEVICE = target, torch.device(target.device_type, index)
     torch.serialization.add_safe_globals([_Hosted])  # torch.load(weights_only=True) of saved device tensors
     library = torch.library.Library("aten", "IMPL")
     for name in _DEVICE_KERNELS:

@@ -90,15 +90,18 @@ def test_the_ported_trainer_runs_with_autocast_on_the_device(tmp_path: Path, tar
     assert "emulated: numerics computed on the CPU, not measured on hardware" in done.stderr
 
 
-def test_the_ported_ddp_job_runs_on_two_emulated_processes(tmp_path: Path) -> None:
-    # The safe tpu fix names the process's own device in DDP's device_ids (it named LOCAL_RANK,
-    # a device rank 1 does not have where a process owns one).
-    fixed_copy(tmp_path, "ddp_torchrun.py", "tpu")
-    assert "device_ids=[torch.accelerator.current_device_index()]" in (tmp_path / "ddp_torchrun.py").read_text()
-    done, report = portcheck_run(tmp_path, "--emulate", "tpu", "--nproc", "2", "ddp_torchrun.py", "2", "1")
+@pytest.mark.parametrize("target", ["tpu", "neuron"])
+def test_the_ported_ddp_job_runs_on_two_emulated_processes(tmp_path: Path, target: str) -> None:
+    # On tpu the safe fix names the process's own device in DDP's device_ids (it named
+    # LOCAL_RANK, a device rank 1 does not have where a process owns one); a neuron process
+    # computes on the device of its LOCAL_RANK, as on CUDA, so device_ids stays.
+    fixed_copy(tmp_path, "ddp_torchrun.py", target)
+    own = "torch.accelerator.current_device_index()" if target == "tpu" else "self.gpu_id"
+    assert f"device_ids=[{own}]" in (tmp_path / "ddp_torchrun.py").read_text()
+    done, report = portcheck_run(tmp_path, "--emulate", target, "--nproc", "2", "ddp_torchrun.py", "2", "1")
     if done.returncode != 0 and GLOO_TEARDOWN_ABORT in done.stderr:
         (tmp_path / "snapshot.pt").unlink(missing_ok=True)
-        done, report = portcheck_run(tmp_path, "--emulate", "tpu", "--nproc", "2", "ddp_torchrun.py", "2", "1")
+        done, report = portcheck_run(tmp_path, "--emulate", target, "--nproc", "2", "ddp_torchrun.py", "2", "1")
     assert done.returncode == 0, done.stderr
     assert "[rank 0] Epoch 1 | Steps: 4" in done.stdout
     assert (
