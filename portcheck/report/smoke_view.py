@@ -67,7 +67,8 @@ def _checks_table(result: SmokeResult) -> Table:
         table.add_column(column, justify="right" if "err" in column or "tol" in column else "left")
     for check in result.checks:
         mark = Text("ok", style="green") if check.passed else Text("FAIL", style="red")
-        name = f"{check.group}: {check.name}" + (f" ({check.problem})" if check.problem else "")
+        remark = check.problem or check.note  # a problem fails a row, a note qualifies a pass
+        name = f"{check.group}: {check.name}" + (f" ({remark})" if remark else "")
         table.add_row(
             mark,
             Text(name),
