@@ -50,6 +50,10 @@ class Context:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_values(node)
 
+    def values_before_updates(self, node: cst.Name) -> list[cst.BaseExpression]:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.values_before_updates(node)
+
     def binding(self, module: str, at_module_level: bool = False) -> tuple[str, tuple[str, ...]] | None:
         assert self.resolver is not None, "only Python rules resolve names"
         name = self.resolver.bound_name(module, at_module_level)

@@ -35,6 +35,7 @@ class Scope:
     values: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
     declared_global: set[str] = field(default_factory=set)
     declared_nonlocal: set[str] = field(default_factory=set)
+    updated: dict[str, int] = field(default_factory=dict)  # how often each name is a `+=`-style target
     owner: cst.CSTNode | None = None  # the function, lambda or class whose body this is
 
     def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
@@ -124,6 +125,8 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
             scope.bind_target(stmt.target, stmt.value)
         elif isinstance(stmt, cst.AugAssign):
             scope.bind_target(stmt.target)
+            if isinstance(stmt.target, cst.Name):
+                scope.updated[stmt.target.value] = scope.updated.get(stmt.target.value, 0) + 1
         elif isinstance(stmt, cst.Global):
             scope.declared_global.update(item.name.value for item in stmt.names)
         elif isinstance(stmt, cst.Nonlocal):
@@ -256,3 +259,14 @@ class Resolver:
             return []
         values = owner.values.get(node.value, [])
         return [] if any(value is None for value in values) else list(values)  # type: ignore[arg-type]
+
+    def values_before_updates(self, node: cst.Name) -> list[cst.BaseExpression]:
+        """Like assigned_values, but a name also updated in place (`done |= x`, `n += 1`) keeps
+        the values `=` gave it: an update keeps a tensor a tensor."""
+        owner = self._owner(node.value)
+        if owner is None or node.value in owner.imports:
+            return []
+        values = owner.values.get(node.value, [])
+        if sum(value is None for value in values) != owner.updated.get(node.value, 0):
+            return []  # also bound as a parameter, a loop target, by `with ... as`...
+        return [value for value in values if value is not None]

@@ -63,6 +63,20 @@ _MASK_OPS = frozenset(
      "greater_equal", "less_equal", "not_equal", "any", "all"}
 )  # fmt: skip
 _TORCH_MASK_OPS = frozenset(f"torch.{name}" for name in _MASK_OPS - {"bool"})
+# torch functions that return a tensor, for telling a tensor from a Python value in a test.
+_TENSOR_MAKERS = frozenset(
+    f"torch.{name}" for name in (
+        "tensor", "as_tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+        "empty_like", "arange", "linspace", "rand", "randn", "randint", "rand_like", "randn_like", "cat",
+        "concat", "stack", "where", "multinomial", "argmax", "argmin", "topk", "sort", "argsort", "gather",
+        "softmax", "log_softmax", "sigmoid", "tanh", "exp", "log", "abs", "clamp", "masked_fill", "cumsum",
+        "matmul", "einsum", "logical_not", "logical_and", "logical_or", "eq", "ne", "gt", "ge", "lt", "le",
+        "isnan", "isinf", "isfinite",
+    )
+)  # fmt: skip
+_NOT_TENSORS = frozenset(
+    {"item", "tolist", "size", "dim", "numel", "element_size", "data_ptr", "stride", "is_contiguous"}
+)
 _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
 
@@ -129,14 +143,52 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
         if not any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons):
             return False
         sides = (node.left, *(link.comparator for link in node.comparisons))
-        return any(reads_tensor_scalar(ctx, side, depth + 1) for side in sides)
+        return any(reads_tensor_scalar(ctx, side, depth + 1) or tensor_valued(ctx, side) for side in sides)
     if tensor_method(ctx, node, _TRUTH_METHODS) or resolved_call(ctx, node, _TORCH_TRUTH):
         return True
     inner = builtin_call(ctx, node, ("bool",))
     if inner is not None:
         return reads_tensor_scalar(ctx, inner, depth + 1) or tests_tensor_value(ctx, inner, depth + 1)
-    inner = _through_name(ctx, node)
-    return inner is not None and tests_tensor_value(ctx, inner, depth + 1)
+    inner = builtin_call(ctx, node, ("all", "any"))
+    if inner is not None:  # Python iterates the tensor and tests each element
+        return tensor_valued(ctx, inner)
+    return tensor_valued(ctx, node)
+
+
+def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
+    `torch.multinomial`, `F.softmax`...), a tensor method, index or comparison of one, or a name
+    bound to one. Parameters and the results of unknown calls are not known to be tensors."""
+    if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
+        return False
+    if isinstance(node, cst.Call):
+        names = ctx.qualified_names(node.func)
+        if names & _TENSOR_MAKERS or any(name.startswith("torch.nn.functional.") for name in names):
+            return True
+        method = patterns.method_name(node)
+        receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+        return (
+            receiver is not None
+            and not names
+            and method not in _NOT_TENSORS
+            and tensor_valued(ctx, receiver, depth + 1)
+        )
+    if isinstance(node, cst.Subscript):
+        return tensor_valued(ctx, node.value, depth + 1)
+    if isinstance(node, cst.Comparison):
+        if not any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons):
+            return False
+        return any(
+            tensor_valued(ctx, side, depth + 1) for side in (node.left, *(c.comparator for c in node.comparisons))
+        )
+    if isinstance(node, cst.BinaryOperation):
+        return tensor_valued(ctx, node.left, depth + 1) or tensor_valued(ctx, node.right, depth + 1)
+    if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+        return tensor_valued(ctx, node.expression, depth + 1)
+    if isinstance(node, cst.Name):
+        values = ctx.values_before_updates(node)
+        return bool(values) and all(tensor_valued(ctx, value, depth + 1) for value in values)
+    return False
 
 
 def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
@@ -193,6 +245,36 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
         ):
             return True
     return False
+
+
+def off_the_step_path(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside a `raise` (runs only on the error path) or the body of an `if step % N == 0:`
+    (reading back every N steps is the remedy, not the problem)."""
+    for index, node in enumerate(ancestors):
+        if isinstance(node, cst.Raise):
+            return True
+        if (
+            isinstance(node, cst.If)
+            and index + 1 < len(ancestors)
+            and ancestors[index + 1] is node.body
+            and periodic(node.test)
+        ):
+            return True
+    return False
+
+
+def periodic(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.BooleanOperation):
+        return periodic(test.left) or periodic(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_modulo(test.expression)
+    if isinstance(test, cst.Comparison):
+        return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
+    return False
+
+
+def _is_modulo(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
 
 
 # --- files that use torch ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from portcheck.rules.shapes import (
     TensorRule,
     controlling_part,
     in_forward,
+    off_the_step_path,
     reads_tensor_scalar,
     tensor_method,
     tests_tensor_value,
@@ -27,7 +28,7 @@ class HostSyncInStep(TensorRule):
     (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
     batch getter) or decodes (samples tokens). Calls in a `raise` (the error path) or under an
     `if step % N == 0:` (reading back every N steps) are left alone, and so are those that
-    decide a branch in `forward` (PC504) or a slice length (PC505).
+    decide a branch (PC504) or a slice length (PC505).
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -110,7 +111,7 @@ class HostSyncInStep(TensorRule):
         ),
         Invalid(
             "import torch\nfor _ in range(max_new_tokens):\n    logits = model(idx)\n"
-            "    nxt = torch.multinomial(logits.softmax(-1), 1)\n    if nxt.item() == eos:\n        break\n",
+            "    nxt = torch.multinomial(logits.softmax(-1), 1)\n    out.extend(nxt.tolist())\n",
             lines=[5],
             message="in a decoding loop",
         ),
@@ -127,7 +128,7 @@ class HostSyncInStep(TensorRule):
         if method not in _SYNCS or not tensor_method(self.ctx, node, _SYNCS):
             return
         ancestors = self.ctx.ancestors
-        if _inside_outer_sync(ancestors) or _off_the_step_path(ancestors):
+        if _inside_outer_sync(ancestors) or off_the_step_path(ancestors):
             return
         flow = self.ctx.flow
         loop = flow.step_loop(ancestors) if flow is not None else None
@@ -149,7 +150,7 @@ class HostSyncInStep(TensorRule):
         holder, part = found
         if isinstance(holder, cst.Slice):
             return reads_tensor_scalar(self.ctx, part)
-        return forward and tests_tensor_value(self.ctx, part)
+        return tests_tensor_value(self.ctx, part)
 
 
 def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -165,33 +166,3 @@ def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:
             return True
         index, child = index - 2, call
     return False
-
-
-def _off_the_step_path(ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Inside a `raise` (runs only on the error path) or the body of an `if step % N == 0:`
-    (reading back every N steps is the remedy, not the problem)."""
-    for index, node in enumerate(ancestors):
-        if isinstance(node, cst.Raise):
-            return True
-        if (
-            isinstance(node, cst.If)
-            and index + 1 < len(ancestors)
-            and ancestors[index + 1] is node.body
-            and _periodic(node.test)
-        ):
-            return True
-    return False
-
-
-def _periodic(test: cst.BaseExpression) -> bool:
-    if isinstance(test, cst.BooleanOperation):
-        return _periodic(test.left) or _periodic(test.right)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _is_modulo(test.expression)
-    if isinstance(test, cst.Comparison):
-        return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
-    return False
-
-
-def _is_modulo(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)

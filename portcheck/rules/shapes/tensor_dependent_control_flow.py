@@ -1,19 +1,32 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, in_forward, tests_tensor_value
+from portcheck.rules.shapes import (
+    SYNC_SEVERITY,
+    TensorRule,
+    in_forward,
+    off_the_step_path,
+    periodic,
+    tests_tensor_value,
+)
 
 _KINDS = {cst.If: "`if`", cst.While: "`while`", cst.IfExp: "conditional expression", cst.Assert: "`assert`"}
 
 
 class TensorDependentControlFlow(TensorRule):
     """## What it does
-    Reports `if`, `while`, conditional-expression and `assert` tests in a module's `forward`
-    that depend on tensor values: `mask.any()`, `x.all()`, `t.item()`, comparisons of
-    reductions (`x.sum() > 0`, `x.max() < t`), `torch.any` / `torch.all` / `torch.equal` /
-    `torch.is_nonzero`, `bool(t.max())`, or a name bound once to one of those.
+    Reports `if`, `while`, conditional-expression and `assert` tests that depend on tensor
+    values, in a module's `forward` or in a step loop (training, evaluation, decoding: see
+    PC503): `mask.any()`, `x.all()`, `t.item()`, comparisons of reductions (`x.sum() > 0`,
+    `x.max() < t`), `torch.any` / `torch.all` / `torch.equal` / `torch.is_nonzero`,
+    `bool(t.max())`, a tensor itself or an element of one (`if nxt[0, 0] == eos:`, where
+    `nxt = torch.multinomial(...)`), `all(done)` over a tensor, or a name bound to one of
+    those. In a step loop, tests on the error path and under `if step % N == 0:` are left
+    alone.
 
     Shape and Python-value checks are static under tracing and are not reported:
     `if self.training:`, `x.dim() == 3`, `x.shape[0] > 1`, `x.size(1)`, `len(x)`,
@@ -23,7 +36,9 @@ class TensorDependentControlFlow(TensorRule):
     Python needs a real bool, so the device must finish and copy the value to the host. Dynamo
     breaks the graph ("generic_jump TensorVariable()", even with capture_scalar_outputs), XLA
     compiles one graph per combination of branches, and Trainium's ahead-of-time compiler
-    cannot follow the branch at all.
+    cannot follow the branch at all. In a step loop it is a host sync every step, which cuts
+    the step's lazy graph on XLA, TorchTPU and Trainium (an early stop on `eos` in a decoding
+    loop waits for every token).
 
     ## Example
     ```python
@@ -48,13 +63,13 @@ class TensorDependentControlFlow(TensorRule):
 
     code = "PC504"
     name = "tensor-dependent-control-flow"
-    message = "{kind} in forward() depends on tensor values: a host sync and a graph break"
+    message = "{kind} in {where} depends on tensor values: {effect}"
     hint = (
         "compute both branches and select with torch.where, or use torch.cond(pred, true_fn, false_fn, (x,)); "
         "move input checks out of forward"
     )
     severity = SYNC_SEVERITY
-    triggers = (b"forward",)
+    triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
         Valid(
@@ -64,6 +79,16 @@ class TensorDependentControlFlow(TensorRule):
             "        assert isinstance(x, torch.Tensor)\n        return x\n"
         ),
         Valid("import torch\ndef check(x):\n    if x.sum() > 0:\n        return x\n"),
+        Valid(  # read every N steps, and on the error path
+            "import torch\nfor step in range(n):\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
+            "    if step % 100 == 0 and loss.item() > 10:\n        raise RuntimeError('diverged')\n"
+            "    if step % 10 == 0:\n        if torch.isnan(loss):\n            break\n"
+        ),
+        Valid(  # Python values and parameters of unknown type in a decoding loop
+            "import torch\ndef gen(model, idx, eos):\n    for i in range(64):\n"
+            "        nxt = torch.multinomial(model(idx).softmax(-1), 1)\n        if i == 10 or eos is None:\n"
+            "            break\n        if idx == eos:\n            break\n"
+        ),
         Valid(
             "import numpy as np\nimport torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
             "        return x if np.any(self.flags) else -x\n"
@@ -75,6 +100,22 @@ class TensorDependentControlFlow(TensorRule):
         ),
     ]
     INVALID = [
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\ndef generate(model, idx, eos):\n"
+            "    done = torch.zeros(idx.size(0), dtype=torch.bool)\n    for _ in range(64):\n"
+            "        nxt = torch.multinomial(F.softmax(model(idx)[:, -1], -1), 1)\n"
+            "        done |= nxt.squeeze(1) == eos\n        if all(done):\n            break\n"
+            "        if not torch.all(done) and nxt[0, 0] == eos:\n            break\n"
+            "        if nxt.item() == eos:\n            break\n",
+            lines=[8, 10, 12],
+            message="`if` in a decoding loop depends on tensor values: a host sync every step",
+        ),
+        Invalid(
+            "from torch.nn import functional as F\nwhile True:\n    loss = F.cross_entropy(model(x), y)\n"
+            "    loss.backward()\n    opt.step()\n    if loss < 0.01:\n        break\n",
+            lines=[6],
+            message="in a training loop",
+        ),
         Invalid(
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        if (x < 0).any():\n"
             "            x = x.clamp(min=0)\n        return x\n",
@@ -111,5 +152,22 @@ class TensorDependentControlFlow(TensorRule):
         self._check(node)
 
     def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> None:
-        if in_forward(self.ctx.ancestors) and tests_tensor_value(self.ctx, node.test):
-            self.report(node.test, kind=_KINDS[type(node)])
+        ancestors = self.ctx.ancestors
+        if in_forward(ancestors):
+            where, effect = "forward()", "a host sync and a graph break"
+        elif (loop := self._step_loop(ancestors)) is not None:
+            where, effect = loop, "a host sync every step"
+        else:
+            return
+        test = node.test
+        if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
+            return  # `if step % N == 0 and loss.item() > x:` reads every N steps
+        if tests_tensor_value(self.ctx, test):
+            self.report(test, kind=_KINDS[type(node)], where=where, effect=effect)
+
+    def _step_loop(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """The step loop the test runs in, unless it is on the error path or read every N steps."""
+        flow = self.ctx.flow
+        if flow is None or off_the_step_path(ancestors):
+            return None
+        return flow.step_loop(ancestors)
