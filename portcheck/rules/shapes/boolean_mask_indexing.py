@@ -3,8 +3,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
+import libcst.matchers as m
 
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import FileContext, Invalid, Report, Valid
 from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, is_bool_mask, tensor_method
 
 _READ = "boolean-mask indexing returns as many elements as the mask has True values"
@@ -18,7 +19,9 @@ class BooleanMaskIndexing(TensorRule):
     """## What it does
     Reports indexing with a boolean mask, `x[mask]`, where the index is a comparison
     (`x[x > 0]`), a `~`, `&` or `|` combination of masks, a call that makes one (`.bool()`,
-    `torch.isnan`, `logical_and`, `.any(dim)`...), or a name bound once to one of those.
+    `torch.isnan`, `logical_and`, `.any(dim)`...), a name bound once to one of those, or a
+    parameter that a call in the same module passes one of those (`def pick(x, keep): return
+    x[keep]` with `pick(x, x > 0)`).
     Assignments through a mask are reported when the assigned value is a tensor, and augmented
     assignments (`x[mask] += 1`) always; `x[mask] = 0` is a `masked_fill` and keeps the shape.
 
@@ -61,6 +64,10 @@ class BooleanMaskIndexing(TensorRule):
         Valid("def f(torch, x):\n    return x[torch.isnan(x)]\n"),
         Valid("import torch\nlabel = ('no', 'yes')[score > 0]\n"),
         Valid("import numpy as np\nsmall = arr[arr > 0]\n"),
+        Valid(  # callers pass indices, or the parameter is rebound first
+            "import torch\ndef pick(x, idx):\n    return x[idx]\npick(x, torch.arange(3))\n"
+            "def clean(x, m):\n    m = m.nonzero_static(size=4)\n    return x[m]\nclean(x, x > 0)\n"
+        ),
     ]
     INVALID = [
         Invalid("import torch\npos = x[x > 0]\n", lines=[2], message="as many elements"),
@@ -72,12 +79,25 @@ class BooleanMaskIndexing(TensorRule):
         Invalid(
             "import torch\ny[top == i] = expert(x[top == i]).to(y.dtype)\n", lines=[2], message="assigning a tensor"
         ),
+        Invalid(
+            "import torch\nclass Head:\n    def pick(self, x, keep=None):\n        return x[keep]\n"
+            "    def run(self, x):\n        valid = x.sum(-1) > 0\n        return self.pick(x, keep=valid)\n"
+            "def first(x, idx):\n    return x[idx]\nfirst(x, torch.isnan(x))\n",
+            lines=[4, 9],
+            message="a caller passes a boolean mask",
+        ),
     ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._by_parameter: list[tuple[Report, str, int, str]] = []  # (report, function, position, parameter)
+        self._masks_passed: set[tuple[str, int | str]] = set()  # (function, position or keyword) given a mask
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if isinstance(node.value, (cst.Tuple, cst.List, cst.Dict)):
             return  # a literal picked by a Python bool
         if not self._masked(node):
+            self._note_parameter_index(node)
             return
         parent, ancestors = self.ctx.parent, self.ctx.ancestors
         if isinstance(parent, cst.AssignTarget) and len(ancestors) > 1 and isinstance(ancestors[-2], cst.Assign):
@@ -89,6 +109,45 @@ class BooleanMaskIndexing(TensorRule):
         else:
             problem, instead = _READ, "torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions"
         self.report(node, problem=problem, instead=instead, advice=advice(self.ctx.targets))
+
+    def _note_parameter_index(self, node: cst.Subscript) -> None:
+        """`x[keep]` where `keep` is a parameter of the enclosing function: reported at the end
+        of the module if a call there passes that parameter a mask."""
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if not isinstance(index, cst.Name) or self.ctx.parent is None or isinstance(self.ctx.parent, cst.AssignTarget):
+            return
+        found = _parameter(self.ctx.ancestors, index.value)
+        if found is not None and not self.ctx.assigned_values(index):
+            function, position = found
+            report = self.report_here(
+                node,
+                problem=f"{_READ} (a caller passes a boolean mask as `{index.value}`)",
+                instead="torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions",
+                advice=advice(self.ctx.targets),
+            )
+            self._by_parameter.append((report, function, position, index.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """Note which function arguments are masks, where their names resolve."""
+        func = node.func
+        if isinstance(func, cst.Name):
+            name = func.value
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            name = func.attr.value
+        else:
+            return
+        for position, arg in enumerate(node.args):
+            if arg.star or not is_bool_mask(self.ctx, arg.value):
+                continue
+            self._masks_passed.add((name, arg.keyword.value if arg.keyword else position))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for report, function, position, parameter in self._by_parameter:
+            if (function, position) in self._masks_passed or (function, parameter) in self._masks_passed:
+                self.reports.append(report)
+        super().leave_Module(node)
 
     def _masked(self, node: cst.Subscript) -> bool:
         return any(
@@ -138,3 +197,24 @@ class BooleanMaskIndexing(TensorRule):
             and len(node.args) == 1
             and isinstance(node.args[0].value, (cst.Integer, cst.Float, cst.UnaryOperation))
         )
+
+
+def _parameter(ancestors: Sequence[cst.CSTNode], name: str) -> tuple[str, int] | None:
+    """(function, position among the arguments its callers write) of the innermost enclosing
+    function's parameter `name`; a method's `self` is not written by callers."""
+    function = next((node for node in reversed(ancestors) if isinstance(node, (cst.FunctionDef, cst.Lambda))), None)
+    if not isinstance(function, cst.FunctionDef) or _rebinds(function.body, name):
+        return None
+    params = [*function.params.posonly_params, *function.params.params]
+    names = [param.name.value for param in params]
+    if name not in names and name not in (param.name.value for param in function.params.kwonly_params):
+        return None
+    skip = 1 if names and names[0] in ("self", "cls") else 0
+    return function.name.value, (names.index(name) - skip if name in names else -1)
+
+
+def _rebinds(body: cst.CSTNode, name: str) -> bool:
+    """Whether a function body binds `name` again (then its index is not what callers passed)."""
+    target = m.Name(name) | m.Tuple(elements=[m.ZeroOrMore(), m.Element(m.Name(name)), m.ZeroOrMore()])
+    binding = m.AssignTarget(target=target) | m.AugAssign(target=target) | m.For(target=target)
+    return bool(m.findall(body, binding))
