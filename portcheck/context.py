@@ -50,6 +50,10 @@ class Context:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_values(node)
 
+    def bindings(self, node: cst.Name) -> int:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.bindings(node)
+
     def values_before_updates(self, node: cst.Name) -> list[cst.BaseExpression]:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.values_before_updates(node)

@@ -260,6 +260,11 @@ class Resolver:
         values = owner.values.get(node.value, [])
         return [] if any(value is None for value in values) else list(values)  # type: ignore[arg-type]
 
+    def bindings(self, node: cst.Name) -> int:
+        """How many times the scope that owns the name binds it (a parameter is once)."""
+        owner = self._owner(node.value)
+        return 0 if owner is None else len(owner.values.get(node.value, ()))
+
     def values_before_updates(self, node: cst.Name) -> list[cst.BaseExpression]:
         """Like assigned_values, but a name also updated in place (`done |= x`, `n += 1`) keeps
         the values `=` gave it: an update keeps a tensor a tensor."""

@@ -3,7 +3,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from portcheck.rule import FileContext, Invalid, Report, Valid
 from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, is_bool_mask, tensor_method
@@ -119,7 +118,7 @@ class BooleanMaskIndexing(TensorRule):
         if not isinstance(index, cst.Name) or self.ctx.parent is None or isinstance(self.ctx.parent, cst.AssignTarget):
             return
         found = _parameter(self.ctx.ancestors, index.value)
-        if found is not None and not self.ctx.assigned_values(index):
+        if found is not None and self.ctx.bindings(index) == 1:  # not rebound in the function
             function, position = found
             report = self.report_here(
                 node,
@@ -203,7 +202,7 @@ def _parameter(ancestors: Sequence[cst.CSTNode], name: str) -> tuple[str, int] |
     """(function, position among the arguments its callers write) of the innermost enclosing
     function's parameter `name`; a method's `self` is not written by callers."""
     function = next((node for node in reversed(ancestors) if isinstance(node, (cst.FunctionDef, cst.Lambda))), None)
-    if not isinstance(function, cst.FunctionDef) or _rebinds(function.body, name):
+    if not isinstance(function, cst.FunctionDef):
         return None
     params = [*function.params.posonly_params, *function.params.params]
     names = [param.name.value for param in params]
@@ -212,9 +211,3 @@ def _parameter(ancestors: Sequence[cst.CSTNode], name: str) -> tuple[str, int] |
     skip = 1 if names and names[0] in ("self", "cls") else 0
     return function.name.value, (names.index(name) - skip if name in names else -1)
 
-
-def _rebinds(body: cst.CSTNode, name: str) -> bool:
-    """Whether a function body binds `name` again (then its index is not what callers passed)."""
-    target = m.Name(name) | m.Tuple(elements=[m.ZeroOrMore(), m.Element(m.Name(name)), m.ZeroOrMore()])
-    binding = m.AssignTarget(target=target) | m.AugAssign(target=target) | m.For(target=target)
-    return bool(m.findall(body, binding))
