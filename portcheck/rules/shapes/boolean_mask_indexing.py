@@ -210,4 +210,3 @@ def _parameter(ancestors: Sequence[cst.CSTNode], name: str) -> tuple[str, int] |
         return None
     skip = 1 if names and names[0] in ("self", "cls") else 0
     return function.name.value, (names.index(name) - skip if name in names else -1)
-
