@@ -59,6 +59,9 @@ class BooleanMaskIndexing(TensorRule):
     VALID = [
         Valid("import torch\ny = x[idx]\nz = x[:, 1:3]\nw = x[0, None]\nv = x[..., i]\n"),
         Valid("import torch\nx[x < 0] = 0\nlogits[~valid] = -torch.finfo(logits.dtype).max\n"),
+        Valid(  # a scalar through a mask is a masked_fill: Dynamo traces these as one graph, no break
+            "import torch\nlogits[:, ids >= vocab] = -float('inf')\nt[t[:, -1] == eot] = eot\n"
+        ),
         Valid("import torch\nidx[idx >= p.shape[0]] = p.shape[0] - 1\nalpha[t < 0] = torch.tensor(1.0)\n"),
         Valid("def f(torch, x):\n    return x[torch.isnan(x)]\n"),
         Valid("import torch\nlabel = ('no', 'yes')[score > 0]\n"),
