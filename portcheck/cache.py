@@ -27,7 +27,7 @@ from portcheck.findings import Fact, Finding, FixSafety, Severity
 from portcheck.project import Project
 
 FOLDER = ".portcheck_cache"
-_FORMAT = 1  # bump when the JSON layout below changes
+_FORMAT = 2  # bump when the JSON layout below changes
 _README = "Signature: 8a477f597d28d172789f06886806bc55\n# portcheck's cache (see https://bford.info/cachedir/)\n"
 
 
@@ -149,10 +149,13 @@ def _encode(result: FileResult) -> list:
         [
             f.path, f.code, f.name, f.message, f.hint, f.line, f.column, f.end_line, f.end_column,
             int(f.severity), [[name, int(level)] for name, level in f.targets], f.fix_safety.value, f.source_line,
+            f.cell,
         ]
         for f in result.findings
     ]  # fmt: skip
-    facts = [[f.kind, f.name, f.path, f.line, f.end_line, [list(pair) for pair in f.details]] for f in result.facts]
+    facts = [
+        [f.kind, f.name, f.path, f.line, f.end_line, [list(pair) for pair in f.details], f.cell] for f in result.facts
+    ]
     return [result.path, result.skipped, findings, facts]
 
 
@@ -168,8 +171,9 @@ def _decode(entry: list) -> FileResult:
                 targets=tuple((name, Severity(level)) for name, level in fields[10]),
                 fix_safety=FixSafety(fields[11]),
                 source_line=fields[12],
+                cell=fields[13],
             )
             for fields in findings
         ),
-        facts=tuple(Fact(*fields[:5], details=tuple((k, v) for k, v in fields[5])) for fields in facts),
+        facts=tuple(Fact(*fields[:5], details=tuple((k, v) for k, v in fields[5]), cell=fields[6]) for fields in facts),
     )

@@ -24,12 +24,12 @@ from portcheck.rewrites.edits import Edit
 from portcheck.targets import Target
 
 Pair = tuple[Finding, Edit]
-FindingKey = tuple[str, int, int, int, int]
+FindingKey = tuple[str, int, int, int, int, int]
 
 
 def key(finding: Finding) -> FindingKey:
-    """A finding's identity across the engine's passes: rule and span."""
-    return (finding.code, finding.line, finding.column, finding.end_line, finding.end_column)
+    """A finding's identity across the engine's passes: rule and span (and cell, in a notebook)."""
+    return (finding.code, finding.cell or 0, finding.line, finding.column, finding.end_line, finding.end_column)
 
 
 def coherent(

@@ -98,7 +98,7 @@ def discover(paths: Sequence[Path], config: Config) -> Discovery:
     return Discovery(tuple(sorted(files)), tuple(errors))
 
 
-_READ_KINDS = "Python, CUDA/C++ sources, requirements, pyproject.toml, setup.cfg, environment.yml; not notebooks yet"
+_READ_KINDS = "Python, Jupyter notebooks, CUDA/C++ sources, requirements, pyproject.toml, setup.cfg, environment.yml"
 
 
 def _why_unusable(path: Path, error: OSError) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import libcst as cst
 from pathspec import GitIgnoreSpec
 
-from portcheck import filekinds, parsing, registry, suppress
+from portcheck import filekinds, notebooks, parsing, registry, suppress
 from portcheck import targets as target_data
 from portcheck.coherence import FindingKey, coherent, key
 from portcheck.config import Config
@@ -105,6 +105,7 @@ class Examination:
     asserts: tuple[bool, ...] = ()  # per CUDA check of the module (portcheck.flow): an `assert`?
     placements: dict[FindingKey, Placement] = field(default_factory=dict)  # findings among them
     held: tuple[tuple[str, str], ...] = ()  # (code, why) of fixes no guard-consistent choice allows
+    notebook: notebooks.Module | None = None  # a notebook's cells as the module `tree` is, when it is one
 
     def fixes(self) -> list[tuple[Finding, Edit]]:
         """The findings that come with an edit, and their edits."""
@@ -122,10 +123,20 @@ def examine(
 ) -> Examination:
     size = len(data) if size is None and data is not None else size or 0
     second_pass = project.complete
+    kind = filekinds.kind_of(path) or filekinds.given_kind(path)
+    view = None
+    if data is not None and kind == filekinds.NOTEBOOK:
+        opened = _open_notebook(data, path, config, second_pass)
+        if isinstance(opened, Examination):
+            return opened
+        view, data, kind = opened, opened.code.encode(), filekinds.PYTHON
+        size = len(data)  # the code, not the outputs, is what is analysed
     if data is None or (second_pass and size > config.max_file_size):
         return Examination(FileResult(path) if second_pass else _too_large(path, config, size))
-    kind = filekinds.kind_of(path) or filekinds.given_kind(path)
-    text, problem = decode_python(data) if kind == filekinds.PYTHON else (decode_text(data), "")
+    if view is not None:
+        text, problem = view.code, ""
+    else:
+        text, problem = decode_python(data) if kind == filekinds.PYTHON else (decode_text(data), "")
     if text is None:
         return Examination(FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem))
     enabled = _enabled_codes(path, config)
@@ -146,10 +157,16 @@ def examine(
     tree = None
     asserts: tuple[bool, ...] = ()
     placements: dict[FindingKey, Placement] = {}
+    broken: list[tuple[notebooks.Cell, parsing.ParseFailure]] = []
     try:
         where = module or ModulePath.guess(path)
+        if wanted and view is not None:
+            view, tree, broken = _parse_cells(view)
+            data, text = view.code.encode(), view.code
         rules, tree, flow = (
-            _analyse(data, text, path, kind, config, visiting, project, where, target) if wanted else ([], None, None)
+            _analyse(data, text, path, kind, config, visiting, project, where, target, tree)
+            if wanted
+            else ([], None, None)
         )
         asserts = tuple(guard.asserts for guard in flow.guards) if flow is not None else ()
         pairs, facts, placements = _results(rules, tree, path, config, text, flow)
@@ -180,8 +197,74 @@ def examine(
         pairs += [] if second_pass else [(finding, None) for finding in unused]
     pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
     pairs, held = _coherent(pairs, asserts, placements, target)
+    if view is not None:
+        pairs, facts, placements = _in_cells(view, pairs, facts, placements)
+        if not second_pass:
+            pairs += [(_broken_cell(path, config, cell, failure), None) for cell, failure in broken]
+            pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
     result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts))
-    return Examination(result, [edit for _, edit in pairs], tree, asserts, placements, tuple(held))
+    return Examination(result, [edit for _, edit in pairs], tree, asserts, placements, tuple(held), view)
+
+
+def _open_notebook(data: bytes, path: str, config: Config, second_pass: bool) -> notebooks.Module | Examination:
+    """A notebook's code cells as one module, or the result of a file that is not one."""
+    try:
+        notebook = notebooks.read(data)
+    except notebooks.NotebookError as error:
+        return Examination(FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=str(error)))
+    if not notebook.python:
+        return Examination(FileResult(path, skipped=True))
+    return notebook.module()
+
+
+def _parse_cells(
+    view: notebooks.Module,
+) -> tuple[notebooks.Module, cst.Module, list[tuple[notebooks.Cell, parsing.ParseFailure]]]:
+    """The notebook's module parsed without the cells that do not parse, and each such cell
+    with its failure (in the cell's lines): one parse when every cell parses."""
+    broken: list[tuple[notebooks.Cell, parsing.ParseFailure]] = []
+    checked = False
+    while True:
+        try:
+            return view, parsing.parse(view.code.encode(), view.code), broken
+        except parsing.ParseFailure as failure:
+            if checked:  # every cell parses alone, but not together: leave out the one that fails
+                cell, line = view.locate(failure.line)
+                if cell.number in view.left_out:
+                    raise
+                broken.append((cell, parsing.ParseFailure(line, failure.column, failure.detail)))
+            else:
+                broken += _cells_failing(view)
+                checked = True
+            view = view.without(cell.number for cell, _ in broken)
+
+
+def _cells_failing(view: notebooks.Module) -> list[tuple[notebooks.Cell, parsing.ParseFailure]]:
+    failing = []
+    for cell in view.notebook.cells:
+        if cell.number not in view.left_out:
+            try:
+                parsing.parse(cell.masked.text.encode(), cell.masked.text)
+            except parsing.ParseFailure as failure:
+                failing.append((cell, failure))
+    return failing
+
+
+def _in_cells(
+    view: notebooks.Module,
+    pairs: list[tuple[Finding, Edit | None]],
+    facts: list[Fact],
+    placements: dict[FindingKey, Placement],
+) -> tuple[list[tuple[Finding, Edit | None]], list[Fact], dict[FindingKey, Placement]]:
+    """Findings, facts and placements with their module positions turned into cell positions."""
+    placed = [(view.place(finding), edit) for finding, edit in pairs]
+    moved = {key(new): placements[key(old)] for (old, _), (new, _) in zip(pairs, placed) if key(old) in placements}
+    return placed, [view.place_fact(fact) for fact in facts], moved
+
+
+def _broken_cell(path: str, config: Config, cell: notebooks.Cell, failure: parsing.ParseFailure) -> Finding:
+    finding = _tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, cell.source, detail=failure.detail)
+    return replace(finding, cell=cell.number, source_line=cell.line(failure.line))
 
 
 def _coherent(
@@ -255,15 +338,17 @@ def _analyse(
     project: Project,
     module: ModulePath,
     fix_target: Target,
+    tree: cst.Module | None = None,
 ) -> tuple[list[Rule], cst.Module | None, DeviceFlow | None]:
-    """Run the rules over one file; they keep what they saw in `reports` and `records`."""
+    """Run the rules over one file (parsed already, when `tree` is given); they keep what they
+    saw in `reports` and `records`."""
     if kind != filekinds.PYTHON:
         context = Context(path, kind, config, None, project, module, fix_target)
         rules = [registry.get(code)(context) for code in codes]
         for rule in rules:
             rule.check_text(text)
         return rules, None, None
-    tree = parsing.parse(data, text)
+    tree = tree or parsing.parse(data, text)
     resolver = Resolver(tree)
     context = Context(path, kind, config, resolver, project, module, fix_target)
     flow = context.flow = DeviceFlow(resolver)

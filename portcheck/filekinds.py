@@ -1,6 +1,7 @@
 """Which kind of source a file is, from its name: rules declare the kinds they read.
 
-Python files are parsed with libcst; the others (CUDA and C++ sources, dependency manifests)
+Python files are parsed with libcst, and so are the code cells of Jupyter notebooks, which the
+Python rules read as one module (portcheck.notebooks); the others (CUDA and C++ sources, dependency manifests)
 are read as text by the rules that understand them. Nothing is ever executed or imported.
 """
 
@@ -16,11 +17,13 @@ REQUIREMENTS = "requirements"  # pip requirement files
 PYPROJECT = "pyproject"
 SETUP_CFG = "setup-cfg"
 CONDA = "conda"  # environment.yml
-ALL = (PYTHON, CUDA, CPP, REQUIREMENTS, PYPROJECT, SETUP_CFG, CONDA)
+NOTEBOOK = "notebook"  # .ipynb: its code cells are read by the rules that read Python
+ALL = (PYTHON, CUDA, CPP, REQUIREMENTS, PYPROJECT, SETUP_CFG, CONDA, NOTEBOOK)
 
 _BY_SUFFIX = {
     ".py": PYTHON,
     ".pyi": PYTHON,
+    ".ipynb": NOTEBOOK,
     ".cu": CUDA,
     ".cuh": CUDA,
     ".cpp": CPP,

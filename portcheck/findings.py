@@ -60,10 +60,16 @@ class Finding:
     fix_safety: FixSafety = FixSafety.NONE
     source_line: str = ""  # the text of `line`, for reporters and fingerprints
     fingerprint: str = ""
+    cell: int | None = None  # in a notebook: the cell (from 1, among all cells); lines count within it
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str, str]:
-        return (self.path, self.line, self.column, self.code, self.message)
+    def sort_key(self) -> tuple[str, int, int, int, str, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
+
+    @property
+    def position(self) -> str:
+        """`line:column`, or `cell 3:line:column` in a notebook (Ruff's form)."""
+        return f"{cell_prefix(self.cell)}{self.line}:{self.column}"
 
     @property
     def target_names(self) -> tuple[str, ...]:
@@ -75,7 +81,8 @@ def with_fingerprints(findings: Iterable[Finding]) -> list[Finding]:
 
     The fingerprint hashes the rule, the path, the stripped text of the finding's line and the
     occurrence count of that triple, not the line number: inserting lines above a finding keeps
-    its fingerprint, which is what baselines and SARIF's partialFingerprints need.
+    its fingerprint, which is what baselines and SARIF's partialFingerprints need. Nor the cell
+    of a notebook: inserting a cell above keeps it too.
     """
     ordered = sorted(findings, key=lambda f: f.sort_key)
     seen: Counter[tuple[str, str, str]] = Counter()
@@ -99,6 +106,17 @@ class Fact:
     line: int
     end_line: int
     details: tuple[tuple[str, str], ...] = ()
+    cell: int | None = None  # in a notebook: the cell, within which the lines count
+
+    @property
+    def place(self) -> str:
+        """`path:line`, or `path:cell 3:line` in a notebook."""
+        return f"{self.path}:{cell_prefix(self.cell)}{self.line}"
 
     def detail(self, key: str, default: str = "") -> str:
         return dict(self.details).get(key, default)
+
+
+def cell_prefix(cell: int | None) -> str:
+    """What goes between a path and a line number: `cell 3:` in a notebook, else nothing."""
+    return "" if cell is None else f"cell {cell}:"

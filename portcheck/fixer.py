@@ -3,11 +3,13 @@
 Each round scans the current source for the fix target, applies every allowed edit that does
 not overlap another, adds the imports the edits need, checks that the result still parses,
 and scans again until nothing changes (bounded). Any failure leaves the source as it was.
+A notebook is fixed as the module its code cells make (portcheck.notebooks): the imports go
+into the cell of its first imports, and the fixed module is written back cell by cell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -16,6 +18,7 @@ from portcheck.coherence import coherent
 from portcheck.config import Config
 from portcheck.engine import UNKNOWN_PROJECT, examine
 from portcheck.findings import Finding, FixSafety
+from portcheck.notebooks import NotebookError
 from portcheck.patterns import dotted
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
@@ -23,6 +26,8 @@ from portcheck.rewrites.edits import Edit, replace_nodes
 from portcheck.targets import Target
 
 MAX_ROUNDS = 10
+
+Block = tuple[int, int]  # tree.body[start:end]: the statements whose leading imports added ones join
 
 
 @dataclass(frozen=True)
@@ -68,17 +73,23 @@ def fix_source(
         chosen, held = coherent(examination.asserts, examination.placements, findings, chosen, target)
         if not chosen:
             break
+        cells = examination.notebook
         try:
-            fixed, done = _apply(examination.tree, chosen)
+            tree, done = _apply(examination.tree, chosen, cells.import_block if cells else None)
         except RecursionError:  # the scan copes with deeper nesting than rebuilding the tree does
             return FixOutcome(path, data, error="too deeply nested to rewrite; file left unchanged")
-        fixed = _with_final_carriage_return(source, fixed, examination.tree.encoding)
+        fixed = _with_final_carriage_return(source, tree.bytes, tree.encoding) if cells is None else tree.code
         try:
             cst.parse_module(fixed)
         except (cst.ParserSyntaxError, SyntaxError) as error:
             return FixOutcome(
                 path, data, error=f"a fix produced code that does not parse ({error}); file left unchanged"
             )
+        if cells is not None:
+            try:
+                fixed = cells.rebuild(tree.code)
+            except NotebookError as error:
+                return FixOutcome(path, data, error=f"{error}; notebook left unchanged")
         if fixed == source:
             break
         applied += done
@@ -98,9 +109,12 @@ def fix_source(
     return FixOutcome(path, source, tuple(applied), skipped, examination.result.findings)
 
 
-def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[bytes, list[tuple[str, str]]]:
+def _apply(
+    tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]], block: Callable[[cst.Module], Block] | None
+) -> tuple[cst.Module, list[tuple[str, str]]]:
     """Replace the edits' nodes by identity, outermost first, skipping any that lies inside an
-    edit already taken (the next round sees it again), then add the imports they need."""
+    edit already taken (the next round sees it again), then add the imports they need (where
+    `block` says, or after the module's leading imports)."""
     spans = positions(tree, [edit.original for _, edit in chosen])
     order = sorted(chosen, key=lambda pair: _extent(spans[id(pair[1].original)]))
     taken: list[tuple[int, int, int, int]] = []
@@ -119,10 +133,10 @@ def _apply(tree: cst.Module, chosen: Sequence[tuple[Finding, Edit]]) -> tuple[by
         prelude.extend(statement for statement in edit.prelude if statement not in prelude)
     fixed = replace_nodes(tree, replacements)
     for module in imports:
-        fixed = add_import(fixed, module)
+        fixed = add_import(fixed, module, block(fixed) if block else None)
     for statement in reversed(prelude):
-        fixed = add_statement(fixed, statement)
-    return fixed.bytes, applied
+        fixed = add_statement(fixed, statement, block(fixed) if block else None)
+    return fixed, applied
 
 
 def _with_final_carriage_return(before: bytes, after: bytes, encoding: str) -> bytes:
@@ -140,29 +154,32 @@ def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> boo
     return (a[0], a[1]) < (b[2], b[3]) and (b[0], b[1]) < (a[2], a[3])
 
 
-def add_import(tree: cst.Module, module: str) -> cst.Module:
+def add_import(tree: cst.Module, module: str, block: Block | None = None) -> cst.Module:
     """`import <module>` after the file's leading imports (or after its docstring and
-    `__future__` imports), unless the file already has exactly that import."""
-    for statement in _leading_imports(tree):
+    `__future__` imports), unless the file already has exactly that import. `block` narrows
+    the statements looked at (a notebook's cell)."""
+    block = block or (0, len(tree.body))
+    for statement in _leading_imports(tree, block):
         if isinstance(statement, cst.Import) and any(
             dotted(alias.name) == module and alias.asname is None for alias in statement.names
         ):
             return tree
-    return _insert_after_imports(tree, f"import {module}")
+    return _insert_after_imports(tree, f"import {module}", block)
 
 
-def add_statement(tree: cst.Module, code: str) -> cst.Module:
+def add_statement(tree: cst.Module, code: str, block: Block | None = None) -> cst.Module:
     """A module-level statement (a device binding) after the leading imports, unless the
     module already has it."""
     if any(tree.code_for_node(statement).strip() == code for statement in tree.body):
         return tree
-    return _insert_after_imports(tree, code, spaced=True)
+    return _insert_after_imports(tree, code, block or (0, len(tree.body)), spaced=True)
 
 
-def _leading_imports(tree: cst.Module) -> list[cst.BaseSmallStatement]:
-    """The docstring and import statements the module starts with."""
+def _leading_imports(tree: cst.Module, block: Block) -> list[cst.BaseSmallStatement]:
+    """The docstring and import statements the block starts with."""
     found = []
-    for index, statement in enumerate(tree.body):
+    for index in range(*block):
+        statement = tree.body[index]
         if not isinstance(statement, cst.SimpleStatementLine):
             break
         first = statement.body[0]
@@ -172,18 +189,18 @@ def _leading_imports(tree: cst.Module) -> list[cst.BaseSmallStatement]:
     return found
 
 
-def _insert_after_imports(tree: cst.Module, code: str, spaced: bool = False) -> cst.Module:
-    """Insert a statement after the leading imports; `spaced` gives it the blank lines that
-    separate the imports from the code that follows, as a formatter would."""
+def _insert_after_imports(tree: cst.Module, code: str, block: Block, spaced: bool = False) -> cst.Module:
+    """Insert a statement after the block's leading imports; `spaced` gives it the blank lines
+    that separate the imports from the code that follows, as a formatter would."""
     # Only the line break matters for one module-level line (the file's own indentation may be
     # one libcst cannot parse with, such as a form feed).
     config = cst.PartialParserConfig(default_newline=tree.default_newline)
     statement = cst.parse_statement(f"{code}{tree.default_newline}", config=config)
     body = list(tree.body)
-    position = len(_leading_imports(tree))
+    position = block[0] + len(_leading_imports(tree, block))
     if (
         spaced
-        and position < len(body)
+        and position < block[1]
         and isinstance(body[position], cst.SimpleStatementLine | cst.BaseCompoundStatement)
     ):
         blank = [line for line in body[position].leading_lines if line.comment is None]  # type: ignore[union-attr]

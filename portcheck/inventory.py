@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from portcheck import kernels, project
-from portcheck.findings import Fact
+from portcheck.findings import Fact, cell_prefix
 
 _KERNEL_AFFIXES = re.compile(
     r"(^(kernel|triton|cuda|fused)_)|(_(kernel|kernels|triton|cuda|fwd|bwd|impl|forward|backward))+$"
@@ -29,8 +29,13 @@ class Kernel:
     path: str
     line: int
     lines_of_code: int
-    call_sites: tuple[str, ...]  # "path:line", sorted
+    call_sites: tuple[str, ...]  # "path:line" ("path:cell 3:line" in a notebook), sorted
     fallback: str  # why a pure-PyTorch path seems to exist; empty if none was found
+    cell: int | None = None  # in a notebook: the cell `line` counts in
+
+    @property
+    def place(self) -> str:
+        return f"{self.path}:{cell_prefix(self.cell)}{self.line}"
 
     def runs_on(self, target: str) -> bool:
         return kernels.runs_as_is(self.kind, target)
@@ -56,7 +61,7 @@ def build(facts: Iterable[Fact]) -> list[Kernel]:
         _kernel(fact, calls.get(_call_key(fact), []), sources, references) for fact in by_kind.get(project.KERNEL, [])
     ]
     found += _library_ops(by_kind.get(project.OP_IMPL, []), calls)
-    return sorted(found, key=lambda k: (k.path, k.line, k.name))
+    return sorted(found, key=lambda k: (k.path, k.cell or 0, k.line, k.name))
 
 
 def _call_key(fact: Fact) -> str:
@@ -76,13 +81,13 @@ def _kernel(fact: Fact, calls: Sequence[Fact], sources: dict[str, int], referenc
         loc = sum(sources.get(path, 0) for path in listed)
     else:
         loc = fact.end_line - fact.line + 1
-    evidence = next((f"{c.path}:{c.line} {c.detail('fallback')}" for c in calls if c.detail("fallback")), "")
+    evidence = next((f"{c.place} {c.detail('fallback')}" for c in calls if c.detail("fallback")), "")
     if not evidence:
         base = _KERNEL_AFFIXES.sub("", fact.name.rpartition(".")[2].rpartition("::")[2]).lower()
         match = next((r for r in references if len(base) >= 3 and base in r.rpartition(".")[2].lower()), "")
         evidence = f"reference implementation {match}" if match else ""
-    sites = tuple(sorted({f"{c.path}:{c.line}" for c in calls}))
-    return Kernel(fact.name, kind, fact.path, fact.line, loc, sites, evidence)
+    sites = tuple(sorted({c.place for c in calls}))
+    return Kernel(fact.name, kind, fact.path, fact.line, loc, sites, evidence, fact.cell)
 
 
 def _library_ops(impls: Sequence[Fact], calls: dict[str, list[Fact]]) -> list[Kernel]:
@@ -97,9 +102,9 @@ def _library_ops(impls: Sequence[Fact], calls: dict[str, list[Fact]]) -> list[Ke
     for op, fact in first.items():
         others = sorted(devices[op] - {"cuda", "meta", "autograd"})
         namespace, _, name = op.partition("::")
-        sites = tuple(sorted({f"{c.path}:{c.line}" for c in calls.get(f"torch.ops.{namespace}.{name}", [])}))
+        sites = tuple(sorted({c.place for c in calls.get(f"torch.ops.{namespace}.{name}", [])}))
         fallback = f"also implemented for {', '.join(others)}" if others else ""
-        result.append(Kernel(op, kernels.LIBRARY_OP, fact.path, fact.line, 0, sites, fallback))
+        result.append(Kernel(op, kernels.LIBRARY_OP, fact.path, fact.line, 0, sites, fallback, fact.cell))
     return result
 
 

@@ -203,7 +203,9 @@ def test_a_launch_guarded_by_availability_counts_as_a_fallback(tmp_path: Path) -
     assert kernel.fallback == "ops.py:10 in an if/else on availability"
 
 
-def test_an_explicit_notebook_gets_a_clear_message(tmp_path: Path) -> None:
+def test_a_file_named_like_a_notebook_that_is_not_one_gets_a_clear_finding(tmp_path: Path) -> None:
     write(tmp_path, {"analysis.ipynb": '{"cells": []}'})
     report = scan_paths([tmp_path / "analysis.ipynb"], Config(root=tmp_path), jobs=1)
-    assert report.files == 0 and "not notebooks yet" in report.errors[0]
+    (finding,) = report.findings
+    assert (report.files, report.errors, finding.code) == (1, (), "PC002")
+    assert finding.message == "not a readable Jupyter notebook: it names no nbformat version"

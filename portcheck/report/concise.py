@@ -1,4 +1,5 @@
-"""One line per finding: `path:line:col: CODE severity message`, grep- and editor-friendly."""
+"""One line per finding: `path:line:col: CODE severity message` (`path:cell N:line:col: ...` in a
+notebook, as Ruff writes it), grep- and editor-friendly."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ def render(report: ScanReport, out: TextIO, color: bool = False) -> None:
     for finding in report.findings:
         summary = target_summary(finding, report.config.targets)
         path = shown_path(finding, report.config.root)
-        out.write(f"{path}:{finding.line}:{finding.column}: {finding.code} {summary} {finding.message}\n")
+        out.write(f"{path}:{finding.position}: {finding.code} {summary} {finding.message}\n")
     for error in (*report.errors, *report.internal_errors):
         out.write(f"error: {error}\n")
     count = len(report.findings)

@@ -1,5 +1,6 @@
-"""What `portcheck fix` prints: diffs (with --diff), then what was fixed, what was held back
-and why, and what is left for a person, with its guidance."""
+"""What `portcheck fix` prints: diffs (with --diff; a notebook's cell by cell, as Ruff shows
+them), then what was fixed, what was held back and why, and what is left for a person, with
+its guidance."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import difflib
 from collections import Counter
 from typing import TextIO
 
+from portcheck import filekinds, notebooks
 from portcheck.api import FixReport
 from portcheck.report import target_summary
 
@@ -15,9 +17,22 @@ def render_diff(report: FixReport, out: TextIO) -> None:
     for outcome in report.outcomes:
         if not outcome.changed:
             continue
-        before = report.originals[outcome.path].decode("utf-8", errors="replace").splitlines(keepends=True)
-        after = outcome.source.decode("utf-8", errors="replace").splitlines(keepends=True)
-        out.writelines(difflib.unified_diff(before, after, f"a/{outcome.path}", f"b/{outcome.path}"))
+        before, after = _parts(outcome.path, report.originals[outcome.path]), _parts(outcome.path, outcome.source)
+        for (name, old), (_, new) in zip(before, after):
+            out.writelines(difflib.unified_diff(old, new, f"a/{name}", f"b/{name}"))
+
+
+def _parts(path: str, data: bytes) -> list[tuple[str, list[str]]]:
+    """What a diff compares, named: a notebook's code cells one by one, else the whole file."""
+    if filekinds.kind_of(path) == filekinds.NOTEBOOK:
+        cells = notebooks.read(data).cells
+        return [(f"{path}:cell {cell.number}", _ended(cell.source).splitlines(keepends=True)) for cell in cells]
+    return [(path, data.decode("utf-8", errors="replace").splitlines(keepends=True))]
+
+
+def _ended(source: str) -> str:
+    """A cell's last line usually has no line break: give it one, so the diff's lines stay apart."""
+    return source if not source or source.endswith("\n") else source + "\n"
 
 
 def render_summary(report: FixReport, out: TextIO) -> None:
@@ -37,13 +52,13 @@ def render_summary(report: FixReport, out: TextIO) -> None:
         out.write(f"Not applied: {code} x{count}: {reason}\n")
     remaining = sorted(
         (finding for outcome in report.outcomes for finding in outcome.remaining),
-        key=lambda f: (f.path, f.line, f.column, f.code),
+        key=lambda f: f.sort_key,
     )
     if remaining:
         out.write(f"{len(remaining)} finding{'s' if len(remaining) != 1 else ''} left for a person:\n")
         for finding in remaining:
             summary = target_summary(finding, (report.target,))
-            out.write(f"  {finding.path}:{finding.line}:{finding.column}: {finding.code} {summary} {finding.message}\n")
+            out.write(f"  {finding.path}:{finding.position}: {finding.code} {summary} {finding.message}\n")
             if finding.hint:
                 out.write(f"      help: {finding.hint}\n")
     for outcome in report.outcomes:

@@ -25,7 +25,7 @@ def render_text(found: Sequence[inventory.Kernel], targets: Sequence[str], out: 
         table.add_row(
             kernel.name,
             kernel.kind,
-            f"{kernel.path}:{kernel.line}",
+            kernel.place,
             str(kernel.lines_of_code or "-"),
             str(len(kernel.call_sites)),
             kernel.fallback or "none found",
@@ -53,6 +53,7 @@ def document(found: Sequence[inventory.Kernel], targets: Sequence[str]) -> dict[
                 "name": k.name,
                 "kind": k.kind,
                 "path": k.path,
+                "cell": k.cell,
                 "line": k.line,
                 "lines_of_code": k.lines_of_code,
                 "call_sites": list(k.call_sites),

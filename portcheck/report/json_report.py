@@ -1,4 +1,7 @@
-"""Every field of every finding, as one JSON document (schema_version 1)."""
+"""Every field of every finding, as one JSON document (schema_version 1).
+
+In a notebook, `cell` is the cell's number (from 1, among all cells) and lines count within
+the cell, as in Ruff's JSON; elsewhere `cell` is null."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ def finding_dict(f: Finding) -> dict[str, object]:
         "severity": f.severity.label,
         "targets": {target: level.label for target, level in f.targets},
         "path": f.path,
+        "cell": f.cell,
         "line": f.line,
         "column": f.column,
         "end_line": f.end_line,

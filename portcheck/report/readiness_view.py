@@ -75,7 +75,7 @@ def render_markdown(rows: Sequence[Readiness], found: Sequence[inventory.Kernel]
             if not kernel.runs_on(row.target):
                 fallback = f" — fallback: {kernel.fallback}" if kernel.fallback else ""
                 out.write(
-                    f"- {kernel.kind} `{kernel.name}` ({kernel.path}:{kernel.line}): {kernel.port_path(row.target)}{fallback}\n"
+                    f"- {kernel.kind} `{kernel.name}` ({kernel.place}): {kernel.port_path(row.target)}{fallback}\n"
                 )
         for item in (*row.dependencies, *row.environment):
             out.write(f"- {item}\n")

@@ -3,6 +3,10 @@
 URIs are relative to the project root (`%SRCROOT%`), every result carries a
 partialFingerprint (the line-shift-proof fingerprint), and every selected rule is described
 with its documentation.
+
+SARIF has no notebook cells. A finding in a notebook has its region in the cell's own lines
+(as in every other portcheck output and in Ruff's), the cell's number in the region's property
+bag (`"properties": {"cell": 3}`), and the cell as a logical location (`nb.ipynb:cell 3`).
 """
 
 from __future__ import annotations
@@ -45,21 +49,26 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, object]:
         "ruleIndex": rule_index[finding.code],
         "level": _LEVEL[finding.severity],
         "message": {"text": text},
-        "locations": [
-            {
-                "physicalLocation": {
-                    "artifactLocation": {"uri": quote(finding.path), "uriBaseId": "%SRCROOT%"},
-                    "region": {
-                        "startLine": finding.line,
-                        "startColumn": finding.column,
-                        "endLine": finding.end_line,
-                        "endColumn": finding.end_column,
-                    },
-                }
-            }
-        ],
+        "locations": [_location(finding)],
         "partialFingerprints": {FINGERPRINT_KEY: finding.fingerprint},
         "properties": {"targets": {target: level.label for target, level in finding.targets}},
+    }
+
+
+def _location(finding: Finding) -> dict[str, object]:
+    region: dict[str, object] = {
+        "startLine": finding.line,
+        "startColumn": finding.column,
+        "endLine": finding.end_line,
+        "endColumn": finding.end_column,
+    }
+    artifact = {"uri": quote(finding.path), "uriBaseId": "%SRCROOT%"}
+    if finding.cell is None:
+        return {"physicalLocation": {"artifactLocation": artifact, "region": region}}
+    cell = f"cell {finding.cell}"
+    return {
+        "physicalLocation": {"artifactLocation": artifact, "region": {**region, "properties": {"cell": finding.cell}}},
+        "logicalLocations": [{"name": cell, "fullyQualifiedName": f"{finding.path}:{cell}", "kind": "notebookCell"}],
     }
 
 

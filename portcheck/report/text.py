@@ -27,7 +27,7 @@ def render(report: ScanReport, out: TextIO, color: bool = False) -> None:
 
 def _finding(console: Console, finding: Finding, report: ScanReport) -> None:
     header = Text()
-    header.append(f"{shown_path(finding, report.config.root)}:{finding.line}:{finding.column}: ", style="bold")
+    header.append(f"{shown_path(finding, report.config.root)}:{finding.position}: ", style="bold")
     header.append(f"{finding.code} ", style="bold")
     header.append(target_summary(finding, report.config.targets), style=_STYLE[finding.severity])
     header.append(f" {finding.message}")
