@@ -21,8 +21,11 @@ class BaselineError(ValueError):
 def write(path: Path, findings: Iterable[Finding]) -> int:
     """Record the findings; a reviewable JSON file, sorted for stable diffs."""
     entries = sorted(
-        ({"fingerprint": f.fingerprint, "code": f.code, "path": f.path, "line": f.line} for f in findings),
-        key=lambda e: (e["path"], e["line"], e["code"], e["fingerprint"]),
+        (
+            {"fingerprint": f.fingerprint, "code": f.code, "path": f.path, "cell": f.cell, "line": f.line}
+            for f in findings
+        ),
+        key=lambda e: (e["path"], e["cell"] or 0, e["line"], e["code"], e["fingerprint"]),
     )
     document = {"portcheck_baseline": FORMAT, "created_by": f"portcheck {__version__}", "findings": entries}
     temporary = path.with_name(path.name + ".tmp")

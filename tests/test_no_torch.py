@@ -46,9 +46,7 @@ BLOCK_AND_SCAN = textwrap.dedent(
 )
 
 
-def test_scan_and_fix_run_and_never_import_torch(tmp_path: Path) -> None:
-    report = tmp_path / "report.json"
-    project = ROOT / "examples" / "cuda_app"
+def _scan_without_torch(project: Path, report: Path) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", BLOCK_AND_SCAN, str(project), str(report)],
         capture_output=True,
@@ -57,6 +55,23 @@ def test_scan_and_fix_run_and_never_import_torch(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_scan_and_fix_run_and_never_import_torch(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    outcome = _scan_without_torch(ROOT / "examples" / "cuda_app", report)
     assert outcome == {"exit": 1, "loaded": []}  # findings (exit 1), and nothing torch-like loaded
     assert json.loads(report.read_text())["summary"]["findings"] == 20
+
+
+def test_notebooks_are_scanned_and_fixed_without_importing_torch(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    outcome = _scan_without_torch(ROOT / "tests" / "fixtures" / "notebooks", report)
+    assert outcome == {"exit": 1, "loaded": []}
+    findings = json.loads(report.read_text())["findings"]
+    assert {f["path"].rpartition("/")[2] for f in findings if f["cell"]} == {
+        "broken_cell.ipynb",
+        "cross_cells.ipynb",
+        "imports_added.ipynb",
+    }

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+
+from portcheck.filekinds import kind_of
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +32,7 @@ TIMEOUT_S = 900  # building the hook's environment downloads and installs packag
 
 CUDA_BOUND = "import torch\ntorch.cuda.synchronize()\n"
 CLEAN = "import torch\nx = torch.zeros(1).to('cpu')\n"
+NOTEBOOK = (ROOT / "tests" / "fixtures" / "notebooks" / "cross_cells.ipynb").read_text(encoding="utf-8")
 
 # Variables that would point git (ours or pre-commit's) at another repository or environment.
 _LEAKY = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "VIRTUAL_ENV", "PYTHONHOME", "PIP_LOG")
@@ -94,7 +98,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
     assert PRE_COMMIT.is_file(), f"pre-commit is not installed next to {sys.executable} (pip install -e '.[dev]')"
     scratch = tmp_path_factory.mktemp("precommit")
     project = scratch / "project"
-    _init_repository(project, {"cuda_bound.py": CUDA_BOUND, "clean.py": CLEAN})
+    _init_repository(project, {"cuda_bound.py": CUDA_BOUND, "clean.py": CLEAN, "analysis.ipynb": NOTEBOOK})
     return Sandbox(project, _hook_repository(scratch), scratch / "pre-commit-home", scratch)
 
 
@@ -140,3 +144,17 @@ def test_precommit_hook_passes_on_a_clean_file_and_its_environment_has_no_torch(
     installed = _installed(pip_log)
     assert {"portcheck", "libcst", "typer", "rich", "pathspec"} <= installed, installed  # the log is the hook's install
     assert not {name for name in installed if name == "torch" or name.startswith(("torch-", "nvidia-"))}, installed
+
+
+def test_precommit_hook_reports_a_notebook_by_cell(sandbox: Sandbox) -> None:
+    completed = _try_repo(sandbox, "analysis.ipynb", sandbox.scratch / "pip-notebook.log")
+    assert completed.returncode != 0, completed.stdout
+    assert "analysis.ipynb:cell 5:4:1: PC203" in completed.stdout
+
+
+@pytest.mark.parametrize(
+    "name", ["train.py", "nb/analysis.ipynb", "csrc/kernel.cu", "requirements-dev.txt", "pyproject.toml"]
+)
+def test_the_hook_takes_every_kind_of_file_portcheck_reads(name: str) -> None:
+    hook = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))[0]
+    assert kind_of(name) is not None and re.search(hook["files"], name)
