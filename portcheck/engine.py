@@ -2,7 +2,8 @@
 
 Everything a file can do wrong (not exist, not decode, not parse, be binary or huge) becomes a
 finding or a message for that file; the run goes on. Only a bug in portcheck itself is an
-`internal_error`.
+`internal_error`. A notebook is analysed as the module its code cells make
+(portcheck.notebooks), without the cells that do not parse; its findings then count in cells.
 """
 
 from __future__ import annotations
