@@ -171,6 +171,19 @@ def tools(root: Path, files: list[Path], parsed: list[Path], cores: int) -> dict
     return found
 
 
+def startup(one_file: Path, runs: int) -> tuple[float, float]:
+    """Wall time of `portcheck --version`, and of a one-file scan as the pre-commit hook runs it
+    (its entry point, a fresh cache): the everyday loop is mostly start-up."""
+    version = [sys.executable, "-m", "portcheck", "--version"]
+    cache = CACHE / "hook-cache"
+    hook = [sys.executable, "-m", "portcheck", "scan", "--force-exclude", "--format", "concise", "--exit-zero"]
+    hook += ["--cache-dir", str(cache), str(one_file)]
+    return (
+        median_of(Tool("version", version), HERE, runs).wall,
+        median_of(Tool("hook", hook, fresh=cache), HERE, runs).wall,
+    )
+
+
 def memory_growth(files: list[Path]) -> list[tuple[int, float]]:
     """Peak RSS of one-process scans of growing shares of the corpus: it should stay flat."""
     rows = []
@@ -215,6 +228,8 @@ def main() -> None:
     if torchfix:
         print(f"TorchFix / cold portcheck ({cores} jobs each): ", end="")
         print(f"wall {torchfix.wall / cold.wall:.1f}x, CPU {torchfix.cpu / cold.cpu:.1f}x.")
+    version, hook = startup(files[0], options.runs)
+    print(f"`portcheck --version`: {version:.2f} s; one file as the pre-commit hook runs it: {hook:.2f} s (medians).")
     print()
     print("| files scanned (--jobs 1, no cache) | peak RSS MiB |\n| ---: | ---: |")
     for count, peak in memory_growth(files):
