@@ -47,8 +47,11 @@ _INDEX_CALLS = frozenset(
 )  # fmt: skip
 _INT_BUILTINS = frozenset({"int", "len", "min", "max", "abs"})
 _INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
-# Names that hold a device index or a process's rank where nothing else says what they hold.
-_INDEX_NAME = re.compile(r"^(local_)?(rank|gpu|gpu_?id|gpu_?idx|gpu_index|device_?id|device_?idx|device_index)$")
+# Names that hold a device index or a process's rank where nothing else says what they hold
+# (`process_index` and `local_process_index`: Accelerate's `Accelerator` and `PartialState`).
+_INDEX_NAME = re.compile(
+    r"^(local_)?(rank|gpu|gpu_?id|gpu_?idx|gpu_index|device_?id|device_?idx|device_index|process_index)$"
+)
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)

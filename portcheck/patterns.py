@@ -14,6 +14,7 @@ import libcst as cst
 _CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
 _DEVICE_NAME = re.compile(r"(^|_)(device|devices|dev|device_str|device_name)($|_)", re.IGNORECASE)
 _BACKEND_NAME = re.compile(r"(^|_)(backend|dist_backend|process_group_backend)($|_)", re.IGNORECASE)
+_DEVICE_MAP_NAME = re.compile(r"(^|_)device_map$", re.IGNORECASE)
 
 
 def dotted(node: cst.CSTNode) -> str:
@@ -111,6 +112,11 @@ def is_device_like(node: cst.BaseExpression) -> bool:
     return False
 
 
+def is_device_map_name(name: str) -> bool:
+    """Whether an identifier names a Hugging Face device map: `device_map`, `model_device_map`."""
+    return _DEVICE_MAP_NAME.search(name) is not None
+
+
 def is_backend_name(name: str) -> bool:
     return _BACKEND_NAME.search(name) is not None
 
@@ -122,6 +128,15 @@ def target_name(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Attribute):
         return node.attr.value
     return string_value(node)
+
+
+def setting_key(target: cst.BaseExpression) -> str | None:
+    """The setting an assignment target names: `x`, `self.x`, and the string key of a
+    subscript, `kwargs["x"]`."""
+    if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+        index = target.slice[0].slice
+        return string_value(index.value) if isinstance(index, cst.Index) else None
+    return target_name(target)
 
 
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:

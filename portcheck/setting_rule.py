@@ -1,10 +1,10 @@
 """A base for rules about one string setting (a CUDA device, the NCCL backend).
 
 Such a string is reported where it is given to something named for the setting (a keyword
-argument, a parameter default, an assignment to a name or attribute, a dict entry, an argparse
-option default) or passed where a known call expects it, directly or through a name bound
-once. Real code spells these settings in all of those places; log messages and unrelated dict
-keys are never named for them, so they stay quiet.
+argument, a parameter default, an assignment to a name, attribute or subscript `kwargs["x"]`, a
+dict entry, an argparse option default) or passed where a known call expects it, directly or
+through a name bound once. Real code spells these settings in all of those places; log
+messages and unrelated dict keys are never named for them, so they stay quiet.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class SettingValueRule(Rule):
             self.check(node.value)
 
     def _named(self, target: cst.BaseExpression) -> bool:
-        name = patterns.target_name(target)
+        name = patterns.setting_key(target)
         return name is not None and self.names_setting(name)
 
     def check(self, expression: cst.BaseExpression) -> None:

@@ -20,7 +20,8 @@ class CudaDeviceString(SettingValueRule):
     Reports `"cuda"`, `"cuda:N"` and `f"cuda:{i}"` where they are used as a device: in
     `torch.device(...)`, `.to(...)`, any `device=` keyword, `torch.set_default_device`, the
     default of a `device` parameter or `--device` option, an assignment to a name, attribute or
-    dict key called `device`, and a string bound to a name that is later used as a device.
+    dict key called `device`, and a string bound to a name that is later used as a device. A
+    Hugging Face `device_map` is hf-cuda-device-map's (PC106).
 
     ## Why is this bad?
     Without CUDA, `torch.zeros(3, device="cuda")` raises `AssertionError: Torch not compiled
@@ -148,9 +149,9 @@ class CudaDeviceString(SettingValueRule):
             fixed='import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("--device", default="mps")\n',
         ),
         Invalid(
-            'cfg = {"device": "cuda:0", "lr": 0.1}\n',
-            lines=[1],
-            fixed='cfg = {"device": "tpu", "lr": 0.1}\n',
+            'cfg = {"device": "cuda:0", "lr": 0.1}\ncfg["eval_device"] = "cuda:1"\n',
+            lines=[1, 2],
+            fixed='cfg = {"device": "tpu", "lr": 0.1}\ncfg["eval_device"] = "tpu"\n',
         ),
         Invalid(
             'class Trainer:\n    def __init__(self):\n        self.device = "cuda"\n',
@@ -193,7 +194,7 @@ class CudaDeviceString(SettingValueRule):
     ]
 
     def names_setting(self, name: str) -> bool:
-        return patterns.is_device_name(name)
+        return patterns.is_device_name(name) and not patterns.is_device_map_name(name)
 
     def literals(self, expression: cst.CSTNode) -> Iterable[cst.CSTNode]:
         return patterns.cuda_device_literals(expression)
