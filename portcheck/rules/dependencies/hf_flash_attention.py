@@ -1,28 +1,49 @@
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
 import libcst as cst
 
 from portcheck import patterns, project
-from portcheck.rule import Invalid, Rule, Valid
+from portcheck.findings import FixSafety
+from portcheck.rewrites.edits import Edit, string_like
+from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.setting_rule import SettingValueRule
 from portcheck.targets import packages
 
-_FLASH = frozenset({"flash_attention_2", "flash_attention_3"})
+_SETTING = re.compile(r"^_?attn_impl(ementation)?$")
+# Transformers' FlashAttention backends (`flash_attention_2` to `_4`, also behind `paged|`), and
+# FlashAttention kernels from the Hub (`kernels-community/flash-attn3`), which TRL counts as the
+# same variants (trl/trainer/sft_trainer.py FLASH_ATTENTION_VARIANTS).
+_NATIVE = re.compile(r"^(paged\|)?flash_attention_\d$")
+_HUB = re.compile(r"^[\w.-]+/[\w.-]*flash[-_]?attn[\w.-]*(:\w+)?$")
+_FIELDS = frozenset({"dataclasses.field"})
 
 
 def _flash_attn() -> packages.Package:
-    return next(p for p in packages.packages() if p.key == "flash_attn")
+    return packages.by_key("flash_attn")
 
 
-class HfFlashAttention(Rule):
+def _is_flash(node: cst.CSTNode) -> bool:
+    value = patterns.string_value(node)
+    return value is not None and (_NATIVE.match(value) is not None or _HUB.match(value) is not None)
+
+
+class HfFlashAttention(SettingValueRule):
     """## What it does
-    Reports Hugging Face models asked for FlashAttention kernels:
-    `attn_implementation="flash_attention_2"` (or `_3`) in `from_pretrained(...)` or a config,
-    and the older `use_flash_attention_2=True`.
+    Reports Hugging Face models asked for FlashAttention kernels: `"flash_attention_2"` (`_3`,
+    `_4`, `"paged|flash_attention_2"`) or a Hub kernel such as `"kernels-community/flash-attn3"`
+    as the attention implementation, and the older `use_flash_attention_2=True`. The setting is
+    found wherever it is written: `from_pretrained(...)`, `AutoConfig.from_pretrained(...)`,
+    `model_kwargs=dict(...)`, `model_kwargs["attn_implementation"] = ...`,
+    `config.attn_implementation = ...`, `model.set_attn_implementation(...)`, a dataclass field
+    or parameter default, an argparse default, and through a name bound once.
 
     ## Why is this bad?
-    Transformers then imports `flash_attn`, a CUDA-only package (PC701): on TPU, Trainium, Apple
-    and most other targets loading the model fails with an ImportError or a "FlashAttention2
-    is not available" error.
+    Transformers then imports `flash_attn` (PC701) or downloads a kernel built for CUDA: on
+    TPU, Trainium, Apple and most other targets loading the model fails with an ImportError or
+    a "FlashAttention2 is not available" error.
 
     ## Example
     ```python
@@ -38,18 +59,27 @@ class HfFlashAttention(Rule):
 
     ## Targets
     As for the flash_attn package: an error on every target but ROCm, where FlashAttention has
-    ROCm builds (a warning).
+    ROCm builds (a warning). Chosen only under a CUDA check (`"flash_attention_2" if
+    torch.cuda.is_available() else "sdpa"`) it is info: the check is the finding.
 
     ## Fix safety
-    No automatic fix yet.
+    Unsafe (needs `--unsafe-fixes`): a Transformers backend written in the setting itself
+    becomes `"sdpa"` (`"paged|sdpa"`), and `use_flash_attention_2=True` becomes
+    `attn_implementation="sdpa"`. SDPA computes the same attention, with other rounding, but
+    training that packs several samples into one sequence without padding (TRL's
+    `padding_free=True`, packing) relies on FlashAttention's variable-length kernels to keep
+    them apart: under SDPA they can attend to each other. Not fixed: a Hub kernel (it may
+    bring other functions), and a value bound to a name other code may compare.
     """
 
     code = "PC705"
     name = "hf-flash-attention"
-    message = "{what} makes transformers load flash_attn, which needs CUDA"
+    message = "{what} makes transformers load {kernel}, which needs CUDA"
     hint = 'use attn_implementation="sdpa" (PyTorch\'s scaled_dot_product_attention)'
     severity = _flash_attn().severities()
-    triggers = (b"flash_attention",)
+    fix_safety = FixSafety.UNSAFE
+    triggers = (b"flash_attention", b"flash-attn", b"flash_attn")
+    cuda_only = True
 
     VALID = [
         Valid("model = AutoModel.from_pretrained(name, attn_implementation='sdpa')\n"),
@@ -57,36 +87,120 @@ class HfFlashAttention(Rule):
             "import torch\nimport torch as T\nfrom torch import nn\nfrom torch.nn import Linear as L\nimport torch.cuda\n"
         ),
         Valid("def load(torch, name):\n    return torch.hub.load(name, use_flash_attention_2=False)\n"),
-        Valid("print('flash_attention_2 is faster on CUDA')\n"),
+        Valid("print('flash_attention_2 is faster on CUDA')\nif impl == 'flash_attention_2':\n    pass\n"),
+        Valid(
+            "import argparse\np = argparse.ArgumentParser()\n"
+            'p.add_argument("--attn_implementation", choices=["sdpa", "flash_attention_2"], default="sdpa")\n'
+        ),
     ]
     INVALID = [
         Invalid(
-            "model = AutoModelForCausalLM.from_pretrained(name, attn_implementation='flash_attention_2')\n", lines=[1]
+            "model = AutoModelForCausalLM.from_pretrained(name, attn_implementation='flash_attention_2')\n",
+            lines=[1],
+            unsafe=True,
+            fixed="model = AutoModelForCausalLM.from_pretrained(name, attn_implementation='sdpa')\n",
         ),
-        Invalid("import torch\nconfig.attn_implementation = 'flash_attention_3'\n", lines=[2]),
-        Invalid("m = AutoModel.from_pretrained(name, use_flash_attention_2=True)\n", lines=[1]),
+        # may change what packed sequences attend to: nothing without --unsafe-fixes
+        Invalid("model = AutoModelForCausalLM.from_pretrained(name, attn_implementation='flash_attention_2')\n"),
         Invalid(
-            "IMPL = 'flash_attention_2'\nm = AutoModel.from_pretrained(name, attn_implementation=IMPL)\n", lines=[1]
+            "import torch\nconfig.attn_implementation = 'flash_attention_3'\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch\nconfig.attn_implementation = 'sdpa'\n",
+        ),
+        Invalid(
+            "m = AutoModel.from_pretrained(name, use_flash_attention_2=True)\n",
+            lines=[1],
+            unsafe=True,
+            fixed='m = AutoModel.from_pretrained(name, attn_implementation="sdpa")\n',
+        ),
+        # behind a name other code may compare: reported, not rewritten
+        Invalid(
+            "IMPL = 'flash_attention_2'\nm = AutoModel.from_pretrained(name, attn_implementation=IMPL)\n",
+            lines=[1],
+            unsafe=True,
+        ),
+        Invalid(
+            "from transformers import AutoConfig as Cfg, pipeline\n"
+            'cfg = Cfg.from_pretrained("x", attn_implementation="flash_attention_2")\n'
+            'p = pipeline("text-generation", model="x", model_kwargs=dict(attn_implementation="flash_attention_2"))\n',
+            lines=[2, 3],
+            message="flash_attn",
+        ),
+        # PEFT's sft example, TRL's Hub kernels, a dataclass default, the v5 setter
+        Invalid(
+            "from dataclasses import dataclass, field\nimport transformers\n\n@dataclass\nclass ModelArguments:\n"
+            '    attn_implementation: str = field(default="paged|flash_attention_2")\n\n'
+            'model_kwargs = {"dtype": "auto"}\nif args.use_flash_attn:\n'
+            '    model_kwargs["attn_implementation"] = "flash_attention_2"\n'
+            'model = transformers.AutoModel.from_pretrained("x", attn_implementation="kernels-community/flash-attn3")\n'
+            'model.set_attn_implementation("flash_attention_4")\n',
+            lines=[6, 10, 11, 12],
+            unsafe=True,
+            fixed="from dataclasses import dataclass, field\nimport transformers\n\n@dataclass\nclass ModelArguments:\n"
+            '    attn_implementation: str = field(default="paged|sdpa")\n\n'
+            'model_kwargs = {"dtype": "auto"}\nif args.use_flash_attn:\n'
+            '    model_kwargs["attn_implementation"] = "sdpa"\n'
+            'model = transformers.AutoModel.from_pretrained("x", attn_implementation="kernels-community/flash-attn3")\n'
+            'model.set_attn_implementation("sdpa")\n',
+        ),
+        Invalid(
+            "import argparse\nfrom torch.nn import functional as F\n\ndef load(name, attn_impl: str = 'flash_attention_2'):\n"
+            "    return name\n\np = argparse.ArgumentParser()\n"
+            'p.add_argument("--attn-implementation", default="flash_attention_2")\n',
+            lines=[4, 8],
+            message="attn_implementation='flash_attention_2'",
+        ),
+        Invalid(
+            "from torch.cuda import is_available as has_cuda\n"
+            'impl = "flash_attention_2" if has_cuda() else "sdpa"\nm = AutoModel.from_pretrained("x", attn_implementation=impl)\n',
+            lines=[2],
+            message="reached only under a CUDA check",
         ),
     ]
 
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is None:
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._direct: set[int] = set()  # literals written in the setting itself, not behind a name
+
+    def names_setting(self, name: str) -> bool:
+        return _SETTING.match(name) is not None
+
+    def literals(self, expression: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """FlashAttention names an expression can be, also as a dataclass field's default."""
+        if isinstance(expression, cst.Call) and self.ctx.qualified_names(expression.func) & _FIELDS:
+            default = patterns.keyword(expression, "default")
+            if default is not None:
+                yield from self.literals(default.value)
             return
-        if node.keyword.value == "attn_implementation":
-            self._check(node.value)
-        elif node.keyword.value == "use_flash_attention_2" and isinstance(node.value, cst.Name):
-            if node.value.value == "True":
-                self.record(project.DEPENDENCY, _flash_attn().key, node, written="flash_attn")
-                self.report(node, what="`use_flash_attention_2=True`")
+        yield from patterns.value_literals(expression, _is_flash)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any(patterns.target_name(t.target) in ("attn_implementation", "_attn_implementation") for t in node.targets):
-            self._check(node.value)
+    def positional_setting(self, call: cst.Call, names: frozenset[str]) -> cst.Arg | None:
+        """`model.set_attn_implementation("flash_attention_2")` (transformers v5)."""
+        return patterns.positional(call, 0) if patterns.method_name(call) == "set_attn_implementation" else None
 
-    def _check(self, value: cst.BaseExpression) -> None:
-        if isinstance(value, cst.Name):
-            value = self.ctx.assigned_value(value) or value
-        for literal in patterns.value_literals(value, lambda n: patterns.string_value(n) in _FLASH):
-            self.record(project.DEPENDENCY, _flash_attn().key, literal, written="flash_attn")
-            self.report(literal, what=f"attn_implementation={patterns.string_value(literal)!r}")
+    def check(self, expression: cst.BaseExpression) -> None:
+        self._direct.update(id(literal) for literal in self.literals(expression))
+        super().check(expression)
+
+    def report_literal(self, literal: cst.CSTNode) -> None:
+        value = patterns.string_value(literal) or ""
+        native = _NATIVE.match(value) is not None
+        edit = self._edit(literal, value) if native and id(literal) in self._direct else None
+        self._report(literal, f"attn_implementation={value!r}", "flash_attn" if native else "a Hub kernel", edit)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is None or node.keyword.value != "use_flash_attention_2":
+            return
+        if isinstance(node.value, cst.Name) and node.value.value == "True":
+            fixed = node.with_changes(keyword=cst.Name("attn_implementation"), value=cst.SimpleString('"sdpa"'))
+            edit = Edit(node, fixed, FixSafety.UNSAFE, 'use_flash_attention_2=True -> attn_implementation="sdpa"')
+            self._report(node, "`use_flash_attention_2=True`", "flash_attn", edit)
+
+    def _report(self, node: cst.CSTNode, what: str, kernel: str, edit: Edit | None) -> None:
+        self.record(project.DEPENDENCY, _flash_attn().key, node, written="flash_attn")
+        self.report(node, what=what, kernel=kernel, edit=edit)
+
+    def _edit(self, literal: cst.CSTNode, value: str) -> Edit:
+        sdpa = value.replace(value.rpartition("|")[2], "sdpa")
+        return Edit(literal, string_like(literal, sdpa), FixSafety.UNSAFE, f"{value!r} -> {sdpa!r}")
