@@ -43,6 +43,10 @@ class Target:
     autocast_default_dtype: str  # what torch.autocast(dev) picks without dtype= (torch 2.13)
     amp_dtype: str  # the dtype autocast should use there
     needs_grad_scaler: bool
+    # What Hugging Face Accelerate, and so the Trainer, does with fp16 mixed precision there:
+    # raises (ValueError, the device is not among those it allows) | ignored (no autocast, no
+    # scaler: float32) | runs
+    fp16_mixed_precision: str
     float64: str  # native | slow | unsupported
     cuda_graphs: str  # what replaces CUDA graph capture
     compile_backend: str  # empty: torch.compile's default is right
