@@ -3,12 +3,13 @@
 The table holds the facts (what the call does without CUDA, what replaces it, since which
 torch, per-target caveats); a rule class only adds its code, name and documentation. A rule
 that sets `table_fixes` also attaches the fixes the table allows (portcheck.api_fixes) and may
-refine them by overriding `fix`.
+refine them by overriding `fix`. A name used only as a type annotation is not reported: naming
+a CUDA type does not need CUDA.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import libcst as cst
@@ -46,6 +47,8 @@ class CudaApiRule(Rule):
         match = api.lookup(qualified_name)
         if match is None or match[1].rule != self.code or id(node) in self._reported:
             return
+        if in_annotation(self.ctx.ancestors):
+            return
         name, entry = match
         self._reported.add(id(node))
         exact = name == qualified_name  # not `torch.cuda.synchronize.__name__`
@@ -71,6 +74,13 @@ class CudaApiRule(Rule):
         """The edit for one use of a listed name, or None; rules override this to add what the
         table cannot say."""
         return cuda_api.table_edit(self.ctx, node, entry)
+
+
+def in_annotation(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside a type annotation (`s: torch.cuda.Stream`, `-> torch.cuda.Event`): it only names
+    the type. Without `from __future__ import annotations` Python evaluates it, but looking up a
+    `torch.cuda` attribute works on every build; only calling or instantiating it needs CUDA."""
+    return any(isinstance(ancestor, cst.Annotation) for ancestor in ancestors)
 
 
 def hint(entry: api.ApiEntry, selected: tuple[str, ...], torch_version: tuple[int, ...] | None) -> str:

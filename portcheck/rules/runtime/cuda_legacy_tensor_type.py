@@ -38,6 +38,7 @@ class CudaLegacyTensorType(CudaApiRule):
         Valid("import torch\nx = torch.zeros(3, dtype=torch.float32)\n"),
         Valid("import torch\nx = torch.FloatTensor(3)\n"),
         Valid("def make(torch):\n    return torch.cuda.FloatTensor(3)\n"),
+        Valid("import torch\ndef f(x: torch.cuda.FloatTensor) -> torch.cuda.LongTensor:\n    return x.long()\n"),
     ]
     INVALID = [
         Invalid("import torch\nx = torch.cuda.FloatTensor(3)\n", lines=[2]),

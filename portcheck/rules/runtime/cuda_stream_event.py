@@ -11,7 +11,8 @@ class CudaStreamEvent(CudaApiRule):
     """## What it does
     Reports CUDA streams and events: `torch.cuda.Stream`, `torch.cuda.Event`,
     `with torch.cuda.stream(s):`, `torch.cuda.current_stream()`, `default_stream()`,
-    `set_stream()`, `ExternalStream`.
+    `set_stream()`, `ExternalStream`. A type annotation (`s: torch.cuda.Stream`) only names
+    the type and is not reported.
 
     ## Why is this bad?
     Without CUDA, creating a `torch.cuda.Stream` or `Event` raises. Code that overlaps copies
@@ -57,9 +58,19 @@ class CudaStreamEvent(CudaApiRule):
         Valid("import torch\ns = torch.Stream(device='cpu')\n"),
         Valid("def make(torch):\n    return torch.cuda.Stream()\n"),
         Valid("import threading\nevent = threading.Event()\n"),
+        # Annotations only name the types (string ones, and all under PEP 563, are never evaluated).
+        Valid("import torch\ndef f(s: torch.cuda.Stream) -> None:\n    pass\n"),
+        Valid("from torch import cuda\nx: cuda.Event\ndef g() -> Optional[cuda.Stream]:\n    pass\n"),
+        Valid("import torch\ndef f(s: 'torch.cuda.Stream') -> 'torch.cuda.Event':\n    pass\n"),
+        Valid(
+            "from __future__ import annotations\nimport torch.cuda\n"
+            "def f(s: torch.cuda.Stream | None = None) -> list[torch.cuda.Event]:\n    pass\n"
+        ),
     ]
     INVALID = [
         Invalid("import torch\nstart = torch.cuda.Event(enable_timing=True)\n", lines=[2]),
+        # the annotation names the type; the value creates an event
+        Invalid("import torch\nstart: torch.cuda.Event = torch.cuda.Event()\n", lines=[2]),
         Invalid("import torch as T\nwith T.cuda.stream(side):\n    pass\n", lines=[2]),
         Invalid(
             "import torch as T\n\ndef step(x, side):\n    # overlap the copy\n    with T.cuda.stream(side):\n"
