@@ -26,7 +26,8 @@ def _severity() -> dict:
 
 class AutocastWithoutDtype(Rule):
     """## What it does
-    Reports `torch.autocast(...)` and `torch.amp.autocast(...)` without an explicit `dtype`.
+    Reports `torch.autocast(...)` and `torch.amp.autocast(...)` without an explicit `dtype`,
+    unless given `enabled=False` (a disabled region casts nothing).
 
     ## Why is this bad?
     Without `dtype`, autocast uses the device type's default. In torch 2.13 that default is
@@ -75,6 +76,9 @@ class AutocastWithoutDtype(Rule):
         Valid("def f(torch):\n    return torch.autocast('tpu')\n"),
         Valid("import torch\nwith torch.autocast('tpu'):\n    pass\n", options={"targets": ["cpu", "mps", "rocm"]}),
         Valid("from torch import cuda\nwith cuda.amp.autocast():\n    pass\n", options={"select": ["PC303"]}),
+        # disabled: no dtype to choose
+        Valid("import torch\nwith torch.autocast(device.type, enabled=False):\n    pass\n"),
+        Valid("import torch\nuse_amp = False\nwith torch.amp.autocast('tpu', enabled=use_amp):\n    pass\n"),
     ]
     INVALID = [
         Invalid(
@@ -117,6 +121,8 @@ class AutocastWithoutDtype(Rule):
             unsafe=True,
             fixed="import torch.amp\n@torch.autocast('tpu', dtype=torch.bfloat16)\ndef step(x):\n    return x\n",
         ),
+        # enabled by a value portcheck cannot read: still a region without a dtype
+        Invalid("import torch\nwith torch.autocast(device.type, enabled=args.amp):\n    pass\n", lines=[2]),
         # not fixed: a CPU region on another target, and the CUDA literal PC302 owns
         Invalid("import torch\nwith torch.autocast('cpu'):\n    pass\n", lines=[2], unsafe=True),
         Invalid("import torch\nwith torch.autocast('cuda'):\n    pass\n", lines=[2], device="xla"),
@@ -130,8 +136,19 @@ class AutocastWithoutDtype(Rule):
             return
         if any(arg.star for arg in node.args):
             return  # dtype may come through *args or **kwargs
-        if patterns.argument(node, 1, "dtype") is None:
+        if patterns.argument(node, 1, "dtype") is None and not self._disabled(node):
             self.report(node, edit=self._edit(node))
+
+    def _disabled(self, call: cst.Call) -> bool:
+        """`enabled=False`, directly or through a name bound once: a region that casts nothing
+        has no dtype to choose."""
+        enabled = patterns.argument(call, 2, "enabled")
+        if enabled is None:
+            return False
+        value = enabled.value
+        if isinstance(value, cst.Name) and value.value != "False":
+            value = self.ctx.assigned_value(value) or value
+        return isinstance(value, cst.Name) and value.value == "False"
 
     def _edit(self, call: cst.Call) -> edits.Edit | None:
         target = self.ctx.fix_target
