@@ -126,6 +126,15 @@ def test_hints_follow_the_selected_targets() -> None:
     assert "guard it" in cpu.hint
 
 
+def test_cudnn_deterministic_claims_what_is_true_on_each_target() -> None:
+    source = "import torch\ntorch.backends.cudnn.deterministic = True\n"
+    (cpu,) = scan_source(source, config=Config(targets=("cpu",)))
+    assert cpu.severity.label == "info" and "most CPU kernels are deterministic already" in cpu.hint
+    (tpu,) = scan_source(source, config=Config(targets=("tpu",)))
+    assert tpu.severity.label == "warning" and "has no effect" in tpu.message
+    assert "not deterministic" not in tpu.message + cpu.message
+
+
 def test_a_newer_replacement_than_the_configured_torch_is_called_out() -> None:
     source = "import torch\ntorch.cuda.empty_cache()\n"
     (old,) = scan_source(source, config=Config(targets=("tpu",), torch_version=(2, 6)))

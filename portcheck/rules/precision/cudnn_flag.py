@@ -8,9 +8,10 @@ class CudnnFlag(CudaApiRule):
     `.is_available()`, and the rest of `torch.backends.cudnn`.
 
     ## Why is this bad?
-    cuDNN exists only on NVIDIA GPUs. `benchmark` and `enabled` are harmless no-ops elsewhere,
-    but `deterministic = True` is usually there for reproducibility, and on another target it
-    silently guarantees nothing.
+    cuDNN exists only on NVIDIA GPUs, and these switches have no effect without it. `benchmark`
+    and `enabled` are harmless no-ops elsewhere, but `deterministic = True` is usually there for
+    reproducibility: off CUDA it asks nothing of the target's kernels, so whatever determinism
+    the run needs must come from `torch.use_deterministic_algorithms(True)`.
 
     ## Example
     ```python
@@ -25,7 +26,8 @@ class CudnnFlag(CudaApiRule):
 
     ## Targets
     Info for the harmless switches and a warning for `deterministic`, on every target but ROCm
-    (MIOpen answers to them). On Trainium deterministic mode disables adaptive eager fusion.
+    (MIOpen answers to them) and the CPU, where `deterministic` is info too: most CPU kernels are
+    deterministic already. On Trainium deterministic mode disables adaptive eager fusion.
 
     ## Fix safety
     No automatic fix. The switches do nothing off CUDA, but deleting an assignment changes
@@ -44,7 +46,11 @@ class CudnnFlag(CudaApiRule):
         Valid("import torch\ntorch.backends.cudnn.benchmark = True\n", options={"targets": ["rocm"]}),
     ]
     INVALID = [
-        Invalid("import torch\ntorch.backends.cudnn.deterministic = True\n", lines=[2], message="deterministic"),
+        Invalid(
+            "import torch\ntorch.backends.cudnn.deterministic = True\n",
+            lines=[2],
+            message="has no effect (it only ever made cuDNN's kernels deterministic)",
+        ),
         Invalid("import torch as T\nT.backends.cudnn.benchmark = True\n", lines=[2]),
         Invalid("from torch import backends\nif backends.cudnn.is_available():\n    pass\n", lines=[2]),
         Invalid("from torch.backends import cudnn as cu\ncu.enabled = False\n", lines=[2]),

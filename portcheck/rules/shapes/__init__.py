@@ -25,8 +25,15 @@ def _by_dynamic_shapes(levels: Mapping[str, Severity]) -> dict[str, Severity]:
     return {name: levels[target.dynamic_shapes] for name, target in target_data.all_targets().items()}
 
 
-# Data-dependent ops that also read tensor values on the host: still a sync where shapes are free.
-SYNC_SEVERITY = _by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": INFO})
+def _with_a_device(levels: Mapping[str, Severity]) -> dict[str, Severity]:
+    """Off on targets that compute on the host (device type "cpu"): a tensor there is already
+    in host memory, so reading it copies nothing and waits for no device."""
+    return {name: OFF if target_data.get(name).device_type == "cpu" else level for name, level in levels.items()}
+
+
+# Data-dependent ops that also read tensor values on the host: still a sync where shapes are
+# free, if there is a device to sync with.
+SYNC_SEVERITY = _with_a_device(_by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": INFO}))
 # Pure recompilation hazards (varying batch shapes): harmless where shapes are free.
 RECOMPILE_SEVERITY = _by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": OFF})
 

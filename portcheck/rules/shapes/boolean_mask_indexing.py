@@ -42,7 +42,8 @@ class BooleanMaskIndexing(TensorRule):
     ```
 
     ## Targets
-    An error on neuron; a warning on tpu, xla, npu and hpu; info elsewhere (a host sync).
+    An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm (a host
+    sync); off on cpu, which computes on the host: nothing to copy or wait for.
 
     ## Fix safety
     No automatic fix: the masked form changes what later code receives (a full-size tensor).
@@ -70,6 +71,8 @@ class BooleanMaskIndexing(TensorRule):
             "import torch\ndef pick(x, idx):\n    return x[idx]\npick(x, torch.arange(3))\n"
             "def clean(x, m):\n    m = m.nonzero_static(size=4)\n    return x[m]\nclean(x, x > 0)\n"
         ),
+        # on the CPU the tensor is already in host memory: no device to wait for
+        Valid("import torch\npos = x[x > 0]\n", options={"targets": ["cpu"]}),
     ]
     INVALID = [
         Invalid("import torch\npos = x[x > 0]\n", lines=[2], message="as many elements"),

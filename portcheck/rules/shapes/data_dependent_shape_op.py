@@ -77,7 +77,8 @@ class DataDependentShapeOp(TensorRule):
 
     ## Targets
     An error on neuron (static shapes only); a warning on tpu, xla, npu and hpu (graph break and
-    recompilation); info elsewhere, where the op still waits for the device to learn the size.
+    recompilation); info on mps, xpu and rocm, where the op still waits for the device to learn
+    the size; off on cpu, which computes on the host: there is no device to wait for.
 
     ## Fix safety
     No automatic fix: the replacements need a size bound that only the author knows.
@@ -100,6 +101,8 @@ class DataDependentShapeOp(TensorRule):
         Valid("import torch\nw = x.repeat_interleave(torch.tensor([1, 2]), dim=0, output_size=3)\n"),
         Valid("from torch import histc\nh = histc(x, bins=10, min=0, max=1)\ng = x.histc(10, -1.0, 1.0)\n"),
         Valid("x = df.col.unique()\nidx = arr.nonzero()\n"),
+        # on the CPU the tensor is already in host memory: no device to wait for
+        Valid("import torch\nidx = torch.nonzero(x > 0)\n", options={"targets": ["cpu"]}),
     ]
     INVALID = [
         Invalid("import torch\nidx = torch.nonzero(x > 0)\n", lines=[2], message="depends on tensor values"),

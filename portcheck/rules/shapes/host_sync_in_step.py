@@ -54,8 +54,8 @@ class HostSyncInStep(TensorRule):
     ```
 
     ## Targets
-    An error on neuron; a warning on tpu, xla, npu and hpu; info elsewhere, where it is only
-    a sync.
+    An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm, where it
+    is only a sync; off on cpu, which computes on the host: nothing to copy or wait for.
 
     ## Fix safety
     No automatic fix: where the value is read back is a design decision.
@@ -85,6 +85,11 @@ class HostSyncInStep(TensorRule):
         Valid(
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
             "        if x.sum().item() > 0:\n            x = x[: x.max().item()]\n        return x\n"
+        ),
+        # on the CPU the tensor is already in host memory: no device to wait for
+        Valid(
+            "import torch\nfor b in loader:\n    loss = model(b)\n    loss.backward()\n    print(loss.item())\n",
+            options={"targets": ["cpu"]},
         ),
     ]
     INVALID = [

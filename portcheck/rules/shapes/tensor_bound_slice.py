@@ -33,7 +33,8 @@ class TensorBoundSlice(TensorRule):
     ```
 
     ## Targets
-    An error on neuron; a warning on tpu, xla, npu and hpu; info elsewhere (a host sync).
+    An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm (a host
+    sync); off on cpu, which computes on the host: nothing to copy or wait for.
 
     ## Fix safety
     No automatic fix: the fixed size and the masking depend on the model.
@@ -52,6 +53,8 @@ class TensorBoundSlice(TensorRule):
         Valid("import torch\nn = x.shape[0]\ny = x[:n]\nk = cfg.max_len\nz = x[:k]\n"),
         Valid("def f(torch, x):\n    return x[: torch.sum(x)]\n"),
         Valid("import numpy as np\nn = arr.max()\nhead = arr[:n]\n"),
+        # on the CPU the tensor is already in host memory: no device to wait for
+        Valid("import torch\ny = x[: t.item()]\n", options={"targets": ["cpu"]}),
     ]
     INVALID = [
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),

@@ -55,7 +55,8 @@ class TensorDependentControlFlow(TensorRule):
     ```
 
     ## Targets
-    An error on neuron; a warning on tpu, xla, npu and hpu; info elsewhere (a host sync).
+    An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm (a host
+    sync); off on cpu, which computes on the host: nothing to copy or wait for.
 
     ## Fix safety
     No automatic fix: both branches must be rewritten as tensor operations.
@@ -97,6 +98,11 @@ class TensorDependentControlFlow(TensorRule):
         Valid(
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, xs):\n"
             "        if any(x is None for x in xs):\n            return None\n        return xs\n"
+        ),
+        # on the CPU the tensor is already in host memory: no device to wait for
+        Valid(
+            "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        if (x < 0).any():\n            x = x.clamp(min=0)\n        return x\n",
+            options={"targets": ["cpu"]},
         ),
     ]
     INVALID = [
