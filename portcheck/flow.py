@@ -11,6 +11,10 @@ answers, for every rule and for the fixer, the two questions a single call canno
   `mp.spawn`'s function, `int(os.environ["LOCAL_RANK"])`, `self.gpu_id`, `args.gpu`), followed
   through assignments, attributes, parameters and the module's own calls. An integer given
   where a device goes is an index of the current accelerator (CUDA's, on a CUDA host).
+- device branches: which device types a piece of code can run on, as far as the branches
+  around it tell (`if device.type == "cuda": ... elif device == "mps": ... else: ...`,
+  `torch.backends.mps.is_available()`, and the CUDA guards above), so a rule can leave alone
+  what only another device runs.
 - step loops: which loops run a training, evaluation or decoding step (over a DataLoader, or
   calling `.backward()`, an optimizer's `.step()`, the model, `next(...)` or a batch getter,
   or sampling tokens), where a host sync or a new shape costs every iteration.
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck import patterns
+from portcheck import targets as target_data
 from portcheck.resolve import Resolver, Scope
 from portcheck.walk import child_fields
 
@@ -45,6 +50,8 @@ _INDEX_CALLS = frozenset(
         "torch.accelerator.current_device_index", "torch.distributed.get_local_rank",
     }
 )  # fmt: skip
+# `torch.mps.is_available`, `torch.backends.mps.is_available`, `torch.xpu.is_available`...
+_AVAILABLE_CALL = re.compile(r"torch\.(backends\.)?\w+\.is_available")
 _INT_BUILTINS = frozenset({"int", "len", "min", "max", "abs"})
 _INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
 # Names that hold a device index or a process's rank where nothing else says what they hold
@@ -82,6 +89,37 @@ class Placement:
 
 
 NOWHERE = Placement()
+DEVICE_TYPES = frozenset(target.device_type for target in target_data.all_targets().values()) | {"cuda"}
+_CUDA_ONLY_TYPES = frozenset({"cuda"})
+
+
+@dataclass(frozen=True)
+class Reach:
+    """A set of device types: `types` itself, or with `complement` every device type but them."""
+
+    types: frozenset[str] = frozenset()
+    complement: bool = True
+
+    def includes(self, device_type: str) -> bool:
+        return (device_type in self.types) != self.complement
+
+    def __invert__(self) -> Reach:
+        return Reach(self.types, not self.complement)
+
+    def __and__(self, other: Reach) -> Reach:
+        if self.complement and other.complement:
+            return Reach(self.types | other.types)
+        if self.complement or other.complement:
+            finite, excluded = (other, self) if self.complement else (self, other)
+            return Reach(finite.types - excluded.types, False)
+        return Reach(self.types & other.types, False)
+
+    def __or__(self, other: Reach) -> Reach:
+        return ~(~self & ~other)
+
+
+ANYWHERE = Reach()
+ONLY_CUDA = Reach(_CUDA_ONLY_TYPES, False)
 
 
 @dataclass
@@ -192,6 +230,76 @@ class DeviceFlow:
             if index is not None:
                 return self.guards[index]
         return None
+
+    # --- device branches -------------------------------------------------------------------------
+
+    def reach(self, chain: Sequence[cst.CSTNode], node: cst.CSTNode) -> Reach:
+        """The device types `node` can run on, given the nodes from the module down to it: the
+        `if`/`elif`/`else` branches, conditional expressions and `and`/`or` operands it sits in,
+        and the CUDA guards that protect it (early exits and asserts too). Asked during the walk,
+        it knows every guard around the node being visited."""
+        reach = ONLY_CUDA if self.placement(chain, node).protected_by else ANYWHERE
+        path = (*chain, node)
+        for parent, child in zip(path, path[1:]):
+            if isinstance(parent, (cst.If, cst.IfExp)) and (child is parent.body or child is parent.orelse):
+                holds, fails = self.condition(parent.test)
+                reach &= holds if child is parent.body else fails
+            elif isinstance(parent, cst.BooleanOperation) and child is parent.right:
+                holds, fails = self.condition(parent.left)
+                reach &= holds if isinstance(parent.operator, cst.And) else fails
+        return reach
+
+    def condition(self, test: cst.BaseExpression, depth: int = 0) -> tuple[Reach, Reach]:
+        """Where the device may be when `test` holds, and when it fails (ANYWHERE for what a
+        test does not tell)."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            holds, fails = self.condition(test.expression, depth)
+            return fails, holds
+        if isinstance(test, cst.BooleanOperation):
+            (left_holds, left_fails), (right_holds, right_fails) = (
+                self.condition(test.left, depth),
+                self.condition(test.right, depth),
+            )
+            if isinstance(test.operator, cst.And):
+                return left_holds & right_holds, left_fails | right_fails
+            return left_holds | right_holds, left_fails & right_fails
+        if isinstance(test, cst.Name) and depth == 0:
+            bound = self.resolver.assigned_value(test)
+            return self.condition(bound, depth + 1) if bound is not None else (ANYWHERE, ANYWHERE)
+        named = self._named_types(test)
+        if named is None:
+            holds = self.cuda_check(test, depth)
+            named = None if holds is None else (ONLY_CUDA if holds else ~ONLY_CUDA)
+        return (named, ~named) if named is not None else (ANYWHERE, ANYWHERE)
+
+    def _named_types(self, test: cst.BaseExpression) -> Reach | None:
+        """The device types a comparison with device type literals (`device.type == "mps"`,
+        `"xla" in str(device)`, `device.type not in ("cpu", "mps")`) or a backend's availability
+        call (`torch.backends.mps.is_available()`) holds for, exactly."""
+        if isinstance(test, cst.Call):
+            names = self.resolver.qualified_names(test.func)
+            found = {name.split(".")[-2] for name in names if _AVAILABLE_CALL.fullmatch(name)}
+            return Reach(frozenset(found), False) if found and found <= DEVICE_TYPES else None
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return None
+        link = test.comparisons[0]
+        left, right, operator = test.left, link.comparator, link.operator
+        types = None
+        if isinstance(operator, (cst.Equal, cst.NotEqual)):
+            if patterns.is_device_like(left):
+                types = _device_types(right)
+            elif patterns.is_device_like(right):
+                types = _device_types(left)
+        elif isinstance(operator, (cst.In, cst.NotIn)):
+            if patterns.is_device_like(right):
+                types = _device_types(left)  # "mps" in str(device)
+            elif patterns.is_device_like(left) and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+                found = [_device_types(element.value) for element in right.elements]
+                types = frozenset().union(*found) if found and None not in found else None
+        if types is None:
+            return None
+        reach = Reach(types, False)
+        return reach if isinstance(operator, (cst.Equal, cst.In)) else ~reach
 
     def cuda_check(self, test: cst.BaseExpression, depth: int = 0) -> bool | None:
         """True for a check that holds only on CUDA, False for one that fails only on CUDA
@@ -455,6 +563,17 @@ def _exits(body: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         return isinstance(last.body[-1], _EXITS)
     return isinstance(last, cst.SimpleStatementSuite) and isinstance(last.body[-1], _EXITS)
+
+
+def _device_types(node: cst.BaseExpression) -> frozenset[str] | None:
+    """The device type a literal names (`"mps"`, `"cuda:0"`, `f"cuda:{rank}"`), if it names one."""
+    if patterns.is_cuda_device_literal(node):
+        return _CUDA_ONLY_TYPES
+    value = patterns.string_value(node)
+    if value is None:
+        return None
+    kind, _, index = value.partition(":")
+    return frozenset({kind}) if kind in DEVICE_TYPES and (not index or index.isdigit()) else None
 
 
 def _is_string(node: cst.BaseExpression) -> bool:

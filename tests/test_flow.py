@@ -215,3 +215,20 @@ def test_an_epoch_loop_around_a_step_loop_is_no_step_loop() -> None:
         print(loss.item())
     """
     assert not [key for key in findings(source) if key[1] == "PC503"]
+
+
+def test_a_branch_reaches_the_targets_whose_device_type_takes_it() -> None:
+    source = """\
+    import torch
+    if device.type == "cuda":
+        model.half()
+    elif device.type == "mps":
+        model.half()
+    elif device.type in ("xla", "cpu"):
+        model.half()
+    else:
+        model.half()
+    """
+    found = api.scan_source(dedent(source), config=Config(targets=("tpu", "xla", "hpu", "cpu", "mps", "rocm")))
+    reached = {f.line: [target for target, _ in f.targets] for f in found if f.code == "PC308"}
+    assert reached == {7: ["xla", "cpu"], 9: ["tpu", "hpu"]}

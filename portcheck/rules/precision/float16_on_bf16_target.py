@@ -7,6 +7,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
+from portcheck.flow import ANYWHERE, Reach
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
 
@@ -53,7 +54,10 @@ class Float16OnBf16Target(Rule):
 
     ## Targets
     A warning on targets whose target data gives `amp-dtype = "bfloat16"` (tpu, neuron, xla,
-    hpu, cpu); off on float16 targets. `from_pretrained` counts when its class comes from
+    hpu, cpu); off on float16 targets. Code in a branch that only other devices take
+    (`if device.type == "cuda":`, `elif device == "mps":`, the CUDA guards of portcheck.flow,
+    `torch.float16 if device.type == "cuda" else ...`) is not reported for the targets whose
+    device type never takes it: float16 is the right choice there. `from_pretrained` counts when its class comes from
     transformers or diffusers, from a relative import, or from nowhere portcheck can see.
 
     ## Fix safety
@@ -100,6 +104,24 @@ class Float16OnBf16Target(Rule):
             "import torch\nupcast = self.vae.dtype == torch.float16 and self.vae.config.force_upcast\n"
             "if upcast:\n    self.vae.float()\nimage = self.vae.decode(latents)\nif upcast:\n    self.vae.half()\n"
         ),
+        # branches that only another device takes (CUDA, MPS): float16 is right there
+        Valid(
+            'import torch\nif device == "cuda":\n    model = model.to(device)\nelif device == "mps":\n'
+            "    model = model.half()\n"
+        ),
+        Valid("import torch\nif device.type == 'cuda':\n    model.half()\n"),
+        Valid(
+            "import torch\nif torch.cuda.is_available():\n    pass\nelif torch.backends.mps.is_available():\n"
+            '    pipe = DiffusionPipeline.from_pretrained("x", torch_dtype=torch.float16)\n'
+        ),
+        Valid(
+            'import torch\ndtype = torch.float16 if device.type in ("cuda", "mps") else torch.bfloat16\n'
+            'unet = UNet2DConditionModel.from_pretrained("x", torch_dtype=dtype)\n'
+        ),
+        Valid(
+            "import torch\ndef load(device):\n    if not str(device).startswith('cuda'):\n        return None\n"
+            "    return Net().half()\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -134,6 +156,13 @@ class Float16OnBf16Target(Rule):
             lines=[2, 3, 4, 5],
         ),
         Invalid('import torch\nm = AutoModel.from_pretrained("x").half()\n', lines=[2], options={"targets": ["cpu"]}),
+        # the branches another device does not take: the `else`, and `!=`
+        Invalid(
+            'import torch\nif device.type == "cuda":\n    pass\nelse:\n    model.half()\n'
+            'if device.type != "mps":\n    unet.half()\n',
+            lines=[5, 7],
+        ),
+        Invalid("import torch\nif device == 'cpu':\n    model.half()\n", lines=[3], options={"targets": ["cpu"]}),
         Invalid(
             "import torch\nif dtype in (torch.float16, torch.bfloat16):\n    pipe.unet.half()\n"
             'if device.type in ("cuda", "cpu"):\n    m = Model.from_pretrained("x", torch_dtype=torch.float16)\n',
@@ -147,16 +176,15 @@ class Float16OnBf16Target(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._loads_model(node):
-            if not self._guarded(self._is_cuda_check):
-                for keyword in _DTYPE_KEYWORDS:
-                    arg = patterns.keyword(node, keyword)
-                    if arg is not None:
-                        self._check_dtype(keyword, arg.value)
+            for keyword in _DTYPE_KEYWORDS:
+                arg = patterns.keyword(node, keyword)
+                if arg is not None:
+                    self._check_dtype(node, keyword, arg.value)
         elif patterns.method_name(node) == "half" and not node.args and isinstance(node.func, cst.Attribute):
             if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(node.func)):
                 return
             if self._is_model(node.func.value) and not self._expects_error() and not self._guarded(self._keeps_float16):
-                self._report(node, "`.half()`")
+                self._report(node, "`.half()`", self._reach(node))
 
     def _loads_model(self, call: cst.Call) -> bool:
         names = self.ctx.qualified_names(call.func)
@@ -166,7 +194,12 @@ class Float16OnBf16Target(Rule):
             return False
         return not names or any(name.startswith(_LIBRARIES) for name in names)
 
-    def _check_dtype(self, keyword: str, expression: cst.BaseExpression) -> None:
+    def _reach(self, call: cst.Call, narrowed: Reach = ANYWHERE) -> Reach:
+        """The device types the call the walk is at can run on (portcheck.flow), within `narrowed`."""
+        flow = self.ctx.flow
+        return narrowed if flow is None else flow.reach(self.ctx.ancestors, call) & narrowed
+
+    def _check_dtype(self, call: cst.Call, keyword: str, expression: cst.BaseExpression) -> None:
         """The float16 values a dtype argument can take, directly, through a name bound once,
         or per component in a dict (diffusers)."""
         if isinstance(expression, cst.Name):
@@ -175,23 +208,25 @@ class Float16OnBf16Target(Rule):
         if isinstance(expression, cst.Dict):
             values = [e.value for e in expression.elements if isinstance(e, cst.DictElement)]
         for value in values:
-            for literal in self._float16_values(value):
+            for literal, where in self._float16_values(value, ANYWHERE):
                 spelled = patterns.string_value(literal)
                 shown = repr(spelled) if spelled is not None else min(self.ctx.qualified_names(literal))
-                self._report(literal, f"`{keyword}={shown}`")
+                self._report(literal, f"`{keyword}={shown}`", self._reach(call, where))
 
-    def _float16_values(self, node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-        """Like `patterns.value_literals`, but the branch an `if` keeps for CUDA is CUDA's
+    def _float16_values(self, node: cst.BaseExpression, reach: Reach) -> Iterator[tuple[cst.BaseExpression, Reach]]:
+        """Like `patterns.value_literals`, with the device types each value is chosen on: the
+        branch an `if` keeps for another device is that device's
         (`torch.float16 if device.type == "cuda" else torch.float32`)."""
         if self._is_float16(node):
-            yield node
+            yield node, reach
         elif isinstance(node, cst.IfExp):
-            if not self._is_cuda_check(node.test):
-                yield from self._float16_values(node.body)
-            yield from self._float16_values(node.orelse)
+            flow = self.ctx.flow
+            holds, fails = flow.condition(node.test) if flow is not None else (ANYWHERE, ANYWHERE)
+            yield from self._float16_values(node.body, reach & holds)
+            yield from self._float16_values(node.orelse, reach & fails)
         elif isinstance(node, cst.BooleanOperation):
-            yield from self._float16_values(node.left)
-            yield from self._float16_values(node.right)
+            yield from self._float16_values(node.left, reach)
+            yield from self._float16_values(node.right, reach)
 
     def _guarded(self, is_guard: Callable[[cst.BaseExpression], bool]) -> bool:
         """Whether the current node sits in the body of an `if` whose test `is_guard` accepts."""
@@ -200,17 +235,6 @@ class Float16OnBf16Target(Rule):
             if isinstance(ancestor, cst.If) and child is ancestor.body and is_guard(ancestor.test):
                 return True
         return False
-
-    def _is_cuda_check(self, test: cst.BaseExpression) -> bool:
-        """`device.type == "cuda"`, `"cuda" in str(device)`, `torch.cuda.is_available()`, or an
-        `and` of one: what follows is CUDA's path, which float16 is right for."""
-        if isinstance(test, cst.BooleanOperation):
-            return isinstance(test.operator, cst.And) and (
-                self._is_cuda_check(test.left) or self._is_cuda_check(test.right)
-            )
-        if isinstance(test, cst.Call):
-            return any(name.startswith("torch.cuda.") for name in self.ctx.qualified_names(test.func))
-        return _tests_equal(test, patterns.is_cuda_device_literal)
 
     def _keeps_float16(self, test: cst.BaseExpression) -> bool:
         """`model.dtype == torch.float16` (directly, in an `and`, or through a name bound
@@ -260,12 +284,18 @@ class Float16OnBf16Target(Rule):
             )
         return False
 
-    def _report(self, node: cst.CSTNode, what: str) -> None:
+    def _report(self, node: cst.CSTNode, what: str, reach: Reach) -> None:
+        """Report for the targets whose device type can take the branch `node` is in: float16 is
+        the right choice in code that only CUDA (or MPS...) runs."""
         if id(node) in self._reported:
             return
         self._reported.add(id(node))
-        affected = "/".join(t for t in self.ctx.targets if self.severity[t] > OFF) or "the selected targets"
-        self.report(node, what=what, targets=affected)
+        severity = {
+            name: level if reach.includes(target_data.get(name).device_type) else OFF
+            for name, level in self.severity.items()
+        }
+        affected = "/".join(t for t in self.ctx.targets if severity[t] > OFF) or "the selected targets"
+        self.report(node, severity=severity, what=what, targets=affected)
 
 
 def _tests_equal(test: cst.BaseExpression, is_value: Callable[[cst.CSTNode], bool]) -> bool:
