@@ -15,6 +15,9 @@ answers, for every rule and for the fixer, the two questions a single call canno
   around it tell (`if device.type == "cuda": ... elif device == "mps": ... else: ...`,
   `torch.backends.mps.is_available()`, and the CUDA guards above), so a rule can leave alone
   what only another device runs.
+- host tensors: which expressions demonstrably hold a tensor in host memory (`.cpu()`,
+  `torch.from_numpy`, a factory with `device="cpu"` or none), followed through names,
+  operations and device-keeping methods, and where a function's local name is used.
 - step loops: which loops run a training, evaluation or decoding step (over a DataLoader, or
   calling `.backward()`, an optimizer's `.step()`, the model, `next(...)` or a batch getter,
   or sampling tokens), where a host sync or a new shape costs every iteration.
@@ -29,13 +32,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.resolve import Resolver, Scope
-from portcheck.walk import child_fields
+from portcheck.walk import child_fields, is_reference
 
 _AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized"})
 _COUNT = "torch.cuda.device_count"
@@ -52,6 +56,25 @@ _INDEX_CALLS = frozenset(
 )  # fmt: skip
 # `torch.mps.is_available`, `torch.backends.mps.is_available`, `torch.xpu.is_available`...
 _AVAILABLE_CALL = re.compile(r"torch\.(backends\.)?\w+\.is_available")
+# Factories that make a tensor on the default device unless given `device=`; those that take
+# data keep the device of a tensor they are given.
+_SIZE_FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in ("zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "rand",
+                 "randn", "randint", "randperm", "empty_strided")
+)  # fmt: skip
+_DATA_FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in ("tensor", "as_tensor", "asarray", "zeros_like", "ones_like", "empty_like", "full_like",
+                 "rand_like", "randn_like", "randint_like")
+)  # fmt: skip
+_DTYPE_NAMES = frozenset(
+    {"float16", "float32", "float64", "bfloat16", "half", "float", "double", "int8", "int16", "int32", "int64",
+     "uint8", "long", "int", "short", "bool", "complex64", "complex128", "cfloat", "cdouble"}
+)  # fmt: skip
+_HOST_FACTORIES = frozenset({"torch.from_numpy", "torch.frombuffer"})  # always in host memory
+_DEVICE_METHODS = frozenset({"cuda", "to", "type", "xpu", "mps", "npu", "hpu", "ipu"})
+_NUMBERS = (cst.Integer, cst.Float, cst.Imaginary)
 _INT_BUILTINS = frozenset({"int", "len", "min", "max", "abs"})
 _INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
 # Names that hold a device index or a process's rank where nothing else says what they hold
@@ -120,6 +143,14 @@ class Reach:
 
 ANYWHERE = Reach()
 ONLY_CUDA = Reach(_CUDA_ONLY_TYPES, False)
+
+
+class Home(IntEnum):
+    """Where a tensor expression demonstrably lives; combining two takes the weaker."""
+
+    UNKNOWN = 0
+    DEFAULT = 1  # made on the default device: host memory unless the program sets another
+    HOST = 2  # put in host memory explicitly: `.cpu()`, `.to("cpu")`, `device="cpu"`, `torch.from_numpy`
 
 
 @dataclass
@@ -362,6 +393,78 @@ class DeviceFlow:
                 return holds
         return None
 
+    # --- host tensors ----------------------------------------------------------------------------
+
+    def home(self, node: cst.BaseExpression, depth: int = 0) -> Home:
+        """Where the tensor `node` evaluates to lives, asked where the walk is: through names
+        bound once, subscripts, arithmetic with numbers, tensor methods that keep the device,
+        and torch functions of such tensors."""
+        if depth > _DEPTH:
+            return Home.UNKNOWN
+        if isinstance(node, cst.Name):
+            bound = self.resolver.assigned_value(node)
+            return self.home(bound, depth + 1) if bound is not None else Home.UNKNOWN
+        if isinstance(node, _NUMBERS):
+            return Home.HOST  # a number: no device of its own
+        if isinstance(node, (cst.List, cst.Tuple)) and node.elements:
+            return min(self.home(element.value, depth + 1) for element in node.elements)
+        if isinstance(node, cst.Subscript):
+            return self.home(node.value, depth + 1)
+        if isinstance(node, cst.UnaryOperation):
+            return self.home(node.expression, depth + 1)
+        if isinstance(node, cst.BinaryOperation):
+            return min(self.home(node.left, depth + 1), self.home(node.right, depth + 1))
+        return self._call_home(node, depth) if isinstance(node, cst.Call) else Home.UNKNOWN
+
+    def _call_home(self, call: cst.Call, depth: int) -> Home:
+        names = self.resolver.qualified_names(call.func)
+        device = patterns.keyword(call, "device")
+        if names & _HOST_FACTORIES:
+            return Home.HOST
+        if names and all(name.startswith("torch.") and not name.startswith("torch.cuda.") for name in names):
+            if device is not None:
+                return Home.HOST if self.is_cpu(device.value) else Home.UNKNOWN
+            if names & _SIZE_FACTORIES:
+                return Home.DEFAULT
+            data = patterns.positional(call, 0)
+            if data is None:
+                return Home.UNKNOWN
+            home = self.home(data.value, depth + 1)  # `torch.cumprod(x, 0)`, `torch.cat([a, b])`: theirs
+            return min(home, Home.DEFAULT) if names & _DATA_FACTORIES else home
+        method = patterns.method_name(call)
+        if names or method is None or not isinstance(call.func, cst.Attribute):
+            return Home.UNKNOWN
+        if method == "cpu" or (method == "to" and any(self.is_cpu(arg.value) for arg in call.args)):
+            return Home.HOST
+        if method == "to" and all(self.is_dtype(arg.value) or arg.keyword is not None for arg in call.args):
+            return self.home(call.func.value, depth + 1) if device is None else Home.UNKNOWN
+        if method in _DEVICE_METHODS or device is not None:
+            return Home.UNKNOWN
+        return self.home(call.func.value, depth + 1)  # `x.sum()`, `x.double()`: the device of x
+
+    def is_cpu(self, node: cst.BaseExpression) -> bool:
+        """`"cpu"` or `torch.device("cpu")`."""
+        if isinstance(node, cst.Call) and node.args and "torch.device" in self.resolver.qualified_names(node.func):
+            node = node.args[0].value
+        return patterns.string_value(node) == "cpu"
+
+    def is_dtype(self, node: cst.BaseExpression) -> bool:
+        """`torch.float32`, `torch.long`...: a torch attribute that is a dtype."""
+        return any(name.rpartition(".")[2] in _DTYPE_NAMES for name in self.resolver.qualified_names(node))
+
+    def uses(
+        self, name: cst.Name, chain: Sequence[cst.CSTNode]
+    ) -> list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] | None:
+        """The references to a function's local name bound once by `=` at `chain` (the nodes
+        from the module down to the binding), each with the nodes from the function down to it.
+        None for names bound otherwise, names of a module or class (other code may read them),
+        and names a nested function, class or comprehension refers to."""
+        function = next((node for node in reversed(chain) if isinstance(node, _NESTED_SCOPES)), None)
+        if not isinstance(function, cst.FunctionDef) or len(self.resolver.assigned_values(name)) != 1:
+            return None
+        found: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] = []
+        return found if _references(function.body, name.value, (function,), found) else None
+
     # --- step loops ------------------------------------------------------------------------------
 
     def step_loop(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
@@ -552,6 +655,32 @@ def _descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> Ite
             if isinstance(child, cst.CSTNode) and not isinstance(child, apart):
                 yield child
                 yield from _descendants(child, apart)
+
+
+def _references(
+    node: cst.CSTNode, name: str, path: tuple[cst.CSTNode, ...], found: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]]
+) -> bool:
+    """Collect the references to `name` under `node` into `found`; False where a nested scope
+    refers to it."""
+    for field_name in child_fields(type(node)):
+        value = getattr(node, field_name)
+        for child in value if isinstance(value, (tuple, list)) else (value,):
+            if not isinstance(child, cst.CSTNode):
+                continue
+            if isinstance(child, cst.Name) and child.value == name and _reads(child, node):
+                found.append((child, (*path, node)))
+            elif isinstance(child, (*_NESTED_SCOPES, cst.BaseComp)):
+                if any(isinstance(n, cst.Name) and n.value == name for n in _descendants(child, ())):
+                    return False
+            elif not _references(child, name, (*path, node), found):
+                return False
+    return True
+
+
+def _reads(name: cst.Name, parent: cst.CSTNode) -> bool:
+    """Whether a name is read here: the start of a dotted chain too (`x` in `x.to(...)`), not an
+    attribute's or keyword's name or a name being bound."""
+    return parent.value is name if isinstance(parent, cst.Attribute) else is_reference(name, parent)
 
 
 def _exits(body: cst.BaseSuite) -> bool:
