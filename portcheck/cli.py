@@ -44,6 +44,13 @@ NoGitignore = Annotated[bool, typer.Option("--no-respect-gitignore", help="Scan 
 ForceExclude = Annotated[bool, typer.Option(help="Apply excludes to paths given explicitly too (pre-commit).")]
 Jobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Processes to scan with (default: all cores).")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write cached results.")]
+AllKernels = Annotated[
+    bool,
+    typer.Option(
+        "--all-kernels",
+        help="Count kernels in tests and vendored code (third_party/, vendor/...) as kernels to port too.",
+    ),
+]
 CacheDir = Annotated[
     Path | None,
     typer.Option(
@@ -292,12 +299,13 @@ def kernels(
     no_cache: NoCache = False,
     cache_dir: CacheDir = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    all_kernels: AllKernels = False,
 ) -> None:
     """Inventory the custom kernels (Triton, CUDA C++, extensions, CUDA ops) and what porting takes."""
     if output_format not in ("text", "json"):
         raise _fail(f"unknown format {output_format!r}; choose text or json")
     report = _run(paths, config_file, jobs, no_cache, cache_dir, targets=target, select=["PC6"])
-    found = inventory.build(report.facts)
+    found = inventory.build(report.facts, all_kernels)
     if output_format == "json":
         inventory_view.render_json(found, report.config.targets, sys.stdout)
     else:
@@ -316,12 +324,13 @@ def readiness_report(
     no_cache: NoCache = False,
     cache_dir: CacheDir = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text, json or markdown.")] = "text",
+    all_kernels: AllKernels = False,
 ) -> None:
     """A readiness verdict per target: blockers, fixable findings, kernels and dependencies to replace."""
     if output_format not in ("text", "json", "markdown"):
         raise _fail(f"unknown format {output_format!r}; choose text, json or markdown")
     report = _run(paths, config_file, jobs, no_cache, cache_dir, targets=target, select=select, ignore=ignore)
-    found = inventory.build(report.facts)
+    found = inventory.build(report.facts, all_kernels)
     rows = readiness.assess(report, found)
     if output_format == "json":
         readiness_view.render_json(rows, found, sys.stdout)

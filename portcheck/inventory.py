@@ -3,6 +3,12 @@
 Built from the facts the PC6 rules record: kernels (Triton functions, `__global__` functions,
 CUDA extensions, ops registered for CUDA), the places that launch or import them, and the
 evidence that a pure-PyTorch path exists beside them.
+
+Kernels in tests (a `tests/` or `test/` folder, `test_*` or `*_test` files, `conftest.py`) and
+in vendored copies of other projects (`third_party/`, `vendor/`, `_vendor/`, `external/`...)
+are listed, marked with where they come from, but not counted as kernels to port unless asked
+(`--all-kernels`): a port rewrites the project's own kernels; tests follow them, and vendored
+code is replaced by its upstream's port.
 """
 
 from __future__ import annotations
@@ -10,11 +16,18 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
 
 from portcheck import kernels, project
 from portcheck.findings import Fact, cell_prefix
 
+TEST, VENDORED = "test", "vendored"
+_TEST_FOLDERS = frozenset({"tests", "test"})
+_VENDOR_FOLDERS = frozenset(
+    "third_party third-party thirdparty 3rdparty vendor vendored _vendor external externals extern".split()
+)
+_TEST_FILE = re.compile(r"^(test_.*|.*_test|conftest)$")
 _KERNEL_AFFIXES = re.compile(
     r"(^(kernel|triton|cuda|fused)_)|(_(kernel|kernels|triton|cuda|fwd|bwd|impl|forward|backward))+$"
 )
@@ -32,6 +45,8 @@ class Kernel:
     call_sites: tuple[str, ...]  # "path:line" ("path:cell 3:line" in a notebook), sorted
     fallback: str  # why a pure-PyTorch path seems to exist; empty if none was found
     cell: int | None = None  # in a notebook: the cell `line` counts in
+    origin: str = ""  # TEST or VENDORED: not the project's own code
+    counted: bool = True  # whether it counts as a kernel to port (see the module docstring)
 
     @property
     def place(self) -> str:
@@ -40,12 +55,36 @@ class Kernel:
     def runs_on(self, target: str) -> bool:
         return kernels.runs_as_is(self.kind, target)
 
+    def to_port(self, target: str) -> bool:
+        """Whether porting to `target` means rewriting this kernel."""
+        return self.counted and not self.runs_on(target)
+
     def port_path(self, target: str) -> str:
         return kernels.port_path(self.kind, target)
 
 
-def build(facts: Iterable[Fact]) -> list[Kernel]:
-    facts = list(facts)
+def origin(path: str) -> str:
+    """TEST or VENDORED when a file belongs to tests or to a vendored copy; empty otherwise."""
+    parts = PurePosixPath(path).parts
+    if any(part in _VENDOR_FOLDERS for part in parts[:-1]):
+        return VENDORED
+    if any(part in _TEST_FOLDERS for part in parts[:-1]) or _TEST_FILE.match(PurePosixPath(path).stem):
+        return TEST
+    return ""
+
+
+def build(facts: Iterable[Fact], all_kernels: bool = False) -> list[Kernel]:
+    """The inventory; with `all_kernels`, kernels in tests and vendored code count too."""
+    found = [_placed(kernel, all_kernels) for kernel in _kernels(list(facts))]
+    return sorted(found, key=lambda k: (k.path, k.cell or 0, k.line, k.name))
+
+
+def _placed(kernel: Kernel, all_kernels: bool) -> Kernel:
+    where = origin(kernel.path)
+    return replace(kernel, origin=where, counted=all_kernels or not where)
+
+
+def _kernels(facts: list[Fact]) -> list[Kernel]:
     by_kind: dict[str, list[Fact]] = {}
     for fact in facts:
         by_kind.setdefault(fact.kind, []).append(fact)
@@ -60,8 +99,7 @@ def build(facts: Iterable[Fact]) -> list[Kernel]:
     found = [
         _kernel(fact, calls.get(_call_key(fact), []), sources, references) for fact in by_kind.get(project.KERNEL, [])
     ]
-    found += _library_ops(by_kind.get(project.OP_IMPL, []), calls)
-    return sorted(found, key=lambda k: (k.path, k.cell or 0, k.line, k.name))
+    return found + _library_ops(by_kind.get(project.OP_IMPL, []), calls)
 
 
 def _call_key(fact: Fact) -> str:
@@ -121,7 +159,7 @@ class TargetWork:
 def work(found: Sequence[Kernel], targets: Sequence[str]) -> list[TargetWork]:
     result = []
     for target in targets:
-        to_port = [k for k in found if not k.runs_on(target)]
+        to_port = [k for k in found if k.to_port(target)]
         result.append(
             TargetWork(
                 target,

@@ -1,7 +1,9 @@
 """A verdict per target: can this code move there, and what stands in the way.
 
 Built from one scan: its findings (by severity on each target, fixable or not), the custom
-kernel inventory and the dependency findings (PC7).
+kernel inventory and the dependency findings (PC7). A package used only through optional
+imports (guarded by `try`/`except ImportError`, or inside an export function: see
+cuda-only-package-import, PC701) blocks nothing: it is listed apart, with where it is guarded.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 from portcheck import inventory, project
 from portcheck.api import ScanReport
-from portcheck.findings import Finding, FixSafety, Severity
+from portcheck.findings import Fact, Finding, FixSafety, Severity
 from portcheck.targets import packages
 
 BLOCKED = "blocked"
@@ -21,6 +23,7 @@ RUNS_WITH_WARNINGS = "runs, with warnings"
 READY = "ready"
 
 _ENVIRONMENT = ("PC703", "PC704")  # package indexes and the torch version
+Used = list[tuple[packages.Package, str]]  # a package, and how the project writes it (or where)
 
 
 @dataclass(frozen=True)
@@ -37,29 +40,49 @@ class Readiness:
     kernel_lines: int
     kernels_without_fallback: int
     dependencies: tuple[str, ...]  # packages to replace (at warning or worse)
+    optional_dependencies: tuple[str, ...]  # packages only imported optionally: not blocking
     environment: tuple[str, ...]  # package indexes and torch versions to change (at warning or worse)
     top_rules: tuple[tuple[str, int], ...]  # the most frequent rules at warning or worse
 
 
 def assess(report: ScanReport, found: Sequence[inventory.Kernel]) -> list[Readiness]:
+    used, optional = _packages(report.facts)
+    return [_one(report.findings, found, used, optional, target) for target in report.config.targets]
+
+
+def _packages(facts: Sequence[Fact]) -> tuple[Used, Used]:
+    """The CUDA-bound packages the project needs (with how it writes them), and those it only
+    imports optionally (with where each optional import is)."""
     written: dict[str, set[str]] = {}
-    for fact in report.facts:
+    guarded: dict[str, set[str]] = {}
+    required: set[str] = set()
+    for fact in facts:
         if fact.kind == project.DEPENDENCY:
             written.setdefault(fact.name, set()).add(fact.detail("written"))
-    used = [(packages.by_key(key), ", ".join(sorted(names))) for key, names in sorted(written.items())]
-    return [_one(report.findings, found, used, target) for target in report.config.targets]
+            if fact.detail("optional"):
+                guarded.setdefault(fact.name, set()).add(f"{fact.detail('optional')} at {fact.place}")
+            else:
+                required.add(fact.name)
+    used = [(packages.by_key(key), ", ".join(sorted(written[key]))) for key in sorted(required)]
+    optional = [
+        (packages.by_key(key), f"{', '.join(sorted(written[key]))}: optional: {'; '.join(sorted(places))}")
+        for key, places in sorted(guarded.items())
+        if key not in required
+    ]
+    return used, optional
 
 
 def _one(
     findings: Sequence[Finding],
     found: Sequence[inventory.Kernel],
-    used: Sequence[tuple[packages.Package, str]],
+    used: Used,
+    optional: Used,
     target: str,
 ) -> Readiness:
     here = [(f, dict(f.targets)[target]) for f in findings if target in dict(f.targets)]
     levels = Counter(level for _, level in here)
     errors = [f for f, level in here if level is Severity.ERROR]
-    to_port = [k for k in found if not k.runs_on(target)]
+    to_port = [k for k in found if k.to_port(target)]
     rules = Counter(f.code for f, level in here if level >= Severity.WARNING)
     blocking = [(p, names) for p, names in used if p.severities()[target] >= Severity.WARNING]
     verdict, reason = _verdict(
@@ -82,6 +105,7 @@ def _one(
         kernel_lines=sum(k.lines_of_code for k in to_port),
         kernels_without_fallback=sum(1 for k in to_port if not k.fallback),
         dependencies=tuple(f"{names}: {p.what}; instead: {p.instead}" for p, names in blocking),
+        optional_dependencies=tuple(where for p, where in optional if p.severities()[target] >= Severity.WARNING),
         environment=_messages(here, _ENVIRONMENT),
         top_rules=tuple(sorted(rules.items(), key=lambda item: (-item[1], item[0]))[:5]),
     )

@@ -679,3 +679,24 @@ def test_explicit_config_option_reads_that_file(runner: CliRunner, project: Path
     write(project / "configs" / "pyproject.toml", '[tool.portcheck]\nignore = ["PC102"]\n')
     _, document = scan_json(runner, ".", "--config", "configs/pyproject.toml")
     assert codes_in(document) == {"PC203"}
+
+
+# --------------------------------------------------------------------------- kernels in tests and vendored code
+
+TRITON_KERNEL = "import triton\n\n@triton.jit\ndef kernel(x):\n    pass\n"
+
+
+def test_kernels_in_tests_and_vendored_code_are_marked_and_counted_on_request(runner: CliRunner, project: Path) -> None:
+    write(project / "pkg" / "ops.py", TRITON_KERNEL)
+    write(project / "tests" / "test_ops.py", TRITON_KERNEL)
+    write(project / "vendor" / "lib" / "ops.py", TRITON_KERNEL)
+    text = runner.invoke(app, ["kernels", ".", "--target", "tpu", "--no-cache"])
+    assert "tests/test_ops.py:4 (test)" in text.stdout and "vendor/lib/ops.py:4 (vendored)" in text.stdout
+    assert "2 kernels in tests or vendored code not counted" in text.stdout
+    default = json.loads(runner.invoke(app, ["kernels", ".", "-t", "tpu", "--format", "json", "--no-cache"]).stdout)
+    assert default["per_target"]["tpu"]["kernels"] == 1
+    assert sorted(k["origin"] for k in default["kernels"]) == ["project", "test", "vendored"]
+    every = runner.invoke(app, ["kernels", ".", "-t", "tpu", "--format", "json", "--all-kernels", "--no-cache"])
+    assert json.loads(every.stdout)["per_target"]["tpu"]["kernels"] == 3
+    report = runner.invoke(app, ["report", ".", "-t", "tpu", "--format", "json", "--all-kernels", "--no-cache"])
+    assert json.loads(report.stdout)["targets"][0]["kernels"] == 3

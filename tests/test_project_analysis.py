@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from portcheck import ctext, filekinds, inventory, manifests
+from portcheck import ctext, filekinds, inventory, manifests, readiness
 from portcheck.api import scan_paths
 from portcheck.config import Config
 from portcheck.project import ModulePath
@@ -209,3 +209,65 @@ def test_a_file_named_like_a_notebook_that_is_not_one_gets_a_clear_finding(tmp_p
     (finding,) = report.findings
     assert (report.files, report.errors, finding.code) == (1, (), "PC002")
     assert finding.message == "not a readable Jupyter notebook: it names no nbformat version"
+
+
+def test_optional_imports_are_listed_but_block_no_target(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "attention.py": "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n"
+            "    flash_attn_func = None\n",
+            "deploy.py": "def export_tensorrt(model):\n    import tensorrt\n    return tensorrt.Builder(model)\n",
+            "train.py": "import sys\ntry:\n    import apex\nexcept ImportError: sys.exit('pip install apex')\n",
+        },
+    )
+    report = scan(tmp_path, targets=["tpu"])
+    (row,) = readiness.assess(report, inventory.build(report.facts))
+    assert row.verdict == readiness.BLOCKED and row.reason == "1 CUDA-only dependency"  # apex: its handler exits
+    assert [item.split(":")[0] for item in row.dependencies] == ["apex"]
+    assert row.optional_dependencies == (
+        "flash_attn: optional: guarded by try/except ImportError at attention.py:2",
+        "tensorrt: optional: only in the export function `export_tensorrt` at deploy.py:2",
+    )
+    assert row.errors == 1  # the optional imports are info
+
+
+def test_an_optional_import_of_a_declared_requirement_still_blocks(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "requirements.txt": "flash-attn==2.5.0\n",
+            "attention.py": "try:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n",
+        },
+    )
+    report = scan(tmp_path, targets=["tpu"])
+    (row,) = readiness.assess(report, inventory.build(report.facts))
+    assert row.verdict == readiness.BLOCKED and row.optional_dependencies == ()
+
+
+def test_kernels_in_tests_and_vendored_code_are_listed_but_not_counted(tmp_path: Path) -> None:
+    triton = "import triton\n\n@triton.jit\ndef {name}(x):\n    pass\n"
+    write(
+        tmp_path,
+        {
+            "pkg/ops.py": triton.format(name="own_kernel"),
+            "tests/test_ops.py": triton.format(name="test_kernel"),
+            "pkg/ops_test.py": triton.format(name="other_test_kernel"),
+            "third_party/flash/kernels.py": triton.format(name="vendored_kernel"),
+            "pkg/_vendor/lib.cu": "__global__ void k(float* x) {\n  x[0] = 1;\n}\n",
+        },
+    )
+    facts = scan(tmp_path).facts
+    found = {k.path: k for k in inventory.build(facts)}
+    assert {path: k.origin for path, k in found.items()} == {
+        "pkg/ops.py": "",
+        "tests/test_ops.py": "test",
+        "pkg/ops_test.py": "test",
+        "third_party/flash/kernels.py": "vendored",
+        "pkg/_vendor/lib.cu": "vendored",
+    }
+    assert [w.kernels for w in inventory.work(list(found.values()), ["tpu"])] == [1]
+    assert [w.kernels for w in inventory.work(inventory.build(facts, all_kernels=True), ["tpu"])] == [5]
+    report = scan(tmp_path, targets=["tpu"])
+    (row,) = readiness.assess(report, inventory.build(report.facts))
+    assert row.kernels == 1 and row.reason == "1 custom kernel to rewrite"

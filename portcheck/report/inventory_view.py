@@ -25,7 +25,7 @@ def render_text(found: Sequence[inventory.Kernel], targets: Sequence[str], out: 
         table.add_row(
             kernel.name,
             kernel.kind,
-            kernel.place,
+            kernel.place + (f" ({kernel.origin})" if kernel.origin else ""),
             str(kernel.lines_of_code or "-"),
             str(len(kernel.call_sites)),
             kernel.fallback or "none found",
@@ -35,10 +35,16 @@ def render_text(found: Sequence[inventory.Kernel], targets: Sequence[str], out: 
     for column in ("target", "kernels", "lines", "without fallback", "how"):
         work.add_column(column, justify="left" if column in ("target", "how") else "right", overflow="fold")
     for row in inventory.work(found, targets):
-        kinds = sorted({k.kind for k in found if not k.runs_on(row.target)})
+        kinds = sorted({k.kind for k in found if k.to_port(row.target)})
         how = "; ".join(f"{kind}: {found_kind_path(found, kind, row.target)}" for kind in kinds) or "nothing to port"
         work.add_row(row.target, str(row.kernels), str(row.lines_of_code), str(row.without_fallback), how)
     console.print(work)
+    uncounted = sum(1 for k in found if not k.counted)
+    if uncounted:
+        console.print(
+            f"{uncounted} kernel{'s' if uncounted != 1 else ''} in tests or vendored code "
+            "not counted as kernels to port (--all-kernels counts them)."
+        )
 
 
 def found_kind_path(found: Sequence[inventory.Kernel], kind: str, target: str) -> str:
@@ -58,6 +64,8 @@ def document(found: Sequence[inventory.Kernel], targets: Sequence[str]) -> dict[
                 "lines_of_code": k.lines_of_code,
                 "call_sites": list(k.call_sites),
                 "fallback": k.fallback,
+                "origin": k.origin or "project",
+                "counted": k.counted,
                 "port": {target: k.port_path(target) for target in targets},
             }
             for k in found

@@ -38,7 +38,11 @@ def render_text(rows: Sequence[Readiness], found: Sequence[inventory.Kernel], ou
         )
     console.print(table)
     for row in rows:
-        for title, items in (("dependencies to replace", row.dependencies), ("environment to change", row.environment)):
+        for title, items in (
+            ("dependencies to replace", row.dependencies),
+            ("optional dependencies (not blocking)", row.optional_dependencies),
+            ("environment to change", row.environment),
+        ):
             if items:
                 console.print(Text(row.target, style="bold") + Text(f": {title}"))
                 for item in items:
@@ -68,15 +72,17 @@ def render_markdown(rows: Sequence[Readiness], found: Sequence[inventory.Kernel]
             f"| `{row.target}` | {mark} {row.verdict}: {row.reason} | {row.errors} ({row.blockers}) | {row.warnings} "
             f"| {row.kernels} ({row.kernel_lines}) | {len(row.dependencies)} |\n"
         )
-    blocked = [row for row in rows if row.kernels or row.dependencies or row.environment]
-    for row in blocked:
+    listed = [row for row in rows if row.kernels or row.dependencies or row.environment or row.optional_dependencies]
+    for row in listed:
         out.write(f"\n<details><summary><code>{row.target}</code>: what to port</summary>\n\n")
         for kernel in found:
-            if not kernel.runs_on(row.target):
+            if kernel.to_port(row.target):
                 fallback = f" — fallback: {kernel.fallback}" if kernel.fallback else ""
                 out.write(
                     f"- {kernel.kind} `{kernel.name}` ({kernel.place}): {kernel.port_path(row.target)}{fallback}\n"
                 )
         for item in (*row.dependencies, *row.environment):
             out.write(f"- {item}\n")
+        for item in row.optional_dependencies:
+            out.write(f"- not blocking: {item}\n")
         out.write("\n</details>\n")

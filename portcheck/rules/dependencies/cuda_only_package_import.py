@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 import libcst as cst
 
 from portcheck import patterns, project
+from portcheck.findings import Severity
 from portcheck.rule import ERROR, Invalid, Rule, Valid, per_target
 from portcheck.targets import packages
+
+# What an `except` must catch for the import to be optional, and what ends a program instead.
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_EXITS = frozenset({"exit", "quit", "sys.exit", "os._exit"})
+# Function names that say the function exports the model: the word `export`, or an export format.
+_EXPORT_NAME = re.compile(r"(^|_)(export|exporter|onnx|tensorrt|trt|coreml|tflite|openvino)(_|$)")
 
 
 class CudaOnlyPackageImport(Rule):
@@ -37,7 +47,13 @@ class CudaOnlyPackageImport(Rule):
     ## Targets
     An error where the package has no backend; a warning where a partial one exists (several
     have ROCm builds, bitsandbytes has CPU, XPU and Gaudi backends); off where it runs (Liger's
-    Triton kernels on ROCm).
+    Triton kernels on ROCm). An optional import is info everywhere, and `portcheck report` lists
+    it apart without counting it as a blocker: one inside `try:` whose `except` catches
+    ImportError (or ModuleNotFoundError, Exception, a bare `except:`) and neither raises nor
+    exits, so the program has a path without the package; or one inside a function named for
+    exporting (`export_onnx`, `to_tensorrt`, `build_trt_engine`: a word `export`/`exporter` or
+    an export format: onnx, tensorrt, trt, coreml, tflite, openvino), which runs only when a
+    model is exported for another runtime, not when it trains or serves on the target.
 
     ## Fix safety
     No automatic fix.
@@ -66,6 +82,28 @@ class CudaOnlyPackageImport(Rule):
         ),
         Invalid("import pynvml\n", lines=[1], options={"targets": ["tpu"]}),
         Invalid("import bitsandbytes\n", lines=[1], options={"targets": ["cpu"]}, message="bitsandbytes"),
+        # optional: info, with where it is guarded
+        Invalid(
+            "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n    flash_attn_func = None\n",
+            lines=[2],
+            message="optional: guarded by try/except ImportError",
+        ),
+        Invalid(
+            "def to_tensorrt(model):\n    import tensorrt as trt\n    return trt.Builder(model)\n",
+            lines=[2],
+            message="optional: only in the export function `to_tensorrt`",
+        ),
+        # not optional: the handler re-raises, the function is no export
+        Invalid(
+            "try:\n    import apex\nexcept ImportError as e:\n    raise RuntimeError('pip install apex') from e\n",
+            lines=[2],
+        ),
+        Invalid(
+            "def build_model():\n    import xformers.ops\n    return xformers.ops\n", lines=[2], message="xFormers"
+        ),
+        Invalid(
+            "try:\n    import apex\nexcept (ImportError, OSError): sys.exit(1)\n", lines=[2], message="NVIDIA Apex"
+        ),
     ]
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -80,5 +118,44 @@ class CudaOnlyPackageImport(Rule):
                 continue  # the repository's own package (e.g. scanning mamba_ssm itself)
             package = packages.by_import(module)
             assert package is not None
-            self.record(project.DEPENDENCY, package.key, node, written=module.split(".", 1)[0])
-            self.report(node, severity=package.severities(), module=module, what=package.what, instead=package.instead)
+            optional = _optional_import(self.ctx.ancestors)
+            written = module.split(".", 1)[0]
+            self.record(project.DEPENDENCY, package.key, node, written=written, optional=optional)
+            severity, what = package.severities(), package.what
+            if optional:
+                severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
+                what = f"{what} (optional: {optional})"
+            self.report(node, severity=severity, module=module, what=what, instead=package.instead)
+
+
+def _optional_import(ancestors: Sequence[cst.CSTNode]) -> str:
+    """Why an import the walk is at is optional (the program runs on without the package), or
+    empty: guarded by a `try` whose handler catches ImportError and carries on, or inside a
+    function named for exporting."""
+    path = list(ancestors)
+    for parent, child in zip(path, path[1:]):
+        if isinstance(parent, cst.Try) and child is parent.body and any(_carries_on(h) for h in parent.handlers):
+            return "guarded by try/except ImportError"
+    for node in reversed(path):
+        if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
+            return f"only in the export function `{node.name.value}`"
+    return ""
+
+
+def _carries_on(handler: cst.ExceptHandler) -> bool:
+    """A handler that catches ImportError and neither raises nor exits."""
+    caught = handler.type
+    types = caught.elements if isinstance(caught, cst.Tuple) else [caught] if caught is not None else []
+    names = {patterns.dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
+    if caught is not None and not names & _IMPORT_ERRORS:
+        return False
+    body = handler.body
+    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body
+    for line in lines:
+        for statement in line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ():
+            if isinstance(statement, cst.Raise):
+                return False
+            call = statement.value if isinstance(statement, cst.Expr) else None
+            if isinstance(call, cst.Call) and patterns.dotted(call.func) in _EXITS:
+                return False
+    return True
