@@ -325,6 +325,9 @@ def readiness_report(
     cache_dir: CacheDir = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text, json or markdown.")] = "text",
     all_kernels: AllKernels = False,
+    details: Annotated[
+        bool, typer.Option("--details", help="Markdown: also each target's full list (JSON always has it).")
+    ] = False,
 ) -> None:
     """A readiness verdict per target: blockers, fixable findings, kernels and dependencies to replace."""
     if output_format not in ("text", "json", "markdown"):
@@ -335,7 +338,7 @@ def readiness_report(
     if output_format == "json":
         readiness_view.render_json(rows, found, sys.stdout)
     elif output_format == "markdown":
-        readiness_view.render_markdown(rows, found, sys.stdout)
+        readiness_view.render_markdown(rows, found, report.findings, sys.stdout, details)
     else:
         readiness_view.render_text(rows, found, sys.stdout, sys.stdout.isatty())
     raise typer.Exit(2 if report.errors or report.internal_errors else 0)

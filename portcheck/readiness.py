@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from portcheck import inventory, project
 from portcheck.api import ScanReport
-from portcheck.findings import Fact, Finding, FixSafety, Severity
+from portcheck.findings import Fact, Finding, FixSafety, Severity, cell_prefix
 from portcheck.targets import packages
 
 BLOCKED = "blocked"
@@ -23,7 +23,7 @@ RUNS_WITH_WARNINGS = "runs, with warnings"
 READY = "ready"
 
 _ENVIRONMENT = ("PC703", "PC704")  # package indexes and the torch version
-Used = list[tuple[packages.Package, str]]  # a package, and how the project writes it (or where)
+Used = list[tuple[packages.Package, str, tuple[str, ...]]]  # a package, how the project writes it, where
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,11 @@ class Readiness:
     optional_dependencies: tuple[str, ...]  # packages only imported optionally: not blocking
     environment: tuple[str, ...]  # package indexes and torch versions to change (at warning or worse)
     top_rules: tuple[tuple[str, int], ...]  # the most frequent rules at warning or worse
+    places: tuple[str, ...] = ()  # where the verdict comes from (`path:line`), sorted: what blocks, else the errors
+
+
+def place_of(finding: Finding) -> str:
+    return f"{finding.path}:{cell_prefix(finding.cell)}{finding.line}"
 
 
 def assess(report: ScanReport, found: Sequence[inventory.Kernel]) -> list[Readiness]:
@@ -55,17 +60,20 @@ def _packages(facts: Sequence[Fact]) -> tuple[Used, Used]:
     imports optionally (with where each optional import is)."""
     written: dict[str, set[str]] = {}
     guarded: dict[str, set[str]] = {}
-    required: set[str] = set()
+    required: dict[str, set[str]] = {}
     for fact in facts:
         if fact.kind == project.DEPENDENCY:
             written.setdefault(fact.name, set()).add(fact.detail("written"))
             if fact.detail("optional"):
                 guarded.setdefault(fact.name, set()).add(f"{fact.detail('optional')} at {fact.place}")
             else:
-                required.add(fact.name)
-    used = [(packages.by_key(key), ", ".join(sorted(written[key]))) for key in sorted(required)]
+                required.setdefault(fact.name, set()).add(fact.place)
+    used = [
+        (packages.by_key(key), ", ".join(sorted(written[key])), tuple(sorted(places)))
+        for key, places in sorted(required.items())
+    ]
     optional = [
-        (packages.by_key(key), f"{', '.join(sorted(written[key]))}: optional: {'; '.join(sorted(places))}")
+        (packages.by_key(key), f"{', '.join(sorted(written[key]))}: optional: {'; '.join(sorted(places))}", ())
         for key, places in sorted(guarded.items())
         if key not in required
     ]
@@ -84,14 +92,15 @@ def _one(
     errors = [f for f, level in here if level is Severity.ERROR]
     to_port = [k for k in found if k.to_port(target)]
     rules = Counter(f.code for f, level in here if level >= Severity.WARNING)
-    blocking = [(p, names) for p, names in used if p.severities()[target] >= Severity.WARNING]
-    verdict, reason = _verdict(
-        len(to_port),
-        sum(1 for p, _ in blocking if p.severities()[target] is Severity.ERROR),
-        any(f.code in _ENVIRONMENT for f in errors),
-        errors,
-        levels,
-    )
+    blocking = [(p, names, places) for p, names, places in used if p.severities()[target] >= Severity.WARNING]
+    failing_packages = [places for p, _, places in blocking if p.severities()[target] is Severity.ERROR]
+    environment = [f for f in errors if f.code in _ENVIRONMENT]
+    verdict, reason = _verdict(len(to_port), len(failing_packages), bool(environment), errors, levels)
+    if verdict == BLOCKED:
+        places = {k.place for k in to_port} | {p for ps in failing_packages for p in ps}
+        places |= {place_of(f) for f in environment}
+    else:
+        places = {place_of(f) for f in errors}
     return Readiness(
         target=target,
         verdict=verdict,
@@ -104,10 +113,11 @@ def _one(
         kernels=len(to_port),
         kernel_lines=sum(k.lines_of_code for k in to_port),
         kernels_without_fallback=sum(1 for k in to_port if not k.fallback),
-        dependencies=tuple(f"{names}: {p.what}; instead: {p.instead}" for p, names in blocking),
-        optional_dependencies=tuple(where for p, where in optional if p.severities()[target] >= Severity.WARNING),
+        dependencies=tuple(f"{names}: {p.what}; instead: {p.instead}" for p, names, _ in blocking),
+        optional_dependencies=tuple(where for p, where, _ in optional if p.severities()[target] >= Severity.WARNING),
         environment=_messages(here, _ENVIRONMENT),
         top_rules=tuple(sorted(rules.items(), key=lambda item: (-item[1], item[0]))[:5]),
+        places=tuple(sorted(places)),
     )
 
 

@@ -118,12 +118,29 @@ def test_readiness_report(cli: CliRunner) -> None:
 
 
 def test_readiness_markdown_for_a_pull_request(cli: CliRunner) -> None:
-    result = cli.invoke(app, ["report", "examples/kernels_app", "--target", "tpu", "--format", "markdown"])
+    result = cli.invoke(app, ["report", "examples/kernels_app", "--target", "tpu,neuron", "--format", "markdown"])
     assert result.exit_code == 0
-    assert result.stdout.startswith("## portcheck readiness")
-    assert "| `tpu` | ⛔ blocked" in result.stdout
-    assert "<details><summary><code>tpu</code>: what to port</summary>" in result.stdout
-    assert "torch.tpu.pallas.jax_op" in result.stdout
+    text = result.stdout
+    assert text.startswith("## portcheck readiness")
+    assert "| `tpu` | ⛔ blocked: 5 custom kernels" in text and "— at `examples/kernels_app/csrc/ops.cpp:10`" in text
+    assert "### Start here" in text and "`portcheck fix --device TARGET`" in text
+    assert "| `examples/kernels_app/kernels_app/model.py` | " in text  # the file with the most errors left
+    assert text.count("`kernels_app.triton_ops.add_kernel`") == 1  # each kernel once, for every target
+    assert "tpu: rewrite in Pallas via torch.tpu.pallas.jax_op" in text and "neuron: rewrite in NKI" in text
+    assert "<details>" not in text
+    detailed = cli.invoke(app, ["report", "examples/kernels_app", "--target", "tpu", "--format", "markdown", "--details"])
+    assert "<details><summary><code>tpu</code>: what to port</summary>" in detailed.stdout
+
+
+def test_readiness_markdown_fits_a_pull_request_comment(cli: CliRunner, tmp_path: Path) -> None:
+    kernel = "import triton\n\n@triton.jit\ndef k{n}(x_ptr):\n    pass\n"
+    for n in range(600):
+        (tmp_path / f"kernel_{n:03}.py").write_text(kernel.format(n=n))
+    result = cli.invoke(app, ["report", str(tmp_path), "--format", "markdown", "--details", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout) < 65_536  # GitHub's limit for a comment
+    assert result.stdout.rstrip().endswith("`portcheck report --format json` has everything._")
+    assert result.stdout.count("<details>") == result.stdout.count("</details>")
 
 
 def test_readiness_of_a_clean_project(cli: CliRunner, tmp_path: Path) -> None:
