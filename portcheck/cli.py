@@ -298,16 +298,18 @@ def kernels(
     jobs: Jobs = None,
     no_cache: NoCache = False,
     cache_dir: CacheDir = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text, json or csv.")] = "text",
     all_kernels: AllKernels = False,
 ) -> None:
     """Inventory the custom kernels (Triton, CUDA C++, extensions, CUDA ops) and what porting takes."""
-    if output_format not in ("text", "json"):
-        raise _fail(f"unknown format {output_format!r}; choose text or json")
+    if output_format not in ("text", "json", "csv"):
+        raise _fail(f"unknown format {output_format!r}; choose text, json or csv")
     report = _run(paths, config_file, jobs, no_cache, cache_dir, targets=target, select=["PC6"])
     found = inventory.build(report.facts, all_kernels)
     if output_format == "json":
         inventory_view.render_json(found, report.config.targets, sys.stdout)
+    elif output_format == "csv":
+        inventory_view.render_csv(found, report.config.targets, sys.stdout)
     else:
         inventory_view.render_text(found, report.config.targets, sys.stdout, sys.stdout.isatty())
     raise typer.Exit(2 if report.errors or report.internal_errors else 0)

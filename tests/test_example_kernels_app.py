@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -98,12 +100,25 @@ def test_kernels_inventory(cli: CliRunner) -> None:
     assert "Pallas" in document["kernels"][0]["port"]["tpu"] and "NKI" in document["kernels"][0]["port"]["neuron"]
 
 
-def test_kernels_text_table(cli: CliRunner) -> None:
+@pytest.mark.parametrize("columns", ["200", "60"])
+def test_kernels_text_never_breaks_a_name(cli: CliRunner, monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
+    monkeypatch.setenv("COLUMNS", columns)  # a table where it fits, else a paragraph per kernel
     result = cli.invoke(app, ["kernels", "examples/kernels_app", "--target", "tpu,rocm"])
     assert result.exit_code == 0
     assert "Custom kernels" in result.stdout and "To port, per target" in result.stdout
-    assert "kernels_app.triton_ops.add_kernel" in result.stdout
-    assert "nothing to port" in result.stdout  # rocm: Triton runs, CUDA C++ is hipified
+    assert ("┃" in result.stdout) == (columns == "200")
+    for whole in ("kernels_app.triton_ops.add_kernel", "examples/kernels_app/csrc/scale_kernel.cu:12"):
+        assert whole in result.stdout
+    assert "rocm: 0 to port, 0 lines, 0 without fallback; nothing to port" in result.stdout  # Triton runs, C++ hipified
+
+
+def test_kernels_csv_for_a_spreadsheet(cli: CliRunner) -> None:
+    result = cli.invoke(app, ["kernels", "examples/kernels_app", "--target", "tpu,rocm", "--format", "csv"])
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert result.exit_code == 0 and len(rows) == 5
+    triton = next(row for row in rows if row["kind"] == "triton")
+    assert (triton["line"], triton["port on rocm"]) == ("9", "")  # Triton runs on ROCm
+    assert triton["port on tpu"].startswith("rewrite in Pallas")
 
 
 def test_readiness_report(cli: CliRunner) -> None:
@@ -128,7 +143,9 @@ def test_readiness_markdown_for_a_pull_request(cli: CliRunner) -> None:
     assert text.count("`kernels_app.triton_ops.add_kernel`") == 1  # each kernel once, for every target
     assert "tpu: rewrite in Pallas via torch.tpu.pallas.jax_op" in text and "neuron: rewrite in NKI" in text
     assert "<details>" not in text
-    detailed = cli.invoke(app, ["report", "examples/kernels_app", "--target", "tpu", "--format", "markdown", "--details"])
+    detailed = cli.invoke(
+        app, ["report", "examples/kernels_app", "--target", "tpu", "--format", "markdown", "--details"]
+    )
     assert "<details><summary><code>tpu</code>: what to port</summary>" in detailed.stdout
 
 
