@@ -46,18 +46,35 @@ class _Use:
 
 # Since when torch.amp has the device-generic twin (with a device argument) of each name.
 _GENERIC_SINCE = {"GradScaler": (2, 3), "custom_fwd": (2, 4), "custom_bwd": (2, 4)}
+# The legacy autocast state: what each becomes with a device type (first), and how many
+# arguments its CUDA form takes. The device-generic names are CUDA's only with that many.
+_LEGACY_STATE = {
+    "torch.get_autocast_gpu_dtype": ("get_autocast_dtype", 0),
+    "torch.set_autocast_gpu_dtype": ("set_autocast_dtype", 1),
+    "torch.is_autocast_enabled": ("is_autocast_enabled", 0),
+    "torch.set_autocast_enabled": ("set_autocast_enabled", 1),
+}
+_DEVICE_GENERIC = frozenset({"torch.is_autocast_enabled", "torch.set_autocast_enabled"})
+_STATE_SINCE = (2, 4)  # torch.get_autocast_dtype(device_type) and friends
 
 
 class CudaAmpApi(CudaApiRule):
     """## What it does
     Reports the CUDA-only mixed-precision API: `torch.cuda.amp.autocast`,
-    `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd` / `custom_bwd`, and the
-    `torch.cuda.amp` module itself.
+    `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd` / `custom_bwd` (decorators
+    included), the `torch.cuda.amp` module itself, and the legacy autocast state that means
+    CUDA's: `torch.get_autocast_gpu_dtype()`, `torch.set_autocast_gpu_dtype(...)`, and
+    `torch.is_autocast_enabled()` / `torch.set_autocast_enabled(flag)` called without a
+    device type.
 
     ## Why is this bad?
     `torch.cuda.amp` only ever applies to CUDA: off CUDA, `autocast()` warns and disables
     itself, so the model silently trains in float32 on the accelerator, slower and with twice
-    the memory. The API has been deprecated since torch 2.4.
+    the memory. The API has been deprecated since torch 2.4. The legacy state functions read
+    and set CUDA's autocast alone: inside `torch.autocast("tpu")`, `torch.is_autocast_enabled()`
+    is False and `torch.get_autocast_gpu_dtype()` says float16, so code that casts to "the
+    autocast dtype" (attention kernels, custom autograd functions) takes its float32 path or
+    casts to the wrong dtype.
 
     ## Example
     ```python
@@ -99,16 +116,30 @@ class CudaAmpApi(CudaApiRule):
     Not fixed: a use that is not a call (`scaler_cls = GradScaler`), an autocast given
     `*args` (the arguments cannot be mapped), or `**kwargs` where a dtype would be added, and
     references to the `torch.cuda.amp` module itself.
+
+    The legacy state asks the same question of the target's device type, which is what it
+    asked of CUDA (torch 2.4 and later): `torch.is_autocast_enabled()` becomes
+    `torch.is_autocast_enabled("tpu")`, `torch.get_autocast_gpu_dtype()` becomes
+    `torch.get_autocast_dtype("tpu")`, and the setters take the device type first
+    (`torch.set_autocast_dtype("tpu", dtype)`); with `--device auto`, `DEVICE.type`.
     """
 
     code = "PC301"
     name = "cuda-amp-api"
     fix_safety = FixSafety.SAFE
+    triggers = (b"cuda", b"autocast")
 
     VALID = [
         Valid('import torch\nwith torch.amp.autocast("cpu", dtype=torch.bfloat16):\n    pass\n'),
         Valid("def run(torch):\n    with torch.cuda.amp.autocast():\n        pass\n"),
         Valid("from apex import amp\nmodel = amp.initialize(model)\n"),
+        # given a device type, the autocast state is that device's
+        Valid(
+            "import torch\nif torch.is_autocast_enabled(x.device.type):\n"
+            '    torch.set_autocast_enabled("cpu", False)\ncheck = torch.is_autocast_enabled\n'
+        ),
+        Valid("import torch\ndtype = torch.get_autocast_gpu_dtype()\n", options={"targets": ["rocm"]}),
+        Valid("def cast(torch, x):\n    return x.to(torch.get_autocast_gpu_dtype())\n"),
     ]
     INVALID = [
         Invalid(
@@ -274,6 +305,38 @@ class CudaAmpApi(CudaApiRule):
             fixed='from torch.cuda.amp import GradScaler\nimport torch\ns = torch.amp.GradScaler("tpu")\n\n'
             "def f(GradScaler):\n    return GradScaler\n",
         ),
+        # the legacy autocast state is CUDA's: asked of the target's device type instead
+        Invalid(
+            "import torch\n\ndef cast(x):\n    if torch.is_autocast_enabled():\n"
+            "        return x.to(torch.get_autocast_gpu_dtype())\n    return x\n",
+            lines=[4, 5],
+            fixed='import torch\n\ndef cast(x):\n    if torch.is_autocast_enabled("tpu"):\n'
+            '        return x.to(torch.get_autocast_dtype("tpu"))\n    return x\n',
+        ),
+        Invalid(
+            "import torch as T\nT.set_autocast_gpu_dtype(T.bfloat16)\nT.set_autocast_enabled(True)\n",
+            lines=[2, 3],
+            device="neuron",
+            fixed='import torch as T\nT.set_autocast_dtype("neuron", T.bfloat16)\nT.set_autocast_enabled("neuron", True)\n',
+        ),
+        Invalid(
+            "from torch import get_autocast_gpu_dtype as gpu_dtype\ndtype = gpu_dtype()\n",
+            lines=[2],
+            device="cpu",
+            message="returns CUDA's autocast dtype",
+            fixed='from torch import get_autocast_gpu_dtype as gpu_dtype\nimport torch\ndtype = torch.get_autocast_dtype("cpu")\n',
+        ),
+        Invalid(
+            "import torch\n\non = torch.is_autocast_enabled()\n",
+            lines=[3],
+            device="auto",
+            fixed="import torch\n\n"
+            'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
+            "on = torch.is_autocast_enabled(DEVICE.type)\n",
+        ),
+        # torch 2.3 has no device-typed autocast state; a reference that is no call is not fixed
+        Invalid("import torch\non = torch.is_autocast_enabled()\n", lines=[2], options={"torch-version": "2.3"}),
+        Invalid("import torch\nread_dtype = torch.get_autocast_gpu_dtype\n", lines=[2]),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -286,12 +349,56 @@ class CudaAmpApi(CudaApiRule):
             self._imports.append(node)
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
+        if qualified_name in _DEVICE_GENERIC and self._legacy_call(node, qualified_name) is None:
+            return  # given a device type (or not called): not CUDA's state
         count = len(self.reports)
         super().visit_watched_name(node, qualified_name)
-        if len(self.reports) > count:
-            use = self._use(count, node, qualified_name)
-            if use is not None:
-                self._uses.append(use)
+        if len(self.reports) == count:
+            return
+        if qualified_name in _LEGACY_STATE:
+            edit = self._legacy_edit(node, qualified_name)
+            self.reports[count] = dataclasses.replace(self.reports[count], edit=edit)
+            return
+        use = self._use(count, node, qualified_name)
+        if use is not None:
+            self._uses.append(use)
+
+    def _legacy_call(self, node: cst.Name | cst.Attribute, qualified_name: str) -> cst.Call | None:
+        """The call of a legacy autocast-state function in its CUDA form: as many arguments
+        as that form takes, none of them starred or by keyword."""
+        call = self.ctx.parent
+        if not (isinstance(call, cst.Call) and call.func is node):
+            return None
+        arity = _LEGACY_STATE[qualified_name][1]
+        if len(call.args) != arity or any(arg.star or arg.keyword for arg in call.args):
+            return None
+        return call
+
+    def _legacy_edit(self, node: cst.Name | cst.Attribute, qualified_name: str) -> edits.Edit | None:
+        """`torch.is_autocast_enabled()` -> `torch.is_autocast_enabled("tpu")`,
+        `torch.get_autocast_gpu_dtype()` -> `torch.get_autocast_dtype("tpu")`: the same question
+        or setting, for the target's device type."""
+        call = self._legacy_call(node, qualified_name)
+        device = edits.target_device_type(self.ctx)
+        if call is None or device is None or not versions.has(self.ctx, _STATE_SINCE):
+            return None
+        name = _LEGACY_STATE[qualified_name][0]
+        func = self._state_function(node, name)
+        if func is None:
+            return None
+        new = amp.insert_args(call.with_changes(func=func.node), 0, [cst.Arg(device.node)])
+        imports, prelude = amp.needs(device, func)
+        return edits.Edit(call, new, FixSafety.SAFE, f"{qualified_name}() -> torch.{name}(<device>)", imports, prelude)
+
+    def _state_function(self, node: cst.Name | cst.Attribute, name: str) -> edits.Spelling | None:
+        """`torch.<name>` spelled as the file has it: the reference itself when it already
+        says `name`, its own module otherwise (`T.get_autocast_dtype`), else `torch`."""
+        if patterns.dotted(node).rpartition(".")[2] == name:
+            return edits.Spelling(node)
+        if isinstance(node, cst.Attribute):
+            return edits.Spelling(node.with_changes(attr=cst.Name(name)))
+        torch = edits.torch_name(self.ctx)
+        return edits.Spelling(cst.Attribute(torch.node, cst.Name(name)), torch.imports) if torch else None
 
     def leave_Module(self, node: cst.Module) -> None:
         if not self._uses:

@@ -1,11 +1,17 @@
+from __future__ import annotations
+
+import libcst as cst
+
 from portcheck.api_rule import CudaApiRule
 from portcheck.rule import Invalid, Valid
+from portcheck.rules.runtime.cuda_default_tensor_type import sets_default_type
 
 
 class CudaLegacyTensorType(CudaApiRule):
     """## What it does
     Reports the legacy CUDA tensor and storage types: `torch.cuda.FloatTensor`,
     `torch.cuda.LongTensor`, `torch.cuda.HalfTensor`, `torch.cuda.FloatStorage` and the rest.
+    Given to `torch.set_default_tensor_type(...)`, they are cuda-default-tensor-type's (PC216).
 
     ## Why is this bad?
     Without CUDA, constructing one raises `TypeError: type torch.cuda.FloatTensor not available`,
@@ -50,4 +56,14 @@ class CudaLegacyTensorType(CudaApiRule):
             message="type torch.cuda.HalfTensor not available",
         ),
         Invalid("import torch.cuda\ns = torch.cuda.FloatStorage(10)\n", lines=[2]),
+        # the argument of set_default_tensor_type is PC216's; the binding is still a legacy type
+        Invalid(
+            "import torch\nT = torch.cuda.HalfTensor\ntorch.set_default_tensor_type(torch.cuda.FloatTensor)\n"
+            "torch.set_default_tensor_type(T)\n",
+            lines=[2],
+        ),
     ]
+
+    def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
+        if not sets_default_type(self.ctx):
+            super().visit_watched_name(node, qualified_name)
