@@ -25,6 +25,8 @@ Progress = Callable[[int, int], None]  # (files done, files in all), after each 
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24
+# Second passes at most: each follows failing imports one module further (portcheck.project).
+_MAX_PASSES = 8
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,7 @@ def scan_paths(
     store = ResultCache(cache, config) if cache else None
     layout = Project(local_packages=frozenset(local_packages(found.files)))
     results = list(_counted(_scan_all(found.files, config, jobs, layout, store), len(found.files), progress))
-    known = layout.with_facts(fact for r in results for fact in r.facts)
-    second = list(_scan_all(found.files, config, jobs, known, store)) if known.needs_second_pass else []
+    second = _later_passes(found.files, config, jobs, layout, results, store)
     if store:
         store.save(r.path for r in results)
     facts = {fact for r in (*results, *second) for fact in r.facts}
@@ -94,6 +95,32 @@ def scan_paths(
         ),
         paths=tuple(str(p) for p in paths),
     )
+
+
+def _later_passes(
+    files: Sequence[Path],
+    config: Config,
+    jobs: int,
+    layout: Project,
+    first: list[FileResult],
+    store: ResultCache | None,
+) -> list[FileResult]:
+    """The second pass, for the rules that need what other files tell. Each pass can find more
+    modules that fail to import (an importer of a failing module fails too, and the next pass
+    reads the files that mention it), so it runs again until that set stops growing; the last
+    pass saw the most and its results stand."""
+    facts = [fact for result in first for fact in result.facts]
+    known = layout.with_facts(facts)
+    results: list[FileResult] = []
+    for _ in range(_MAX_PASSES):
+        if not known.needs_second_pass:
+            break
+        results = list(_scan_all(files, config, jobs, known, store))
+        grown = layout.with_facts([*facts, *(fact for result in results for fact in result.facts)])
+        if grown.import_failures == known.import_failures:
+            break
+        known = grown
+    return results
 
 
 def local_packages(files: Sequence[Path]) -> set[str]:

@@ -9,8 +9,9 @@ files that mention what the project holds (see `Rule.project_triggers`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import PurePosixPath
 
 from portcheck.findings import Fact
@@ -22,6 +23,8 @@ SOURCE = "source"  # name: a CUDA/C++ source file; detail loc
 CALL = "call"  # name: qualified name a call site calls; detail fallback (evidence) when guarded
 REFERENCE = "reference"  # name: qualified name of a function that looks like a reference implementation
 DEPENDENCY = "dependency"  # name: the key of a CUDA-bound package (targets/packages.toml) used or declared
+IMPORT = "import"  # name: a module; detail `module`: a local module (or triton) it imports unguarded on import
+TRITON = "triton"
 
 
 @dataclass(frozen=True)
@@ -36,20 +39,36 @@ class Project:
     cuda_only_ops: frozenset[str] = frozenset()  # "ns::op"
     cuda_extensions: frozenset[str] = frozenset()  # "pkg._C"
     kernels: frozenset[str] = frozenset()  # "pkg.kernels.add_kernel"
+    # Modules that fail to import without Triton or a CUDA extension, each as its chain of
+    # unguarded imports: ("pkg.model", "pkg.kernels", "triton").
+    import_failures: frozenset[tuple[str, ...]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
+        extensions = frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION)
         return replace(
             self,
             complete=True,
             cuda_only_ops=frozenset(cuda_only_ops(facts)),
-            cuda_extensions=frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION),
+            cuda_extensions=extensions,
             kernels=frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton"),
+            import_failures=frozenset(import_failures(facts, extensions).values()),
         )
 
     @property
     def needs_second_pass(self) -> bool:
-        return bool(self.cuda_only_ops or self.cuda_extensions or self.kernels)
+        return bool(self.cuda_only_ops or self.cuda_extensions or self.kernels or self.import_failures)
+
+    @cached_property
+    def _chains(self) -> dict[str, tuple[str, ...]]:
+        return {chain[0]: chain for chain in self.import_failures}
+
+    def failing_import(self, module: str, importer: str) -> tuple[str, ...] | None:
+        """How `importer` importing `module` fails: the chain of unguarded imports from the
+        most specific module that import runs down to Triton or a CUDA extension; None when
+        it does not fail (as far as the project knows)."""
+        failing = failing_prefix(module, importer, self._chains)
+        return self._chains[failing] if failing else None
 
     def is_local(self, module: str) -> bool:
         """Whether an import names one of the repository's own packages."""
@@ -63,6 +82,51 @@ def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:
         if fact.kind == OP_IMPL:
             devices.setdefault(fact.name, set()).add(fact.detail("device").lower())
     return {op for op, keys in devices.items() if "cuda" in keys and not keys - {"cuda", "meta", "autograd"}}
+
+
+def import_failures(facts: Iterable[Fact], extensions: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """The modules whose import fails where Triton or one of the CUDA extensions is missing,
+    each with the shortest chain of unguarded imports that leads there."""
+    edges: dict[str, set[str]] = {}
+    for fact in facts:
+        if fact.kind == IMPORT:
+            edges.setdefault(fact.name, set()).add(fact.detail("module"))
+    chains = {
+        importer: (importer, cause)
+        for importer, imported in sorted(edges.items())
+        for cause in sorted(imported)
+        if is_failure_cause(cause, extensions)
+    }
+    while True:  # one more link per round, so that each chain is a shortest one
+        found = {}
+        for importer, imported in sorted(edges.items()):
+            failing = [failing_prefix(module, importer, chains) for module in sorted(imported)]
+            first = next((module for module in failing if module), "")
+            if importer not in chains and first:
+                found[importer] = (importer, *chains[first])
+        if not found:
+            return chains
+        chains.update(found)
+
+
+def is_failure_cause(module: str, extensions: frozenset[str]) -> bool:
+    """Triton, or a CUDA extension the repository builds (or a name inside one)."""
+    return module == TRITON or module.startswith(TRITON + ".") or any(_within(module, e) for e in extensions)
+
+
+def failing_prefix(module: str, importer: str, chains: Mapping[str, tuple[str, ...]]) -> str:
+    """The most specific module that importing `module` runs (it and each package above it)
+    and that fails; the importer's own packages are left out (they ran before it did)."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in chains and candidate != importer and not importer.startswith(candidate + "."):
+            return candidate
+    return ""
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,14 @@ EXPECTED_SCAN = [
     ("csrc/ops.cpp", 10, "PC604"),  # TORCH_LIBRARY_IMPL(kernels_app, CUDA, m) { m.impl("fused_scale", ...) }
     ("csrc/scale_kernel.cu", 5, "PC603"),  # two __global__ kernels
     ("kernels_app/model.py", 6, "PC607"),  # from kernels_app import _C, built by CUDAExtension
+    ("kernels_app/model.py", 7, "PC610"),  # from kernels_app.triton_ops import add: that imports triton
     ("kernels_app/model.py", 17, "PC502"),  # hidden[hidden > 0]
     ("kernels_app/model.py", 18, "PC504"),  # if ... active.mean().item() > 1.0:
     ("kernels_app/model.py", 20, "PC501"),  # torch.nonzero(...)
     ("kernels_app/model.py", 21, "PC605"),  # torch.ops.kernels_app.fused_scale: CUDA-only op
     ("kernels_app/model.py", 26, "PC102"),  # GatedMLP().cuda()
     ("kernels_app/model.py", 26, "PC101"),  # device="cuda"
+    ("kernels_app/triton_ops.py", 4, "PC610"),  # import triton, unguarded
     ("kernels_app/triton_ops.py", 9, "PC601"),  # @triton.jit add_kernel
     ("kernels_app/triton_ops.py", 22, "PC103"),  # if x.is_cuda:
     ("requirements.txt", 1, "PC703"),  # the cu121 index

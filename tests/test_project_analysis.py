@@ -9,6 +9,7 @@ import pytest
 from portcheck import ctext, filekinds, inventory, manifests, readiness
 from portcheck.api import scan_paths
 from portcheck.config import Config
+from portcheck.findings import Severity
 from portcheck.project import ModulePath
 from portcheck.sources import module_path
 
@@ -62,6 +63,36 @@ def test_a_cuda_only_op_registered_in_cpp_is_reported_where_python_calls_it(tmp_
 def test_without_project_facts_there_is_no_second_pass(tmp_path: Path) -> None:
     write(tmp_path, {"model.py": "import torch\ny = torch.ops.lib.fast(x)\nfrom pkg import _ops\n"})
     assert not [f for f in scan(tmp_path).findings if f.code in ("PC605", "PC607")]
+
+
+def test_an_import_that_loads_triton_or_a_cuda_extension_is_reported_with_its_chain(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "setup.py": "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('lib._C', ['k.cu'])\n",
+            "lib/__init__.py": "",
+            "lib/kernels.py": "import torch\nimport triton\n",
+            "lib/ops.py": "from lib import _C\n",  # PC607's
+            "lib/guarded.py": "try:\n    from lib import kernels\nexcept ImportError:\n    kernels = None\n",
+            "lib/lazy.py": "def run():\n    from lib.kernels import fused\n    return fused\n",
+            "pkg/__init__.py": "from .layers import Block\n",  # no word any rule looks for: a later pass reads it
+            "pkg/layers.py": "import torch\nfrom lib.kernels import fused\n",
+            "app.py": "import json\nimport lib.ops\nfrom lib.guarded import kernels\nfrom lib import lazy\nimport pkg\n",
+        },
+    )
+    found = {(f.path, f.line, f.message.split(": on a host")[0]) for f in scan(tmp_path).findings if f.code == "PC610"}
+    assert found == {
+        ("lib/kernels.py", 2, "`triton` is imported when the module is, outside try/except ImportError"),
+        ("pkg/layers.py", 2, "`lib.kernels` imports Triton when it is imported (lib.kernels -> triton)"),
+        ("pkg/__init__.py", 1, "`pkg.layers` imports Triton when it is imported (pkg.layers -> lib.kernels -> triton)"),
+        ("app.py", 2, "`lib.ops` imports the CUDA extension `lib._C` when it is imported (lib.ops -> lib._C)"),
+        ("app.py", 5, "`pkg` imports Triton when it is imported (pkg -> pkg.layers -> lib.kernels -> triton)"),
+    }
+    found_both = scan(tmp_path, targets=("tpu", "rocm")).findings
+    both = {(f.path, f.line): dict(f.targets) for f in found_both if f.code == "PC610"}
+    assert both[("lib/kernels.py", 2)] == {"tpu": Severity.ERROR}  # Triton runs on rocm
+    assert both[("pkg/layers.py", 2)] == {"tpu": Severity.ERROR}
+    assert both[("app.py", 2)] == {"tpu": Severity.ERROR, "rocm": Severity.WARNING}  # hipified: a build to make
 
 
 def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:

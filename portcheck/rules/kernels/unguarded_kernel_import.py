@@ -1,0 +1,204 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from portcheck import kernels, patterns, project
+from portcheck.project import Project
+from portcheck.rule import FileContext, Invalid, Rule, SeverityMap, Valid
+from portcheck.targets import TARGET_ORDER
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_GUARDS = (cst.If, cst.Match, cst.While)
+_DEFERRED = (cst.FunctionDef, cst.Lambda)
+_TRITON_SEVERITY = kernels.severity(kernels.TRITON)
+_EXTENSION_SEVERITY = kernels.severity(kernels.EXTENSION)
+
+
+class UnguardedKernelImport(Rule):
+    """## What it does
+    Reports imports that run when a module is imported, outside `try/except ImportError` and
+    outside any `if`, and that fail on a host without Triton or without one of the
+    repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
+    and an import of one of the repository's own modules that itself imports Triton or a
+    CUDA extension that way, directly or through other modules. The finding names the chain
+    (`pkg.model -> pkg.kernels -> triton`).
+
+    ## Why is this bad?
+    Triton is a GPU compiler for NVIDIA, AMD and Intel: TPU, Trainium, Apple and Gaudi hosts
+    (and CPU-only installs of torch) do not have it, and a CUDA extension exists only where
+    its CUDA build ran. One unguarded import at the top of a kernels module then stops every
+    module that imports it, however indirectly, before any of its pure-PyTorch code runs:
+    the whole program fails on `import`, even where the kernel itself is never called.
+
+    ## Example
+    ```python
+    import triton  # kernels.py
+
+    from kernels import fused_add  # model.py: fails too
+    ```
+
+    ## Use instead
+    ```python
+    try:
+        import triton
+    except ImportError:
+        triton = None
+    ```
+    and keep a PyTorch path where `triton is None` (or import the kernels module inside the
+    function that launches them).
+
+    ## Targets
+    For Triton, an error where it has no backend (tpu, neuron, xla, mps, hpu, cpu) and off
+    where it runs (xpu, rocm, npu); for a CUDA extension, an error on every target but ROCm,
+    where it is hipified at build time. The chain is followed through the files the scan
+    parses: a module that mentions nothing portcheck looks for (an `__init__.py` of plain
+    relative imports) joins a chain once a later pass finds it importing a failing module.
+
+    ## Fix safety
+    No automatic fix: what to do without the kernel is a person's decision.
+    """
+
+    code = "PC610"
+    name = "unguarded-kernel-import"
+    message = "{subject}: on a host without {missing} this module does not load"
+    hint = "{advice}"
+    severity = {t: max(_TRITON_SEVERITY[t], _EXTENSION_SEVERITY[t]) for t in TARGET_ORDER}
+    triggers = (b"triton",)
+
+    VALID = [
+        Valid("try:\n    import triton\n    import triton.language as tl\nexcept ImportError:\n    triton = None\n"),
+        Valid("import torch\nif torch.cuda.is_available():\n    import triton\n"),
+        Valid("def launch(x):\n    import triton\n    return triton.cdiv(x, 2)\n"),
+        Valid("import torch as T\nimport torch.nn\nimport triton\n", options={"targets": ["xpu", "rocm", "npu"]}),
+        Valid(
+            "from torch import nn\nfrom torch.utils._triton import has_triton as available\n\n"
+            "def build(torch):\n    import triton.language as tl\n    return tl\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nimport triton\nimport triton.language as tl\n",
+            lines=[2],
+            message="`triton` is imported when the module is",
+        ),
+        Invalid("from triton import language as tl\n", lines=[1], options={"targets": ["neuron"]}),
+        Invalid("import torch\ntry:\n    import triton\nfinally:\n    pass\n", lines=[3]),
+        Invalid("try:\n    import triton\nexcept ValueError:\n    pass\n", lines=[2]),
+        Invalid(
+            "import torch.nn\nclass Kernels:\n    import triton as T\n", lines=[3], options={"targets": ["mps", "cpu"]}
+        ),
+    ]
+
+    @classmethod
+    def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
+        """Files that may import a failing module mention its name's last part."""
+        return tuple(sorted({chain[0].rpartition(".")[2].encode() for chain in known.import_failures}))
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._triton_reported = False
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._check(node, [(patterns.dotted(alias.name), False) for alias in node.names])
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        relative = bool(node.relative)
+        base = self.ctx.module.absolute(
+            "." * len(node.relative) + (patterns.dotted(node.module) if node.module else "")
+        )
+        if isinstance(node.names, cst.ImportStar):
+            self._check(node, [(base, relative)])
+            return
+        names = [patterns.dotted(alias.name) for alias in node.names]
+        self._check(node, [(f"{base}.{name}" if base else name, relative) for name in names])
+
+    def _check(self, node: cst.Import | cst.ImportFrom, modules: list[tuple[str, bool]]) -> None:
+        """Note what an import-time import loads; report it where that fails."""
+        if not modules or not runs_unguarded_on_import([*self.ctx.ancestors, node]):
+            return
+        known = self.ctx.project
+        importer = self.ctx.module.name
+        for module, relative in modules:
+            if _is_triton(module) and not known.is_local(module):
+                self._record(importer, project.TRITON, node)
+                if not known.complete:
+                    self._report_triton(node, module)
+            elif relative or known.is_local(module):
+                self._record(importer, module, node)
+        if known.complete:
+            self._report_chain(node, [module for module, _ in modules], importer)
+
+    def _record(self, importer: str, module: str, node: cst.CSTNode) -> None:
+        if importer:
+            self.record(project.IMPORT, importer, node, module=module)
+
+    def _report_triton(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
+        if self._triton_reported:
+            return  # the module stops at its first one
+        self._triton_reported = True
+        if isinstance(node, cst.ImportFrom) and node.module is not None:
+            module = patterns.dotted(node.module)  # `triton.testing`, not `triton.testing.do_bench`
+        port = kernels.port_hint(kernels.TRITON, self.ctx.targets)
+        self.report(
+            node,
+            severity=_TRITON_SEVERITY,
+            subject=f"`{module}` is imported when the module is, outside try/except ImportError",
+            missing="Triton",
+            advice="guard it (`try: import triton` / `except ImportError: triton = None`) and keep a PyTorch "
+            f"path where it is None; port: {port}",
+        )
+
+    def _report_chain(self, node: cst.CSTNode, modules: Sequence[str], importer: str) -> None:
+        """The first imported module that fails, with how (second pass)."""
+        known = self.ctx.project
+        for module in modules:
+            if project.is_failure_cause(module, known.cuda_extensions):
+                continue  # the import itself is the cause: reported as such (here or by PC607)
+            chain = known.failing_import(module, importer)
+            if chain is not None:
+                self.report(node, severity=_chain_severity(chain), **_chain_fields(chain))
+                return
+
+
+def _is_triton(module: str) -> bool:
+    return module == project.TRITON or module.startswith(project.TRITON + ".")
+
+
+def _chain_severity(chain: Sequence[str]) -> SeverityMap:
+    return _TRITON_SEVERITY if _is_triton(chain[-1]) else _EXTENSION_SEVERITY
+
+
+def _chain_fields(chain: Sequence[str]) -> dict[str, str]:
+    cause, owner = chain[-1], chain[-2]
+    what = "Triton" if _is_triton(cause) else f"the CUDA extension `{cause}`"
+    return {
+        "subject": f"`{chain[0]}` imports {what} when it is imported ({' -> '.join(chain)})",
+        "missing": "Triton" if _is_triton(cause) else f"a CUDA build of `{cause}`",
+        "advice": f"import `{chain[0]}` inside the code that needs it, or guard the import of `{cause}` in "
+        f"`{owner}` (try/except ImportError) and keep a PyTorch path there",
+    }
+
+
+def runs_unguarded_on_import(chain: Sequence[cst.CSTNode]) -> bool:
+    """Whether the last node of `chain` (from the module down) runs whenever the module is
+    imported: not in a function, under no `if`, not in the body of a `try` that catches
+    ImportError."""
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, _DEFERRED + _GUARDS):
+            return False
+        if isinstance(parent, (cst.Try, cst.TryStar)) and child is parent.body and _catches_import_error(parent):
+            return False
+    return True
+
+
+def _catches_import_error(statement: cst.Try | cst.TryStar) -> bool:
+    for handler in statement.handlers:
+        kinds = handler.type
+        if kinds is None:
+            return True
+        elements = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if any(patterns.dotted(kind).rpartition(".")[2] in _IMPORT_ERRORS for kind in elements):
+            return True
+    return False
