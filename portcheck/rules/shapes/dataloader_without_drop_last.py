@@ -4,7 +4,8 @@ import re
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import kwargs, patterns
+from portcheck.kwargs import Options
 from portcheck.rule import Invalid, Rule, Valid
 from portcheck.rules.shapes import DATALOADERS, RECOMPILE_SEVERITY, advice, resolved_call
 
@@ -22,9 +23,11 @@ class DataloaderWithoutDropLast(Rule):
     Reports a training `torch.utils.data.DataLoader(...)` without `drop_last=True`. A loader is
     taken for training when it shuffles (`shuffle=` anything but False), samples with a
     `DistributedSampler` or `RandomSampler`, is assigned to a name that says "train", or, when
-    not assigned, is made in a function that does (`train_dataloader`). Loaders with
-    `batch_size=None`, a `batch_sampler=` or a non-literal `drop_last=`, and calls that pass
-    `**kwargs`, are left alone.
+    not assigned, is made in a function that does (`train_dataloader`). Options passed as
+    `**kwargs` are read from the dicts the module builds (a literal, `dict(...)`, `{**a, **b}`,
+    `.update(...)`, `kwargs["key"] = ...`). Loaders with `batch_size=None`, a `batch_sampler=`
+    or a non-literal `drop_last=`, and those given a `**kwargs` that cannot be read that way,
+    are left alone.
 
     ## Why is this bad?
     When the dataset size is not a multiple of the batch size, the last batch of every epoch
@@ -69,6 +72,15 @@ class DataloaderWithoutDropLast(Rule):
             "from torch.utils.data import DataLoader\ndef train(model, ds):\n"
             "    val_loader = DataLoader(ds, batch_size=8)\n    return val_loader\n"
         ),
+        # the dict sets drop_last, later or through another dict
+        Valid(
+            "from torch.utils.data import DataLoader\nkw = {'batch_size': 8, 'shuffle': True}\nkw['drop_last'] = True\n"
+            "loader = DataLoader(ds, **kw)\nbase = dict(drop_last=True)\nloader2 = DataLoader(ds, **{**base, 'shuffle': True})\n"
+        ),
+        Valid(
+            "import torch\ndef loaders(ds, extra):\n    kw = {'shuffle': True}\n    kw.update(extra)\n"
+            "    return torch.utils.data.DataLoader(ds, **kw)\n"
+        ),
     ]
     INVALID = [
         Invalid("import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)\n", lines=[2]),
@@ -88,27 +100,42 @@ class DataloaderWithoutDropLast(Rule):
             "        return DataLoader(self.ds, sampler=RandomSampler(self.ds))\n",
             lines=[4],
         ),
+        # pytorch/examples mnist: the options live in dicts
+        Invalid(
+            "import torch\n\ndef main(use_cuda, train_set, test_set):\n"
+            "    train_kwargs = {'batch_size': 64}\n    test_kwargs = dict(batch_size=1000)\n"
+            "    if use_cuda:\n        cuda_kwargs = {'num_workers': 1, 'pin_memory': True, 'shuffle': True}\n"
+            "        train_kwargs.update(cuda_kwargs)\n"
+            "    train_loader = torch.utils.data.DataLoader(train_set, **train_kwargs)\n"
+            "    test_loader = torch.utils.data.DataLoader(test_set, **test_kwargs)\n",
+            lines=[9],
+        ),
+        Invalid(
+            "from torch.utils.data import DataLoader\nCOMMON = dict(batch_size=8, num_workers=2)\n\ndef loader(ds):\n"
+            "    options = {**COMMON, 'shuffle': True} | {'drop_last': False}\n    return DataLoader(ds, **options)\n",
+            lines=[6],
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not resolved_call(self.ctx, node, DATALOADERS) or any(arg.star for arg in node.args):
+        if not resolved_call(self.ctx, node, DATALOADERS) or any(arg.star == "*" for arg in node.args):
             return
-        if _is_none(patterns.argument(node, _BATCH_SIZE, "batch_size")):
+        options = kwargs.call_options(self.ctx, node)
+        if not options.complete:
+            return  # a `**kwargs` that cannot be read may set anything
+        if any(_is_none(value) for value in _option(node, options, _BATCH_SIZE, "batch_size")):
             return  # no automatic batching
-        if patterns.argument(node, _BATCH_SAMPLER, "batch_sampler") is not None:
+        if _option(node, options, _BATCH_SAMPLER, "batch_sampler"):
             return  # the batch sampler decides batch sizes
-        drop_last = patterns.argument(node, _DROP_LAST, "drop_last")
-        if drop_last is not None and not _is_false(drop_last.value):
+        if any(not _is_false(value) for value in _option(node, options, _DROP_LAST, "drop_last")):
             return
-        if self._for_training(node):
+        if self._for_training(node, options):
             self.report(node, advice=advice(self.ctx.targets))
 
-    def _for_training(self, node: cst.Call) -> bool:
-        shuffle = patterns.argument(node, _SHUFFLE, "shuffle")
-        if shuffle is not None and not _is_false(shuffle.value):
+    def _for_training(self, node: cst.Call, options: Options) -> bool:
+        if any(not _is_false(value) for value in _option(node, options, _SHUFFLE, "shuffle")):
             return True
-        sampler = patterns.argument(node, _SAMPLER, "sampler")
-        if sampler is not None and self._random_sampler(sampler.value):
+        if any(self._random_sampler(value) for value in _option(node, options, _SAMPLER, "sampler")):
             return True
         return any(_TRAIN_NAME.search(name) for name in self._names_around(node))
 
@@ -127,8 +154,14 @@ class DataloaderWithoutDropLast(Rule):
         return functions[-1:]
 
 
-def _is_none(arg: cst.Arg | None) -> bool:
-    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "None"
+def _option(node: cst.Call, options: Options, index: int, name: str) -> list[cst.BaseExpression]:
+    """The values an option may have: the positional argument, else every keyword setting."""
+    positional = patterns.positional(node, index)
+    return [positional.value] if positional is not None else options.values(name)
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _is_false(node: cst.BaseExpression) -> bool:
