@@ -1,25 +1,46 @@
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import libcst as cst
 
 from portcheck import patterns
 from portcheck.findings import FixSafety
-from portcheck.rewrites import edits, placement
+from portcheck.rewrites import amp, calls, edits, placement
 from portcheck.rewrites.edits import Edit, Spelling
-from portcheck.rule import ERROR, OFF, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
 from portcheck.rules.placement.cuda_device_string import describe
+
+_SAVERS = frozenset({"torch.save", "torch.serialization.save"})
+_UNMAPPED = frozenset({"torch.load", "torch.serialization.load"})  # loaders that restore where the data was saved
+# A path that names a checkpoint (`args.resume`, "best_model.pth"), when it is not the very path saved to.
+_CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|resume|weight|model|state|best|last|\.pth?\b|\.tar\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Load:
+    """A `torch.load` without map_location, and the fix for it (made where the call is)."""
+
+    call: cst.Call
+    edit: Edit | None
 
 
 class CudaMapLocation(Rule):
     """## What it does
     Reports `map_location="cuda"` (or `"cuda:N"`, a dict mapping to those, or
     `lambda storage, loc: storage.cuda()`) when loading a checkpoint with `torch.load`,
-    `torch.jit.load` or any loader taking `map_location=`.
+    `torch.jit.load` or any loader taking `map_location=`; and `torch.load(path)` without
+    `map_location` in a module that writes its checkpoints from CUDA (it calls `torch.save`
+    and puts its model on CUDA: a `.cuda()` call or a `"cuda"` device), where the path is the
+    one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`).
 
     ## Why is this bad?
     Without CUDA, `torch.load(f, map_location="cuda")` raises `RuntimeError: Attempting to
     deserialize object on a CUDA device but torch.cuda.is_available() is False`. The file itself
-    is fine: only the destination is wrong.
+    is fine: only the destination is wrong. Without `map_location`, `torch.load` restores each
+    tensor onto the device it was saved from: a checkpoint the program wrote on a GPU raises
+    the same error when the ported program resumes from it.
 
     ## Example
     ```python
@@ -51,11 +72,18 @@ class CudaMapLocation(Rule):
     loads to `"cpu"` instead, as torch_xla recommends; that is unsafe, since code using the
     loaded tensors directly then finds them on the CPU (move them with `.to(device)`).
     A `map_location` function other than `storage.cuda(...)` is not fixed.
+
+    A `torch.load` without `map_location` gets `map_location=<the target's device>`
+    (`"cpu"` for `--device cpu`, `DEVICE` for `auto`): the CUDA tensors land where the
+    program now runs. That is safe where the result goes straight into `.load_state_dict(...)`
+    (it copies into the module's own tensors wherever they come from) and on the CPU target;
+    elsewhere it is unsafe, since tensors the checkpoint holds on the CPU (an RNG state) move
+    to the device too.
     """
 
     code = "PC104"
     name = "cuda-map-location"
-    message = "map_location={literal} loads the checkpoint onto a CUDA device"
+    message = "{what} loads the checkpoint onto a CUDA device{why}"
     hint = 'use map_location="cpu" and move with .to(device) afterwards (or map_location=device)'
     severity = per_target(ERROR, rocm=OFF)
     fix_safety = FixSafety.SAFE
@@ -71,6 +99,9 @@ class CudaMapLocation(Rule):
             options={"select": ["PC104"]},
         ),
         Valid('import torch\nstate = torch.load("ckpt.pt", "cuda")\n', options={"targets": ["rocm"]}),
+        # saved from the CPU, or a file this module does not write
+        Valid('import torch\ntorch.save(model.state_dict(), "m.pt")\nstate = torch.load("m.pt")\n'),
+        Valid('import torch\nmodel.cuda()\ntorch.save(model.state_dict(), "m.pt")\ndata = torch.load(args.data)\n'),
     ]
     INVALID = [
         Invalid(
@@ -163,16 +194,100 @@ class CudaMapLocation(Rule):
             lines=[3],
             device="xpu",
         ),
+        # a checkpoint this module writes from CUDA, loaded without map_location
+        Invalid(
+            'import torch\nmodel = Net().cuda()\ntorch.save(model.state_dict(), "mnist_cnn.pt")\n'
+            'model.load_state_dict(torch.load("mnist_cnn.pt", weights_only=True))\n',
+            lines=[4],
+            message="writes its checkpoints from CUDA",
+            fixed='import torch\nmodel = Net().cuda()\ntorch.save(model.state_dict(), "mnist_cnn.pt")\n'
+            'model.load_state_dict(torch.load("mnist_cnn.pt", weights_only=True, map_location="tpu"))\n',
+        ),
+        Invalid(
+            "from torch import load, save\nDEVICE = 'cuda:0'\n\ndef resume(args, model):\n"
+            "    checkpoint = load(args.resume)\n    model.load_state_dict(checkpoint['model'])\n\n"
+            "def checkpoint(state, filename):\n    save(state, filename)\n",
+            lines=[5],
+            device="cpu",
+            fixed="from torch import load, save\nDEVICE = 'cuda:0'\n\ndef resume(args, model):\n"
+            "    checkpoint = load(args.resume, map_location=\"cpu\")\n    model.load_state_dict(checkpoint['model'])\n\n"
+            "def checkpoint(state, filename):\n    save(state, filename)\n",
+        ),
+        # the RNG state it holds would move to the device: only with --unsafe-fixes
+        Invalid(
+            "import torch.serialization as ser\nimport torch\nnet.cuda()\nstate = ser.load(PATH)\n"
+            "torch.save({'model': net.state_dict(), 'rng': torch.get_rng_state()}, PATH)\n",
+            lines=[4],
+            device="neuron",
+        ),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._loads: list[_Load] = []
+        self._saves: list[cst.Call] = []
+        self._on_cuda = False  # the module puts something on CUDA
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self._on_cuda = self._on_cuda or ("cuda" in node.value and patterns.is_cuda_device_literal(node))
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        self._on_cuda = self._on_cuda or patterns.is_cuda_device_literal(node)
+
     def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qualified_names(node.func)
+        if names & _SAVERS:
+            self._saves.append(node)
+        elif patterns.method_name(node) == "cuda" and not names:
+            self._on_cuda = True
         arg = placement.map_location_argument(self.ctx, node)
         if arg is None:
+            if names & _UNMAPPED and not amp.has_star(node):
+                self._loads.append(_Load(node, self._unmapped_edit(node)))
             return
+        self._report_map_location(arg)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Loads without map_location, once the module's saves and CUDA placements are known."""
+        if not self._on_cuda:
+            return
+        for load in self._loads:
+            save = self._saved_by(load.call)
+            if save is not None:
+                why = f": this module writes its checkpoints from CUDA (`torch.save(..., {_path_code(save, 1)})`)"
+                self.report(load.call, edit=load.edit, what="`torch.load` without map_location", why=why)
+
+    def _saved_by(self, load: cst.Call) -> cst.Call | None:
+        """The save that writes what `load` reads: the one to the same path, or for a path
+        that names a checkpoint, the module's first."""
+        path = _path_code(load, 0)
+        same = next((save for save in self._saves if _path_code(save, 1) == path and path), None)
+        if same is not None or not _CHECKPOINT_WORDS.search(path):
+            return same
+        return self._saves[0] if self._saves else None
+
+    def _unmapped_edit(self, call: cst.Call) -> Edit | None:
+        """`map_location=<the target's device>` added (made while the walk is at the call)."""
+        spelled = placement.device_spelling(self.ctx, placement.cuda_literal(), index_on_cpu=False)
+        if spelled is None:
+            return None
+        spelling, safety = spelled
+        spelling = placement.device_object(self.ctx, spelling)
+        target = self.ctx.fix_target
+        written = patterns.string_value(spelling.node)
+        if not target.accelerator_api and written != "cpu":
+            spelling, safety = Spelling(cst.SimpleString('"cpu"')), FixSafety.UNSAFE  # see _edit
+        elif written != "cpu" and not _into_state_dict(self.ctx):
+            safety = FixSafety.UNSAFE  # the checkpoint's CPU tensors would move too
+        new = calls.with_keyword(call, "map_location", spelling.node)
+        return Edit(call, new, safety, "added map_location", spelling.imports, spelling.prelude)
+
+    def _report_map_location(self, arg: cst.Arg) -> None:
         value = arg.value
         mover = placement.storage_mover(value)
         if mover is not None:
-            self.report(value, edit=self._mover_edit(value, mover), literal=_describe_function(value))
+            what = f"map_location={_describe_function(value)}"
+            self.report(value, edit=self._mover_edit(value, mover), what=what, why="")
             return
         candidates = [element.value for element in value.elements] if isinstance(value, cst.Dict) else [value]
         for candidate in candidates:
@@ -180,7 +295,8 @@ class CudaMapLocation(Rule):
             direct = not isinstance(candidate, cst.Name)
             for literal in patterns.device_literals_through_names(candidate, self.ctx.assigned_value):
                 spelled = placement.device_spelling(self.ctx, literal, index_on_cpu=False)
-                self.report(literal, edit=self._edit(literal, spelled, direct), literal=describe(literal))
+                what = f"map_location={describe(literal)}"
+                self.report(literal, edit=self._edit(literal, spelled, direct), what=what, why="")
 
     def _mover_edit(self, function: cst.BaseExpression, mover: cst.Call) -> Edit | None:
         """`lambda storage, loc: storage.cuda(i)` is `map_location=<what .cuda(i) moves to>`."""
@@ -212,3 +328,21 @@ class CudaMapLocation(Rule):
 
 def _describe_function(function: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(function)
+
+
+def _path_code(call: cst.Call, index: int) -> str:
+    """How a save or load call names its file (`f`), as written; '' when it cannot tell."""
+    arg = patterns.argument(call, index, "f")
+    return cst.Module([]).code_for_node(arg.value) if arg is not None else ""
+
+
+def _into_state_dict(ctx: FileContext) -> bool:
+    """Whether the call being visited is the argument of `.load_state_dict(...)`, which copies
+    into the module's own tensors wherever the loaded ones are."""
+    ancestors = ctx.ancestors
+    return (
+        len(ancestors) >= 2
+        and isinstance(ancestors[-1], cst.Arg)
+        and isinstance(ancestors[-2], cst.Call)
+        and patterns.method_name(ancestors[-2]) == "load_state_dict"
+    )
