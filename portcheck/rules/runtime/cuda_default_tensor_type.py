@@ -8,7 +8,7 @@ from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit, Spelling
-from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, INFO, OFF, FileContext, Invalid, Rule, Valid, per_target
 
 SETTERS = frozenset({"torch.set_default_tensor_type"})
 # The CUDA types set_default_tensor_type accepts (floating ones only), with their dtypes.
@@ -18,6 +18,8 @@ _DTYPES = {
     "torch.cuda.HalfTensor": "float16",
     "torch.cuda.BFloat16Tensor": "bfloat16",
 }
+# Chosen only under a CUDA check: the CPU target runs the program's other path, as it should.
+_GUARDED_SEVERITY = per_target(ERROR, rocm=OFF, cpu=INFO)
 _DEPTH = 3  # names followed to their values (`DEFAULT = HT`, `HT` imported)
 _RAISES = "without CUDA it raises TypeError: type {type} not available"
 _STAYS = "it is chosen only under a CUDA check, so off CUDA the model and every new tensor stay on the CPU"
@@ -50,7 +52,8 @@ class CudaDefaultTensorType(Rule):
     ```
 
     ## Targets
-    An error on every target but ROCm, where HIP answers to the CUDA types.
+    An error on every target but ROCm, where HIP answers to the CUDA types. Chosen only under
+    a CUDA check, it is info on cpu, where the program's other path is the right one.
 
     ## Fix safety
     For `--device cpu` the call becomes `torch.set_default_dtype(torch.float32)` (the dtype
@@ -116,6 +119,12 @@ class CudaDefaultTensorType(Rule):
             message="stay on the CPU",
         ),
         Invalid(
+            "import torch\nif args.device == 'cuda':\n    torch.set_default_tensor_type('torch.cuda.FloatTensor')\n",
+            lines=[3],
+            options={"targets": ["cpu"]},
+            message="chosen only under a CUDA check",
+        ),
+        Invalid(
             "import torch\ntorch.set_default_tensor_type(\n"
             "    torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor\n)\n",
             lines=[2],
@@ -142,7 +151,8 @@ class CudaDefaultTensorType(Rule):
         effect = _STAYS if guarded else _RAISES.format(type=cuda_type)
         dtype = _DTYPES[cuda_type]
         edit = self._edit(node, dtype) if len(chosen) == 1 and chosen[0][2] is arg.value else None
-        self.report(node, edit=edit, type=cuda_type, dtype=dtype, effect=effect)
+        severity = _GUARDED_SEVERITY if guarded else self.severity
+        self.report(node, edit=edit, severity=severity, type=cuda_type, dtype=dtype, effect=effect)
 
     def _cuda_types(self, value: cst.BaseExpression, depth: int = 0) -> list[tuple[bool, str, cst.CSTNode]]:
         """The CUDA types the argument may evaluate to: (whether a CUDA check chose it, its
