@@ -25,7 +25,7 @@ Progress = Callable[[int, int], None]  # (files done, files in all), after each 
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24
-# Second passes at most: each follows failing imports one module further (portcheck.project).
+# Reads of the skipped files at most, each following failing imports one module further.
 _MAX_PASSES = 8
 
 
@@ -105,22 +105,25 @@ def _later_passes(
     first: list[FileResult],
     store: ResultCache | None,
 ) -> list[FileResult]:
-    """The second pass, for the rules that need what other files tell. Each pass can find more
-    modules that fail to import (an importer of a failing module fails too, and the next pass
-    reads the files that mention it), so it runs again until that set stops growing; the last
-    pass saw the most and its results stand."""
-    facts = [fact for result in first for fact in result.facts]
+    """The second pass, for the rules that need what other files tell. A module whose import
+    fails makes its importers fail too; the first pass recorded the imports of every file it
+    parsed, but not of those it skipped for want of a trigger word (an `__init__.py` of plain
+    relative imports). Those that mention a failing module are read until no more fail, then
+    the second pass runs once over every file, with all that is known."""
+    facts = {fact for result in first for fact in result.facts}
     known = layout.with_facts(facts)
-    results: list[FileResult] = []
+    shown = {display_path(path, config.root): path for path in files}
+    skipped = [shown[result.path] for result in first if result.skipped and result.path in shown]
     for _ in range(_MAX_PASSES):
-        if not known.needs_second_pass:
+        if not known.import_failures or not skipped:
             break
-        results = list(_scan_all(files, config, jobs, known, store))
-        grown = layout.with_facts([*facts, *(fact for result in results for fact in result.facts)])
+        learning = replace(known, learning_imports=True)
+        facts |= {fact for result in _scan_all(skipped, config, jobs, learning, store) for fact in result.facts}
+        grown = layout.with_facts(facts)
         if grown.import_failures == known.import_failures:
             break
         known = grown
-    return results
+    return list(_scan_all(files, config, jobs, known, store)) if known.needs_second_pass else []
 
 
 def local_packages(files: Sequence[Path]) -> set[str]:

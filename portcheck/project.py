@@ -23,7 +23,9 @@ SOURCE = "source"  # name: a CUDA/C++ source file; detail loc
 CALL = "call"  # name: qualified name a call site calls; detail fallback (evidence) when guarded
 REFERENCE = "reference"  # name: qualified name of a function that looks like a reference implementation
 DEPENDENCY = "dependency"  # name: the key of a CUDA-bound package (targets/packages.toml) used or declared
-IMPORT = "import"  # name: a module; detail `module`: a local module (or triton) it imports unguarded on import
+# name: a module; details `module`: a local module (or triton) it imports unguarded when it is
+# imported, `statement`: the first line of that import statement as written
+IMPORT = "import"
 TRITON = "triton"
 
 
@@ -40,19 +42,25 @@ class Project:
     cuda_extensions: frozenset[str] = frozenset()  # "pkg._C"
     kernels: frozenset[str] = frozenset()  # "pkg.kernels.add_kernel"
     # Modules that fail to import without Triton or a CUDA extension, each as its chain of
-    # unguarded imports: ("pkg.model", "pkg.kernels", "triton").
+    # unguarded imports: ("pkg.model", "pkg.kernels", "triton"); and the first lines of the
+    # import statements that load one of them (what the second pass looks for).
     import_failures: frozenset[tuple[str, ...]] = frozenset()
+    failing_statements: frozenset[str] = frozenset()
+    # The pass reads files the first one skipped, only to learn what they import (portcheck.api).
+    learning_imports: bool = False
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
         extensions = frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION)
+        chains = import_failures(facts, extensions)
         return replace(
             self,
             complete=True,
             cuda_only_ops=frozenset(cuda_only_ops(facts)),
             cuda_extensions=extensions,
             kernels=frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton"),
-            import_failures=frozenset(import_failures(facts, extensions).values()),
+            import_failures=frozenset(chains.values()),
+            failing_statements=frozenset(failing_statements(facts, chains, extensions)),
         )
 
     @property
@@ -107,6 +115,20 @@ def import_failures(facts: Iterable[Fact], extensions: frozenset[str]) -> dict[s
         if not found:
             return chains
         chains.update(found)
+
+
+def failing_statements(
+    facts: Iterable[Fact], chains: Mapping[str, tuple[str, ...]], extensions: frozenset[str]
+) -> set[str]:
+    """The import statements (first lines) that load a failing module of the repository; one
+    that imports Triton or an extension itself is the cause, reported in the first pass."""
+    return {
+        fact.detail("statement")
+        for fact in facts
+        if fact.kind == IMPORT
+        and not is_failure_cause(fact.detail("module"), extensions)
+        and failing_prefix(fact.detail("module"), fact.name, chains)
+    }
 
 
 def is_failure_cause(module: str, extensions: frozenset[str]) -> bool:

@@ -23,7 +23,8 @@ class UnguardedKernelImport(Rule):
     repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
     and an import of one of the repository's own modules that itself imports Triton or a
     CUDA extension that way, directly or through other modules. The finding names the chain
-    (`pkg.model -> pkg.kernels -> triton`).
+    (`pkg.model -> pkg.kernels -> triton`). A module is reported at its first such import,
+    where it stops.
 
     ## Why is this bad?
     Triton is a GPU compiler for NVIDIA, AMD and Intel: TPU, Trainium, Apple and Gaudi hosts
@@ -93,12 +94,16 @@ class UnguardedKernelImport(Rule):
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
-        """Files that may import a failing module mention its name's last part."""
-        return tuple(sorted({chain[0].rpartition(".")[2].encode() for chain in known.import_failures}))
+        """The import statements that load a failing module. Files the first pass skipped have
+        no statements on record: to learn theirs, those that mention a failing module's name."""
+        if known.learning_imports:
+            return tuple(sorted({chain[0].rpartition(".")[2].encode() for chain in known.import_failures}))
+        return tuple(sorted(statement.encode() for statement in known.failing_statements if statement))
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._triton_reported = False
+        self._chain_reported = False
 
     def visit_Import(self, node: cst.Import) -> None:
         self._check(node, [(patterns.dotted(alias.name), False) for alias in node.names])
@@ -132,7 +137,8 @@ class UnguardedKernelImport(Rule):
 
     def _record(self, importer: str, module: str, node: cst.CSTNode) -> None:
         if importer:
-            self.record(project.IMPORT, importer, node, module=module)
+            statement = cst.Module([]).code_for_node(node).split("\n", 1)[0].rstrip()
+            self.record(project.IMPORT, importer, node, module=module, statement=statement)
 
     def _report_triton(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
         if self._triton_reported:
@@ -151,13 +157,15 @@ class UnguardedKernelImport(Rule):
         )
 
     def _report_chain(self, node: cst.CSTNode, modules: Sequence[str], importer: str) -> None:
-        """The first imported module that fails, with how (second pass)."""
+        """The first imported module that fails, with how (second pass); once per module, which
+        stops at its first failing import."""
         known = self.ctx.project
-        for module in modules:
+        for module in modules if not self._chain_reported else ():
             if project.is_failure_cause(module, known.cuda_extensions):
                 continue  # the import itself is the cause: reported as such (here or by PC607)
             chain = known.failing_import(module, importer)
             if chain is not None:
+                self._chain_reported = True
                 self.report(node, severity=_chain_severity(chain), **_chain_fields(chain))
                 return
 
