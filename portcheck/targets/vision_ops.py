@@ -32,7 +32,7 @@ class Support:
 @dataclass(frozen=True)
 class VisionOp:
     name: str  # "nms": torchvision::nms
-    calls: tuple[str, ...]
+    calls: tuple[str, ...]  # functions and modules that run it, and detection models whose forward does
     data_dependent: bool
     instead: str
     support: Mapping[str, Support]  # by target
@@ -69,7 +69,7 @@ def ops() -> tuple[VisionOp, ...]:
     return tuple(
         VisionOp(
             name=name,
-            calls=tuple(row["calls"]),
+            calls=(*row["calls"], *row.get("models", ())),
             data_dependent=row.get("output") == "data-dependent",
             instead=row["instead"],
             support=_support_by_target(name, raw["target"]),
@@ -79,15 +79,19 @@ def ops() -> tuple[VisionOp, ...]:
 
 
 @cache
-def _by_call() -> dict[str, VisionOp]:
-    return {call: op for op in ops() for call in op.calls}
+def _by_call() -> dict[str, tuple[VisionOp, ...]]:
+    found: dict[str, tuple[VisionOp, ...]] = {}
+    for op in ops():
+        for call in op.calls:
+            found[call] = (*found.get(call, ()), op)
+    return found
 
 
-def by_call(qualified_name: str) -> tuple[str, VisionOp] | None:
-    """The op a qualified name runs, with the listed name it was found under: the name itself,
-    or for an overload of the op (`torch.ops.torchvision.nms.default`) the op's name."""
+def by_call(qualified_name: str) -> tuple[str, tuple[VisionOp, ...]] | None:
+    """The ops a qualified name runs, with the listed name it was found under: the name itself,
+    or for an overload of an op (`torch.ops.torchvision.nms.default`) the op's name."""
     for name in (qualified_name, qualified_name.rpartition(".")[0]):
-        op = _by_call().get(name)
-        if op is not None and (name == qualified_name or name.startswith("torch.ops.")):
-            return name, op
+        found = _by_call().get(name)
+        if found and (name == qualified_name or name.startswith("torch.ops.")):
+            return name, found
     return None

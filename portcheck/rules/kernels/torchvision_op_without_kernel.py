@@ -18,8 +18,11 @@ def _shape_severity(op: VisionOp, target: str) -> Severity:
     return _SHAPE_SEVERITY[target_data.get(target).dynamic_shapes] if op.data_dependent else OFF
 
 
-def _severity(op: VisionOp) -> SeverityMap:
-    return {t: max(op.severity_on(t), _shape_severity(op, t)) for t in target_data.TARGET_ORDER}
+def _severity(ops: Sequence[VisionOp]) -> SeverityMap:
+    return {
+        t: max((max(op.severity_on(t), _shape_severity(op, t)) for op in ops), default=OFF)
+        for t in target_data.TARGET_ORDER
+    }
 
 
 class TorchvisionOpWithoutKernel(Rule):
@@ -28,7 +31,9 @@ class TorchvisionOpWithoutKernel(Rule):
     them, runs them on the CPU, or cannot compile their output: `nms` and `batched_nms`,
     `roi_align` (`RoIAlign`, `MultiScaleRoIAlign`), `roi_pool`, `ps_roi_align`,
     `ps_roi_pool` and `deform_conv2d` (`DeformConv2d`), through `torchvision.ops`, its
-    submodules or `torch.ops.torchvision`, under any import alias.
+    submodules or `torch.ops.torchvision`, under any import alias; and the detection models
+    whose forward runs them (`torchvision.models.detection.fasterrcnn_resnet50_fpn`,
+    `MaskRCNN`, `RetinaNet`, `SSD`...).
 
     ## Why is this bad?
     These are C++ operators that torchvision registers for CPU, CUDA and MPS. A backend with
@@ -67,11 +72,11 @@ class TorchvisionOpWithoutKernel(Rule):
 
     code = "PC609"
     name = "torchvision-op-without-kernel"
-    message = "`{name}` runs torchvision::{op}, which {problem}"
+    message = "`{name}` runs {ops}, which {problem}"
     hint = "instead: {instead}{notes}"
-    severity = {t: max((_severity(op)[t] for op in vision_ops.ops()), default=OFF) for t in target_data.TARGET_ORDER}
-    triggers = (b"nms", b"roi_", b"RoI", b"deform_conv", b"DeformConv")
-    watched_names = ("torch.ops.torchvision", "torchvision.ops")
+    severity = _severity(vision_ops.ops())
+    triggers = (b"nms", b"roi_", b"RoI", b"deform_conv", b"DeformConv", b"detection")
+    watched_names = ("torch.ops.torchvision", "torchvision.models.detection", "torchvision.ops")
 
     VALID = [
         Valid(
@@ -98,7 +103,7 @@ class TorchvisionOpWithoutKernel(Rule):
             "import torchvision\nkeep = torchvision.ops.batched_nms(boxes, scores, idxs, 0.5)\n",
             lines=[2],
             options={"targets": ["neuron"]},
-            message="size depends on the data: neuron cannot compile it",
+            message="output depends on the data: neuron cannot compile it",
         ),
         Invalid("import torch as T\nkeep = T.ops.torchvision.nms.default(b, s, 0.7)\n", lines=[2]),
         Invalid("from torch import ops\npooled = ops.torchvision.roi_align(x, rois, 7)\n", lines=[2]),
@@ -121,6 +126,18 @@ class TorchvisionOpWithoutKernel(Rule):
             options={"targets": ["npu"]},
             message="runs on the CPU on npu",
         ),
+        # a detection model runs them in its forward
+        Invalid(
+            "import torchvision\nmodel = torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None)\n",
+            lines=[2],
+            options={"targets": ["tpu", "npu"]},
+            message="runs torchvision::nms, torchvision::roi_align, which have no kernel on tpu",
+        ),
+        Invalid(
+            "from torchvision.models.detection import retinanet_resnet50_fpn as build\nmodel = build()\n",
+            lines=[2],
+            options={"targets": ["xla"]},
+        ),
         # xpu has nms and roi_align, not roi_pool
         Invalid(
             "from torchvision.ops import boxes as box_ops, roi_pool\n"
@@ -135,41 +152,46 @@ class TorchvisionOpWithoutKernel(Rule):
         found = vision_ops.by_call(qualified_name)
         if found is None or not (isinstance(call, cst.Call) and call.func is node):
             return
-        name, op = found
+        name, ops = found
         self.report(
             call,
-            severity=_severity(op),
+            severity=_severity(ops),
             name=name,
-            op=op.name,
-            problem=_problem(op, self.ctx.targets),
-            instead=op.instead,
-            notes=_notes(op, self.ctx.targets),
+            ops=", ".join(f"torchvision::{op.name}" for op in ops),
+            problem=_problem(ops, self.ctx.targets),
+            instead="; ".join(dict.fromkeys(op.instead for op in ops)),
+            notes=_notes(ops, self.ctx.targets),
         )
 
 
-def _problem(op: VisionOp, selected: Sequence[str]) -> str:
-    """What goes wrong with the op on the selected targets, grouped by what happens."""
-    failing = [t for t in selected if op.support[t].status == FAILS]
-    on_cpu = [t for t in selected if op.support[t].status == CPU_FALLBACK]
-    static = [t for t in selected if op.data_dependent and target_data.get(t).dynamic_shapes == "unsupported"]
-    recompiling = [t for t in selected if op.data_dependent and target_data.get(t).dynamic_shapes == "recompile"]
+def _problem(ops: Sequence[VisionOp], selected: Sequence[str]) -> str:
+    """What goes wrong with the ops on the selected targets, grouped by what happens."""
+    failing = [t for t in selected if any(op.support[t].status == FAILS for op in ops)]
+    on_cpu = [t for t in selected if t not in failing and any(op.support[t].status == CPU_FALLBACK for op in ops)]
+    shapes_of = {t: target_data.get(t).dynamic_shapes for t in selected if any(op.data_dependent for op in ops)}
+    static = [t for t, shapes in shapes_of.items() if shapes == "unsupported"]
+    recompiling = [t for t, shapes in shapes_of.items() if shapes == "recompile"]
+    several = len(ops) > 1
     parts = []
     if failing:
-        parts.append(f"has no kernel on {'/'.join(failing)} (the call raises)")
+        parts.append(f"{'have' if several else 'has'} no kernel on {'/'.join(failing)} (the call raises)")
     if on_cpu:
-        parts.append(f"runs on the CPU on {'/'.join(on_cpu)} (a copy to the host and back each call)")
+        parts.append(f"run{'' if several else 's'} on the CPU on {'/'.join(on_cpu)} (a copy to the host and back)")
     shapes = [f"{'/'.join(static)} cannot compile it"] if static else []
-    shapes += [f"{'/'.join(recompiling)} recompiles for each new size"] if recompiling else []
+    if recompiling:
+        verb = "recompile" if len(recompiling) > 1 else "recompiles"
+        shapes.append(f"{'/'.join(recompiling)} {verb} for each new size")
     if shapes:
-        parts.append("its output's size depends on the data: " + ", ".join(shapes))
+        parts.append("the size of nms's output depends on the data: " + ", ".join(shapes))
     return "; ".join(parts) or "needs a check on this target"
 
 
-def _notes(op: VisionOp, selected: Sequence[str]) -> str:
-    """The sources behind each selected target's status where the op does not simply run."""
+def _notes(ops: Sequence[VisionOp], selected: Sequence[str]) -> str:
+    """The sources behind each selected target's status where an op does not simply run."""
     by_note: dict[str, list[str]] = {}
     for target in selected:
-        support = op.support[target]
-        if support.status in (FAILS, CPU_FALLBACK):
-            by_note.setdefault(support.note, []).append(target)
+        for op in ops:
+            support = op.support[target]
+            if support.status in (FAILS, CPU_FALLBACK) and target not in by_note.get(support.note, []):
+                by_note.setdefault(support.note, []).append(target)
     return "".join(f"; {'/'.join(targets)}: {note}" for note, targets in by_note.items())
