@@ -243,3 +243,28 @@ def imported_modules(node: cst.Import | cst.ImportFrom, is_known: Callable[[str]
         else:
             candidates = [f"{module}.{dotted(alias.name)}" for alias in node.names]
     yield from (candidate for candidate in candidates if is_known(candidate))
+
+
+# What an `except` must catch for a failed import to be survived, and what ends a program instead.
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_EXITS = frozenset({"exit", "quit", "sys.exit", "os._exit"})
+
+
+def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
+    """An `except` that catches ImportError and neither raises nor exits: the program goes on
+    without what the `try` imports."""
+    caught = handler.type
+    types = caught.elements if isinstance(caught, cst.Tuple) else [caught] if caught is not None else []
+    names = {dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
+    if caught is not None and not names & _IMPORT_ERRORS:
+        return False
+    body = handler.body
+    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body
+    for line in lines:
+        for statement in line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ():
+            if isinstance(statement, cst.Raise):
+                return False
+            call = statement.value if isinstance(statement, cst.Expr) else None
+            if isinstance(call, cst.Call) and dotted(call.func) in _EXITS:
+                return False
+    return True

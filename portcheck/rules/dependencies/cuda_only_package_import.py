@@ -10,9 +10,6 @@ from portcheck.findings import Severity
 from portcheck.rule import ERROR, Invalid, Rule, Valid, per_target
 from portcheck.targets import packages
 
-# What an `except` must catch for the import to be optional, and what ends a program instead.
-_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
-_EXITS = frozenset({"exit", "quit", "sys.exit", "os._exit"})
 # Function names that say the function exports the model: the word `export`, or an export format.
 _EXPORT_NAME = re.compile(r"(^|_)(export|exporter|onnx|tensorrt|trt|coreml|tflite|openvino)(_|$)")
 
@@ -134,28 +131,13 @@ def _optional_import(ancestors: Sequence[cst.CSTNode]) -> str:
     function named for exporting."""
     path = list(ancestors)
     for parent, child in zip(path, path[1:]):
-        if isinstance(parent, cst.Try) and child is parent.body and any(_carries_on(h) for h in parent.handlers):
+        if (
+            isinstance(parent, cst.Try)
+            and child is parent.body
+            and any(patterns.carries_on_without_import(h) for h in parent.handlers)
+        ):
             return "guarded by try/except ImportError"
     for node in reversed(path):
         if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
             return f"only in the export function `{node.name.value}`"
     return ""
-
-
-def _carries_on(handler: cst.ExceptHandler) -> bool:
-    """A handler that catches ImportError and neither raises nor exits."""
-    caught = handler.type
-    types = caught.elements if isinstance(caught, cst.Tuple) else [caught] if caught is not None else []
-    names = {patterns.dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
-    if caught is not None and not names & _IMPORT_ERRORS:
-        return False
-    body = handler.body
-    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body
-    for line in lines:
-        for statement in line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ():
-            if isinstance(statement, cst.Raise):
-                return False
-            call = statement.value if isinstance(statement, cst.Expr) else None
-            if isinstance(call, cst.Call) and patterns.dotted(call.func) in _EXITS:
-                return False
-    return True

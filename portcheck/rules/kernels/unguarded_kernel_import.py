@@ -9,7 +9,6 @@ from portcheck.project import Project
 from portcheck.rule import FileContext, Invalid, Rule, SeverityMap, Valid
 from portcheck.targets import TARGET_ORDER
 
-_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 _GUARDS = (cst.If, cst.Match, cst.While)
 _DEFERRED = (cst.FunctionDef, cst.Lambda)
 _TRITON_SEVERITY = kernels.severity(kernels.TRITON)
@@ -18,8 +17,8 @@ _EXTENSION_SEVERITY = kernels.severity(kernels.EXTENSION)
 
 class UnguardedKernelImport(Rule):
     """## What it does
-    Reports imports that run when a module is imported, outside `try/except ImportError` and
-    outside any `if`, and that fail on a host without Triton or without one of the
+    Reports imports that run when a module is imported, outside any `if` and outside a
+    `try` whose `except ImportError` carries on, and that fail on a host without Triton or without one of the
     repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
     and an import of one of the repository's own modules that itself imports Triton or a
     CUDA extension that way, directly or through other modules. The finding names the chain
@@ -87,6 +86,10 @@ class UnguardedKernelImport(Rule):
         Invalid("from triton import language as tl\n", lines=[1], options={"targets": ["neuron"]}),
         Invalid("import torch\ntry:\n    import triton\nfinally:\n    pass\n", lines=[3]),
         Invalid("try:\n    import triton\nexcept ValueError:\n    pass\n", lines=[2]),
+        Invalid(
+            "try:\n    import triton\nexcept ImportError as error:\n    raise RuntimeError('pip install triton') from error\n",
+            lines=[2],
+        ),
         Invalid(
             "import torch.nn\nclass Kernels:\n    import triton as T\n", lines=[3], options={"targets": ["mps", "cpu"]}
         ),
@@ -191,22 +194,12 @@ def _chain_fields(chain: Sequence[str]) -> dict[str, str]:
 
 def runs_unguarded_on_import(chain: Sequence[cst.CSTNode]) -> bool:
     """Whether the last node of `chain` (from the module down) runs whenever the module is
-    imported: not in a function, under no `if`, not in the body of a `try` that catches
-    ImportError."""
+    imported and stops it when it fails: not in a function, under no `if`, not in the body of
+    a `try` whose handler catches ImportError and carries on."""
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, _DEFERRED + _GUARDS):
             return False
-        if isinstance(parent, (cst.Try, cst.TryStar)) and child is parent.body and _catches_import_error(parent):
-            return False
+        if isinstance(parent, (cst.Try, cst.TryStar)) and child is parent.body:
+            if any(patterns.carries_on_without_import(handler) for handler in parent.handlers):
+                return False
     return True
-
-
-def _catches_import_error(statement: cst.Try | cst.TryStar) -> bool:
-    for handler in statement.handlers:
-        kinds = handler.type
-        if kinds is None:
-            return True
-        elements = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if any(patterns.dotted(kind).rpartition(".")[2] in _IMPORT_ERRORS for kind in elements):
-            return True
-    return False
