@@ -9,7 +9,7 @@ from portcheck.project import Project
 from portcheck.rule import FileContext, Invalid, Rule, SeverityMap, Valid
 from portcheck.targets import TARGET_ORDER
 
-_GUARDS = (cst.If, cst.Match, cst.While)
+_GUARDS = (cst.If, cst.Match)
 _DEFERRED = (cst.FunctionDef, cst.Lambda)
 _TRITON_SEVERITY = kernels.severity(kernels.TRITON)
 _EXTENSION_SEVERITY = kernels.severity(kernels.EXTENSION)
