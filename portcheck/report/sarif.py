@@ -19,6 +19,7 @@ from portcheck import __version__, registry
 from portcheck.api import ScanReport
 from portcheck.findings import Finding, Severity
 from portcheck.rule import Rule, doc_sections
+from portcheck.wording import sentences
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_KEY = "portcheck/v1"
@@ -43,7 +44,7 @@ def _rule_descriptor(rule: type[Rule]) -> dict[str, object]:
 
 
 def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, object]:
-    text = finding.message + (f". {finding.hint}" if finding.hint else "")
+    text = sentences(finding.message, finding.hint)
     return {
         "ruleId": finding.code,
         "ruleIndex": rule_index[finding.code],

@@ -10,6 +10,7 @@ from portcheck.rewrites.calls import with_keyword, without_arguments
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.compile.compile_cuda_graph_mode import COMPILE, compiles, string_literals
+from portcheck.wording import verb
 
 
 def _explicit_severity(backend: str) -> dict[str, Severity]:
@@ -186,7 +187,7 @@ class CompileBackendForTarget(Rule):
                 severity = _SEVERITY[value]
                 affected = self._affected(severity)
                 if value == "cudagraphs":
-                    effect = f"captures CUDA graphs, which {'/'.join(affected)} do not have"
+                    effect = f"captures CUDA graphs, which {'/'.join(affected)} {verb(affected, 'does', 'do')} not have"
                 else:
                     failing = [t for t in affected if severity[t] >= ERROR]
                     bypassed = [t for t in affected if severity[t] < ERROR]
@@ -245,5 +246,7 @@ def _advice(affected: list[str]) -> str:
             parts.append(f'backend="{backend}" on {name}')
     inductor = [name for name in affected if not target_data.get(name).compile_backend]
     if inductor:
-        parts.append(f"no backend= on {'/'.join(inductor)} (inductor, the default, compiles for them)")
+        parts.append(
+            f"no backend= on {'/'.join(inductor)} (inductor, the default, compiles for {verb(inductor, 'it', 'them')})"
+        )
     return "use " + "; ".join(parts)

@@ -4,6 +4,7 @@ import re
 
 from portcheck import ctext, filekinds, kernels, project
 from portcheck.rule import Invalid, Rule, Valid
+from portcheck.wording import counted
 
 _GLOBAL = re.compile(r"\b__global__\b")
 _CUDA_CODE = re.compile(r"__global__|__device__|__shared__|<<<|\bcuda[A-Z]\w*\(|#include\s*[<\"]cuda")
@@ -45,7 +46,7 @@ class CudaSourceFile(Rule):
 
     code = "PC603"
     name = "cuda-source-file"
-    message = "CUDA C++ source of {lines} lines of code with {count} __global__ kernel{plural}"
+    message = "CUDA C++ source of {size} of code with {kernels}"
     hint = "port: {port}"
     severity = kernels.severity(kernels.CUDA_CPP)
     file_kinds = (filekinds.CUDA,)
@@ -97,9 +98,8 @@ class CudaSourceFile(Rule):
         first_line = text.splitlines()[line - 1] if text.strip() else ""
         self.report_span(
             (line, 1, line, len(first_line) + 1),
-            count=len(found),
-            plural="" if len(found) == 1 else "s",
-            lines=total,
+            kernels=counted(len(found), "__global__ kernel"),
+            size=counted(total, "line"),
             port=kernels.port_hint(kernels.CUDA_CPP, self.ctx.targets),
         )
 

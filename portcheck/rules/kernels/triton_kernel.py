@@ -5,6 +5,7 @@ import libcst as cst
 from portcheck import kernels, patterns, project
 from portcheck.project import Project
 from portcheck.rule import FileContext, Invalid, Rule, Valid
+from portcheck.wording import counted
 
 _DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit"})
 _TRITON_OP = frozenset({"torch.library.triton_op", "torch._library.triton.triton_op"})
@@ -48,7 +49,7 @@ class TritonKernel(Rule):
 
     code = "PC601"
     name = "triton-kernel"
-    message = "Triton kernel `{kernel}` ({lines} lines) does not run on this target"
+    message = "Triton kernel `{kernel}` ({size}) does not run on this target"
     hint = "port: {port}"
     severity = kernels.severity(kernels.TRITON)
     triggers = (b"triton",)
@@ -115,7 +116,10 @@ class TritonKernel(Rule):
             if op:
                 self.record(project.OP_IMPL, op, node, device="cuda")
         self.report(
-            node.name, kernel=node.name.value, lines=length, port=kernels.port_hint(kernels.TRITON, self.ctx.targets)
+            node.name,
+            kernel=node.name.value,
+            size=counted(length, "line"),
+            port=kernels.port_hint(kernels.TRITON, self.ctx.targets),
         )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -13,6 +13,7 @@ from portcheck.rewrites.edits import Edit, Spelling, with_parentheses_of
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Report, Valid
 from portcheck.rules.placement.cuda_device_string import describe
 from portcheck.setting_rule import SettingValueRule
+from portcheck.wording import verb
 
 _PIPELINE_FUNCTIONS = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline"})
 # The device types transformers' Pipeline turns an int `device` into (pipelines/base.py: mlu,
@@ -464,7 +465,7 @@ def _index_problem(selected: tuple[str, ...]) -> str:
     owning = [t for t in selected if target_data.get(t).one_device_per_process and t not in lacking]
     problem = "is read by torch as an index of the current accelerator"
     if lacking:
-        problem += f", which {'/'.join(lacking)} lack: it raises"
+        problem += f", which {'/'.join(lacking)} {verb(lacking, 'lacks', 'lack')}: it raises"
     if owning:
         problem += f"; on {'/'.join(owning)} a process owns one device, and any index but its own names one it lacks"
     return problem

@@ -10,6 +10,7 @@ from portcheck import targets as target_data
 from portcheck.flow import ANYWHERE, Reach
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
+from portcheck.wording import verb
 
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
 _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
@@ -66,7 +67,7 @@ class Float16OnBf16Target(Rule):
 
     code = "PC308"
     name = "float16-on-bf16-target"
-    message = "{what} runs the model in float16, but {targets} compute natively in bfloat16"
+    message = "{what} runs the model in float16, but {targets} {compute} natively in bfloat16"
     hint = "use torch.bfloat16 on {targets}: the same memory as float16, with float32's range"
     severity = {name: WARNING if t.amp_dtype == "bfloat16" else OFF for name, t in target_data.all_targets().items()}
     triggers = (b"float16", b"half")
@@ -294,8 +295,9 @@ class Float16OnBf16Target(Rule):
             name: level if reach.includes(target_data.get(name).device_type) else OFF
             for name, level in self.severity.items()
         }
-        affected = "/".join(t for t in self.ctx.targets if severity[t] > OFF) or "the selected targets"
-        self.report(node, severity=severity, what=what, targets=affected)
+        affected = [t for t in self.ctx.targets if severity[t] > OFF]
+        names = "/".join(affected) or "the selected targets"
+        self.report(node, severity=severity, what=what, targets=names, compute=verb(affected, "computes", "compute"))
 
 
 def _tests_equal(test: cst.BaseExpression, is_value: Callable[[cst.CSTNode], bool]) -> bool:

@@ -8,6 +8,7 @@ from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.flow import Home
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Rule, Valid
+from portcheck.wording import verb
 
 _FLOAT64_NAMES = ("torch.float64", "torch.double", "torch.DoubleTensor", "torch.cdouble", "torch.complex128")
 _FLOAT64 = frozenset(_FLOAT64_NAMES)
@@ -336,5 +337,5 @@ def _support_text(selected: tuple[str, ...]) -> str:
     if unsupported:
         parts.append(f"which {'/'.join(unsupported)} cannot create")
     if slow:
-        parts.append(f"which {'/'.join(slow)} emulate slowly")
+        parts.append(f"which {'/'.join(slow)} {verb(slow, 'emulates', 'emulate')} slowly")
     return " and ".join(parts) or "which the target does not need"

@@ -17,6 +17,7 @@ from libcst.helpers import get_full_name_for_node
 from portcheck import flow, patterns
 from portcheck import targets as target_data
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
+from portcheck.wording import verb
 
 # --- severities ------------------------------------------------------------------------------
 
@@ -44,8 +45,8 @@ def advice(targets: Sequence[str]) -> str:
     parts = []
     static_only = [t for t in targets if target_data.get(t).dynamic_shapes == "unsupported"]
     if static_only:
-        verb = "compiles" if len(static_only) == 1 else "compile"
-        parts.append(f"{'/'.join(static_only)} {verb} only static shapes: pad or bucket to fixed sizes")
+        compile_ = verb(static_only, "compiles", "compile")
+        parts.append(f"{'/'.join(static_only)} {compile_} only static shapes: pad or bucket to fixed sizes")
     parts.extend(
         f"on {t}, {target_data.get(t).bounded_dynamism}" for t in targets if target_data.get(t).bounded_dynamism
     )
