@@ -5,6 +5,7 @@ The result is one frozen, picklable `Config` that worker processes receive as is
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -109,7 +110,7 @@ def _read_toml(path: Path) -> dict:
 
 def _strings(key: str, value: object) -> tuple[str, ...]:
     if isinstance(value, str):
-        value = [part for part in value.split(",") if part.strip()]
+        value = value.split(",")
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{key} must be a list of strings")
     return tuple(v.strip() for v in value)
@@ -143,10 +144,21 @@ def _bool(key: str, value: object) -> bool:
     return value
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?", re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
 def _size(key: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{key} must be a positive number of bytes")
-    return value
+    """Bytes, as a number or as "10MB", "512KB", "1.5MiB" (kB, MB, GB are powers of 1000, KiB, MiB,
+    GiB of 1024), so that a limit reads as it is meant."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+        size = int(float(match[1]) * _UNITS[(match[2] or "b").lower()]) if match else 0
+    if size <= 0:
+        raise ConfigError(f"{key} must be a positive number of bytes or a size such as 512KB or 10MB, got {value!r}")
+    return size
 
 
 def _severity(key: str, value: object) -> Severity:
@@ -165,7 +177,7 @@ def _per_file_ignores(key: str, value: object) -> tuple[tuple[str, tuple[str, ..
             for pattern, codes in value.items()
         )
     except ValueError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(f"{key}: {error}") from None
 
 
 _FIELDS: dict[str, tuple[str, Callable[[str, object], object]]] = {
@@ -194,17 +206,24 @@ def _apply(config: Config, settings: Mapping[str, object]) -> Config:
             name, convert = _FIELDS[key]
             changes[name] = convert(key, value)
     if any(settings.get(key) is not None for key in _SELECTION):
-        try:
-            changes["rules"] = _select(config, settings)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
+        changes["rules"] = _select(config, settings)
     assert set(changes) <= {f.name for f in fields(Config)}
     return replace(config, **changes)
 
 
 def _select(config: Config, settings: Mapping[str, object]) -> tuple[str, ...]:
-    selected = settings.get("select")
-    base = config.rules if selected is None else registry.select(_strings("select", selected))
-    extra = registry.expand(_strings("extend-select", settings.get("extend-select") or []))
-    ignored = registry.expand(_strings("ignore", settings.get("ignore") or []))
-    return tuple(sorted((set(base) | extra) - ignored))
+    """Ruff's resolution over what the config had; a selection that leaves no rule at all is a
+    mistake (`select = []`, `ignore = ["PC"]`), not a clean run."""
+    base = config.rules if settings.get("select") is None else _selectors("select", settings)
+    rules = tuple(sorted((set(base) | _selectors("extend-select", settings)) - _selectors("ignore", settings)))
+    if not rules:
+        chosen = ", ".join(f"{key} = {settings[key]!r}" for key in _SELECTION if settings.get(key) is not None)
+        raise ConfigError(f"the rule selection enables no rule ({chosen})")
+    return rules
+
+
+def _selectors(key: str, settings: Mapping[str, object]) -> set[str]:
+    try:
+        return registry.expand(_strings(key, settings.get(key) or []))
+    except ValueError as error:
+        raise ConfigError(f"{key}: {error}") from None

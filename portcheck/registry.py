@@ -35,13 +35,16 @@ def get(code: str) -> type[Rule]:
 
 
 def expand(selectors: Iterable[str]) -> set[str]:
-    """Codes matching each selector: `ALL`, a prefix such as `PC` or `PC2`, or a full code."""
+    """Codes matching each selector: `ALL`, a prefix such as `PC` or `PC2`, or a full code. An
+    empty selector (`--select ""`, `"PC2,"`) is refused: it would select nothing, silently."""
     codes = all_rules()
     result: set[str] = set()
     for selector in selectors:
         wanted = selector.strip().upper()
         if not wanted:
-            continue
+            raise ValueError(
+                f"empty rule selector {selector!r}; give a code such as PC203, a prefix such as PC2, or ALL"
+            )
         matched = set(codes) if wanted == "ALL" else {c for c in codes if c.startswith(wanted)}
         if not matched:
             raise ValueError(

@@ -81,6 +81,9 @@ max-file-size = 1000
         ('fail-on = "fatal"', "unknown severity"),
         ('torch-version = "two"', "torch-version must look like 2.13"),
         ("max-file-size = -1", "positive number"),
+        ('max-file-size = "ten MB"', "a size such as 512KB"),
+        ('select = [""]', "select: empty rule selector"),
+        ('ignore = ["PC"]', "the rule selection enables no rule"),
         ("respect-gitignore = 1", "true or false"),
         ('per-file-ignores = { "a.py" = ["XX1"] }', "unknown rule selector"),
         ("targets = 3", "list of strings"),
@@ -97,6 +100,26 @@ def test_broken_toml_is_a_config_error(tmp_path: Path) -> None:
     pyproject = write(tmp_path / "pyproject.toml", "[tool.portcheck\n")
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path, pyproject)
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        ("2_000_000", 2_000_000),
+        ('"512KB"', 512_000),
+        ('"10MB"', 10_000_000),
+        ('"1.5 MiB"', 1_572_864),
+        ('"64kb"', 64_000),
+    ],
+)
+def test_max_file_size_reads_bytes_or_units(tmp_path: Path, value: str, size: int) -> None:
+    pyproject = write(tmp_path / "pyproject.toml", f"[tool.portcheck]\nmax-file-size = {value}\n")
+    assert load(tmp_path, pyproject).max_file_size == size
+
+
+def test_an_empty_selector_is_refused_not_dropped() -> None:
+    with pytest.raises(ValueError, match="empty rule selector ''"):
+        registry.expand(["PC2", ""])
 
 
 def test_selection_by_prefix_like_ruff() -> None:
