@@ -154,7 +154,10 @@ def tools(root: Path, files: list[Path], parsed: list[Path], cores: int) -> dict
         "cold 1": Tool("portcheck --jobs 1, cold", portcheck(root, 1, cold), fresh=cold),
         "cold": Tool(f"portcheck --jobs {cores}, cold", portcheck(root, cores, cold), fresh=cold),
         "warm": Tool(f"portcheck --jobs {cores}, warm (unchanged tree)", portcheck(root, cores, warm)),
-        "fix": Tool("portcheck fix --device tpu (one process)", fix, fresh=work, copy_of=root),
+        "fix 1": Tool("portcheck fix --device tpu --jobs 1", [*fix, "--jobs", "1"], fresh=work, copy_of=root),
+        "fix": Tool(
+            f"portcheck fix --device tpu --jobs {cores}", [*fix, "--jobs", str(cores)], fresh=work, copy_of=root
+        ),
     }
     torchfix = shutil.which("torchfix", path=str(bin_dir))
     if torchfix:

@@ -8,20 +8,23 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from portcheck import fixer
 from portcheck import targets as target_data
 from portcheck.cache import ResultCache, entry_key
 from portcheck.config import Config
-from portcheck.discovery import discover
-from portcheck.engine import FileResult, Source, read_source, scan_bytes, scan_read
+from portcheck.discovery import discover, is_excluded
+from portcheck.engine import FileResult, Source, one_line, read_source, scan_bytes, scan_read
 from portcheck.findings import Fact, Finding, with_fingerprints
 from portcheck.fixer import FixOutcome
 from portcheck.project import Project
 from portcheck.sources import display_path, module_path
 
 Progress = Callable[[int, int], None]  # (files done, files in all), after each file
+Done = TypeVar("Done")
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 24
@@ -39,9 +42,10 @@ class ScanReport:
     skipped: int  # discovered but without any enabled rule's trigger word
     facts: tuple[Fact, ...] = ()  # what the files tell about the project (kernels, ops, calls)
     errors: tuple[str, ...] = ()  # paths that could not be used at all
-    internal_errors: tuple[str, ...] = ()  # portcheck bugs, one per file
+    internal_errors: tuple[str, ...] = ()  # portcheck bugs, one line per file
     baselined: int = 0  # findings hidden because the baseline holds them
     paths: tuple[str, ...] = field(default=())  # the paths as given
+    tracebacks: tuple[str, ...] = ()  # the internal errors in full, for --verbose
 
 
 def scan_source(source: str | bytes, *, path: str = "<string>", config: Config | None = None) -> list[Finding]:
@@ -82,18 +86,39 @@ def scan_paths(
     second = _later_passes(found.files, config, jobs, layout, results, store)
     if store:
         store.save(r.path for r in results)
-    facts = {fact for r in (*results, *second) for fact in r.facts}
+    return _summary(config, results, second, found.errors, tuple(str(p) for p in paths))
+
+
+def scan_input(data: bytes, path: Path, config: Config) -> ScanReport:
+    """Contents that come from no file (standard input), scanned as the file `path` would be:
+    its kind, its per-file ignores and the name its findings are reported under; nothing at all
+    when the excludes name it under force-exclude (an editor passes every file it opens)."""
+    if is_excluded(path, config):
+        return ScanReport(config=config, findings=(), files=0, skipped=0, paths=(str(path),))
+    source = Source(display_path(path, config.root), data, len(data), module_path(path))
+    first = scan_read(source, config)
+    known = Project().with_facts(first.facts)
+    second = [scan_read(source, config, known)] if known.needs_second_pass else []
+    return _summary(config, [first], second, (), (str(path),))
+
+
+def _summary(
+    config: Config, results: list[FileResult], second: list[FileResult], errors: tuple[str, ...], paths: tuple[str, ...]
+) -> ScanReport:
+    """One report from both passes' results (`second` adds what needed the whole project)."""
+    every = (*results, *second)
+    facts = {fact for r in every for fact in r.facts}
+    broken = [r for r in every if r.internal_error]
     return ScanReport(
         config=config,
-        findings=tuple(with_fingerprints(f for r in (*results, *second) for f in r.findings)),
+        findings=tuple(with_fingerprints(f for r in every for f in r.findings)),
         facts=tuple(sorted(facts, key=lambda f: (f.path, f.line, f.kind, f.name))),
-        files=len(found.files),
+        files=len(results),
         skipped=sum(r.skipped for r in results),
-        errors=found.errors,
-        internal_errors=tuple(
-            f"{r.path}: internal error\n{r.internal_error}" for r in (*results, *second) if r.internal_error
-        ),
-        paths=tuple(str(p) for p in paths),
+        errors=errors,
+        internal_errors=tuple(f"{r.path}: internal error: {one_line(r.internal_error or '')}" for r in broken),
+        paths=paths,
+        tracebacks=tuple(f"{r.path}:\n{r.internal_error}" for r in broken),
     )
 
 
@@ -162,23 +187,28 @@ def _scan_all(
         yield result
 
 
-def _counted(results: Iterable[FileResult], total: int, progress: Progress | None) -> Iterable[FileResult]:
+def _counted(results: Iterable[Done], total: int, progress: Progress | None) -> Iterable[Done]:
     for done, result in enumerate(results, 1):
         yield result
         if progress:
             progress(done, total)
 
 
+def _mapped(work: Callable[[Path], Done], files: Sequence[Path], jobs: int) -> Iterable[Done]:
+    """`work` on every file, in order; in a process pool when there are enough files to pay for
+    one (`work` is then pickled: a module-level function, or a partial of one)."""
+    if jobs <= 1 or len(files) < _PARALLEL_THRESHOLD:
+        yield from map(work, files)
+        return
+    chunk = max(1, min(64, len(files) // (jobs * 8)))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(work, files, chunksize=chunk)
+
+
 def _scan_missing(
     files: Sequence[Path], config: Config, jobs: int, known: Project, salt: str
 ) -> Iterable[tuple[str | None, FileResult]]:
-    if jobs <= 1 or len(files) < _PARALLEL_THRESHOLD:
-        yield from (_scan_one(path, config, known, salt) for path in files)
-        return
-    chunk = max(1, min(64, len(files) // (jobs * 8)))
-    count = len(files)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        yield from pool.map(_scan_one, files, [config] * count, [known] * count, [salt] * count, chunksize=chunk)
+    return _mapped(partial(_scan_one, config=config, known=known, salt=salt), files, jobs)
 
 
 def _scan_one(path: Path, config: Config, known: Project, salt: str) -> tuple[str | None, FileResult]:
@@ -214,6 +244,22 @@ def fix_source(
     return fixer.fix_source(data, path, config, target_data.fix_target(device), unsafe=unsafe)
 
 
+def fix_input(
+    data: bytes, path: Path, config: Config, device: str, *, unsafe: bool = False, write: bool = True
+) -> FixReport:
+    """Contents that come from no file (standard input) fixed as the file `path` would be, and left
+    as they are when the excludes name it under force-exclude. Nothing is written here: `write`
+    says whether the caller outputs the fixed source (or only a diff)."""
+    target = target_data.fix_target(device)
+    config = replace(config, targets=(target_data.judged_as(device),))
+    shown = display_path(path, config.root)
+    if is_excluded(path, config):
+        return FixReport(target.name, (FixOutcome(shown, data),), {}, (), write)
+    outcome = fixer.fix_source(data, shown, config, target, unsafe=unsafe, module=module_path(path))
+    outcomes = _judged_with_project([(path, outcome)], config, Project())
+    return FixReport(target.name, outcomes, {shown: data} if outcome.changed else {}, (), write)
+
+
 def fix_paths(
     paths: Sequence[Path],
     config: Config,
@@ -221,31 +267,70 @@ def fix_paths(
     *,
     unsafe: bool = False,
     write: bool = True,
+    jobs: int | None = None,
     progress: Progress | None = None,
 ) -> FixReport:
-    """Fix every file under `paths` for one target; write the changed ones atomically."""
+    """Fix every file under `paths` for one target, in parallel over `jobs` processes; write the
+    changed ones atomically.
+
+    Files are fixed independently: what links them is the tree's layout (its own packages),
+    known before any file is fixed, and the project's facts (CUDA-only ops, extensions, Triton
+    kernels), gathered from the fixed files afterwards to judge what is left, as `scan` would.
+    """
     target = target_data.fix_target(device)
     config = replace(config, targets=(target_data.judged_as(device),))
     found = discover(paths, config)
     layout = Project(local_packages=frozenset(local_packages(found.files)))
-    outcomes, originals, errors = [], {}, list(found.errors)
-    for done, path in enumerate(found.files, 1):
-        if progress:
-            progress(done - 1, len(found.files))
-        shown = display_path(path, config.root)
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            errors.append(f"{shown}: cannot read file: {error.strerror or error}")
-            continue
-        outcome = fixer.fix_source(data, shown, config, target, unsafe=unsafe, project=layout, module=module_path(path))
-        if outcome.changed and write:
-            problem = write_atomically(path, data, outcome.source)
-            if problem:
-                outcome = replace(outcome, error=problem, applied=())
-        originals[outcome.path] = data
-        outcomes.append(outcome)
-    return FixReport(target.name, tuple(outcomes), originals, tuple(errors), write)
+    work = partial(_fix_one, config=config, target=target, unsafe=unsafe, project=layout, write=write)
+    results = list(_counted(_mapped(work, found.files, jobs or os.cpu_count() or 1), len(found.files), progress))
+    fixed = [(path, result) for path, result in zip(found.files, results) if isinstance(result, _Fixed)]
+    outcomes = _judged_with_project([(path, result.outcome) for path, result in fixed], config, layout)
+    originals = {result.outcome.path: result.original for _, result in fixed if result.original is not None}
+    errors = (*found.errors, *(result for result in results if isinstance(result, str)))
+    return FixReport(target.name, outcomes, originals, errors, write)
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """One file's outcome, and its bytes before the fix when it changed (for --diff)."""
+
+    outcome: FixOutcome
+    original: bytes | None = None
+
+
+def _fix_one(
+    path: Path, config: Config, target: target_data.Target, unsafe: bool, project: Project, write: bool
+) -> _Fixed | str:
+    """One file fixed (and written), or why it could not be read. Runs in the workers."""
+    shown = display_path(path, config.root)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return f"{shown}: cannot read file: {error.strerror or error}"
+    outcome = fixer.fix_source(data, shown, config, target, unsafe=unsafe, project=project, module=module_path(path))
+    if outcome.changed and write:
+        problem = write_atomically(path, data, outcome.source)
+        if problem:
+            return _Fixed(replace(outcome, source=data, error=problem, applied=()))
+    return _Fixed(outcome, data if outcome.changed else None)
+
+
+def _judged_with_project(
+    done: Sequence[tuple[Path, FixOutcome]], config: Config, layout: Project
+) -> tuple[FixOutcome, ...]:
+    """The outcomes with what only the whole project tells (a call of an op that some other
+    file registers for CUDA alone) added to what is left, judged on the fixed sources."""
+    known = layout.with_facts(fact for _, outcome in done for fact in outcome.facts)
+    if not known.needs_second_pass:
+        return tuple(outcome for _, outcome in done)
+    return tuple(_with_second_pass(path, outcome, config, known) for path, outcome in done)
+
+
+def _with_second_pass(path: Path, outcome: FixOutcome, config: Config, known: Project) -> FixOutcome:
+    found = scan_bytes(outcome.source, outcome.path, config, project=known, module=module_path(path)).findings
+    if not found:
+        return outcome
+    return replace(outcome, remaining=tuple(sorted((*outcome.remaining, *found), key=lambda f: f.sort_key)))
 
 
 def write_atomically(path: Path, expected: bytes, content: bytes) -> str:

@@ -1,7 +1,8 @@
-"""The command line: options -> config -> api -> reporter -> exit code. Nothing else lives here.
+"""The command line: options -> config -> api -> reporter -> exit code. Nothing else lives here
+(what all commands share, from help to errors, is in portcheck.cli_support).
 
 Exit codes, as in Ruff: 0 nothing at or above --fail-on, 1 something is, 2 usage, configuration
-or tool errors (including paths that do not exist).
+or tool errors (including paths that do not exist), always with a one-line message.
 """
 
 from __future__ import annotations
@@ -17,10 +18,54 @@ from typing import Annotated, TextIO
 import typer
 
 from portcheck import __version__, api, baseline, cache, inventory, readiness
+from portcheck import targets as target_data
+from portcheck.cli_support import (
+    AllKernels,
+    CacheDir,
+    Command,
+    Commands,
+    ConfigFile,
+    Exclude,
+    ExtendExclude,
+    ExtendSelect,
+    FailOn,
+    ForceExclude,
+    Ignore,
+    Jobs,
+    MaxFileSize,
+    NoCache,
+    NoGitignore,
+    Output,
+    Paths,
+    Quiet,
+    Select,
+    Silent,
+    StdinFilename,
+    Targets,
+    TorchVersion,
+    Verbose,
+    fail,
+    is_verbose,
+    output_level,
+    report_file,
+    writable,
+)
 from portcheck.config import Config, ConfigError, load, smoke_settings
-from portcheck.report import FORMAT_NAMES, fix_view, formats, inventory_view, progress, readiness_view, statistics
+from portcheck.discovery import discover, is_excluded
+from portcheck.findings import Finding
+from portcheck.report import (
+    FORMAT_NAMES,
+    fix_view,
+    formats,
+    inventory_view,
+    progress,
+    readiness_view,
+    settings_view,
+    statistics,
+)
 
 app = typer.Typer(
+    cls=Commands,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -28,60 +73,60 @@ app = typer.Typer(
     help="Find what ties PyTorch code to CUDA, per target accelerator (tpu, neuron, xla, mps, xpu, npu, hpu, rocm, cpu).",
 )
 
-Paths = Annotated[list[Path] | None, typer.Argument(help="Files or directories (default: .)", show_default=False)]
-Targets = Annotated[
-    list[str] | None,
-    typer.Option("--target", "-t", help="Target(s), repeatable or comma-separated; 'all' for every one."),
-]
-Select = Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes to enable (replaces the default ALL).")]
-ExtendSelect = Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes to enable in addition.")]
-Ignore = Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes to disable.")]
-Exclude = Annotated[list[str] | None, typer.Option(help="Gitignore-style patterns replacing the default excludes.")]
-ExtendExclude = Annotated[list[str] | None, typer.Option(help="Gitignore-style patterns to exclude in addition.")]
-ConfigFile = Annotated[Path | None, typer.Option("--config", help="A pyproject.toml to read [tool.portcheck] from.")]
-TorchVersion = Annotated[str | None, typer.Option(help="The torch release the code must run on, e.g. 2.13.")]
-NoGitignore = Annotated[bool, typer.Option("--no-respect-gitignore", help="Scan files that .gitignore excludes.")]
-ForceExclude = Annotated[bool, typer.Option(help="Apply excludes to paths given explicitly too (pre-commit).")]
-Jobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Processes to scan with (default: all cores).")]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write cached results.")]
-AllKernels = Annotated[
-    bool,
+Device = Annotated[
+    str,
     typer.Option(
-        "--all-kernels",
-        help="Count kernels in tests and vendored code (third_party/, vendor/...) as kernels to port too.",
-    ),
-]
-CacheDir = Annotated[
-    Path | None,
-    typer.Option(
-        envvar="PORTCHECK_CACHE_DIR", help="Where results are cached (default: .portcheck_cache in the project root)."
+        "--device",
+        "-d",
+        metavar="TARGET",
+        help="The target to rewrite for: tpu, neuron, xla, mps, xpu, npu, hpu, cpu, or auto "
+        "(device-agnostic code that runs on whatever accelerator is present, else the CPU).",
+        show_default=False,
     ),
 ]
 
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"portcheck: error: {message}", err=True)
-    return typer.Exit(2)
+STDIN = Path("-")
 
 
 def _split(values: list[str] | None) -> list[str] | None:
+    """Repeated and comma-separated values as one list; empty parts are kept, for the config to
+    refuse (`--select ""` must not select nothing)."""
     if values is None:
         return None
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+    return [part.strip() for value in values for part in value.split(",")]
 
 
-def _config(
-    paths: list[Path],
-    config_file: Path | None,
-    **overrides: object,
-) -> Config:
-    start = paths[0] if len(paths) == 1 else Path.cwd()
+def _config(start: Path, config_file: Path | None, **overrides: object) -> Config:
+    """The settings for what lies at `start`: its pyproject's, then the command line's."""
     try:
         config = load(start if start.exists() else Path.cwd(), config_file)
         given = {key: _split(value) if isinstance(value, list) else value for key, value in overrides.items()}
         return config.with_overrides(**{key: value for key, value in given.items() if value is not None})
     except ConfigError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
+
+
+def _start(paths: list[Path], stdin: Path | None) -> Path:
+    """Where the settings are looked up: standard input's name, the one path given, or here."""
+    if stdin is not None:
+        return stdin if stdin != STDIN else Path.cwd()
+    return paths[0] if len(paths) == 1 else Path.cwd()
+
+
+def _stdin_name(paths: list[Path] | None, stdin_filename: Path | None) -> Path | None:
+    """What standard input is read as when it is what the command reads (`-`, or --stdin-filename
+    with no path), else None. Standard input and files at once is a usage error."""
+    given = paths or []
+    if STDIN not in given and stdin_filename is None:
+        return None
+    others = [path for path in given if path != STDIN]
+    if others:
+        raise fail(f"standard input cannot be read together with other paths ({others[0]})")
+    return stdin_filename or STDIN
+
+
+def _read_stdin() -> bytes:
+    return sys.stdin.buffer.read()
 
 
 def _cache_folder(config: Config, no_cache: bool, cache_dir: Path | None) -> Path | None:
@@ -99,6 +144,12 @@ def _progress(verb: str, shown: bool) -> Iterator[api.Progress | None]:
         yield bar
 
 
+def _print_tracebacks(ctx: typer.Context, report: api.ScanReport) -> None:
+    if is_verbose(ctx):
+        for trace in report.tracebacks:
+            typer.echo(trace, err=True)
+
+
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"portcheck {__version__}")
@@ -110,12 +161,16 @@ def main_options(
     version: Annotated[
         bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
     ] = False,
+    verbose: Annotated[bool, Verbose] = False,
+    quiet: Annotated[bool, Quiet] = False,
+    silent: Annotated[bool, Silent] = False,
 ) -> None:
     """portcheck: move PyTorch code off CUDA safely."""
 
 
-@app.command()
+@app.command(cls=Command)
 def scan(
+    ctx: typer.Context,
     paths: Paths = None,
     target: Targets = None,
     select: Select = None,
@@ -127,26 +182,37 @@ def scan(
     torch_version: TorchVersion = None,
     no_respect_gitignore: NoGitignore = False,
     force_exclude: ForceExclude = False,
+    max_file_size: MaxFileSize = None,
     jobs: Jobs = None,
     no_cache: NoCache = False,
     cache_dir: CacheDir = None,
+    stdin_filename: StdinFilename = None,
     output_format: Annotated[
-        str, typer.Option("--format", "-f", help=f"Output format: {', '.join(FORMAT_NAMES)}.")
+        str, typer.Option("--format", "-f", metavar="FORMAT", help=f"Output format: {', '.join(FORMAT_NAMES)}.")
     ] = "text",
-    output_file: Annotated[Path | None, typer.Option("--output-file", "-o", help="Write the report here.")] = None,
-    fail_on: Annotated[str | None, typer.Option(help="Lowest severity that fails: error, warning or info.")] = None,
-    exit_zero: Annotated[bool, typer.Option(help="Exit 0 even when findings fail the run.")] = False,
+    output_file: Annotated[
+        Path | None,
+        typer.Option("--output-file", "-o", metavar="FILE", help="Write the report here.", show_default="stdout"),
+    ] = None,
+    fail_on: FailOn = None,
+    exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings fail the run.")] = False,
     show_statistics: Annotated[bool, typer.Option("--statistics", help="Only show counts per rule.")] = False,
+    show_files: Annotated[bool, typer.Option("--show-files", help="List the files that would be scanned.")] = False,
+    show_settings: Annotated[
+        bool, typer.Option("--show-settings", help="Show the settings used for the (first) path given.")
+    ] = False,
     baseline_file: Annotated[
-        Path | None, typer.Option("--baseline", help="Ignore findings recorded by `portcheck baseline`.")
+        Path | None,
+        typer.Option("--baseline", metavar="FILE", help="Ignore findings recorded by `portcheck baseline`."),
     ] = None,
 ) -> None:
     """Report what ties the code to CUDA, per target."""
+    stdin = _stdin_name(paths, stdin_filename)
     paths = paths or [Path(".")]
     if output_format not in FORMAT_NAMES:
-        raise _fail(f"unknown format {output_format!r}; choose from {', '.join(FORMAT_NAMES)}")
+        raise fail(f"unknown format {output_format!r}; choose from {', '.join(FORMAT_NAMES)}")
     config = _config(
-        paths,
+        _start(paths, stdin),
         config_file,
         targets=target,
         select=select,
@@ -158,82 +224,71 @@ def scan(
         respect_gitignore=False if no_respect_gitignore else None,
         force_exclude=True if force_exclude else None,
         fail_on=fail_on,
+        max_file_size=max_file_size,
     )
-    folder = _cache_folder(config, no_cache, cache_dir)
-    with _progress("Scanning", progress.wanted(output_format, to_file=output_file is not None)) as bar:
-        report = api.scan_paths(paths, config, jobs=jobs, cache=folder, progress=bar)
-    if baseline_file is not None:
-        try:
-            report = baseline.apply(report, baseline.load(baseline_file))
-        except baseline.BaselineError as error:
-            raise _fail(str(error)) from None
-    out = output_file.open("w", encoding="utf-8") if output_file else sys.stdout
-    try:
-        color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        if show_statistics:
-            _print_statistics(report, output_format, out)
+    if show_files or show_settings:
+        _show(paths, stdin, config, show_settings)
+    level = output_level(ctx)
+    with report_file(output_file) as out:
+        if stdin is not None:
+            report = api.scan_input(_read_stdin(), stdin, config)
         else:
-            formats()[output_format](report, out, color)
-    finally:
-        if output_file:
-            out.close()
-    if report.errors or report.internal_errors:
-        raise typer.Exit(2)
-    failing = any(f.severity >= report.config.fail_on for f in report.findings)
-    raise typer.Exit(1 if failing and not exit_zero else 0)
+            shown = level > Output.QUIET and progress.wanted(output_format, to_file=output_file is not None)
+            with _progress("Scanning", shown) as bar:
+                report = api.scan_paths(
+                    paths, config, jobs=jobs, cache=_cache_folder(config, no_cache, cache_dir), progress=bar
+                )
+        report = _with_baseline(report, baseline_file)
+        if level > Output.SILENT or output_file is not None:
+            _print_report(report, output_format, out, show_statistics, summary=level > Output.QUIET)
+    _print_tracebacks(ctx, report)
+    raise typer.Exit(_scan_exit_code(report, exit_zero))
 
 
-@app.command()
-def fix(
-    paths: Paths = None,
-    device: Annotated[
-        str,
-        typer.Option(
-            "--device",
-            "-d",
-            help="The target to rewrite for: tpu, neuron, xla, mps, xpu, npu, hpu, cpu, or auto "
-            "(device-agnostic code that runs on whatever accelerator is present, else the CPU).",
-        ),
-    ] = "",
-    diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff and write nothing.")] = False,
-    unsafe_fixes: Annotated[bool, typer.Option(help="Also apply fixes that may change behaviour.")] = False,
-    select: Select = None,
-    extend_select: ExtendSelect = None,
-    ignore: Ignore = None,
-    config_file: ConfigFile = None,
-    torch_version: TorchVersion = None,
-    exit_non_zero_on_fix: Annotated[bool, typer.Option(help="Exit 1 when something was fixed.")] = False,
-    fail_on: Annotated[str | None, typer.Option(help="Lowest severity of what is left that fails.")] = None,
-) -> None:
-    """Rewrite what can be rewritten safely for one target; report the rest with guidance."""
-    paths = paths or [Path(".")]
-    if not device:
-        raise _fail("choose the target with --device (tpu, neuron, xla, mps, xpu, npu, hpu, cpu, auto)")
-    config = _config(
-        paths,
-        config_file,
-        select=select,
-        extend_select=extend_select,
-        ignore=ignore,
-        torch_version=torch_version,
-        fail_on=fail_on,
-    )
+def _show(paths: list[Path], stdin: Path | None, config: Config, settings: bool) -> None:
+    """--show-settings, or --show-files: what a scan would use, then exit."""
+    if settings:
+        settings_view.render(config, stdin or paths[0], sys.stdout)
+        raise typer.Exit(0)
+    if stdin is not None:
+        files, errors = ([] if is_excluded(stdin, config) else [stdin]), ()
+    else:
+        found = discover(paths, config)
+        files, errors = list(found.files), found.errors
+    for path in files:
+        typer.echo(path.as_posix())
+    for error in errors:
+        typer.echo(f"portcheck: error: {error}", err=True)
+    raise typer.Exit(2 if errors else 0)
+
+
+def _with_baseline(report: api.ScanReport, baseline_file: Path | None) -> api.ScanReport:
+    if baseline_file is None:
+        return report
     try:
-        with _progress("Fixing", progress.wanted("text", to_file=False)) as bar:
-            report = api.fix_paths(paths, config, device.lower(), unsafe=unsafe_fixes, write=not diff, progress=bar)
-    except ValueError as error:
-        raise _fail(str(error)) from None
-    if diff:
-        fix_view.render_diff(report, sys.stdout)
-    fix_view.render_summary(report, sys.stderr if diff else sys.stdout)
-    if report.errors or any(outcome.error for outcome in report.outcomes):
-        raise typer.Exit(2)
-    left = any(f.severity >= config.fail_on for outcome in report.outcomes for f in outcome.remaining)
-    changed = any(outcome.changed for outcome in report.outcomes)
-    raise typer.Exit(1 if left or (exit_non_zero_on_fix and changed) else 0)
+        return baseline.apply(report, baseline.load(baseline_file))
+    except baseline.BaselineError as error:
+        raise fail(str(error)) from None
+
+
+def _print_report(report: api.ScanReport, output_format: str, out: TextIO, counts: bool, summary: bool) -> None:
+    color = out is sys.stdout and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if counts:
+        _print_statistics(report, output_format, out)
+    else:
+        formats(summary=summary)[output_format](report, out, color)
+
+
+def _scan_exit_code(report: api.ScanReport, exit_zero: bool) -> int:
+    if report.errors or report.internal_errors:
+        return 2
+    failing = any(f.severity >= report.config.fail_on for f in report.findings)
+    return 1 if failing and not exit_zero else 0
 
 
 def _print_statistics(report: api.ScanReport, output_format: str, out: TextIO) -> None:
+    """Counts per rule; in text, Ruff's `[*]` marks the rules whose every finding `fix` can fix
+    (`[-]` some of them), when any can."""
     rows = statistics(report)
     if output_format == "json":
         document = [
@@ -243,14 +298,117 @@ def _print_statistics(report: api.ScanReport, output_format: str, out: TextIO) -
         json.dump(document, out, indent=2)
         out.write("\n")
         return
+    count_width = max((len(str(r.count)) for r in rows), default=1)
+    any_fixable = any(r.fixable for r in rows)
     for row in rows:
-        out.write(f"{row.count:>6}\t{row.code}\t{row.name}\t{row.worst.label}\n")
+        mark = ("[*] " if row.fixable == row.count else "[-] " if row.fixable else "[ ] ") if any_fixable else ""
+        out.write(f"{row.count:>{count_width}}\t{row.code}\t{mark}{row.name}\t{row.worst.label}\n")
 
 
-@app.command("baseline")
-def write_baseline(
+def _fix_target(device: str) -> str:
+    """The device, checked before any work: a usage error if portcheck cannot fix for it."""
+    if not device:
+        raise fail("choose the target with --device (tpu, neuron, xla, mps, xpu, npu, hpu, cpu, auto)")
+    try:
+        target_data.fix_target(device.lower())
+    except ValueError as error:
+        raise fail(str(error)) from None
+    return device.lower()
+
+
+@app.command(cls=Command)
+def fix(
+    ctx: typer.Context,
     paths: Paths = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the baseline.")] = Path(
+    device: Device = "",
+    diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff and write nothing.")] = False,
+    unsafe_fixes: Annotated[
+        bool, typer.Option("--unsafe-fixes", help="Also apply fixes that may change behaviour.")
+    ] = False,
+    select: Select = None,
+    extend_select: ExtendSelect = None,
+    ignore: Ignore = None,
+    exclude: Exclude = None,
+    extend_exclude: ExtendExclude = None,
+    config_file: ConfigFile = None,
+    torch_version: TorchVersion = None,
+    no_respect_gitignore: NoGitignore = False,
+    force_exclude: ForceExclude = False,
+    max_file_size: MaxFileSize = None,
+    jobs: Jobs = None,
+    stdin_filename: StdinFilename = None,
+    exit_non_zero_on_fix: Annotated[
+        bool, typer.Option("--exit-non-zero-on-fix", help="Exit 1 when something was fixed.")
+    ] = False,
+    fail_on: FailOn = None,
+) -> None:
+    """Rewrite what can be rewritten safely for one target; report the rest with guidance.
+
+    With - (standard input), the fixed source goes to standard output and the summary to
+    standard error.
+    """
+    stdin = _stdin_name(paths, stdin_filename)
+    paths = paths or [Path(".")]
+    device = _fix_target(device)
+    config = _config(
+        _start(paths, stdin),
+        config_file,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        exclude=exclude,
+        extend_exclude=extend_exclude,
+        torch_version=torch_version,
+        respect_gitignore=False if no_respect_gitignore else None,
+        force_exclude=True if force_exclude else None,
+        fail_on=fail_on,
+        max_file_size=max_file_size,
+    )
+    level = output_level(ctx)
+    if stdin is not None:
+        report = _fix_stdin(stdin, config, device, unsafe_fixes, diff)
+    else:
+        with _progress("Fixing", level > Output.QUIET and progress.wanted("text", to_file=False)) as bar:
+            report = api.fix_paths(paths, config, device, unsafe=unsafe_fixes, write=not diff, jobs=jobs, progress=bar)
+    _print_fix(report, level, diff, stdin is not None, is_verbose(ctx))
+    raise typer.Exit(_fix_exit_code(report, config, exit_non_zero_on_fix))
+
+
+def _fix_stdin(name: Path, config: Config, device: str, unsafe: bool, diff: bool) -> api.FixReport:
+    """Standard input fixed as the file `name`; the source itself goes to standard output (as it
+    came when nothing was fixed), unless only a diff is asked for."""
+    report = api.fix_input(_read_stdin(), name, config, device, unsafe=unsafe, write=not diff)
+    if not diff:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(report.outcomes[0].source)
+        sys.stdout.flush()
+    return report
+
+
+def _print_fix(report: api.FixReport, level: Output, diff: bool, from_stdin: bool, verbose: bool) -> None:
+    """The diff (--diff) on standard output, then the summary: on standard error where standard
+    output carries the diff or the fixed source."""
+    if level is Output.SILENT:
+        return
+    if diff:
+        fix_view.render_diff(report, sys.stdout)
+    out = sys.stderr if diff or from_stdin else sys.stdout
+    fix_view.render_summary(report, out, summary=level > Output.QUIET, verbose=verbose)
+
+
+def _fix_exit_code(report: api.FixReport, config: Config, exit_non_zero_on_fix: bool) -> int:
+    if report.errors or any(outcome.error for outcome in report.outcomes):
+        return 2
+    left = any(f.severity >= config.fail_on for outcome in report.outcomes for f in outcome.remaining)
+    changed = any(outcome.changed for outcome in report.outcomes)
+    return 1 if left or (exit_non_zero_on_fix and changed) else 0
+
+
+@app.command("baseline", cls=Command)
+def write_baseline(
+    ctx: typer.Context,
+    paths: Paths = None,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the baseline.")] = Path(
         ".portcheck-baseline.json"
     ),
     target: Targets = None,
@@ -258,23 +416,38 @@ def write_baseline(
     extend_select: ExtendSelect = None,
     ignore: Ignore = None,
     config_file: ConfigFile = None,
+    max_file_size: MaxFileSize = None,
     jobs: Jobs = None,
     no_cache: NoCache = False,
     cache_dir: CacheDir = None,
 ) -> None:
     """Record today's findings so that `scan --baseline` fails only on new ones."""
-    paths = paths or [Path(".")]
-    config = _config(paths, config_file, targets=target, select=select, extend_select=extend_select, ignore=ignore)
-    report = api.scan_paths(paths, config, jobs=jobs, cache=_cache_folder(config, no_cache, cache_dir))
+    output = writable(output)
+    report = _run(
+        ctx,
+        paths,
+        config_file,
+        jobs,
+        no_cache,
+        cache_dir,
+        targets=target,
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        max_file_size=max_file_size,
+    )
     if report.errors or report.internal_errors:
-        for error in (*report.errors, *report.internal_errors):
-            typer.echo(f"portcheck: error: {error}", err=True)
         raise typer.Exit(2)
-    count = baseline.write(output, report.findings)
-    typer.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to {output}")
+    try:
+        count = baseline.write(output, report.findings)
+    except OSError as error:
+        raise fail(f"cannot write {output}: {error.strerror or error}") from None
+    if output_level(ctx) > Output.QUIET:
+        typer.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to {output}")
 
 
 def _run(
+    ctx: typer.Context,
     paths: list[Path] | None,
     config_file: Path | None,
     jobs: int | None,
@@ -282,41 +455,46 @@ def _run(
     cache_dir: Path | None,
     **overrides: object,
 ) -> api.ScanReport:
+    """A scan for the commands that report on it in their own way; its errors on stderr."""
     paths = paths or [Path(".")]
-    config = _config(paths, config_file, **overrides)
+    config = _config(_start(paths, None), config_file, **overrides)
     report = api.scan_paths(paths, config, jobs=jobs, cache=_cache_folder(config, no_cache, cache_dir))
     for error in (*report.errors, *report.internal_errors):
         typer.echo(f"portcheck: error: {error}", err=True)
+    _print_tracebacks(ctx, report)
     return report
 
 
-@app.command()
+@app.command(cls=Command)
 def kernels(
+    ctx: typer.Context,
     paths: Paths = None,
     target: Targets = None,
     config_file: ConfigFile = None,
     jobs: Jobs = None,
     no_cache: NoCache = False,
     cache_dir: CacheDir = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text, json or csv.")] = "text",
+    output_format: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="text, json or csv.")] = "text",
     all_kernels: AllKernels = False,
 ) -> None:
     """Inventory the custom kernels (Triton, CUDA C++, extensions, CUDA ops) and what porting takes."""
     if output_format not in ("text", "json", "csv"):
-        raise _fail(f"unknown format {output_format!r}; choose text, json or csv")
-    report = _run(paths, config_file, jobs, no_cache, cache_dir, targets=target, select=["PC6"])
+        raise fail(f"unknown format {output_format!r}; choose text, json or csv")
+    report = _run(ctx, paths, config_file, jobs, no_cache, cache_dir, targets=target, select=["PC6"])
     found = inventory.build(report.facts, all_kernels)
-    if output_format == "json":
-        inventory_view.render_json(found, report.config.targets, sys.stdout)
-    elif output_format == "csv":
-        inventory_view.render_csv(found, report.config.targets, sys.stdout)
-    else:
-        inventory_view.render_text(found, report.config.targets, sys.stdout, sys.stdout.isatty())
+    if output_level(ctx) > Output.SILENT:
+        if output_format == "json":
+            inventory_view.render_json(found, report.config.targets, sys.stdout)
+        elif output_format == "csv":
+            inventory_view.render_csv(found, report.config.targets, sys.stdout)
+        else:
+            inventory_view.render_text(found, report.config.targets, sys.stdout, sys.stdout.isatty())
     raise typer.Exit(2 if report.errors or report.internal_errors else 0)
 
 
-@app.command("report")
+@app.command("report", cls=Command)
 def readiness_report(
+    ctx: typer.Context,
     paths: Paths = None,
     target: Targets = None,
     select: Select = None,
@@ -325,7 +503,9 @@ def readiness_report(
     jobs: Jobs = None,
     no_cache: NoCache = False,
     cache_dir: CacheDir = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text, json or markdown.")] = "text",
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", metavar="FORMAT", help="text, json or markdown.")
+    ] = "text",
     all_kernels: AllKernels = False,
     details: Annotated[
         bool, typer.Option("--details", help="Markdown: also each target's full list (JSON always has it).")
@@ -333,43 +513,72 @@ def readiness_report(
 ) -> None:
     """A readiness verdict per target: blockers, fixable findings, kernels and dependencies to replace."""
     if output_format not in ("text", "json", "markdown"):
-        raise _fail(f"unknown format {output_format!r}; choose text, json or markdown")
-    report = _run(paths, config_file, jobs, no_cache, cache_dir, targets=target, select=select, ignore=ignore)
+        raise fail(f"unknown format {output_format!r}; choose text, json or markdown")
+    report = _run(ctx, paths, config_file, jobs, no_cache, cache_dir, targets=target, select=select, ignore=ignore)
     found = inventory.build(report.facts, all_kernels)
     rows = readiness.assess(report, found)
-    if output_format == "json":
-        readiness_view.render_json(rows, found, sys.stdout)
-    elif output_format == "markdown":
-        readiness_view.render_markdown(rows, found, report.findings, sys.stdout, details)
-    else:
-        readiness_view.render_text(rows, found, sys.stdout, sys.stdout.isatty())
+    if output_level(ctx) > Output.SILENT:
+        _print_readiness(rows, found, report.findings, output_format, details)
     raise typer.Exit(2 if report.errors or report.internal_errors else 0)
 
 
-@app.command()
+def _print_readiness(
+    rows: list[readiness.Readiness],
+    found: list[inventory.Kernel],
+    findings: tuple[Finding, ...],
+    output_format: str,
+    details: bool,
+) -> None:
+    if output_format == "json":
+        readiness_view.render_json(rows, found, sys.stdout)
+    elif output_format == "markdown":
+        readiness_view.render_markdown(rows, found, findings, sys.stdout, details)
+    else:
+        readiness_view.render_text(rows, found, sys.stdout, sys.stdout.isatty())
+
+
+@app.command(cls=Command)
 def smoke(
     specs: Annotated[
         list[str] | None,
-        typer.Argument(help="FILE.py:FACTORY or MODULE:FACTORY (default: cases in [tool.portcheck.smoke])."),
+        typer.Argument(
+            metavar="CASE",
+            help="FILE.py:FACTORY or MODULE:FACTORY.",
+            show_default="the cases in [tool.portcheck.smoke]",
+        ),
     ] = None,
-    device: Annotated[str, typer.Option("--device", "-d", help="The device to test: tpu, neuron, cuda, mps...")] = "",
-    reference: Annotated[str, typer.Option(help="The device the results are compared with.")] = "",
+    device: Annotated[
+        str, typer.Option("--device", "-d", metavar="DEVICE", help="The device to test: tpu, neuron, cuda, mps...")
+    ] = "",
+    reference: Annotated[
+        str, typer.Option(metavar="DEVICE", help="The device the results are compared with.", show_default="cpu")
+    ] = "",
     train: Annotated[bool | None, typer.Option("--train/--forward", help="Also run training steps.")] = None,
-    steps: Annotated[int | None, typer.Option(min=1, help="Training steps with --train.")] = None,
-    rtol: Annotated[float | None, typer.Option(help="Relative tolerance (default: per dtype).")] = None,
-    atol: Annotated[float | None, typer.Option(help="Absolute tolerance (default: per dtype).")] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="Training steps with --train.", show_default="1")
+    ] = None,
+    rtol: Annotated[
+        float | None, typer.Option(metavar="TOL", help="Relative tolerance.", show_default="per dtype")
+    ] = None,
+    atol: Annotated[
+        float | None, typer.Option(metavar="TOL", help="Absolute tolerance.", show_default="per dtype and scale")
+    ] = None,
     emulate: Annotated[
         bool | None, typer.Option(help="Run on a CPU stand-in that enforces the target's constraints.")
     ] = None,
     matmul_precision: Annotated[
         str,
         typer.Option(
+            metavar="PRECISION",
             help="highest: float32 matmuls at full precision on both sides; default: the target's own (TPU: "
-            "bfloat16), compared with bf16 tolerances."
+            "bfloat16), compared with bf16 tolerances.",
         ),
     ] = "highest",
-    timeout: Annotated[float | None, typer.Option(help="Seconds each case may take on each device.")] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    timeout: Annotated[
+        float | None,
+        typer.Option(metavar="SECONDS", help="Seconds each case may take on each device.", show_default="300"),
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = "text",
     config_file: ConfigFile = None,
 ) -> None:
     """Run a model on a device and on a CPU reference; compare outputs, gradients and weights; trace it."""
@@ -377,17 +586,17 @@ def smoke(
     from portcheck.smoke.runner import Settings, check_usage, run_smoke
 
     if output_format not in ("text", "json"):
-        raise _fail(f"unknown format {output_format!r}; choose text or json")
+        raise fail(f"unknown format {output_format!r}; choose text or json")
     if matmul_precision not in ("highest", "high", "medium", "default"):
-        raise _fail("--matmul-precision must be highest, high, medium or default")
+        raise fail("--matmul-precision must be highest, high, medium or default")
     try:
         root, configured = smoke_settings(Path.cwd(), config_file)
     except ConfigError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     cases = specs or configured.get("cases", [])
     device = device or configured.get("device", "")
     if not cases or not device:
-        raise _fail("name the case (FILE.py:FACTORY) and --device, or set them in [tool.portcheck.smoke]")
+        raise fail("name the case (FILE.py:FACTORY) and --device, or set them in [tool.portcheck.smoke]")
     settings = Settings(
         device,
         reference=reference or configured.get("reference", "cpu"),
@@ -405,7 +614,7 @@ def smoke(
             check_usage(spec, device, emulate=settings.emulate, timeout=settings.timeout, root=root)
         results = run_smoke(cases, settings, root)
     except ValueError as error:  # SpecError too: a factory that returned something unusable
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     if output_format == "json":
         smoke_view.render_json(results, sys.stdout)
     else:
@@ -414,16 +623,22 @@ def smoke(
 
 
 @app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+    cls=Command,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 def run(
     ctx: typer.Context,
-    emulate: Annotated[str, typer.Option("--emulate", help="The target to emulate on the CPU: tpu or neuron.")] = "",
+    emulate: Annotated[
+        str, typer.Option("--emulate", metavar="TARGET", help="The target to emulate on the CPU: tpu or neuron.")
+    ] = "",
     module: Annotated[bool, typer.Option("-m", help="Run a module, like `python -m MODULE`.")] = False,
     nproc: Annotated[
-        int, typer.Option("--nproc", help="Processes to start, like torchrun --standalone --nproc_per_node.")
+        int,
+        typer.Option("--nproc", metavar="N", help="Processes to start, like torchrun --standalone --nproc_per_node."),
     ] = 1,
-    report: Annotated[Path | None, typer.Option("--report", help="Also write the report here, as JSON.")] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", metavar="FILE", help="Also write the report here, as JSON.")
+    ] = None,
 ) -> None:
     """Run a program like `python SCRIPT ARGS` on an emulated device: portcheck run --emulate tpu train.py ARGS.
 
@@ -434,22 +649,25 @@ def run(
     from portcheck.smoke.launch import UsageError, run_program
 
     if not emulate:
-        raise _fail("choose the target with --emulate (tpu or neuron)")
+        raise fail("choose the target with --emulate (tpu or neuron)")
+    report = writable(report) if report is not None else None
     name, *args = ctx.args or [""]
     try:
         result = run_program(emulate.lower(), name, args, module=module, nproc=nproc)
     except UsageError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     run_view.render_text(result, sys.stderr)
     if report is not None:
-        with report.open("w", encoding="utf-8") as out:
+        with report_file(report) as out:
             run_view.render_json(result, out)
     raise typer.Exit(result.exit_code)
 
 
-@app.command()
+@app.command(cls=Command)
 def rules(
-    output_format: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", metavar="FORMAT", help="table, json or markdown.")
+    ] = "table",
 ) -> None:
     """List every rule with its severity per target."""
     from portcheck import explain  # its rule documentation is only needed here
@@ -457,14 +675,16 @@ def rules(
     try:
         text = explain.rules_listing(output_format, color=sys.stdout.isatty())
     except ValueError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     sys.stdout.write(text)
 
 
-@app.command("explain")
+@app.command("explain", cls=Command)
 def explain_rule(
-    code: Annotated[str, typer.Argument(help="A rule code such as PC203.")],
-    target: Annotated[str | None, typer.Option("--target", "-t", help="Show what applies on this target.")] = None,
+    code: Annotated[str, typer.Argument(metavar="CODE", help="A rule code such as PC203.")],
+    target: Annotated[
+        str | None, typer.Option("--target", "-t", metavar="TARGET", help="Show what applies on this target.")
+    ] = None,
 ) -> None:
     """Show a rule's documentation, per-target severity and replacements."""
     from portcheck import explain
@@ -472,7 +692,7 @@ def explain_rule(
     try:
         sys.stdout.write(explain.explain(code.upper(), target))
     except ValueError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
 
 
 def main() -> None:

@@ -159,3 +159,13 @@ class Prefilter:
         if self.skips_nothing:
             return True
         return self._pattern is not None and self._pattern.search(data) is not None
+
+
+def is_excluded(path: Path, config: Config) -> bool:
+    """Whether the excludes name `path`, which need not exist (what standard input is scanned
+    as); like any file named on the command line, only with force-exclude."""
+    if not config.force_exclude:
+        return False
+    real = Path(os.path.abspath(path))
+    base = config.root if real.is_relative_to(config.root) else real.parent
+    return _is_excluded(real, base, GitIgnoreSpec.from_lines((*config.exclude, *config.extend_exclude)), False)

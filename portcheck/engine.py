@@ -51,6 +51,15 @@ class FileResult:
     internal_error: str | None = None
 
 
+def one_line(error: str) -> str:
+    """An error as one line of output: a traceback (a bug in portcheck) by its last line, the
+    exception, after whatever preceded it (`internal error: ValueError: ...`)."""
+    lines = error.strip().splitlines()
+    if len(lines) <= 1:
+        return error
+    return lines[0].split("Traceback (most recent call last):", 1)[0] + lines[-1]
+
+
 @dataclass(frozen=True)
 class Source:
     """One file as read: what scanning it needs, and what a cached result is keyed on."""
@@ -140,7 +149,7 @@ def examine(
         text, problem = decode_python(data) if kind == filekinds.PYTHON else (decode_text(data), "")
     if text is None:
         return Examination(FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem))
-    enabled = _enabled_codes(path, config)
+    enabled = enabled_codes(path, config)
     reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
     if second_pass:
         visiting = tuple(code for code in reading if registry.get(code).project_triggers(project))
@@ -308,7 +317,8 @@ def _bytes(count: int) -> str:
     return f"{count} bytes"
 
 
-def _enabled_codes(path: str, config: Config) -> tuple[str, ...]:
+def enabled_codes(path: str, config: Config) -> tuple[str, ...]:
+    """The selected rules that apply to the file at `path` (root-relative), after per-file-ignores."""
     ignored: set[str] = set()
     for pattern, codes in config.per_file_ignores:
         if _glob(pattern).match_file(path):
@@ -455,6 +465,6 @@ def _tool_finding(code: str, path: str, config: Config, line: int, column: int, 
 
 
 def _tool_only(path: str, config: Config, code: str, **fields: str) -> FileResult:
-    if code not in _enabled_codes(path, config):
+    if code not in enabled_codes(path, config):
         return FileResult(path)
     return FileResult(path, (_tool_finding(code, path, config, 1, 1, "", **fields),))

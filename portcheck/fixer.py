@@ -17,7 +17,7 @@ import libcst as cst
 from portcheck.coherence import coherent
 from portcheck.config import Config
 from portcheck.engine import UNKNOWN_PROJECT, examine
-from portcheck.findings import Finding, FixSafety
+from portcheck.findings import Fact, Finding, FixSafety
 from portcheck.notebooks import NotebookError
 from portcheck.patterns import dotted
 from portcheck.positions import positions
@@ -40,6 +40,7 @@ class FixOutcome:
     skipped: tuple[tuple[str, str], ...] = ()  # (rule code, why it was not applied)
     remaining: tuple[Finding, ...] = ()  # findings still there afterwards, for the target
     error: str = ""  # why the file was left unchanged, when it was
+    facts: tuple[Fact, ...] = ()  # what the fixed file tells about the project (portcheck.project)
 
     @property
     def changed(self) -> bool:
@@ -106,7 +107,8 @@ def fix_source(
         + examination.held
         + tuple((finding.code, why) for finding, why in held)
     )
-    return FixOutcome(path, source, tuple(applied), skipped, examination.result.findings)
+    result = examination.result
+    return FixOutcome(path, source, tuple(applied), skipped, result.findings, facts=result.facts)
 
 
 def _apply(

@@ -316,8 +316,9 @@ def test_statistics_text_prints_one_row_per_rule(runner: CliRunner, project: Pat
     assert all(len(row) == 4 for row in rows), result.stdout
     by_code = {code: (int(count), name, worst) for count, code, name, worst in rows}
     assert set(by_code) == MIXED_CODES
-    assert by_code["PC203"] == (2, "cuda-synchronize", "error")
-    assert by_code["PC103"] == (1, "is-cuda-attribute", "warning")
+    assert by_code["PC203"] == (2, "[*] cuda-synchronize", "error")  # [*]: `fix` fixes every one
+    assert by_code["PC103"][0] == 1 and by_code["PC103"][2] == "warning"
+    assert by_code["PC103"][1].endswith("] is-cuda-attribute")
     assert rows[0][1] == "PC203"  # the most frequent rule first
     assert "torch.cuda.synchronize()" not in result.stdout  # counts only, no per-finding output
 

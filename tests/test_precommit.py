@@ -1,4 +1,5 @@
-"""The real pre-commit hook: `pre-commit try-repo <this checkout> portcheck` in a scratch repository.
+"""The real pre-commit hooks: `pre-commit try-repo <this checkout> portcheck` in a scratch repository,
+and `pre-commit run portcheck-fix` with a configuration that passes the fix hook its `--device`.
 
 pre-commit builds the hook's environment itself (a fresh virtualenv, `pip install` of this
 repository and its dependencies from the package index), so these tests take tens of seconds.
@@ -7,6 +8,9 @@ repository and its dependencies from the package index), so these tests take ten
 files, in a throwaway store under a temporary directory (pre_commit/commands/try_repo.py:
 `Store(tempdir)`), not under PRE_COMMIT_HOME, and deletes it afterwards. So what went into the
 hook's environment is read from pip's own log (PIP_LOG), which outlives the run.
+
+try-repo cannot pass a hook its `args`, so the fix hook runs from a `.pre-commit-config.yaml`
+that names a committed snapshot of this working tree (a configuration needs a revision).
 """
 
 from __future__ import annotations
@@ -74,8 +78,13 @@ def _hook_repository(scratch: Path) -> Path:
     untracked = _git("ls-files", "--others", "--exclude-standard", "--", "portcheck", "pyproject.toml", cwd=ROOT).stdout
     if hooks_tracked and not untracked.strip():
         return ROOT
+    return _snapshot(scratch / "portcheck-snapshot")
+
+
+def _snapshot(snapshot: Path) -> Path:
+    """A repository holding this working tree (tracked and untracked files that .gitignore does
+    not exclude) in one commit."""
     listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT).stdout.split("\0")
-    snapshot = scratch / "portcheck-snapshot"
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():  # deleted but still tracked files are skipped
@@ -152,9 +161,53 @@ def test_precommit_hook_reports_a_notebook_by_cell(sandbox: Sandbox) -> None:
     assert "analysis.ipynb:cell 5:4:1: PC203" in completed.stdout
 
 
+def _run_fix_hook(sandbox: Sandbox, project: Path) -> subprocess.CompletedProcess[str]:
+    command = [str(PRE_COMMIT), "run", "portcheck-fix", "--color", "never", "--files", "cuda_bound.py", "clean.py"]
+    env = _env(PRE_COMMIT_HOME=str(sandbox.pre_commit_home))
+    completed = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert "portcheck fix....." in completed.stdout, f"the hook did not run:\n{completed.stdout}\n{completed.stderr}"
+    return completed
+
+
+def test_the_fix_hook_rewrites_for_the_device_given_in_args(sandbox: Sandbox) -> None:
+    hooks = _snapshot(sandbox.scratch / "fix-hook-snapshot")
+    revision = _git("rev-parse", "HEAD", cwd=hooks).stdout.strip()
+    config = {
+        "repos": [
+            {"repo": str(hooks), "rev": revision, "hooks": [{"id": "portcheck-fix", "args": ["--device", "tpu"]}]}
+        ]
+    }
+    project = sandbox.scratch / "fix-project"
+    _init_repository(
+        project, {"cuda_bound.py": CUDA_BOUND, "clean.py": CLEAN, ".pre-commit-config.yaml": yaml.safe_dump(config)}
+    )
+
+    first = _run_fix_hook(sandbox, project)
+    assert first.returncode != 0, first.stdout  # pre-commit fails a hook that changed files
+    assert re.search(r"^portcheck fix\.+Failed$", first.stdout, re.MULTILINE), first.stdout
+    assert "Fixed 1 finding in 1 file for tpu (PC203 x1)." in first.stdout
+    assert (project / "cuda_bound.py").read_text(encoding="utf-8") == "import torch\ntorch.accelerator.synchronize()\n"
+    assert (project / "clean.py").read_text(encoding="utf-8") == CLEAN
+
+    second = _run_fix_hook(sandbox, project)
+    assert second.returncode == 0, f"{second.stdout}\n{second.stderr}"
+    assert re.search(r"^portcheck fix\.+Passed$", second.stdout, re.MULTILINE), second.stdout
+
+
+def _hooks() -> dict[str, dict]:
+    return {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))}
+
+
 @pytest.mark.parametrize(
     "name", ["train.py", "nb/analysis.ipynb", "csrc/kernel.cu", "requirements-dev.txt", "pyproject.toml"]
 )
-def test_the_hook_takes_every_kind_of_file_portcheck_reads(name: str) -> None:
-    hook = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))[0]
-    assert kind_of(name) is not None and re.search(hook["files"], name)
+def test_the_hooks_take_every_kind_of_file_portcheck_reads(name: str) -> None:
+    assert kind_of(name) is not None
+    for hook in _hooks().values():
+        assert re.search(hook["files"], name), hook["id"]
+
+
+def test_the_fix_hook_applies_only_the_safe_fixes_and_serially() -> None:
+    hook = _hooks()["portcheck-fix"]
+    assert hook["entry"].startswith("portcheck fix ") and "--unsafe-fixes" not in hook["entry"]
+    assert hook["require_serial"]  # the project's facts need every file in one run

@@ -6,6 +6,7 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -15,12 +16,14 @@ from portcheck.findings import Finding, Severity
 Renderer = Callable[[ScanReport, TextIO, bool], None]
 
 
-def formats() -> dict[str, Renderer]:
+def formats(summary: bool = True) -> dict[str, Renderer]:
+    """The renderers by name; without `summary` (the command line's -q), the human formats print
+    the findings and errors only."""
     from portcheck.report import concise, github, json_report, sarif, text
 
     return {
-        "text": text.render,
-        "concise": concise.render,
+        "text": partial(text.render, summary=summary),
+        "concise": partial(concise.render, summary=summary),
         "json": json_report.render,
         "sarif": sarif.render,
         "github": github.render,
@@ -52,6 +55,13 @@ def target_summary(finding: Finding, selected: tuple[str, ...]) -> str:
 
 def counts_by_severity(findings: tuple[Finding, ...]) -> Counter[Severity]:
     return Counter(f.severity for f in findings)
+
+
+def errors_per_target(report: ScanReport) -> str:
+    """`errors: tpu 3, neuron 1`. A finding can be an error on one target and a warning on
+    another, so one total would speak of no target at all."""
+    table = counts_by_target(report.findings)
+    return "errors: " + ", ".join(f"{t} {table.get(t, Counter())[Severity.ERROR]}" for t in report.config.targets)
 
 
 def counts_by_target(findings: tuple[Finding, ...]) -> dict[str, Counter[Severity]]:

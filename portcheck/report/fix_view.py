@@ -10,7 +10,9 @@ from typing import TextIO
 
 from portcheck import filekinds, notebooks
 from portcheck.api import FixReport
+from portcheck.engine import one_line
 from portcheck.report import target_summary
+from portcheck.wording import counted
 
 
 def render_diff(report: FixReport, out: TextIO) -> None:
@@ -35,34 +37,36 @@ def _ended(source: str) -> str:
     return source if not source or source.endswith("\n") else source + "\n"
 
 
-def render_summary(report: FixReport, out: TextIO) -> None:
+def render_summary(report: FixReport, out: TextIO, summary: bool = True, verbose: bool = False) -> None:
+    """What was fixed and held back (unless `summary` is off: -q), what is left for a person, and
+    the errors, each in one line (an internal error's traceback with `verbose`)."""
+    if summary:
+        _fixed(report, out)
+    remaining = sorted((f for outcome in report.outcomes for f in outcome.remaining), key=lambda f: f.sort_key)
+    if remaining and summary:
+        out.write(f"{counted(len(remaining), 'finding')} left for a person:\n")
+    for finding in remaining:
+        shown = target_summary(finding, (report.target,))
+        out.write(f"  {finding.path}:{finding.position}: {finding.code} {shown} {finding.message}\n")
+        if finding.hint:
+            out.write(f"      help: {finding.hint}\n")
+    for outcome in report.outcomes:
+        if outcome.error:
+            out.write(f"error: {outcome.path}: {outcome.error if verbose else one_line(outcome.error)}\n")
+    for error in report.errors:
+        out.write(f"error: {error}\n")
+
+
+def _fixed(report: FixReport, out: TextIO) -> None:
     applied = Counter(code for outcome in report.outcomes for code, _ in outcome.applied)
     files = sum(1 for outcome in report.outcomes if outcome.changed)
     verb = "Fixed" if report.written else "Would fix"
     total = sum(applied.values())
     if total:
         by_rule = ", ".join(f"{code} x{count}" for code, count in sorted(applied.items()))
-        out.write(
-            f"{verb} {total} finding{'s' if total != 1 else ''} in {files} file{'s' if files != 1 else ''} for {report.target} ({by_rule}).\n"
-        )
+        out.write(f"{verb} {counted(total, 'finding')} in {counted(files, 'file')} for {report.target} ({by_rule}).\n")
     else:
         out.write(f"Nothing to fix for {report.target}.\n")
     held = Counter(item for outcome in report.outcomes for item in outcome.skipped)
     for (code, reason), count in sorted(held.items()):
         out.write(f"Not applied: {code} x{count}: {reason}\n")
-    remaining = sorted(
-        (finding for outcome in report.outcomes for finding in outcome.remaining),
-        key=lambda f: f.sort_key,
-    )
-    if remaining:
-        out.write(f"{len(remaining)} finding{'s' if len(remaining) != 1 else ''} left for a person:\n")
-        for finding in remaining:
-            summary = target_summary(finding, (report.target,))
-            out.write(f"  {finding.path}:{finding.position}: {finding.code} {summary} {finding.message}\n")
-            if finding.hint:
-                out.write(f"      help: {finding.hint}\n")
-    for outcome in report.outcomes:
-        if outcome.error:
-            out.write(f"error: {outcome.path}: {outcome.error}\n")
-    for error in report.errors:
-        out.write(f"error: {error}\n")

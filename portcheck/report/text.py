@@ -11,18 +11,20 @@ from rich.text import Text
 
 from portcheck.api import ScanReport
 from portcheck.findings import Finding, Severity
-from portcheck.report import counts_by_severity, counts_by_target, shown_path, statistics, target_summary
+from portcheck.report import counts_by_target, errors_per_target, shown_path, statistics, target_summary
+from portcheck.wording import counted
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(report: ScanReport, out: TextIO, color: bool = False) -> None:
+def render(report: ScanReport, out: TextIO, color: bool = False, summary: bool = True) -> None:
     console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, width=None if color else 120)
     for finding in report.findings:
         _finding(console, finding, report)
     for error in (*report.errors, *report.internal_errors):
         console.print(Text("error: ", style="bold red") + Text(error))
-    _summary(console, report)
+    if summary:
+        _summary(console, report)
 
 
 def _finding(console: Console, finding: Finding, report: ScanReport) -> None:
@@ -53,24 +55,22 @@ def _summary(console: Console, report: ScanReport) -> None:
     scanned = report.files - report.skipped
     if not findings:
         console.print(
-            Text(f"No findings in {report.files} file{'s' if report.files != 1 else ''} ", style="bold green")
+            Text(f"No findings in {counted(report.files, 'file')} ", style="bold green")
             + Text(f"({scanned} parsed, {report.skipped} without any CUDA-related word)")
         )
     else:
-        by_severity = counts_by_severity(findings)
-        levels = ", ".join(
-            f"{by_severity[s]} {s.label}{'s' if by_severity[s] != 1 and s is not Severity.INFO else ''}"
-            for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
-        )
         files_hit = len({f.path for f in findings})
         console.print(
-            Text(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ", style="bold")
-            + Text(f"({levels}) in {files_hit} of {report.files} files; {scanned} parsed, {report.skipped} skipped")
+            Text(f"Found {counted(len(findings), 'finding')} ", style="bold")
+            + Text(
+                f"in {files_hit} of {counted(report.files, 'file')} ({errors_per_target(report)}); "
+                f"{scanned} parsed, {report.skipped} skipped"
+            )
         )
         console.print(_rule_table(report))
         console.print(_target_table(report))
     if report.baselined:
-        console.print(f"{report.baselined} known finding{'s' if report.baselined != 1 else ''} hidden by the baseline.")
+        console.print(f"{counted(report.baselined, 'known finding')} hidden by the baseline.")
 
 
 def _rule_table(report: ScanReport) -> Table:
