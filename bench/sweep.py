@@ -440,9 +440,9 @@ def fix_corpus(root: Path, device: str, unsafe: bool = False) -> FixCounts:
         copy = Path(scratch)
         copy_sources(files, root, copy)
         config = Config(root=copy, **EVERY_FILE)
-        with watching_rounds(unsafe) as rounds:
-            report = api.fix_paths([copy], config, device, unsafe=unsafe)
-        again = api.fix_paths([copy], config, device, unsafe=unsafe, write=False)
+        with watching_rounds(unsafe) as rounds:  # in this process: the devices are the parallel part
+            report = api.fix_paths([copy], config, device, unsafe=unsafe, jobs=1)
+        again = api.fix_paths([copy], config, device, unsafe=unsafe, write=False, jobs=1)
     changed = [outcome for outcome in report.outcomes if outcome.changed]
     reparse, outside = [], []
     for outcome in changed:
