@@ -21,7 +21,7 @@ from portcheck.engine import FileResult, Source, one_line, read_source, scan_byt
 from portcheck.findings import Fact, Finding, with_fingerprints
 from portcheck.fixer import FixOutcome
 from portcheck.project import Project
-from portcheck.sources import display_path, module_path
+from portcheck.sources import display_path, module_path, regular_file
 
 Progress = Callable[[int, int], None]  # (files done, files in all), after each file
 Done = TypeVar("Done")
@@ -304,6 +304,7 @@ def _fix_one(
     """One file fixed (and written), or why it could not be read. Runs in the workers."""
     shown = display_path(path, config.root)
     try:
+        regular_file(path)
         data = path.read_bytes()
     except OSError as error:
         return f"{shown}: cannot read file: {error.strerror or error}"

@@ -47,6 +47,8 @@ class _IgnoreRules:
 
 
 def _read_spec(path: Path) -> GitIgnoreSpec | None:
+    if not path.is_file():  # absent, or a FIFO or device that reading would hang on
+        return None
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:

@@ -31,7 +31,7 @@ from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import Rule, SeverityMap
-from portcheck.sources import decode_python, decode_text, display_path, module_path
+from portcheck.sources import decode_python, decode_text, display_path, module_path, read_file
 from portcheck.targets import Target
 from portcheck.walk import Walker
 
@@ -74,8 +74,7 @@ def read_source(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) 
     """The file's bytes, or the result of not being able to read them."""
     shown = display_path(path, config.root)
     try:
-        size = path.stat().st_size
-        data = path.read_bytes() if size <= max(READ_LIMIT, config.max_file_size) else None
+        data, size = read_file(path, max(READ_LIMIT, config.max_file_size))
     except OSError as error:
         if project.complete:
             return FileResult(shown)  # reported in the first pass

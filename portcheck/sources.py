@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import stat
 import tokenize
 from functools import cache
 from io import BytesIO
@@ -19,6 +20,35 @@ def display_path(path: Path, root: Path) -> str:
     if absolute.is_relative_to(root):
         return absolute.relative_to(root).as_posix()
     return path.as_posix()
+
+
+class NotRegularFile(OSError):
+    """A FIFO, socket or device named like a source file: opening or reading one can block
+    forever, never end, or act on hardware, so it is reported without being opened."""
+
+
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def regular_file(path: Path) -> os.stat_result:
+    """The file's status, following symbolic links. Raises OSError, and NotRegularFile for
+    anything but a regular file, which is then never opened."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((f"{name}, " for test, name in _SPECIAL_FILES if test(info.st_mode)), "")
+        raise NotRegularFile(0, f"{kind}not a regular file: not opened", str(path))
+    return info
+
+
+def read_file(path: Path, limit: int) -> tuple[bytes | None, int]:
+    """A regular file's bytes (None when it is larger than `limit`) and its size."""
+    size = regular_file(path).st_size
+    return (path.read_bytes() if size <= limit else None), size
 
 
 def module_path(path: Path) -> ModulePath:

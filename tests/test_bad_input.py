@@ -9,17 +9,18 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
 import portcheck
-from portcheck.api import ScanReport, scan_paths, scan_source
+from portcheck.api import FixReport, ScanReport, fix_paths, scan_paths, scan_source
 from portcheck.cli import app
 from portcheck.config import Config
 from portcheck.findings import Finding, Severity
@@ -567,3 +568,55 @@ def test_a_tree_of_bad_inputs_is_scanned_to_the_end_with_one_finding_per_bad_fil
         assert expected in result.output, f"{expected!r} missing from:\n{result.output}"
     assert "empty.py" not in result.output and "comments.py" not in result.output
     assert not [line for line in result.output.splitlines() if line.startswith("error:")]  # no path or internal errors
+
+
+# --- files that are not regular files ----------------------------------------------------------
+
+
+@pytest.fixture
+def special_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A FIFO, a Unix socket and a character device (a link to /dev/zero, which never ends),
+    each named like a source file; reading any of them would hang or never finish."""
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    (tmp_path / "requirements.txt").symlink_to("pipe.py")
+    monkeypatch.chdir(tmp_path)  # a socket path must be short: bind it relative to here
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("sock.py")
+    write(tmp_path / "good.py", CUDA_SOURCE)
+    yield tmp_path
+    server.close()
+    _release_readers(tmp_path / "pipe.py")
+
+
+def _release_readers(fifo: Path) -> None:
+    """Unblock a reader stuck opening the FIFO (code that opened it), so its thread can end."""
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass  # nobody is waiting
+
+
+def test_fifos_sockets_and_devices_are_pc002_without_being_opened(special_files: Path) -> None:
+    report = within(30, lambda: scan(special_files))
+    assert isinstance(report, ScanReport)
+    assert_good_file_scanned(report)
+    problems = {f.path: f.message for f in report.findings if f.code == "PC002"}
+    assert set(problems) == {"pipe.py", "sock.py", "zero.py", "requirements.txt"}
+    assert "named pipe" in problems["pipe.py"] and "named pipe" in problems["requirements.txt"]
+    assert "socket" in problems["sock.py"] and "character device" in problems["zero.py"]
+    assert all("not opened" in message for message in problems.values())
+    assert report.errors == report.internal_errors == ()
+
+
+def test_fix_skips_fifos_sockets_and_devices_with_a_message(special_files: Path) -> None:
+    report = within(30, lambda: fix_paths([special_files], Config(root=special_files), "tpu"))
+    assert isinstance(report, FixReport)
+    assert sorted(error.split(":")[0] for error in report.errors) == [
+        "pipe.py",
+        "requirements.txt",
+        "sock.py",
+        "zero.py",
+    ]
+    assert all("not a regular file" in error for error in report.errors)
+    assert (special_files / "good.py").read_text() == CUDA_SOURCE.replace("cuda.synchronize", "accelerator.synchronize")

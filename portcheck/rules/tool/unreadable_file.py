@@ -4,7 +4,9 @@ from portcheck.rule import ERROR, Invalid, Rule, Valid, per_target
 class UnreadableFile(Rule):
     """## What it does
     Reports a file that cannot be read as text: a permission or I/O error, bytes that are not
-    valid in the file's encoding, or binary content in a file named like Python source.
+    valid in the file's encoding, binary content in a file named like Python source, or
+    something that is not a regular file at all (a named pipe, socket or device named like a
+    source file), which portcheck never opens: reading one could block or never end.
 
     ## Why is this bad?
     portcheck cannot check what it cannot read, and neither can Python import it. The scan goes
