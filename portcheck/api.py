@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -22,6 +20,7 @@ from portcheck.findings import Fact, Finding, with_fingerprints
 from portcheck.fixer import FixOutcome
 from portcheck.project import Project
 from portcheck.sources import display_path, module_path, regular_file
+from portcheck.writeback import write_back
 
 Progress = Callable[[int, int], None]  # (files done, files in all), after each file
 Done = TypeVar("Done")
@@ -270,8 +269,9 @@ def fix_paths(
     jobs: int | None = None,
     progress: Progress | None = None,
 ) -> FixReport:
-    """Fix every file under `paths` for one target, in parallel over `jobs` processes; write the
-    changed ones atomically.
+    """Fix every file under `paths` for one target, in parallel over `jobs` processes, and write
+    the changed ones back (portcheck.writeback); a file reached through several links is fixed
+    once.
 
     Files are fixed independently: what links them is the tree's layout (its own packages),
     known before any file is fixed, and the project's facts (CUDA-only ops, extensions, Triton
@@ -281,9 +281,10 @@ def fix_paths(
     config = replace(config, targets=(target_data.judged_as(device),))
     found = discover(paths, config)
     layout = Project(local_packages=frozenset(local_packages(found.files)))
+    files = _distinct_files(found.files)
     work = partial(_fix_one, config=config, target=target, unsafe=unsafe, project=layout, write=write)
-    results = list(_counted(_mapped(work, found.files, jobs or os.cpu_count() or 1), len(found.files), progress))
-    fixed = [(path, result) for path, result in zip(found.files, results) if isinstance(result, _Fixed)]
+    results = list(_counted(_mapped(work, files, jobs or os.cpu_count() or 1), len(files), progress))
+    fixed = [(path, result) for path, result in zip(files, results) if isinstance(result, _Fixed)]
     outcomes = _judged_with_project([(path, result.outcome) for path, result in fixed], config, layout)
     originals = {result.outcome.path: result.original for _, result in fixed if result.original is not None}
     errors = (*found.errors, *(result for result in results if isinstance(result, str)))
@@ -298,6 +299,22 @@ class _Fixed:
     original: bytes | None = None
 
 
+def _distinct_files(paths: Sequence[Path]) -> list[Path]:
+    """Each file once, by its own name where the tree has it: links to one file fix it once."""
+    seen: set[tuple[int, int]] = set()  # (device, inode)
+    distinct = []
+    for path in sorted(paths, key=lambda path: path.is_symlink()):
+        try:
+            info = path.stat()
+        except OSError:
+            distinct.append(path)  # its worker says why it cannot be read
+            continue
+        if (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            distinct.append(path)
+    return distinct
+
+
 def _fix_one(
     path: Path, config: Config, target: target_data.Target, unsafe: bool, project: Project, write: bool
 ) -> _Fixed | str:
@@ -310,7 +327,7 @@ def _fix_one(
         return f"{shown}: cannot read file: {error.strerror or error}"
     outcome = fixer.fix_source(data, shown, config, target, unsafe=unsafe, project=project, module=module_path(path))
     if outcome.changed and write:
-        problem = write_atomically(path, data, outcome.source)
+        problem = write_back(path, data, outcome.source)
         if problem:
             return _Fixed(replace(outcome, source=data, error=problem, applied=()))
     return _Fixed(outcome, data if outcome.changed else None)
@@ -332,23 +349,3 @@ def _with_second_pass(path: Path, outcome: FixOutcome, config: Config, known: Pr
     if not found:
         return outcome
     return replace(outcome, remaining=tuple(sorted((*outcome.remaining, *found), key=lambda f: f.sort_key)))
-
-
-def write_atomically(path: Path, expected: bytes, content: bytes) -> str:
-    """Replace a file's bytes in one step (temporary file + rename, permissions kept), unless it
-    changed on disk since it was read. Returns why it was not written, or ''."""
-    try:
-        if path.read_bytes() != expected:
-            return "changed on disk while portcheck was fixing it; not overwritten"
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".portcheck", dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(content)
-            shutil.copymode(path, temporary)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
-    except OSError as error:
-        return f"cannot write: {error.strerror or error}"
-    return ""

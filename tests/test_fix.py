@@ -2,13 +2,16 @@
 
 Per-rule rewrites are checked by the rules' own examples (tests/test_rule_examples.py); these
 tests cover the guarantees every fix shares: bytes outside fixed spans, encodings, line endings,
-suppressions, idempotence, atomic writes, files changed on disk, and the command's exit codes.
+suppressions, idempotence, atomic writes, links, owners and modes, files changed on disk, and
+the command's exit codes.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import threading
 from pathlib import Path
 
 import libcst as cst
@@ -19,6 +22,7 @@ from portcheck import api
 from portcheck import targets as target_data
 from portcheck.config import Config
 from portcheck.fixer import add_import, fix_source
+from portcheck.writeback import write_back
 
 SOURCE = """\
 import torch  # the model runs on one accelerator
@@ -151,7 +155,7 @@ def test_what_is_left_is_listed_with_its_guidance(tmp_path: Path, monkeypatch: p
 def test_a_file_changed_on_disk_is_not_overwritten(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("edited meanwhile\n")
-    assert "changed on disk" in api.write_atomically(script, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    assert "changed on disk" in write_back(script, SOURCE.encode(), FIXED_FOR_TPU.encode())
     assert script.read_text() == "edited meanwhile\n"
 
 
@@ -163,7 +167,7 @@ def test_an_interrupted_write_leaves_the_original_intact(tmp_path: Path, monkeyp
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", crash)
-    problem = api.write_atomically(script, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    problem = write_back(script, SOURCE.encode(), FIXED_FOR_TPU.encode())
     assert "No space left on device" in problem
     assert script.read_text() == SOURCE
     assert [p.name for p in tmp_path.iterdir()] == ["train.py"]
@@ -185,6 +189,124 @@ def test_a_file_that_cannot_be_written_is_reported_and_the_run_goes_on(tmp_path:
     assert "cannot write" in errors["locked/a.py"]
     assert (tmp_path / "b.py").read_text() == FIXED_FOR_TPU
     assert (locked / "a.py").read_text() == SOURCE
+
+
+def test_a_symbolic_link_is_written_through_to_its_target_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tmp_path / "src" / "train.py"
+    real.parent.mkdir()
+    real.write_text(SOURCE)
+    (tmp_path / "a_link.py").symlink_to("src/train.py")
+    (tmp_path / "b_link.py").symlink_to(real)
+    result = run(tmp_path, monkeypatch, ".", "--device", "tpu")
+    assert result.exit_code == 0, result.output
+    assert real.read_text() == FIXED_FOR_TPU
+    assert (tmp_path / "a_link.py").is_symlink() and (tmp_path / "b_link.py").is_symlink()
+    assert "Fixed 2 findings in 1 file" in result.output  # one file, under its own name
+    assert sorted(p.name for p in real.parent.iterdir()) == ["train.py"], "no temporary file is left behind"
+
+
+def test_a_link_given_alone_fixes_its_target(tmp_path: Path) -> None:
+    real = tmp_path / "real.py"
+    real.write_text(SOURCE)
+    (tmp_path / "link.py").symlink_to("real.py")
+    report = api.fix_paths([tmp_path / "link.py"], Config(root=tmp_path), "tpu")
+    assert [outcome.path for outcome in report.outcomes if outcome.changed] == ["link.py"]
+    assert (tmp_path / "link.py").is_symlink() and real.read_text() == FIXED_FOR_TPU
+
+
+def test_hard_links_are_kept_and_the_file_is_fixed_once(tmp_path: Path) -> None:
+    first = tmp_path / "a.py"
+    first.write_text(SOURCE)
+    os.link(first, tmp_path / "b.py")
+    inode = first.stat().st_ino
+    report = api.fix_paths([tmp_path], Config(root=tmp_path), "tpu")
+    assert [outcome.path for outcome in report.outcomes] == ["a.py"]
+    assert first.stat().st_ino == inode and first.stat().st_nlink == 2
+    assert (tmp_path / "b.py").read_text() == FIXED_FOR_TPU
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+@pytest.mark.skipif(not hasattr(os, "chown") or os.geteuid() != 0, reason="giving a file away needs root")
+def test_owner_group_and_mode_are_kept(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+    os.chown(script, 4321, 4322)
+    script.chmod(0o2750)
+    assert write_back(script, SOURCE.encode(), FIXED_FOR_TPU.encode()) == ""
+    info = script.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (4321, 4322, 0o2750)
+    assert script.read_text() == FIXED_FOR_TPU
+
+
+def test_a_file_whose_owner_cannot_be_given_is_written_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+    inode = script.stat().st_ino
+
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "chown", refuse)
+    assert write_back(script, SOURCE.encode(), FIXED_FOR_TPU.encode()) == ""
+    assert script.stat().st_ino == inode and script.read_text() == FIXED_FOR_TPU
+
+
+def test_extended_attributes_are_kept(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+    try:
+        os.setxattr(script, "user.portcheck.test", b"kept")
+    except (AttributeError, OSError):
+        pytest.skip("no user extended attributes here")
+    assert write_back(script, SOURCE.encode(), FIXED_FOR_TPU.encode()) == ""
+    assert os.getxattr(script, "user.portcheck.test") == b"kept"
+    assert script.read_text() == FIXED_FOR_TPU
+
+
+def test_an_interrupt_during_an_in_place_write_waits_for_a_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    first = tmp_path / "a.py"
+    first.write_text(SOURCE)
+    os.link(first, tmp_path / "b.py")
+    write = os.write
+
+    def interrupted_write(handle: int, data: bytes) -> int:
+        written = write(handle, bytes(data[:10]))
+        signal.raise_signal(signal.SIGINT)  # ^C after a tenth of the file
+        return written
+
+    monkeypatch.setattr(os, "write", interrupted_write)
+    with pytest.raises(KeyboardInterrupt):
+        write_back(first, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    assert (tmp_path / "b.py").read_text() == FIXED_FOR_TPU
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_a_hard_linked_file_changed_on_disk_is_not_overwritten(tmp_path: Path) -> None:
+    first = tmp_path / "a.py"
+    first.write_text("edited meanwhile\n")
+    os.link(first, tmp_path / "b.py")
+    assert "changed on disk" in write_back(first, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    assert (tmp_path / "b.py").read_text() == "edited meanwhile\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_a_full_disk_leaves_the_original_and_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert "No space left on device" in write_back(script, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    assert script.read_text() == SOURCE
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"]
 
 
 ROOT = Path(__file__).resolve().parent.parent
