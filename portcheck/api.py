@@ -58,7 +58,17 @@ def scan_source(source: str | bytes, *, path: str = "<string>", config: Config |
     for result in results:
         if result.internal_error:
             raise RuntimeError(result.internal_error)
-    return with_fingerprints(f for result in results for f in result.findings)
+    return with_fingerprints(_findings(results))
+
+
+def _findings(results: Sequence[FileResult]) -> list[Finding]:
+    """Every result's findings, less the unused-suppression reports a second pass retracted."""
+    retracted = {_place(finding) for result in results for finding in result.retracted}
+    return [finding for result in results for finding in result.findings if _place(finding) not in retracted]
+
+
+def _place(finding: Finding) -> tuple[str, str, int | None, int, int]:
+    return (finding.path, finding.code, finding.cell, finding.line, finding.column)
 
 
 def _as_bytes(source: str | bytes) -> bytes:
@@ -110,7 +120,7 @@ def _summary(
     broken = [r for r in every if r.internal_error]
     return ScanReport(
         config=config,
-        findings=tuple(with_fingerprints(f for r in every for f in r.findings)),
+        findings=tuple(with_fingerprints(_findings(every))),
         facts=tuple(sorted(facts, key=lambda f: (f.path, f.line, f.kind, f.name))),
         files=len(results),
         skipped=sum(r.skipped for r in results),

@@ -27,7 +27,7 @@ from portcheck.findings import Fact, Finding, FixSafety, Severity
 from portcheck.project import Project
 
 FOLDER = ".portcheck_cache"
-_FORMAT = 2  # bump when the JSON layout below changes
+_FORMAT = 3  # bump when the JSON layout below changes
 _README = "Signature: 8a477f597d28d172789f06886806bc55\n# portcheck's cache (see https://bford.info/cachedir/)\n"
 
 
@@ -141,39 +141,42 @@ def _project_text(project: Project) -> str:
 
 def _of_another_file(entry: object, scanned: set[str]) -> bool:
     """A well-formed entry of a file this run did not look at."""
-    return isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str) and entry[0] not in scanned
+    return isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str) and entry[0] not in scanned
 
 
 def _encode(result: FileResult) -> list:
-    findings = [
-        [
-            f.path, f.code, f.name, f.message, f.hint, f.line, f.column, f.end_line, f.end_column,
-            int(f.severity), [[name, int(level)] for name, level in f.targets], f.fix_safety.value, f.source_line,
-            f.cell,
-        ]
-        for f in result.findings
-    ]  # fmt: skip
     facts = [
         [f.kind, f.name, f.path, f.line, f.end_line, [list(pair) for pair in f.details], f.cell] for f in result.facts
     ]
-    return [result.path, result.skipped, findings, facts]
+    findings, retracted = ([_encode_finding(f) for f in group] for group in (result.findings, result.retracted))
+    return [result.path, result.skipped, findings, facts, retracted]
+
+
+def _encode_finding(f: Finding) -> list:
+    return [
+        f.path, f.code, f.name, f.message, f.hint, f.line, f.column, f.end_line, f.end_column,
+        int(f.severity), [[name, int(level)] for name, level in f.targets], f.fix_safety.value, f.source_line,
+        f.cell,
+    ]  # fmt: skip
 
 
 def _decode(entry: list) -> FileResult:
-    path, skipped, findings, facts = entry
+    path, skipped, findings, facts, retracted = entry
     return FileResult(
         path=path,
         skipped=bool(skipped),
-        findings=tuple(
-            Finding(
-                *fields[:9],
-                severity=Severity(fields[9]),
-                targets=tuple((name, Severity(level)) for name, level in fields[10]),
-                fix_safety=FixSafety(fields[11]),
-                source_line=fields[12],
-                cell=fields[13],
-            )
-            for fields in findings
-        ),
+        findings=tuple(_decode_finding(fields) for fields in findings),
         facts=tuple(Fact(*fields[:5], details=tuple((k, v) for k, v in fields[5]), cell=fields[6]) for fields in facts),
+        retracted=tuple(_decode_finding(fields) for fields in retracted),
+    )
+
+
+def _decode_finding(fields: list) -> Finding:
+    return Finding(
+        *fields[:9],
+        severity=Severity(fields[9]),
+        targets=tuple((name, Severity(level)) for name, level in fields[10]),
+        fix_safety=FixSafety(fields[11]),
+        source_line=fields[12],
+        cell=fields[13],
     )

@@ -49,6 +49,9 @@ class FileResult:
     facts: tuple[Fact, ...] = ()  # what this file tells about the project
     skipped: bool = False  # no trigger word of any enabled rule: not parsed
     internal_error: str | None = None
+    # Second pass: the first pass's reports of bare suppressions that the findings only a
+    # complete project reveals did use (portcheck.suppress.Applied.used_bare).
+    retracted: tuple[Finding, ...] = ()
 
 
 def one_line(error: str) -> str:
@@ -158,7 +161,7 @@ def examine(
         visiting = tuple(code for code in reading if registry.get(code).in_first_pass())
         # Trigger words only decide whether Python files are parsed; text files are cheap to read.
         wanted = _prefilter(visiting).wants(data) if kind == filekinds.PYTHON else bool(visiting)
-    if not wanted and (second_pass or suppress.MARKER not in text):
+    if not wanted and (second_pass or not suppress.mentioned(text)):
         return Examination(FileResult(path, skipped=True))
     if wanted and size > config.max_file_size:
         return Examination(_too_large(path, config, size))
@@ -166,6 +169,7 @@ def examine(
     tree = None
     asserts: tuple[bool, ...] = ()
     placements: dict[FindingKey, Placement] = {}
+    elsewhere: list[tuple[str, int]] = []
     broken: list[tuple[notebooks.Cell, parsing.ParseFailure]] = []
     try:
         where = module or ModulePath.guess(path)
@@ -178,7 +182,7 @@ def examine(
             else ([], None, None)
         )
         asserts = tuple(guard.asserts for guard in flow.guards) if flow is not None else ()
-        pairs, facts, placements = _results(rules, tree, path, config, text, flow)
+        pairs, facts, placements, elsewhere = _results(rules, tree, path, config, text, flow)
     except parsing.ParseFailure as failure:
         if second_pass:
             return Examination(FileResult(path))
@@ -191,28 +195,50 @@ def examine(
         pairs, facts = [(_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail), None)], []
     except Exception:  # a bug in a rule or in portcheck: report it, keep going
         return Examination(FileResult(path, internal_error=traceback.format_exc(limit=-4)))
-    directives = suppress.parse(text, kind)
-    if directives:
-        # Unused entries are judged in the first pass, for the rules that report only there.
-        judged = tuple(code for code in reading if not registry.get(code).has_second_pass())
-        kept, unused = suppress.apply(
-            [finding for finding, _ in pairs],
-            directives,
-            judged,
-            config.targets,
-            lambda d, e, why: _tool_finding(UNUSED_SUPPRESSION, path, config, d.line, d.column, text, detail=why),
-        )
-        pairs = [(k, edit) for k, (_, edit) in zip(kept, pairs) if k is not None]
-        pairs += [] if second_pass else [(finding, None) for finding in unused]
+    pairs, retracted = _suppressed(
+        pairs, suppress.parse(text, kind), path, config, text, reading, elsewhere, second_pass
+    )
     pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
+    retracted = tuple(finding for finding in retracted if finding.code in enabled)
     pairs, held = _coherent(pairs, asserts, placements, target)
     if view is not None:
         pairs, facts, placements = _in_cells(view, pairs, facts, placements)
+        retracted = tuple(view.place(finding) for finding in retracted)
         if not second_pass:
             pairs += [(_broken_cell(path, config, cell, failure), None) for cell, failure in broken]
             pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
-    result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts))
+    result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts), retracted=retracted)
     return Examination(result, [edit for _, edit in pairs], tree, asserts, placements, tuple(held), view)
+
+
+def _suppressed(
+    pairs: list[tuple[Finding, Edit | None]],
+    directives: Sequence[suppress.Directive],
+    path: str,
+    config: Config,
+    text: str,
+    reading: Sequence[str],
+    elsewhere: Sequence[tuple[str, int]],
+    second_pass: bool,
+) -> tuple[list[tuple[Finding, Edit | None]], tuple[Finding, ...]]:
+    """The findings no directive suppresses, with the reports of unused entries (first pass);
+    in the second pass, the first pass's reports of bare entries that suppressed something now."""
+    if not directives:
+        return pairs, ()
+    # Unused entries are judged in the first pass, for the rules that report only there.
+    judged = tuple(code for code in reading if not registry.get(code).has_second_pass())
+    applied = suppress.apply(
+        [finding for finding, _ in pairs],
+        directives,
+        judged,
+        config.targets,
+        lambda d, e, why: _tool_finding(UNUSED_SUPPRESSION, path, config, d.line, d.column, text, detail=why),
+        elsewhere,
+    )
+    kept = [(finding, edit) for finding, (_, edit) in zip(applied.kept, pairs) if finding is not None]
+    if second_pass:
+        return kept, applied.used_bare
+    return kept + [(finding, None) for finding in applied.unused], ()
 
 
 def _open_notebook(data: bytes, path: str, config: Config, second_pass: bool) -> notebooks.Module | Examination:
@@ -376,15 +402,17 @@ def _analyse(
 
 def _results(
     rules: Sequence[Rule], tree: cst.Module | None, path: str, config: Config, text: str, flow: DeviceFlow | None
-) -> tuple[list[tuple[Finding, Edit | None]], list[Fact], dict[FindingKey, Placement]]:
-    """Turn what the rules saw into findings (each with its edit, if any), facts, and where
-    the findings sit among the module's CUDA checks. CUDA-only code reached only under such
-    a check does not run on another target as written: info there (the check is the finding)."""
+) -> tuple[list[tuple[Finding, Edit | None]], list[Fact], dict[FindingKey, Placement], list[tuple[str, int]]]:
+    """Turn what the rules saw into findings (each with its edit, if any), facts, where the
+    findings sit among the module's CUDA checks, and the (code, line) of reports that matter
+    only on targets not selected. CUDA-only code reached only under such a check does not run
+    on another target as written: info there (the check is the finding)."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
     ranges = positions(tree, nodes) if tree is not None else {}
     placements: dict[FindingKey, Placement] = {}
     lines = text.splitlines()
     pairs = []
+    elsewhere = []
     for rule in rules:
         for report in rule.reports:
             placement = NOWHERE
@@ -399,18 +427,20 @@ def _results(
                 message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
                 severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
             finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)
-            if finding is not None:
-                if report.edit is not None:
-                    finding = replace(finding, fix_safety=report.edit.safety)
-                if placement is not NOWHERE:
-                    placements[key(finding)] = placement
-                pairs.append((finding, report.edit))
+            if finding is None:
+                elsewhere.append((rule.code, span[0]))
+                continue
+            if report.edit is not None:
+                finding = replace(finding, fix_safety=report.edit.safety)
+            if placement is not NOWHERE:
+                placements[key(finding)] = placement
+            pairs.append((finding, report.edit))
     facts = []
     for rule in rules:
         for record in rule.records:
             first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
             facts.append(Fact(record.kind, record.name, path, first, last, record.details))
-    return pairs, facts, placements
+    return pairs, facts, placements, elsewhere
 
 
 def _span(position: tuple[int, int, int, int]) -> tuple[int, int, int, int]:

@@ -3,8 +3,10 @@ from portcheck.rule import WARNING, Invalid, Rule, Valid, per_target
 
 class UnusedSuppression(Rule):
     """## What it does
-    Reports a `# portcheck: ignore[...]` entry that suppresses nothing, or that names no rule or
-    target portcheck knows.
+    Reports a `# portcheck: ignore[...]` entry, a bare `# portcheck: ignore`, or a PC code in a
+    `# noqa: ...` comment that suppresses nothing, or that names no rule or target portcheck
+    knows. A comment that ends a multi-line statement whose finding starts on an earlier line
+    is told where to go instead.
 
     ## Why is this bad?
     Stale suppressions hide the next real finding on that line and make readers believe a CUDA
