@@ -1,8 +1,10 @@
-"""`# portcheck: ignore[...]` comments: which findings they hide, narrow or leave alone."""
+"""Suppression comments (`# portcheck: ignore[...]`, bare, file-wide, `# noqa: PC...`): which findings they hide, narrow or leave alone, and where they apply."""
 
 from __future__ import annotations
 
-from portcheck.api import scan_source
+from pathlib import Path
+
+from portcheck.api import scan_paths, scan_source
 from portcheck.config import Config
 from portcheck.suppress import parse
 
@@ -95,6 +97,16 @@ def test_a_bare_ignore_covers_findings_only_the_whole_project_reveals() -> None:
         "y = torch.ops.mylib.g(x)  # portcheck: ignore\n"
     )
     assert codes(source) == [(3, "PC604")]  # the registration, on a line of its own
+
+
+def test_the_withdrawal_survives_the_cache(tmp_path: Path) -> None:
+    (tmp_path / "ops.py").write_text(
+        "import torch\nlib = torch.library.Library('mylib', 'IMPL')\nlib.impl('g', g_cuda, 'CUDA')\n"
+    )
+    (tmp_path / "use.py").write_text("import torch\ny = torch.ops.mylib.g(x)  # portcheck: ignore\n")
+    for _ in range(2):  # cold, then from the cache
+        report = scan_paths([tmp_path], Config(root=tmp_path), jobs=1, cache=tmp_path / ".cache")
+        assert [(f.path, f.code) for f in report.findings] == [("ops.py", "PC604")]
 
 
 def test_words_after_the_marker_are_not_a_bare_directive() -> None:
