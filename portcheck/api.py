@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from portcheck import fixer
 from portcheck import targets as target_data
+from portcheck.anchor import CWD, Anchor, anchor_of
 from portcheck.cache import ResultCache, entry_key
 from portcheck.config import Config
 from portcheck.discovery import discover, is_excluded
@@ -45,6 +46,12 @@ class ScanReport:
     baselined: int = 0  # findings hidden because the baseline holds them
     paths: tuple[str, ...] = field(default=())  # the paths as given
     tracebacks: tuple[str, ...] = ()  # the internal errors in full, for --verbose
+    anchor: Anchor = field(default_factory=lambda: Anchor(Path.cwd(), CWD))
+    locations: Mapping[str, str] = field(default_factory=dict)  # finding path -> path from the anchor
+
+    def location(self, finding: Finding | Fact) -> str:
+        """Where the file is, from the anchor: what stays the same wherever portcheck runs."""
+        return self.locations.get(finding.path, finding.path)
 
 
 def scan_source(source: str | bytes, *, path: str = "<string>", config: Config | None = None) -> list[Finding]:
@@ -88,6 +95,8 @@ def scan_paths(
     """Discover and scan files under `paths`, in parallel over `jobs` processes, reusing and
     updating the results kept in the `cache` folder when one is given."""
     found = discover(paths, config)
+    anchor = anchor_of(paths, config)
+    locations = {display_path(path, config.root): anchor.locate(path) for path in found.files}
     jobs = jobs or os.cpu_count() or 1
     store = ResultCache(cache, config) if cache else None
     layout = Project(local_packages=frozenset(local_packages(found.files)))
@@ -95,7 +104,7 @@ def scan_paths(
     second = _later_passes(found.files, config, jobs, layout, results, store)
     if store:
         store.save(r.path for r in results)
-    return _summary(config, results, second, found.errors, tuple(str(p) for p in paths))
+    return _summary(config, results, second, found.errors, tuple(str(p) for p in paths), anchor, locations)
 
 
 def scan_input(data: bytes, path: Path, config: Config) -> ScanReport:
@@ -108,11 +117,18 @@ def scan_input(data: bytes, path: Path, config: Config) -> ScanReport:
     first = scan_read(source, config)
     known = Project().with_facts(first.facts)
     second = [scan_read(source, config, known)] if known.needs_second_pass else []
-    return _summary(config, [first], second, (), (str(path),))
+    anchor = anchor_of([path], config)
+    return _summary(config, [first], second, (), (str(path),), anchor, {source.path: anchor.locate(path)})
 
 
 def _summary(
-    config: Config, results: list[FileResult], second: list[FileResult], errors: tuple[str, ...], paths: tuple[str, ...]
+    config: Config,
+    results: list[FileResult],
+    second: list[FileResult],
+    errors: tuple[str, ...],
+    paths: tuple[str, ...],
+    anchor: Anchor,
+    locations: Mapping[str, str],
 ) -> ScanReport:
     """One report from both passes' results (`second` adds what needed the whole project)."""
     every = (*results, *second)
@@ -120,7 +136,7 @@ def _summary(
     broken = [r for r in every if r.internal_error]
     return ScanReport(
         config=config,
-        findings=tuple(with_fingerprints(_findings(every))),
+        findings=tuple(with_fingerprints(_findings(every), locations)),
         facts=tuple(sorted(facts, key=lambda f: (f.path, f.line, f.kind, f.name))),
         files=len(results),
         skipped=sum(r.skipped for r in results),
@@ -128,6 +144,8 @@ def _summary(
         internal_errors=tuple(f"{r.path}: internal error: {one_line(r.internal_error or '')}" for r in broken),
         paths=paths,
         tracebacks=tuple(f"{r.path}:\n{r.internal_error}" for r in broken),
+        anchor=anchor,
+        locations=locations,
     )
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
 from portcheck import __version__
 from portcheck.api import ScanReport
-from portcheck.findings import Finding
 
 FORMAT = 1
 
@@ -18,16 +16,22 @@ class BaselineError(ValueError):
     """The baseline file is missing or malformed."""
 
 
-def write(path: Path, findings: Iterable[Finding]) -> int:
-    """Record the findings; a reviewable JSON file, sorted for stable diffs."""
+def write(path: Path, report: ScanReport) -> int:
+    """Record the report's findings; a reviewable JSON file, sorted for stable diffs, its paths
+    from the repository root (portcheck.anchor) as the fingerprints are."""
     entries = sorted(
         (
-            {"fingerprint": f.fingerprint, "code": f.code, "path": f.path, "cell": f.cell, "line": f.line}
-            for f in findings
+            {"fingerprint": f.fingerprint, "code": f.code, "path": report.location(f), "cell": f.cell, "line": f.line}
+            for f in report.findings
         ),
         key=lambda e: (e["path"], e["cell"] or 0, e["line"], e["code"], e["fingerprint"]),
     )
-    document = {"portcheck_baseline": FORMAT, "created_by": f"portcheck {__version__}", "findings": entries}
+    document = {
+        "portcheck_baseline": FORMAT,
+        "created_by": f"portcheck {__version__}",
+        "paths_from": report.anchor.kind,
+        "findings": entries,
+    }
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     temporary.replace(path)

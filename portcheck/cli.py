@@ -439,7 +439,7 @@ def write_baseline(
     if report.errors or report.internal_errors:
         raise typer.Exit(2)
     try:
-        count = baseline.write(output, report.findings)
+        count = baseline.write(output, report)
     except OSError as error:
         raise fail(f"cannot write {output}: {error.strerror or error}") from None
     if output_level(ctx) > Output.QUIET:

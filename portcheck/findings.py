@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 
@@ -76,19 +76,21 @@ class Finding:
         return tuple(name for name, _ in self.targets)
 
 
-def with_fingerprints(findings: Iterable[Finding]) -> list[Finding]:
+def with_fingerprints(findings: Iterable[Finding], locations: Mapping[str, str] | None = None) -> list[Finding]:
     """Sort findings and give each a fingerprint that survives unrelated edits.
 
-    The fingerprint hashes the rule, the path, the stripped text of the finding's line and the
-    occurrence count of that triple, not the line number: inserting lines above a finding keeps
-    its fingerprint, which is what baselines and SARIF's partialFingerprints need. Nor the cell
-    of a notebook: inserting a cell above keeps it too.
+    The fingerprint hashes the rule, the path (its location from the repository root, by
+    `locations`, so that it does not depend on where portcheck runs), the stripped text of the
+    finding's line and the occurrence count of that triple, not the line number: inserting
+    lines above a finding keeps its fingerprint, which is what baselines and SARIF's
+    partialFingerprints need. Nor the cell of a notebook: inserting a cell above keeps it too.
     """
     ordered = sorted(findings, key=lambda f: f.sort_key)
+    located = locations or {}
     seen: Counter[tuple[str, str, str]] = Counter()
     result = []
     for finding in ordered:
-        key = (finding.code, finding.path, finding.source_line.strip())
+        key = (finding.code, located.get(finding.path, finding.path), finding.source_line.strip())
         seen[key] += 1
         digest = hashlib.sha256("\0".join((*key, str(seen[key]))).encode()).hexdigest()[:20]
         result.append(replace(finding, fingerprint=digest))

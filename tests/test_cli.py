@@ -441,6 +441,44 @@ def test_baseline_survives_blank_lines_and_comments_inserted_above_findings(
     assert "No findings" in result.stdout
 
 
+@pytest.fixture
+def repository(runner: CliRunner, project: Path) -> Path:
+    """A git repository without [tool.portcheck] in project/repo, baselined from its root."""
+    repo = project / "repo"
+    (repo / ".git").mkdir(parents=True)
+    write(repo / "src" / "train.py", ERROR_SOURCE)
+    write(repo / "src" / "model.py", WARNING_SOURCE)
+    with pytest.MonkeyPatch.context() as here:
+        here.chdir(repo)
+        result = runner.invoke(app, ["baseline", "src", "-o", "baseline.json"])
+    assert result.exit_code == 0, result.output
+    return repo
+
+
+@pytest.mark.parametrize("where", [".", "repo/src"], ids=["from-the-parent", "from-a-subfolder"])
+def test_a_baseline_holds_wherever_the_scan_runs_from_in_a_git_repository(
+    runner: CliRunner, repository: Path, project: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    monkeypatch.chdir(project / where)
+    target = Path("repo/src") if where == "." else Path(".")
+    result = runner.invoke(app, ["scan", str(target), "--baseline", str(repository / "baseline.json")])
+    assert result.exit_code == 0, result.output
+    assert "3 known findings hidden by the baseline" in result.stdout
+
+
+def test_baseline_paths_and_fingerprints_start_at_the_repository_root(
+    runner: CliRunner, repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repository / "src")
+    result = runner.invoke(app, ["baseline", ".", "-o", "again.json"])
+    assert result.exit_code == 0, result.output
+    again = json.loads((repository / "src" / "again.json").read_text(encoding="utf-8"))
+    first = json.loads((repository / "baseline.json").read_text(encoding="utf-8"))
+    assert again["findings"] == first["findings"]
+    assert {e["path"] for e in first["findings"]} == {"src/model.py", "src/train.py"}
+    assert first["paths_from"] == "git"
+
+
 def test_fingerprints_do_not_depend_on_line_numbers(runner: CliRunner, project: Path) -> None:
     write(project / "src" / "train.py", ERROR_SOURCE)
     _, before = scan_json(runner, "src")

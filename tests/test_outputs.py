@@ -502,3 +502,69 @@ def test_findings_are_sorted_by_path_line_column_and_code(tree: Path) -> None:
     assert sarif_keys == keys
     concise = run("concise").splitlines()[:-1]
     assert [line.split(": ", 1)[0] for line in concise] == [f"{p}:{l}:{c}" for p, l, c, _ in keys]
+
+
+# --------------------------------------------------------------------------- paths from the repository root
+
+
+@pytest.fixture
+def repository(tree: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tree as a git repository without [tool.portcheck], scanned from its src folder."""
+    (tree / ".git").mkdir()
+    monkeypatch.chdir(tree / "src")
+    return tree
+
+
+def scan_here(output_format: str, *paths: str) -> str:
+    result = CliRunner().invoke(app, ["scan", *(paths or (".",)), "--format", output_format])
+    assert result.exit_code == 1, result.output
+    return result.stdout
+
+
+def artifact_locations(document: dict) -> list[dict]:
+    return [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in document["runs"][0]["results"]]
+
+
+def test_sarif_from_a_subfolder_names_files_from_the_repository_root(
+    repository: Path, sarif_validator: jsonschema.Draft7Validator
+) -> None:
+    document = json.loads(scan_here("sarif"))
+    assert not list(sarif_validator.iter_errors(document))
+    run_ = document["runs"][0]
+    base = run_["originalUriBaseIds"]["%SRCROOT%"]
+    assert base["uri"] == repository.resolve().as_uri() + "/"
+    assert base["description"]["text"] == "the git repository root"
+    assert run_["properties"]["anchor"] == "git"
+    assert [(a["uri"], a["uriBaseId"]) for a in artifact_locations(document)] == [
+        (path, "%SRCROOT%") for path, *_ in EXPECTED
+    ]
+
+
+def test_json_and_github_from_a_subfolder_name_files_from_the_repository_root(repository: Path) -> None:
+    document = json.loads(scan_here("json"))
+    assert document["anchor"] == {"kind": "git", "root": repository.resolve().as_posix()}
+    assert [f["path"] for f in document["findings"]] == [path for path, *_ in EXPECTED]
+    files = [unescape_property(properties["file"]) for _, properties, _ in parse_github(scan_here("github"))]
+    assert files == [path for path, *_ in EXPECTED]
+    text = scan_here("concise")
+    assert "app.py:5:9: PC102" in text and "src/app.py" not in text, "text output stays relative to the shell"
+
+
+def test_without_git_the_folder_of_the_configuration_anchors(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tree / "pyproject.toml").write_text("[tool.portcheck]\n", encoding="utf-8")
+    monkeypatch.chdir(tree / "src")
+    document = json.loads(scan_here("json"))
+    assert document["anchor"]["kind"] == "config"
+    assert [f["path"] for f in document["findings"]] == [path for path, *_ in EXPECTED]
+
+
+def test_a_file_outside_the_anchor_gets_an_absolute_uri(
+    tree: Path, tmp_path_factory: pytest.TempPathFactory, sarif_validator: jsonschema.Draft7Validator
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "loose.py"
+    elsewhere.write_text(UTIL_SOURCE, encoding="utf-8")
+    document = json.loads(scan_here("sarif", "src", str(elsewhere)))
+    assert not list(sarif_validator.iter_errors(document))
+    assert document["runs"][0]["properties"]["anchor"] == "cwd"
+    outside = [a for a in artifact_locations(document) if "uriBaseId" not in a]
+    assert [a["uri"] for a in outside] == [elsewhere.resolve().as_uri()] * 2

@@ -1,5 +1,7 @@
 """GitHub Actions workflow commands, which show findings as annotations on the pull request.
 
+Files are named from the repository root (portcheck.anchor), as GitHub resolves them.
+
 A notebook's lines are not the lines of its file (JSON): its findings annotate the file, and
 their message starts with the cell and the line in it."""
 
@@ -27,7 +29,7 @@ def render(report: ScanReport, out: TextIO, color: bool = False) -> None:
         span = [f"line={f.line}", f"col={f.column}", f"endLine={f.end_line}", f"endColumn={f.end_column}"]
         properties = ",".join(
             [
-                f"file={_escape_property(f.path)}",
+                f"file={_escape_property(report.location(f))}",
                 *(span if f.cell is None else []),
                 f"title={_escape_property(f'portcheck {f.code} ({f.name})')}",
             ]

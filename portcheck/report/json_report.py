@@ -1,7 +1,8 @@
 """Every field of every finding, as one JSON document (schema_version 1).
 
-In a notebook, `cell` is the cell's number (from 1, among all cells) and lines count within
-the cell, as in Ruff's JSON; elsewhere `cell` is null."""
+Paths are relative to `anchor.root`, the repository root (portcheck.anchor), so they do not
+depend on where portcheck ran. In a notebook, `cell` is the cell's number (from 1, among all
+cells) and lines count within the cell, as in Ruff's JSON; elsewhere `cell` is null."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from portcheck.report import counts_by_severity, counts_by_target, statistics
 SCHEMA_VERSION = 1
 
 
-def finding_dict(f: Finding) -> dict[str, object]:
+def finding_dict(f: Finding, path: str | None = None) -> dict[str, object]:
+    """Every field of a finding; `path` is its file's location from the anchor, when known."""
     return {
         "code": f.code,
         "name": f.name,
@@ -25,7 +27,7 @@ def finding_dict(f: Finding) -> dict[str, object]:
         "hint": f.hint,
         "severity": f.severity.label,
         "targets": {target: level.label for target, level in f.targets},
-        "path": f.path,
+        "path": f.path if path is None else path,
         "cell": f.cell,
         "line": f.line,
         "column": f.column,
@@ -42,6 +44,7 @@ def document(report: ScanReport) -> dict[str, object]:
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "portcheck", "version": __version__, "target_data": target_data.data_fingerprint()},
+        "anchor": {"kind": report.anchor.kind, "root": report.anchor.root.as_posix()},
         "targets": list(report.config.targets),
         "rules": list(report.config.rules),
         "summary": {
@@ -57,7 +60,7 @@ def document(report: ScanReport) -> dict[str, object]:
             "by_rule": {row.code: row.count for row in statistics(report)},
         },
         "errors": [*report.errors, *report.internal_errors],
-        "findings": [finding_dict(f) for f in report.findings],
+        "findings": [finding_dict(f, report.location(f)) for f in report.findings],
     }
 
 

@@ -1,6 +1,8 @@
 """SARIF 2.1.0 for GitHub code scanning and other static-analysis dashboards.
 
-URIs are relative to the project root (`%SRCROOT%`), every result carries a
+URIs are relative to `%SRCROOT%`, the repository root (portcheck.anchor: the git root, else
+the folder of [tool.portcheck], else the current one; which one is the run's `anchor`
+property and the base's description), as code scanning resolves them. Every result carries a
 partialFingerprint (the line-shift-proof fingerprint), and every selected rule is described
 with its documentation.
 
@@ -12,10 +14,11 @@ bag (`"properties": {"cell": 3}`), and the cell as a logical location (`nb.ipynb
 from __future__ import annotations
 
 import json
+from pathlib import Path, PurePath
 from typing import TextIO
 from urllib.parse import quote
 
-from portcheck import __version__, registry
+from portcheck import __version__, anchor, registry
 from portcheck.api import ScanReport
 from portcheck.findings import Finding, Severity
 from portcheck.rule import Rule, doc_sections
@@ -23,6 +26,7 @@ from portcheck.wording import sentences
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_KEY = "portcheck/v1"
+SRCROOT = "%SRCROOT%"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note", Severity.OFF: "none"}
 
 
@@ -43,33 +47,35 @@ def _rule_descriptor(rule: type[Rule]) -> dict[str, object]:
     }
 
 
-def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, object]:
+def _result(finding: Finding, rule_index: dict[str, int], path: str) -> dict[str, object]:
     text = sentences(finding.message, finding.hint)
     return {
         "ruleId": finding.code,
         "ruleIndex": rule_index[finding.code],
         "level": _LEVEL[finding.severity],
         "message": {"text": text},
-        "locations": [_location(finding)],
+        "locations": [_location(finding, path)],
         "partialFingerprints": {FINGERPRINT_KEY: finding.fingerprint},
         "properties": {"targets": {target: level.label for target, level in finding.targets}},
     }
 
 
-def _location(finding: Finding) -> dict[str, object]:
+def _location(finding: Finding, path: str) -> dict[str, object]:
+    """Where a finding is; `path` is the file's location from the anchor (absolute outside it)."""
     region: dict[str, object] = {
         "startLine": finding.line,
         "startColumn": finding.column,
         "endLine": finding.end_line,
         "endColumn": finding.end_column,
     }
-    artifact = {"uri": quote(finding.path), "uriBaseId": "%SRCROOT%"}
+    absolute = PurePath(path).is_absolute()
+    artifact = {"uri": Path(path).as_uri()} if absolute else {"uri": quote(path), "uriBaseId": SRCROOT}
     if finding.cell is None:
         return {"physicalLocation": {"artifactLocation": artifact, "region": region}}
     cell = f"cell {finding.cell}"
     return {
         "physicalLocation": {"artifactLocation": artifact, "region": {**region, "properties": {"cell": finding.cell}}},
-        "logicalLocations": [{"name": cell, "fullyQualifiedName": f"{finding.path}:{cell}", "kind": "notebookCell"}],
+        "logicalLocations": [{"name": cell, "fullyQualifiedName": f"{path}:{cell}", "kind": "notebookCell"}],
     }
 
 
@@ -79,7 +85,7 @@ def document(report: ScanReport) -> dict[str, object]:
     notifications = [
         {"level": "error", "message": {"text": error}} for error in (*report.errors, *report.internal_errors)
     ]
-    root_uri = report.config.root.as_uri().rstrip("/") + "/"
+    root_uri = report.anchor.root.as_uri().rstrip("/") + "/"
     return {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
@@ -95,11 +101,14 @@ def document(report: ScanReport) -> dict[str, object]:
                     }
                 },
                 "automationDetails": {"id": f"portcheck/{'+'.join(report.config.targets)}/"},
-                "originalUriBaseIds": {"%SRCROOT%": {"uri": root_uri}},
+                "originalUriBaseIds": {
+                    SRCROOT: {"uri": root_uri, "description": {"text": anchor.DESCRIPTIONS[report.anchor.kind]}}
+                },
+                "properties": {"anchor": report.anchor.kind},
                 "invocations": [
                     {"executionSuccessful": not report.internal_errors, "toolExecutionNotifications": notifications}
                 ],
-                "results": [_result(f, rule_index) for f in report.findings],
+                "results": [_result(f, rule_index, report.location(f)) for f in report.findings],
             }
         ],
     }
