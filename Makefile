@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # pull a multi-GB CUDA build). Installed first so the project's extras do not replace it.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo smoke-demo bench bench-smoke sweep fuzz test clean
+.PHONY: setup demo smoke-demo docs bench bench-smoke sweep fuzz test clean
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,10 @@ demo: setup
 
 smoke-demo: setup
 	$(BIN)/portcheck smoke examples/smoke/models.py:classifier --device tpu --emulate --train --steps 3
+
+# The rule pages under docs/rules/, from the rules' docstrings (a test checks they are current).
+docs: setup
+	$(BIN)/python -m portcheck.rule_docs
 
 # Not part of the tests: downloads a pinned corpus and the peers (TorchFix, Ruff), prints a table.
 bench: setup

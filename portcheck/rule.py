@@ -257,8 +257,38 @@ class Rule:
         return doc_sections(cls).get("What it does", "").split("\n\n")[0].replace("\n", " ").strip()
 
     @classmethod
+    def headline(cls) -> str:
+        """The summary's first sentence, without the list of cases after its colon: the rule's
+        title in SARIF viewers and in the rules index."""
+        return headline(cls.summary())
+
+    @classmethod
     def worst_severity(cls) -> Severity:
         return max(cls.severity.values(), default=OFF)
+
+
+def headline(text: str) -> str:
+    """`text` up to the end of its first sentence or its first `: `, whichever comes first,
+    without what it says in brackets; colons, stops and brackets in `code` do not count."""
+    kept: list[str] = []
+    depth, in_code = 0, False
+    for index, char in enumerate(text):
+        after = text[index + 1 : index + 2]
+        if char == "`":
+            in_code = not in_code
+        elif not in_code and char in "([{":
+            depth += 1
+            if depth == 1:
+                kept[-1:] = [kept[-1].rstrip()] if kept else []
+            continue
+        elif not in_code and char in ")]}":
+            depth = max(depth - 1, 0)
+            continue
+        elif not in_code and depth == 0 and char in ".!?:" and after in ("", " "):
+            return "".join(kept) + ("." if char == ":" else char)
+        if depth == 0:
+            kept.append(char)
+    return "".join(kept)
 
 
 def doc_sections(rule: type[Rule]) -> dict[str, str]:

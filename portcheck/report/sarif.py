@@ -4,7 +4,8 @@ URIs are relative to `%SRCROOT%`, the repository root (portcheck.anchor: the git
 the folder of [tool.portcheck], else the current one; which one is the run's `anchor`
 property and the base's description), as code scanning resolves them. Every result carries a
 partialFingerprint (the line-shift-proof fingerprint), and every selected rule is described
-with its documentation.
+with its documentation: a one-sentence shortDescription, and a helpUri to its page under
+docs/rules/ (portcheck.rule_docs).
 
 SARIF has no notebook cells. A finding in a notebook has its region in the cell's own lines
 (as in every other portcheck output and in Ruff's), the cell's number in the region's property
@@ -18,7 +19,7 @@ from pathlib import Path, PurePath
 from typing import TextIO
 from urllib.parse import quote
 
-from portcheck import __version__, anchor, registry
+from portcheck import __version__, anchor, registry, rule_docs
 from portcheck.api import ScanReport
 from portcheck.findings import Finding, Severity
 from portcheck.rule import Rule, doc_sections
@@ -39,8 +40,9 @@ def _rule_descriptor(rule: type[Rule]) -> dict[str, object]:
     return {
         "id": rule.code,
         "name": rule.name,
-        "shortDescription": {"text": rule.summary()[:1024]},
+        "shortDescription": {"text": rule.headline()[:1024]},
         "fullDescription": {"text": f"{what}\n\n{why}".strip()[:1024]},
+        "helpUri": rule_docs.help_uri(rule.code),
         "help": {"text": f"{why}\n\nUse instead:\n{sections.get('Use instead', '')}".strip(), "markdown": markdown},
         "defaultConfiguration": {"level": _LEVEL[rule.worst_severity()]},
         "properties": {"tags": ["portability", family], "precision": "high"},
