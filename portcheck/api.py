@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -337,7 +338,9 @@ def _distinct_files(paths: Sequence[Path]) -> list[Path]:
         except OSError:
             distinct.append(path)  # its worker says why it cannot be read
             continue
-        if (info.st_dev, info.st_ino) not in seen:
+        if not stat.S_ISREG(info.st_mode):
+            distinct.append(path)  # a FIFO or device: its worker says it is skipped, under each name
+        elif (info.st_dev, info.st_ino) not in seen:
             seen.add((info.st_dev, info.st_ino))
             distinct.append(path)
     return distinct
