@@ -48,6 +48,10 @@ class Config:
     fail_on: Severity = Severity.ERROR
     torch_version: tuple[int, ...] | None = None
     max_file_size: int = 2_000_000
+    # Bounds on one file's cost (portcheck.chains, portcheck.engine): the operator chains the
+    # parser would take too long over, and the findings after which the analysis stops.
+    max_expression_chain: int = 3000
+    max_findings_per_file: int = 2000
 
     def with_overrides(self, **overrides: object) -> Config:
         """Apply settings given as in pyproject (kebab or snake case keys) over this config."""
@@ -161,6 +165,12 @@ def _size(key: str, value: object) -> int:
     return size
 
 
+def _count(key: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{key} must be a positive number")
+    return value
+
+
 def _severity(key: str, value: object) -> Severity:
     try:
         return Severity.parse(str(value))
@@ -190,6 +200,8 @@ _FIELDS: dict[str, tuple[str, Callable[[str, object], object]]] = {
     "fail-on": ("fail_on", _severity),
     "torch-version": ("torch_version", _version),
     "max-file-size": ("max_file_size", _size),
+    "max-expression-chain": ("max_expression_chain", _count),
+    "max-findings-per-file": ("max_findings_per_file", _count),
 }
 _SELECTION = ("select", "extend-select", "ignore")
 _NESTED_TABLES = ("smoke",)  # sub-tables owned by other commands

@@ -10,6 +10,7 @@ from portcheck.config import Config
 from portcheck.flow import DeviceFlow
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
+from portcheck.rule import FindingLimit, Span
 from portcheck.targets import Target
 from portcheck.walk import Walker
 
@@ -37,6 +38,7 @@ class Context:
         self.resolver = resolver
         self.walker: Walker | None = None
         self.flow: DeviceFlow | None = None  # Python files: set by the engine before the walk
+        self.findings_left = config.max_findings_per_file
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
         assert self.resolver is not None, "only Python rules resolve names"
@@ -86,3 +88,8 @@ class Context:
 
     def chain(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         return self.walker.chain(node) if self.walker else ()
+
+    def count_report(self, where: cst.CSTNode | Span) -> None:
+        if self.findings_left == 0:
+            raise FindingLimit(where)
+        self.findings_left -= 1

@@ -30,12 +30,13 @@ from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import Rule, SeverityMap
+from portcheck.rule import FindingLimit, Rule, SeverityMap
 from portcheck.sources import decode_python, decode_text, display_path, module_path, read_file
 from portcheck.targets import Target
 from portcheck.walk import Walker
 
 PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
+TOO_MANY_FINDINGS = "PC006"
 UNKNOWN_PROJECT = Project()  # a lone file: nothing known about the repository around it
 READ_LIMIT = 64 * 2**20  # larger files are reported without being read, trigger words or not
 
@@ -118,6 +119,7 @@ class Examination:
     placements: dict[FindingKey, Placement] = field(default_factory=dict)  # findings among them
     held: tuple[tuple[str, str], ...] = ()  # (code, why) of fixes no guard-consistent choice allows
     notebook: notebooks.Module | None = None  # a notebook's cells as the module `tree` is, when it is one
+    stopped: bool = False  # the analysis stopped at max-findings-per-file: what it found is partial
 
     def fixes(self) -> list[tuple[Finding, Edit]]:
         """The findings that come with an edit, and their edits."""
@@ -171,28 +173,25 @@ def examine(
     placements: dict[FindingKey, Placement] = {}
     elsewhere: list[tuple[str, int]] = []
     broken: list[tuple[notebooks.Cell, parsing.ParseFailure]] = []
+    stopped: FindingLimit | None = None
     try:
         where = module or ModulePath.guess(path)
         if wanted and view is not None:
-            view, tree, broken = _parse_cells(view)
+            view, tree, broken = _parse_cells(view, config.max_expression_chain)
             data, text = view.code.encode(), view.code
-        rules, tree, flow = (
+        rules, tree, flow, stopped = (
             _analyse(data, text, path, kind, config, visiting, project, where, target, tree)
             if wanted
-            else ([], None, None)
+            else ([], None, None, None)
         )
         asserts = tuple(guard.asserts for guard in flow.guards) if flow is not None else ()
         pairs, facts, placements, elsewhere = _results(rules, tree, path, config, text, flow)
-    except parsing.ParseFailure as failure:
+        if stopped is not None and not second_pass:
+            pairs.append((_stop_finding(stopped, tree, path, config, text), None))
+    except (parsing.ParseFailure, parsing.TooLong, RecursionError) as failure:
         if second_pass:
             return Examination(FileResult(path))
-        finding = _tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=failure.detail)
-        pairs, facts = [(finding, None)], []
-    except RecursionError:  # parsed, but nested deeper than the walk (and CPython) can follow
-        if second_pass:
-            return Examination(FileResult(path))
-        detail = "too deeply nested for portcheck to analyse"
-        pairs, facts = [(_tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail=detail), None)], []
+        pairs, facts = [(_unanalysed(failure, path, config, text), None)], []
     except Exception:  # a bug in a rule or in portcheck: report it, keep going
         return Examination(FileResult(path, internal_error=traceback.format_exc(limit=-4)))
     pairs, retracted = _suppressed(
@@ -208,7 +207,31 @@ def examine(
             pairs += [(_broken_cell(path, config, cell, failure), None) for cell, failure in broken]
             pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
     result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts), retracted=retracted)
-    return Examination(result, [edit for _, edit in pairs], tree, asserts, placements, tuple(held), view)
+    return Examination(
+        result, [edit for _, edit in pairs], tree, asserts, placements, tuple(held), view, stopped is not None
+    )
+
+
+def _unanalysed(
+    failure: parsing.ParseFailure | parsing.TooLong | RecursionError, path: str, config: Config, text: str
+) -> Finding:
+    """The finding of a file that was not analysed: it does not parse (PC001), it nests deeper
+    than the walk can follow (PC001), or its chains would take too long to parse (PC003)."""
+    if isinstance(failure, parsing.TooLong):
+        return _tool_finding(TOO_LARGE, path, config, failure.line, 1, text, detail=failure.detail)
+    if isinstance(failure, RecursionError):  # parsed, but nested deeper than the walk (and CPython) can follow
+        return _tool_finding(PARSE_ERROR, path, config, 1, 1, text, detail="too deeply nested for portcheck to analyse")
+    return _tool_finding(PARSE_ERROR, path, config, failure.line, failure.column, text, detail=failure.detail)
+
+
+def _stop_finding(stopped: FindingLimit, tree: cst.Module | None, path: str, config: Config, text: str) -> Finding:
+    """PC006 where the analysis stopped: at the first report over max-findings-per-file."""
+    if isinstance(stopped.where, tuple):
+        line, column = stopped.where[:2]
+    else:
+        assert tree is not None, "only Python rules report nodes"
+        line, column, _, _ = _span(positions(tree, [stopped.where])[id(stopped.where)])
+    return _tool_finding(TOO_MANY_FINDINGS, path, config, line, column, text, limit=f"{config.max_findings_per_file:,}")
 
 
 def _suppressed(
@@ -253,7 +276,7 @@ def _open_notebook(data: bytes, path: str, config: Config, second_pass: bool) ->
 
 
 def _parse_cells(
-    view: notebooks.Module,
+    view: notebooks.Module, max_chain: int
 ) -> tuple[notebooks.Module, cst.Module, list[tuple[notebooks.Cell, parsing.ParseFailure]]]:
     """The notebook's module parsed without the cells that do not parse, and each such cell
     with its failure (in the cell's lines): one parse when every cell parses."""
@@ -261,7 +284,7 @@ def _parse_cells(
     checked = False
     while True:
         try:
-            return view, parsing.parse(view.code.encode(), view.code), broken
+            return view, parsing.parse(view.code.encode(), view.code, max_chain), broken
         except parsing.ParseFailure as failure:
             if checked:  # every cell parses alone, but not together: leave out the one that fails
                 cell, line = view.locate(failure.line)
@@ -269,17 +292,17 @@ def _parse_cells(
                     raise
                 broken.append((cell, parsing.ParseFailure(line, failure.column, failure.detail)))
             else:
-                broken += _cells_failing(view)
+                broken += _cells_failing(view, max_chain)
                 checked = True
             view = view.without(cell.number for cell, _ in broken)
 
 
-def _cells_failing(view: notebooks.Module) -> list[tuple[notebooks.Cell, parsing.ParseFailure]]:
+def _cells_failing(view: notebooks.Module, max_chain: int) -> list[tuple[notebooks.Cell, parsing.ParseFailure]]:
     failing = []
     for cell in view.notebook.cells:
         if cell.number not in view.left_out:
             try:
-                parsing.parse(cell.masked.text.encode(), cell.masked.text)
+                parsing.parse(cell.masked.text.encode(), cell.masked.text, max_chain)
             except parsing.ParseFailure as failure:
                 failing.append((cell, failure))
     return failing
@@ -332,7 +355,8 @@ def default_fix_target(config: Config) -> Target:
 
 
 def _too_large(path: str, config: Config, size: int) -> FileResult:
-    return _tool_only(path, config, TOO_LARGE, size=_bytes(size), limit=_bytes(config.max_file_size))
+    detail = f"the file is {_bytes(size)}, over max-file-size ({_bytes(config.max_file_size)})"
+    return _tool_only(path, config, TOO_LARGE, detail=detail)
 
 
 def _bytes(count: int) -> str:
@@ -375,16 +399,20 @@ def _analyse(
     module: ModulePath,
     fix_target: Target,
     tree: cst.Module | None = None,
-) -> tuple[list[Rule], cst.Module | None, DeviceFlow | None]:
+) -> tuple[list[Rule], cst.Module | None, DeviceFlow | None, FindingLimit | None]:
     """Run the rules over one file (parsed already, when `tree` is given); they keep what they
-    saw in `reports` and `records`."""
+    saw in `reports` and `records`. The analysis stops at max-findings-per-file: where, is the
+    last item (None when it did not), so that time and memory stay bounded on generated files."""
     if kind != filekinds.PYTHON:
         context = Context(path, kind, config, None, project, module, fix_target)
         rules = [registry.get(code)(context) for code in codes]
-        for rule in rules:
-            rule.check_text(text)
-        return rules, None, None
-    tree = tree or parsing.parse(data, text)
+        try:
+            for rule in rules:
+                rule.check_text(text)
+        except FindingLimit as stopped:
+            return rules, None, None, stopped
+        return rules, None, None, None
+    tree = tree or parsing.parse(data, text, config.max_expression_chain)
     resolver = Resolver(tree)
     context = Context(path, kind, config, resolver, project, module, fix_target)
     flow = context.flow = DeviceFlow(resolver)
@@ -396,8 +424,11 @@ def _analyse(
         # Rules read literals with ast.literal_eval, which warns about the user's `'\d'`.
         for category in (SyntaxWarning, DeprecationWarning):
             warnings.filterwarnings("ignore", "invalid escape sequence", category)
-        walker.walk(tree)
-    return rules, tree, flow
+        try:
+            walker.walk(tree)
+        except FindingLimit as stopped:
+            return rules, tree, flow, stopped
+    return rules, tree, flow, None
 
 
 def _results(

@@ -16,7 +16,7 @@ import libcst as cst
 
 from portcheck.coherence import coherent
 from portcheck.config import Config
-from portcheck.engine import UNKNOWN_PROJECT, examine
+from portcheck.engine import TOO_MANY_FINDINGS, UNKNOWN_PROJECT, examine
 from portcheck.findings import Fact, Finding, FixSafety
 from portcheck.notebooks import NotebookError
 from portcheck.patterns import dotted
@@ -64,6 +64,9 @@ def fix_source(
         examination = examine(source, path, config, project=project, module=module, fix_target=target)
         if examination.result.internal_error:
             return FixOutcome(path, data, error=f"internal error: {examination.result.internal_error}")
+        if examination.stopped:  # what was found is partial: fixing it could split a check from its code
+            why = "the file has more findings than max-findings-per-file: left unchanged"
+            return FixOutcome(path, data, skipped=((TOO_MANY_FINDINGS, why),), remaining=examination.result.findings)
         chosen = [
             (finding, edit) for finding, edit in examination.fixes() if unsafe or edit.safety is not FixSafety.UNSAFE
         ]

@@ -8,6 +8,9 @@ an exception (and in a worker, the whole process pool with it). Two defences:
   checked with `ast.parse`, which fails cleanly, and reported without calling libcst;
 * parsing runs on one long-lived thread with a 1 GiB stack (address space, touched only as
   needed), so long flat expressions that CPython accepts parse too.
+
+And one bound on time: libcst is quadratic in long operator chains, which are estimated first
+(portcheck.chains) and refused over `max-expression-chain`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from itertools import accumulate
+from math import isqrt
 
 import libcst as cst
+
+from portcheck.chains import chain_work
 
 PARSER_STACK_BYTES = 1 << 30
 PYTHON_MAX_NESTING = 200  # CPython's tokenizer refuses deeper bracket nesting
@@ -59,8 +65,19 @@ def bracket_depth(data: bytes) -> int:
     return max(accumulate(1 if b == 1 else -1 for b in brackets), default=0)
 
 
-def parse(data: bytes, text: str) -> cst.Module:
-    """Parse a file, or raise ParseFailure."""
+class TooLong(Exception):
+    """The file's operator chains would take libcst too long to parse (portcheck.chains)."""
+
+    def __init__(self, line: int, detail: str) -> None:
+        super().__init__(detail)
+        self.line, self.detail = line, detail
+
+
+def parse(data: bytes, text: str, max_chain: int) -> cst.Module:
+    """Parse a file, or raise ParseFailure, or TooLong when its operator chains weigh more
+    than a chain of `max_chain` names."""
+    if chain_work(data).work > max_chain**2:
+        raise _too_long(data, max_chain)
     if bracket_depth(data) > PYTHON_MAX_NESTING:
         try:
             ast.parse(text)
@@ -70,6 +87,16 @@ def parse(data: bytes, text: str) -> cst.Module:
         return _parser_thread().submit(cst.parse_module, data).result()
     except (cst.ParserSyntaxError, SyntaxError, RecursionError, MemoryError) as error:
         raise describe(text, error) from None
+
+
+def _too_long(data: bytes, max_chain: int) -> TooLong:
+    found = chain_work(data, locate=True)
+    return TooLong(
+        found.line,
+        f"an expression on line {found.line} is too long to parse in reasonable time: it chains "
+        f"{found.longest:,} operations, as costly as a chain of {isqrt(found.work):,} names "
+        f"(max-expression-chain is {max_chain:,})",
+    )
 
 
 def describe(text: str, error: Exception) -> ParseFailure:

@@ -95,6 +95,15 @@ class Record:
     details: tuple[tuple[str, str], ...]
 
 
+class FindingLimit(Exception):
+    """A file reached `max-findings-per-file`: its analysis stops at `where`, the report
+    that went over (portcheck.engine turns that into one PC006 finding)."""
+
+    def __init__(self, where: cst.CSTNode | Span) -> None:
+        super().__init__("max-findings-per-file")
+        self.where = where
+
+
 class FileContext(Protocol):
     """The engine-side services a rule may use while visiting one file."""
 
@@ -138,6 +147,10 @@ class FileContext(Protocol):
 
     def chain(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         """The nodes from the module down to `node` (the walk's ancestors and below)."""
+        ...
+
+    def count_report(self, where: cst.CSTNode | Span) -> None:
+        """Count one more report of the file; raises FindingLimit past the file's limit."""
         ...
 
 
@@ -188,6 +201,7 @@ class Rule:
         edit: Edit | None = None,
         **fields: object,
     ) -> None:
+        self.ctx.count_report(node)
         self.reports.append(self.report_here(node, severity=severity, hint=hint, edit=edit, **fields))
 
     def report_here(
@@ -209,6 +223,7 @@ class Rule:
         self, span: Span, *, severity: SeverityMap | None = None, hint: str | None = None, **fields: object
     ) -> None:
         """Report a place in a text file."""
+        self.ctx.count_report(span)
         self.reports.append(self._make_report(None, span, severity, hint, fields))
 
     def _make_report(

@@ -620,3 +620,93 @@ def test_fix_skips_fifos_sockets_and_devices_with_a_message(special_files: Path)
     ]
     assert all("not a regular file" in error for error in report.errors)
     assert (special_files / "good.py").read_text() == CUDA_SOURCE.replace("cuda.synchronize", "accelerator.synchronize")
+
+
+# --- pathological files: bounded time and memory -------------------------------------------------
+
+
+def operator_chain(terms: int) -> str:
+    """One statement summing `terms` CUDA calls. libcst's parser is quadratic in such chains:
+    3,000 terms (74 kB) took 24 to 36 s of CPU before portcheck gave up with PC001."""
+    return "import torch\n\nx = " + " + ".join(f"torch.ones({i}).cuda()" for i in range(terms)) + "\n"
+
+
+def many_findings(count: int) -> str:
+    """`count` findings in 9 bytes each: 130,000 findings took 2.4 min and 3.5 GB."""
+    return "import torch\n\nt = torch.ones(1)\n" + "t.cuda()\n" * count
+
+
+def test_an_operator_chain_over_the_limit_is_pc003_at_its_line_and_the_run_goes_on(tmp_path: Path) -> None:
+    write(tmp_path / "chain.py", operator_chain(100))
+    write(tmp_path / "good.py", CUDA_SOURCE)
+    report = scan(tmp_path, max_expression_chain=50)
+    [finding] = findings_for(report, "chain.py")
+    assert (finding.code, finding.line, finding.severity) == ("PC003", 3, Severity.WARNING)
+    assert "too long to parse" in finding.message and "chains 99 operations" in finding.message
+    assert "max-expression-chain is 50" in finding.message
+    assert_good_file_scanned(report)
+    assert codes_for(scan(tmp_path), "chain.py") == ["PC102"] * 100, "the default limit takes it"
+
+
+def test_findings_stop_at_max_findings_per_file_with_one_summary(tmp_path: Path) -> None:
+    write(tmp_path / "many.py", many_findings(20))
+    write(tmp_path / "good.py", CUDA_SOURCE)
+    report = scan(tmp_path, max_findings_per_file=5)
+    assert [(f.code, f.line) for f in findings_for(report, "many.py")] == [
+        *(("PC102", line) for line in range(4, 9)),
+        ("PC006", 9),  # where the sixth would have been
+    ]
+    [summary] = [f for f in report.findings if f.code == "PC006"]
+    assert "after 5 findings" in summary.message and "the rest of the file was not checked" in summary.message
+    assert summary.severity == Severity.WARNING
+    assert_good_file_scanned(report)
+
+
+def test_fix_leaves_a_file_over_max_findings_per_file_unchanged_and_says_why(tmp_path: Path) -> None:
+    write(tmp_path / "many.py", many_findings(20))
+    report = fix_paths([tmp_path], Config(root=tmp_path).with_overrides(max_findings_per_file=5), "tpu")
+    [outcome] = report.outcomes
+    assert not outcome.changed and not outcome.error
+    assert [code for code, _ in outcome.skipped] == ["PC006"]
+    assert "PC006" in {f.code for f in outcome.remaining}
+    assert (tmp_path / "many.py").read_text() == many_findings(20)
+
+
+def _scan_cost(tmp_path: Path, name: str) -> tuple[float, int, dict]:
+    """CPU seconds and peak memory (KiB) of `portcheck scan name` in a process of its own."""
+    script = (
+        "import json, resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(json.dumps([use.ru_utime + use.ru_stime, use.ru_maxrss, json.loads(done.stdout)]))\n"
+    )
+    command = [sys.executable, "-m", "portcheck", "scan", name, "--format", "json", "--no-cache", "--jobs", "1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [PORTCHECK_ROOT, os.environ.get("PYTHONPATH")]))}
+    measured = subprocess.run(
+        [sys.executable, "-c", script, *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert measured.returncode == 0, measured.stderr
+    seconds, kib, document = json.loads(measured.stdout)
+    return seconds, kib, document
+
+
+@pytest.mark.slow
+def test_a_chain_of_3000_terms_costs_a_second_not_half_a_minute(tmp_path: Path) -> None:
+    write(tmp_path / "chain.py", operator_chain(3000))
+    seconds, _, document = _scan_cost(tmp_path, "chain.py")
+    assert seconds < 10, f"{seconds:.1f} s of CPU (it took 24 to 36 s)"
+    assert [f["code"] for f in document["findings"]] == ["PC003"]
+
+
+@pytest.mark.slow
+def test_50000_findings_cost_no_more_than_the_file_without_them(tmp_path: Path) -> None:
+    """What bounds one file's memory is its parse (max-file-size); what findings add is time:
+    0.2 ms each, 10 s here for 50,000 (2.4 min for 130,000), twice what parsing the file
+    costs. Past max-findings-per-file the analysis stops, so the file costs no more than the
+    same lines without findings."""
+    write(tmp_path / "many.py", many_findings(50_000))
+    write(tmp_path / "quiet.py", many_findings(50_000).replace("t.cuda()", "t.float()") + "t.cuda()\n")
+    many, _, document = _scan_cost(tmp_path, "many.py")
+    quiet, _, _ = _scan_cost(tmp_path, "quiet.py")
+    assert many < 1.25 * quiet, f"{many:.1f} s of CPU with the findings, {quiet:.1f} s without"
+    assert len(document["findings"]) == 2001 and document["findings"][-1]["code"] == "PC006"

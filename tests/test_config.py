@@ -56,6 +56,8 @@ respect-gitignore = false
 fail-on = "warning"
 torch-version = "2.13"
 max-file-size = 1000
+max-expression-chain = 50
+max-findings-per-file = 7
 """,
     )
     config = load(tmp_path, pyproject)
@@ -70,6 +72,7 @@ max-file-size = 1000
         (2, 13),
         1000,
     )
+    assert (config.max_expression_chain, config.max_findings_per_file) == (50, 7)
 
 
 @pytest.mark.parametrize(
@@ -84,6 +87,8 @@ max-file-size = 1000
         ('max-file-size = "ten MB"', "a size such as 512KB"),
         ('select = [""]', "select: empty rule selector"),
         ('ignore = ["PC"]', "the rule selection enables no rule"),
+        ("max-expression-chain = 0", "max-expression-chain must be a positive number"),
+        ('max-findings-per-file = "many"', "max-findings-per-file must be a positive number"),
         ("respect-gitignore = 1", "true or false"),
         ('per-file-ignores = { "a.py" = ["XX1"] }', "unknown rule selector"),
         ("targets = 3", "list of strings"),
