@@ -5,10 +5,11 @@ extended attributes (ACLs, SELinux labels), and never overwrites a file that cha
 since it was read. The new bytes always go first to a temporary copy beside the target, which
 is read back: a full disk or a short write fails there, before the original is touched. Then:
 
-* replace, when a new file can stand in for the old one exactly (one link, an owner this
-  process can give it, no extended attributes): the copy takes the target's mode and owner and
-  is renamed over it. Atomic: a reader, a crash or a kill sees the old file or the new one.
-* copy in place otherwise (hard links, another user's file, extended attributes): the copy's
+* replace, when a new file can stand in for the old one exactly (one link, an owner and
+  extended attributes this process can give it): the copy takes the target's mode, owner and
+  attributes and is renamed over it. Atomic: a reader, a crash or a kill sees the old file or
+  the new one.
+* copy in place otherwise (hard links, another user's file, a label it cannot set): the copy's
   bytes are written into the original inode, which keeps its links, owner and attributes. That
   is not atomic. SIGINT, SIGTERM and SIGHUP are held until the write is done, so ^C or `kill`
   never leaves a half-written file, and the space is reserved first. Only SIGKILL or a power
@@ -82,9 +83,9 @@ def _verified_copy(target: Path, content: bytes) -> Path:
 
 
 def _stands_in(copy: Path, target: Path, info: os.stat_result) -> bool:
-    """Give the copy the target's owner and mode; whether it can then replace the target
-    without anything being lost."""
-    if info.st_nlink != 1 or _has_extended_attributes(target):
+    """Give the copy the target's owner, mode and extended attributes; whether it can then
+    replace the target without anything being lost."""
+    if info.st_nlink != 1:
         return False
     if hasattr(os, "chown"):
         try:
@@ -92,16 +93,24 @@ def _stands_in(copy: Path, target: Path, info: os.stat_result) -> bool:
         except PermissionError:
             return False  # another user's file: only writing in place keeps its owner
     os.chmod(copy, stat.S_IMODE(info.st_mode))  # after chown, which clears set-id bits
-    return True
+    return _copied_attributes(target, copy)
 
 
-def _has_extended_attributes(target: Path) -> bool:
+def _copied_attributes(target: Path, copy: Path) -> bool:
+    """Copy the extended attributes (after the mode: an ACL is one); False when one cannot be
+    (a security label this process may not set)."""
     if not hasattr(os, "listxattr"):
-        return False
+        return True
     try:
-        return bool(os.listxattr(target))
+        names = os.listxattr(target)
     except OSError:
-        return False  # the file system has none
+        return True  # the file system has none
+    try:
+        for name in names:
+            os.setxattr(copy, name, os.getxattr(target, name))
+    except OSError:
+        return False
+    return True
 
 
 def _copy_into(target: Path, expected: bytes, content: bytes) -> str:

@@ -265,6 +265,26 @@ def test_extended_attributes_are_kept(tmp_path: Path) -> None:
     assert script.read_text() == FIXED_FOR_TPU
 
 
+def test_an_attribute_that_cannot_be_copied_keeps_the_file_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SOURCE)
+    try:
+        os.setxattr(script, "user.portcheck.test", b"kept")
+    except (AttributeError, OSError):
+        pytest.skip("no user extended attributes here")
+    inode = script.stat().st_ino
+
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")  # as for a security label
+
+    monkeypatch.setattr(os, "setxattr", refuse)
+    assert write_back(script, SOURCE.encode(), FIXED_FOR_TPU.encode()) == ""
+    assert script.stat().st_ino == inode and os.getxattr(script, "user.portcheck.test") == b"kept"
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"]
+
+
 def test_an_interrupt_during_an_in_place_write_waits_for_a_whole_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

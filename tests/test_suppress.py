@@ -1,4 +1,5 @@
-"""Suppression comments (`# portcheck: ignore[...]`, bare, file-wide, `# noqa: PC...`): which findings they hide, narrow or leave alone, and where they apply."""
+"""Suppression comments (`# portcheck: ignore[...]`, bare, file-wide, and `# noqa: PC...`):
+which findings they hide, narrow or leave alone, and which lines they cover."""
 
 from __future__ import annotations
 
