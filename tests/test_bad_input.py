@@ -378,6 +378,17 @@ def test_symlink_loop_found_while_walking_gives_the_cli_a_clean_exit(
     assert "good.py:2:1: PC203" in result.output
 
 
+def test_fix_reports_a_symlink_loop_and_fixes_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "a.py").symlink_to("b.py")
+    (tmp_path / "b.py").symlink_to("a.py")
+    write(tmp_path / "good.py", CUDA_SOURCE)
+    report = within(30, lambda: fix_paths([tmp_path], Config(root=tmp_path), "tpu"))
+    assert isinstance(report, FixReport)
+    assert sorted(error.split(":")[0] for error in report.errors) == ["a.py", "b.py"]
+    assert all("symbolic links" in error for error in report.errors)
+    assert [outcome.path for outcome in report.outcomes if outcome.changed] == ["good.py"]
+
+
 def test_directory_symlink_to_its_own_parent_is_not_followed(tmp_path: Path) -> None:
     write(tmp_path / "good.py", CUDA_SOURCE)
     write(tmp_path / "sub" / "good.py", CUDA_SOURCE)
