@@ -27,8 +27,10 @@ class Context:
         project: Project,
         module: ModulePath,
         fix_target: Target,
+        source: bytes = b"",
     ) -> None:
         self.path = path
+        self.source = source
         self.fix_target = fix_target
         self.kind = kind
         self.module = module

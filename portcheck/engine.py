@@ -414,7 +414,7 @@ def _analyse(
         return rules, None, None, None
     tree = tree or parsing.parse(data, text, config.max_expression_chain)
     resolver = Resolver(tree)
-    context = Context(path, kind, config, resolver, project, module, fix_target)
+    context = Context(path, kind, config, resolver, project, module, fix_target, data)
     flow = context.flow = DeviceFlow(resolver)
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker([flow, *rules], resolver)  # the flow first: rules see what it saw

@@ -114,6 +114,7 @@ class FileContext(Protocol):
     project: Project  # the repository's layout; its facts too in the second pass (`complete`)
     module: ModulePath  # the file's place in the import system
     flow: DeviceFlow | None  # the module's device logic (Python files), built during the walk
+    source: bytes  # the file's bytes as parsed (Python files): for what its text mentions anywhere
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]: ...
 

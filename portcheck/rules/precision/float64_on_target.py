@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.flow import Home
-from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Rule, Valid
+from portcheck.rule import ERROR, OFF, WARNING, Invalid, Rule, Valid
 from portcheck.wording import verb
 
 _FLOAT64_NAMES = ("torch.float64", "torch.double", "torch.DoubleTensor", "torch.cdouble", "torch.complex128")
@@ -140,10 +140,6 @@ class Float64OnTarget(Rule):
         ),
     ]
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._sets_default_device: bool | None = None  # whether the module names set_default_device
-
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         if not _in_comparison(self.ctx.ancestors):
             self._check(node, f"`{qualified_name}`")
@@ -184,10 +180,7 @@ class Float64OnTarget(Rule):
                 for item in node.items
             ):
                 return True
-        if self._sets_default_device is None:
-            module = ancestors[0] if ancestors else None
-            self._sets_default_device = module is not None and _mentions(module, "set_default_device")
-        return self._sets_default_device
+        return b"set_default_device" in self.ctx.source  # anywhere: it may run before or after
 
     def _stays(self, node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], strict: bool, depth: int) -> bool:
         """Whether the float64 tensor `node` (below `ancestors`) stays in host memory until it is
@@ -316,17 +309,6 @@ def _read_into_numpy(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
         if method in _MOVES or method == "cpu":
             return False
         ancestors = ancestors[:-2]
-    return False
-
-
-def _mentions(node: cst.CSTNode, name: str) -> bool:
-    """Whether any name or attribute under `node` is spelled `name`."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name) and current.value == name:
-            return True
-        stack.extend(current.children)
     return False
 
 
