@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import os
 import re
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,10 +25,8 @@ from torch._dynamo import utils as dynamo_utils
 from torch._dynamo.output_graph import GraphCompileReason
 from torch._dynamo.resume_execution import TORCH_DYNAMO_RESUME_IN_PREFIX
 
-import portcheck
+from portcheck.smoke.frames import innermost_outside_tooling, is_tooling
 
-# Frames in these folders are library code; a finding points at the innermost frame outside them.
-_LIBRARIES = tuple(str(Path(package.__file__).parent) + os.sep for package in (torch, portcheck))
 _OPERATOR = re.compile(r"Operator `aten\.(\w+?)\.\w+`")  # Dynamo's "Dynamic shape operator" reason
 _EXPLICIT_NONZERO = re.compile(r"\b(nonzero|argwhere|where)\s*\(")  # else aten.nonzero came from x[mask]
 _HOST_READ = re.compile(r"Tensor\.(item|tolist)\(\)")  # also int(t), float(t), bool(t): they call item()
@@ -114,7 +110,7 @@ def _distinct(breaks: list[TraceFinding]) -> set[TraceFinding]:
 
 def _break_finding(reason: GraphCompileReason, captured: bool) -> TraceFinding:
     """A graph break; "no-graph" when Dynamo compiled nothing up to it (it ran that code eagerly)."""
-    path, line = _user_frame([(frame.filename, frame.lineno or 0) for frame in reason.user_stack])
+    path, line = innermost_outside_tooling([(frame.filename, frame.lineno or 0) for frame in reason.user_stack])
     kind, detail, rule = _classify(reason.reason, linecache.getline(path, line) if path else "")
     if not captured:
         kind, detail = "no-graph", f"no graph captured: {detail}"
@@ -148,7 +144,9 @@ def _graph_findings(gm: torch.fx.GraphModule) -> list[TraceFinding]:
         if not node.meta.get("unbacked_bindings"):  # only such operators make unbacked sizes or scalars
             continue
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
-        path, line = _user_frame([(f, int(n)) for f, n in _FRAME.findall(node.meta.get("stack_trace", ""))])
+        path, line = innermost_outside_tooling(
+            [(f, int(n)) for f, n in _FRAME.findall(node.meta.get("stack_trace", ""))]
+        )
         if name == "getitem":
             findings.append(TraceFinding("data-dependent-op", "boolean mask indexing", path, line, "PC502"))
         elif name == "item":  # also what .tolist(), int(t) and float(t) become
@@ -161,7 +159,7 @@ def _graph_findings(gm: torch.fx.GraphModule) -> list[TraceFinding]:
 def _recompilation(code: types.CodeType, reason: str) -> TraceFinding:
     """A recompilation of one frame; no static rule covers it (the cause is the varying input)."""
     match = _GUARD.match(reason)
-    path = code.co_filename if not code.co_filename.startswith(_LIBRARIES) else ""
+    path = code.co_filename if not is_tooling(code.co_filename) else ""
     return TraceFinding(
         "recompilation", match.group(1) if match else reason, path, code.co_firstlineno if path else 0, ""
     )
@@ -170,7 +168,7 @@ def _recompilation(code: types.CodeType, reason: str) -> TraceFinding:
 def _nothing_captured(model: torch.nn.Module) -> TraceFinding:
     """Dynamo captured nothing and recorded no break: a forward without tensor operations, or one it skips."""
     code = getattr(inspect.unwrap(type(model).forward), "__code__", None)
-    path, line = _user_frame([(code.co_filename, code.co_firstlineno)] if code else [])
+    path, line = innermost_outside_tooling([(code.co_filename, code.co_firstlineno)] if code else [])
     return TraceFinding("no-graph", "Dynamo captured no graph", path, line, "")
 
 
@@ -179,11 +177,3 @@ def _summary(message: str) -> str:
     lines = [line.strip() for line in message.strip().splitlines()] or [""]
     explanation = next((line for line in lines if line.startswith("Explanation: ")), "")
     return f"{lines[0]} ({explanation.removeprefix('Explanation: ')})" if explanation else lines[0]
-
-
-def _user_frame(frames: list[tuple[str, int]]) -> tuple[str, int]:
-    """The innermost (file, line) outside torch and portcheck; ("", 0) when there is none."""
-    for path, line in reversed(frames):
-        if not path.startswith(_LIBRARIES):
-            return path, line
-    return "", 0
