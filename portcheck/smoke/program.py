@@ -27,20 +27,16 @@ from typing import Any
 
 import torch
 
-import portcheck
 from portcheck import targets
 from portcheck.smoke.cuda_calls import Refusal, patched
 from portcheck.smoke.emulate import emulate
+from portcheck.smoke.frames import TOOLING
 from portcheck.smoke.launch import Program
 from portcheck.targets import Target
 
 # Frames in these folders are not the user's program: a refusal points past them.
-_LIBRARIES = tuple(
-    {str(Path(folder).resolve()) + os.sep for folder in (Path(torch.__file__).parent, Path(portcheck.__file__).parent)}
-    | {
-        str(Path(sysconfig.get_path(name)).resolve()) + os.sep
-        for name in ("stdlib", "platstdlib", "purelib", "platlib")
-    }
+_LIBRARIES = TOOLING + tuple(
+    {str(Path(sysconfig.get_path(name)).resolve()) + os.sep for name in ("stdlib", "platstdlib", "purelib", "platlib")}
 )
 
 
