@@ -4,11 +4,21 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from portcheck.rule import FileContext, Invalid, Report, Valid
+from portcheck import targets as target_data
+from portcheck.rule import OFF, WARNING, FileContext, Invalid, Report, Valid
 from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, is_bool_mask, tensor_method
 
 _READ = "boolean-mask indexing returns as many elements as the mask has True values"
 _WRITE = "assigning a tensor through a boolean mask needs the positions of its True values"
+_FILL = (
+    "filling through a boolean mask is a masked_fill in eager PyTorch, but torch_xla reads the mask on the "
+    "host and writes at its True positions, one graph per count"
+)
+# A scalar through a mask: a masked_fill where the backend's index_put dispatches to one (eager
+# ATen), data-dependent where it does not (torch_xla's own index_put, pytorch/xla#4248).
+FILL_SEVERITY = {
+    name: OFF if target.dynamic_shapes == "free" else WARNING for name, target in target_data.all_targets().items()
+}
 _SCALAR_METHODS = frozenset({"item", "size", "dim", "numel"})
 _SCALAR_BUILTINS = frozenset({"float", "int", "bool", "abs", "round", "len", "min", "max"})
 _ZERO_DIM = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
@@ -21,32 +31,43 @@ class BooleanMaskIndexing(TensorRule):
     `torch.isnan`, `logical_and`, `.any(dim)`...), a name bound once to one of those, or a
     parameter that a call in the same module passes one of those (`def pick(x, keep): return
     x[keep]` with `pick(x, x > 0)`).
-    Assignments through a mask are reported when the assigned value is a tensor, and augmented
-    assignments (`x[mask] += 1`) always; `x[mask] = 0` is a `masked_fill` and keeps the shape.
+    Assignments through a mask are reported too: of a tensor (`x[mask] = y[mask]`) and augmented
+    (`x[mask] += 1`) as reads are; of a scalar (`x[mask] = 0`, `logits[:, m] = -inf`) as a
+    warning, where compiled graphs need static shapes.
 
     ## Why is this bad?
     The result has as many elements as the mask has True values, which only the data knows.
     Dynamo breaks the graph ("Dynamic shape operator: aten.nonzero"), XLA syncs to the host and
-    compiles one graph per count, and Trainium's compiler rejects the dynamic dimension.
+    compiles one graph per count, and Trainium's compiler rejects the dynamic dimension. A
+    scalar assigned through a mask keeps the shape, and eager PyTorch runs it as a
+    `masked_fill`; torch_xla lowers it to an indexed write at the mask's True positions, read
+    on the host first (pytorch/xla#4248), and whether each native backend's indexed write
+    does the same is not documented: `masked_fill` is one graph everywhere.
 
     ## Example
     ```python
     loss = losses[valid].mean()
     x[mask] = y[mask]
+    scores[scores < threshold] = 0.0
     ```
 
     ## Use instead
     ```python
     loss = torch.where(valid, losses, 0).sum() / valid.sum().clamp(min=1)
     x = torch.where(mask, y, x)
+    scores = scores.masked_fill(scores < threshold, 0.0)
     ```
 
     ## Targets
     An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm (a host
-    sync); off on cpu, which computes on the host: nothing to copy or wait for.
+    sync); off on cpu, which computes on the host: nothing to copy or wait for. A scalar
+    assigned through a mask: a warning on tpu, neuron, xla, npu and hpu, off elsewhere.
 
     ## Fix safety
-    No automatic fix: the masked form changes what later code receives (a full-size tensor).
+    No automatic fix: the masked form changes what later code receives (a full-size tensor),
+    and `masked_fill` broadcasts the mask from the right where indexing applies it from the
+    left (`x[m] = 0` with `m` of shape `(B,)` is `x.masked_fill(m[:, None], 0)` for `x` of
+    shape `(B, D)`): only the shapes tell which.
     """
 
     code = "PC502"
@@ -59,11 +80,10 @@ class BooleanMaskIndexing(TensorRule):
 
     VALID = [
         Valid("import torch\ny = x[idx]\nz = x[:, 1:3]\nw = x[0, None]\nv = x[..., i]\n"),
-        Valid("import torch\nx[x < 0] = 0\nlogits[~valid] = -torch.finfo(logits.dtype).max\n"),
-        Valid(  # a scalar through a mask is a masked_fill: Dynamo traces these as one graph, no break
-            "import torch\nlogits[:, ids >= vocab] = -float('inf')\nt[t[:, -1] == eot] = eot\n"
+        Valid(  # a scalar through a mask is a masked_fill in eager PyTorch: fine where shapes are free
+            "import torch\nx[x < 0] = 0\nlogits[:, ids >= vocab] = -float('inf')\nt[t[:, -1] == eot] = eot\n",
+            options={"targets": ["mps", "xpu", "rocm", "cpu"]},
         ),
-        Valid("import torch\nidx[idx >= p.shape[0]] = p.shape[0] - 1\nalpha[t < 0] = torch.tensor(1.0)\n"),
         Valid("def f(torch, x):\n    return x[torch.isnan(x)]\n"),
         Valid("import torch\nlabel = ('no', 'yes')[score > 0]\n"),
         Valid("import numpy as np\nsmall = arr[arr > 0]\n"),
@@ -81,6 +101,13 @@ class BooleanMaskIndexing(TensorRule):
         Invalid("from torch.nn import functional as F\nvalid = m.bool()\ny = F.relu(x)[:, valid]\n", lines=[3]),
         Invalid("import torch.nn\ntokens[padding_mask.any(-1)] += 1\n", lines=[2]),
         Invalid("import torch\nx[x > 0] = y[x > 0]\n", lines=[2], message="assigning a tensor"),
+        Invalid(
+            "import torch\nx[x < 0] = 0\nlogits[~valid] = -torch.finfo(logits.dtype).max\n"
+            "logits[:, ids >= vocab] = -float('inf')\nt[t[:, -1] == eot] = eot\n"
+            "idx[idx >= p.shape[0]] = p.shape[0] - 1\nalpha[t < 0] = torch.tensor(1.0)\n",
+            lines=[2, 3, 4, 5, 6, 7],
+            message="filling through a boolean mask",
+        ),
         Invalid(
             "import torch\ny[top == i] = expert(x[top == i]).to(y.dtype)\n", lines=[2], message="assigning a tensor"
         ),
@@ -107,7 +134,9 @@ class BooleanMaskIndexing(TensorRule):
         parent, ancestors = self.ctx.parent, self.ctx.ancestors
         if isinstance(parent, cst.AssignTarget) and len(ancestors) > 1 and isinstance(ancestors[-2], cst.Assign):
             if not self._is_tensor(ancestors[-2].value):
-                return  # x[mask] = 0 is masked_fill: no dynamic shape
+                instead = "x = x.masked_fill(mask, v), the mask shaped as x (it broadcasts from the right)"
+                self.report(node, severity=FILL_SEVERITY, problem=_FILL, instead=instead, advice="")
+                return
             problem, instead = _WRITE, "x = torch.where(mask, y, x)"
         elif self._in_reported_store([*ancestors, node]):
             return  # x[m] = f(y[m]): one finding, on the assignment
