@@ -13,6 +13,8 @@ asserts a speed: it measures and prints.
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import os
 import shutil
 import statistics
@@ -201,11 +203,21 @@ def memory_growth(files: list[Path]) -> list[tuple[int, float]]:
     return rows
 
 
+def compiled() -> None:
+    """portcheck's modules compiled to bytecode, as an installed package has them: a checkout run
+    under PYTHONDONTWRITEBYTECODE would compile every module at every start and time that."""
+    spec = importlib.util.find_spec("portcheck")
+    assert spec and spec.submodule_search_locations, "portcheck is not installed"
+    for folder in spec.submodule_search_locations:
+        compileall.compile_dir(folder, quiet=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default="diffusers==0.31.0", help="a pinned PyPI release to scan")
     parser.add_argument("--runs", type=int, default=3, help="runs per tool; the table shows medians")
     options = parser.parse_args()
+    compiled()
     root = corpus(options.corpus)
     files = sorted(root.rglob("*.py"))
     lines = sum(path.read_bytes().count(b"\n") for path in files)

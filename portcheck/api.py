@@ -1,28 +1,32 @@
-"""The importable entry points: scan a string or a tree and get findings back. No printing."""
+"""The importable entry points: scan a string or a tree and get findings back. No printing.
+
+The engine and the fixer (and with them libcst and the rules) are imported where a file is
+really scanned or fixed: a scan that the result cache answers never loads them.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from portcheck import fixer
 from portcheck import targets as target_data
 from portcheck.anchor import CWD, Anchor, anchor_of
 from portcheck.cache import ResultCache, entry_key
 from portcheck.config import Config
 from portcheck.discovery import discover, is_excluded
-from portcheck.engine import FileResult, Source, one_line, read_source, scan_bytes, scan_read
 from portcheck.findings import Fact, Finding, with_fingerprints
-from portcheck.fixer import FixOutcome
 from portcheck.project import Project
+from portcheck.results import FileResult, Source, one_line, read_source
 from portcheck.sources import display_path, module_path, regular_file
 from portcheck.writeback import write_back
+
+if TYPE_CHECKING:
+    from portcheck.fixer import FixOutcome
 
 Progress = Callable[[int, int], None]  # (files done, files in all), after each file
 Done = TypeVar("Done")
@@ -57,6 +61,8 @@ class ScanReport:
 
 def scan_source(source: str | bytes, *, path: str = "<string>", config: Config | None = None) -> list[Finding]:
     """Findings for one piece of source code, sorted and fingerprinted."""
+    from portcheck.engine import scan_bytes
+
     data = _as_bytes(source)
     config = config or Config()
     results = [scan_bytes(data, path, config)]
@@ -114,6 +120,8 @@ def scan_input(data: bytes, path: Path, config: Config) -> ScanReport:
     when the excludes name it under force-exclude (an editor passes every file it opens)."""
     if is_excluded(path, config):
         return ScanReport(config=config, findings=(), files=0, skipped=0, paths=(str(path),))
+    from portcheck.engine import scan_read
+
     source = Source(display_path(path, config.root), data, len(data), module_path(path))
     first = scan_read(source, config)
     known = Project().with_facts(first.facts)
@@ -228,6 +236,8 @@ def _mapped(work: Callable[[Path], Done], files: Sequence[Path], jobs: int) -> I
     if jobs <= 1 or len(files) < _PARALLEL_THRESHOLD:
         yield from map(work, files)
         return
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only for a pool
+
     chunk = max(1, min(64, len(files) // (jobs * 8)))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         yield from pool.map(work, files, chunksize=chunk)
@@ -242,6 +252,8 @@ def _scan_missing(
 def _scan_one(path: Path, config: Config, known: Project, salt: str) -> tuple[str | None, FileResult]:
     """One file's result and the cache key of exactly the bytes that were scanned (a file
     edited meanwhile must not be cached under its old contents). Runs in the workers."""
+    from portcheck.engine import scan_read
+
     source = read_source(path, config, known)
     if isinstance(source, FileResult):
         return None, source
@@ -267,6 +279,8 @@ def fix_source(
     source: str | bytes, device: str, *, path: str = "<string>", config: Config | None = None, unsafe: bool = False
 ) -> FixOutcome:
     """One piece of source fixed for `device` (the same rewrites as `portcheck fix`)."""
+    from portcheck import fixer
+
     data = _as_bytes(source)
     config = replace(config or Config(), targets=(target_data.judged_as(device),))
     return fixer.fix_source(data, path, config, target_data.fix_target(device), unsafe=unsafe)
@@ -278,11 +292,13 @@ def fix_input(
     """Contents that come from no file (standard input) fixed as the file `path` would be, and left
     as they are when the excludes name it under force-exclude. Nothing is written here: `write`
     says whether the caller outputs the fixed source (or only a diff)."""
+    from portcheck import fixer
+
     target = target_data.fix_target(device)
     config = replace(config, targets=(target_data.judged_as(device),))
     shown = display_path(path, config.root)
     if is_excluded(path, config):
-        return FixReport(target.name, (FixOutcome(shown, data),), {}, (), write)
+        return FixReport(target.name, (fixer.FixOutcome(shown, data),), {}, (), write)
     outcome = fixer.fix_source(data, shown, config, target, unsafe=unsafe, module=module_path(path))
     outcomes = _judged_with_project([(path, outcome)], config, Project())
     return FixReport(target.name, outcomes, {shown: data} if outcome.changed else {}, (), write)
@@ -350,6 +366,8 @@ def _fix_one(
     path: Path, config: Config, target: target_data.Target, unsafe: bool, project: Project, write: bool
 ) -> _Fixed | str:
     """One file fixed (and written), or why it could not be read. Runs in the workers."""
+    from portcheck import fixer
+
     shown = display_path(path, config.root)
     try:
         regular_file(path)
@@ -376,6 +394,8 @@ def _judged_with_project(
 
 
 def _with_second_pass(path: Path, outcome: FixOutcome, config: Config, known: Project) -> FixOutcome:
+    from portcheck.engine import scan_bytes
+
     found = scan_bytes(outcome.source, outcome.path, config, project=known, module=module_path(path)).findings
     if not found:
         return outcome

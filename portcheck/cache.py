@@ -22,9 +22,9 @@ from pathlib import Path
 
 from portcheck import __version__
 from portcheck.config import Config
-from portcheck.engine import FileResult, Source
 from portcheck.findings import Fact, Finding, FixSafety, Severity
 from portcheck.project import Project
+from portcheck.results import FileResult, Source
 
 FOLDER = ".portcheck_cache"
 _FORMAT = 3  # bump when the JSON layout below changes
@@ -42,6 +42,7 @@ class ResultCache:
         self.file = folder / __version__ / f"{self.salt[:32]}.json"
         self._stored = _load(self.file)
         self._kept: dict[str, list] = {}  # what this run used or produced, by key
+        self._added = False  # whether this run computed anything worth writing
 
     @property
     def empty(self) -> bool:
@@ -62,11 +63,14 @@ class ResultCache:
     def put(self, key: str | None, result: FileResult) -> None:
         if key and result.internal_error is None:
             self._kept[key] = _encode(result)
+            self._added = True
 
     def save(self, scanned: Iterable[str]) -> None:
         """Write this run's entries, keeping those of files this run did not look at (another
-        part of the tree). Failing to write only costs the next run its speed."""
-        if not self._kept:
+        part of the tree). A run that computed nothing new writes nothing: what it would drop
+        (the entries of its files' older contents) goes with the next write. Failing to write
+        only costs the next run its speed."""
+        if not self._added:
             return
         seen = set(scanned)
         entries = {key: entry for key, entry in _load(self.file).items() if _of_another_file(entry, seen)}

@@ -9,9 +9,12 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
 
-from portcheck import registry
+from pathspec import GitIgnoreSpec
+
+from portcheck import catalog
 from portcheck import targets as target_data
 from portcheck.findings import Severity
 
@@ -39,7 +42,7 @@ class Config:
     root: Path = field(default_factory=Path.cwd)
     config_path: Path | None = None
     targets: tuple[str, ...] = target_data.DEFAULT_TARGETS
-    rules: tuple[str, ...] = field(default_factory=lambda: registry.select(None))
+    rules: tuple[str, ...] = field(default_factory=lambda: catalog.select(None))
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
@@ -183,7 +186,7 @@ def _per_file_ignores(key: str, value: object) -> tuple[tuple[str, tuple[str, ..
         raise ConfigError(f"{key} must be a table of glob = [codes]")
     try:
         return tuple(
-            (pattern, tuple(sorted(registry.expand(_strings(f"{key}.{pattern}", codes)))))
+            (pattern, tuple(sorted(catalog.expand(_strings(f"{key}.{pattern}", codes)))))
             for pattern, codes in value.items()
         )
     except ValueError as error:
@@ -236,6 +239,20 @@ def _select(config: Config, settings: Mapping[str, object]) -> tuple[str, ...]:
 
 def _selectors(key: str, settings: Mapping[str, object]) -> set[str]:
     try:
-        return registry.expand(_strings(key, settings.get(key) or []))
+        return catalog.expand(_strings(key, settings.get(key) or []))
     except ValueError as error:
         raise ConfigError(f"{key}: {error}") from None
+
+
+def enabled_codes(path: str, config: Config) -> tuple[str, ...]:
+    """The selected rules that apply to the file at `path` (root-relative), after per-file-ignores."""
+    ignored: set[str] = set()
+    for pattern, codes in config.per_file_ignores:
+        if _glob(pattern).match_file(path):
+            ignored.update(codes)
+    return tuple(code for code in config.rules if code not in ignored)
+
+
+@cache
+def _glob(pattern: str) -> GitIgnoreSpec:
+    return GitIgnoreSpec.from_lines([pattern])

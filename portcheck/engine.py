@@ -13,15 +13,13 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
-from pathlib import Path
 
 import libcst as cst
-from pathspec import GitIgnoreSpec
 
 from portcheck import filekinds, notebooks, parsing, registry, suppress
 from portcheck import targets as target_data
 from portcheck.coherence import FindingKey, coherent, key
-from portcheck.config import Config
+from portcheck.config import Config, enabled_codes
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
 from portcheck.findings import Fact, Finding, FixSafety, Severity
@@ -29,61 +27,15 @@ from portcheck.flow import NOWHERE, DeviceFlow, Placement
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
+from portcheck.results import UNKNOWN_PROJECT, FileResult, Source
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import FindingLimit, Rule, SeverityMap
-from portcheck.sources import decode_python, decode_text, display_path, module_path, read_file
+from portcheck.sources import decode_python, decode_text
 from portcheck.targets import Target
 from portcheck.walk import Walker
 
 PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
 TOO_MANY_FINDINGS = "PC006"
-UNKNOWN_PROJECT = Project()  # a lone file: nothing known about the repository around it
-READ_LIMIT = 64 * 2**20  # larger files are reported without being read, trigger words or not
-
-
-@dataclass(frozen=True)
-class FileResult:
-    """What scanning one file produced."""
-
-    path: str  # root-relative POSIX path when under the root, else as given
-    findings: tuple[Finding, ...] = ()
-    facts: tuple[Fact, ...] = ()  # what this file tells about the project
-    skipped: bool = False  # no trigger word of any enabled rule: not parsed
-    internal_error: str | None = None
-    # Second pass: the first pass's reports of bare suppressions that the findings only a
-    # complete project reveals did use (portcheck.suppress.Applied.used_bare).
-    retracted: tuple[Finding, ...] = ()
-
-
-def one_line(error: str) -> str:
-    """An error as one line of output: a traceback (a bug in portcheck) by its last line, the
-    exception, after whatever preceded it (`internal error: ValueError: ...`)."""
-    lines = error.strip().splitlines()
-    if len(lines) <= 1:
-        return error
-    return lines[0].split("Traceback (most recent call last):", 1)[0] + lines[-1]
-
-
-@dataclass(frozen=True)
-class Source:
-    """One file as read: what scanning it needs, and what a cached result is keyed on."""
-
-    path: str  # as reported
-    data: bytes | None  # None when the file is too large to be worth reading
-    size: int
-    module: ModulePath
-
-
-def read_source(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) -> Source | FileResult:
-    """The file's bytes, or the result of not being able to read them."""
-    shown = display_path(path, config.root)
-    try:
-        data, size = read_file(path, max(READ_LIMIT, config.max_file_size))
-    except OSError as error:
-        if project.complete:
-            return FileResult(shown)  # reported in the first pass
-        return _tool_only(shown, config, READ_ERROR, detail=f"cannot read file: {error.strerror or error}")
-    return Source(shown, data, size, module_path(path))
 
 
 def scan_read(source: Source, config: Config, project: Project = UNKNOWN_PROJECT) -> FileResult:
@@ -366,20 +318,6 @@ def _bytes(count: int) -> str:
     return f"{count} bytes"
 
 
-def enabled_codes(path: str, config: Config) -> tuple[str, ...]:
-    """The selected rules that apply to the file at `path` (root-relative), after per-file-ignores."""
-    ignored: set[str] = set()
-    for pattern, codes in config.per_file_ignores:
-        if _glob(pattern).match_file(path):
-            ignored.update(codes)
-    return tuple(code for code in config.rules if code not in ignored)
-
-
-@cache
-def _glob(pattern: str) -> GitIgnoreSpec:
-    return GitIgnoreSpec.from_lines([pattern])
-
-
 @cache
 def _prefilter(codes: tuple[str, ...]) -> Prefilter:
     rules = [registry.get(code) for code in codes]
@@ -522,6 +460,11 @@ def _tool_finding(code: str, path: str, config: Config, line: int, column: int, 
     finding = _finding(rule, rule.message.format(**fields), rule.hint, rule.severity, path, config, span, lines)
     assert finding is not None, "tool rules matter on every target"
     return finding
+
+
+def unreadable(path: str, config: Config, detail: str) -> FileResult:
+    """The result of a file that could not be read (PC002)."""
+    return _tool_only(path, config, READ_ERROR, detail=detail)
 
 
 def _tool_only(path: str, config: Config, code: str, **fields: str) -> FileResult:

@@ -16,12 +16,13 @@ import libcst as cst
 
 from portcheck.coherence import coherent
 from portcheck.config import Config
-from portcheck.engine import TOO_MANY_FINDINGS, UNKNOWN_PROJECT, examine
+from portcheck.engine import TOO_MANY_FINDINGS, examine
 from portcheck.findings import Fact, Finding, FixSafety
 from portcheck.notebooks import NotebookError
 from portcheck.patterns import dotted
 from portcheck.positions import positions
 from portcheck.project import ModulePath, Project
+from portcheck.results import UNKNOWN_PROJECT
 from portcheck.rewrites.edits import Edit, replace_nodes
 from portcheck.targets import Target
 

@@ -1,34 +1,31 @@
-"""The rule pages under docs/rules/, generated from the rules' docstrings, as Ruff's are.
+"""The rule pages under docs/rules/, generated from the rules' docstrings, as Ruff's are, and
+the rule catalog (portcheck.catalog) that selects and describes rules without importing them.
 
-`python -m portcheck.rule_docs` (or `make docs`) rewrites them and removes the pages of rules
-that are gone; tests/test_rule_docs.py fails while the committed pages differ from what it
+`python -m portcheck.rule_docs` (or `make docs`) rewrites both and removes the pages of rules
+that are gone; tests/test_rule_docs.py fails while the committed files differ from what it
 would write. SARIF links each rule to its page (`helpUri`) at the release that wrote the log,
 so the page matches the rule that reported.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from portcheck import __version__, registry
+from portcheck import catalog, registry
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 from portcheck.rule import Rule, doc_sections
 
 FOLDER = Path(__file__).resolve().parents[1] / "docs" / "rules"
-HELP_URL = "https://github.com/portcheck/portcheck/blob/v{version}/docs/rules/{code}.md"
 INDEX = "README.md"
 _FIX = {
     FixSafety.NONE: "none",
     FixSafety.SAFE: "safe (`portcheck fix` keeps what the program computes on the target)",
     FixSafety.UNSAFE: "unsafe (only with `--unsafe-fixes`: it may change behaviour)",
 }
-
-
-def help_uri(code: str) -> str:
-    return HELP_URL.format(version=__version__, code=code)
 
 
 def pages() -> dict[str, str]:
@@ -64,6 +61,30 @@ def _index(rules: Iterable[type[Rule]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def catalog_text() -> str:
+    """catalog.json as the rules describe themselves today."""
+    document = {
+        code: {
+            "name": rule.name,
+            "family": rule.__module__.split(".")[-2],
+            "headline": rule.headline(),
+            "worst": rule.worst_severity().label,
+            "sections": list(doc_sections(rule).items()),
+        }
+        for code, rule in registry.all_rules().items()
+    }
+    return json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+
+
+def write_catalog(file: Path = catalog.FILE) -> bool:
+    """Bring the catalog up to date; whether it changed."""
+    text = catalog_text()
+    if file.is_file() and file.read_text(encoding="utf-8") == text:
+        return False
+    file.write_text(text, encoding="utf-8")
+    return True
+
+
 def write(folder: Path = FOLDER) -> list[str]:
     """Bring the folder up to date; the names of the pages written or removed."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -85,6 +106,8 @@ def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv else FOLDER
     changed = write(folder)
     print(f"{len(changed)} page{'s' if len(changed) != 1 else ''} updated in {folder}")
+    if write_catalog():
+        print(f"{catalog.FILE} updated")
     return 0
 
 

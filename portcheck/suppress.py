@@ -25,7 +25,7 @@ import tokenize
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from portcheck import filekinds, registry
+from portcheck import catalog, filekinds
 from portcheck.findings import Finding
 from portcheck.targets import TARGET_ORDER
 
@@ -273,7 +273,7 @@ def _suppressed(finding: Finding, directives: Sequence[Directive], used: set[tup
 
 def _why_unused(entry: Entry, enabled: set[str], selected_targets: Sequence[str]) -> str:
     """Why an entry that matched nothing deserves a report; empty when we cannot tell."""
-    known = [code for code in registry.all_rules() if entry.matches(code)]
+    known = [code for code in catalog.entries() if entry.matches(code)]
     if not known:
         return f"`{entry.text}` names no portcheck rule"
     if entry.target is not None and entry.target not in TARGET_ORDER:

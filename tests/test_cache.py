@@ -15,12 +15,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from portcheck import api, cache
+from portcheck import api, cache, engine
 from portcheck.cli import app
 from portcheck.config import Config
-from portcheck.engine import FileResult
 from portcheck.project import CUDA_EXTENSION
 from portcheck.report import progress
+from portcheck.results import FileResult
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -37,13 +37,13 @@ def tree(tmp_path: Path) -> Path:
 def scanned_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record which files are really scanned (not answered from the cache)."""
     seen: list[str] = []
-    real = api.scan_read
+    real = engine.scan_read
 
     def recording(source, config, project):  # type: ignore[no-untyped-def]
         seen.append(source.path)
         return real(source, config, project)
 
-    monkeypatch.setattr(api, "scan_read", recording)
+    monkeypatch.setattr(engine, "scan_read", recording)
     return seen
 
 
@@ -71,6 +71,16 @@ def test_a_warm_scan_reports_exactly_what_a_cold_one_does_without_scanning(
     assert seen == []
     assert same_report(uncached, cold) and same_report(cold, warm)
     assert warm.findings and warm.skipped
+
+
+def test_a_warm_scan_that_computed_nothing_leaves_the_cache_file_as_it_was(tree: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "cache"
+    scan(tree, folder)
+    (stored,) = folder.rglob("*.json")
+    before = stored.stat()
+    scan(tree, folder)
+    after = stored.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
 def test_an_edited_file_alone_is_scanned_again(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from portcheck import registry
+from portcheck import catalog, registry
 from portcheck.config import DEFAULT_EXCLUDE, Config, ConfigError, find_pyproject, load
 from portcheck.findings import Severity
 from portcheck.targets import DEFAULT_TARGETS
@@ -64,7 +64,7 @@ max-findings-per-file = 7
     assert config.targets == ("tpu", "neuron"), "targets are kept in canonical order"
     assert "PC203" not in config.rules and "PC401" in config.rules and "PC301" not in config.rules
     assert all(code.startswith(("PC1", "PC2", "PC401")) for code in config.rules)
-    assert config.per_file_ignores == (("tests/**", tuple(sorted(registry.expand(["PC1"])))),)
+    assert config.per_file_ignores == (("tests/**", tuple(sorted(catalog.expand(["PC1"])))),)
     assert config.exclude == ("vendor/",) and config.extend_exclude == ("generated/",)
     assert (config.respect_gitignore, config.fail_on, config.torch_version, config.max_file_size) == (
         False,
@@ -124,15 +124,15 @@ def test_max_file_size_reads_bytes_or_units(tmp_path: Path, value: str, size: in
 
 def test_an_empty_selector_is_refused_not_dropped() -> None:
     with pytest.raises(ValueError, match="empty rule selector ''"):
-        registry.expand(["PC2", ""])
+        catalog.expand(["PC2", ""])
 
 
 def test_selection_by_prefix_like_ruff() -> None:
-    assert registry.expand(["PC2"]) == {c for c in registry.all_rules() if c.startswith("PC2")}
-    assert registry.select(["PC"], ignore=["PC2"]) == tuple(c for c in registry.all_rules() if not c.startswith("PC2"))
-    assert registry.select(["PC203"], extend_select=["pc101"]) == ("PC101", "PC203")
+    assert catalog.expand(["PC2"]) == {c for c in registry.all_rules() if c.startswith("PC2")}
+    assert catalog.select(["PC"], ignore=["PC2"]) == tuple(c for c in registry.all_rules() if not c.startswith("PC2"))
+    assert catalog.select(["PC203"], extend_select=["pc101"]) == ("PC101", "PC203")
     with pytest.raises(ValueError, match="PC001, PC002"):
-        registry.expand(["PC9"])
+        catalog.expand(["PC9"])
 
 
 def test_command_line_overrides_beat_the_file(tmp_path: Path) -> None:

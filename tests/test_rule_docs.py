@@ -1,11 +1,11 @@
-"""The rule pages under docs/rules/ are generated from the rules' docstrings and committed
-(`python -m portcheck.rule_docs`); SARIF links every rule to its page."""
+"""The rule pages under docs/rules/ and the rule catalog are generated from the rules and
+committed (`python -m portcheck.rule_docs`); SARIF links every rule to its page."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from portcheck import __version__, registry, rule_docs
+from portcheck import __version__, catalog, registry, rule_docs
 from portcheck.api import ScanReport
 from portcheck.config import Config
 from portcheck.report import sarif
@@ -19,6 +19,18 @@ def test_the_committed_rule_pages_are_up_to_date() -> None:
     expected = rule_docs.pages()
     stale = sorted(name for name in committed.keys() | expected.keys() if committed.get(name) != expected.get(name))
     assert not stale, f"run `python -m portcheck.rule_docs` (make docs) and commit: {stale}"
+
+
+def test_the_committed_catalog_describes_every_rule_as_it_is() -> None:
+    assert catalog.FILE.read_text(encoding="utf-8") == rule_docs.catalog_text(), "run `make docs` and commit"
+    assert tuple(catalog.entries()) == tuple(registry.all_rules())
+    assert catalog.select(None) == tuple(registry.all_rules())
+
+
+def test_the_catalog_writer_writes_only_what_changed(tmp_path: Path) -> None:
+    file = tmp_path / "catalog.json"
+    assert rule_docs.write_catalog(file) and file.read_text(encoding="utf-8") == rule_docs.catalog_text()
+    assert not rule_docs.write_catalog(file)
 
 
 def test_every_sarif_rule_links_to_its_page_and_has_a_one_sentence_title() -> None:

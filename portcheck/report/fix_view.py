@@ -10,8 +10,8 @@ from typing import TextIO
 
 from portcheck import filekinds, notebooks
 from portcheck.api import FixReport
-from portcheck.engine import one_line
 from portcheck.report import target_summary
+from portcheck.results import one_line
 from portcheck.wording import counted
 
 

@@ -5,7 +5,7 @@ the folder of [tool.portcheck], else the current one; which one is the run's `an
 property and the base's description), as code scanning resolves them. Every result carries a
 partialFingerprint (the line-shift-proof fingerprint), and every selected rule is described
 with its documentation: a one-sentence shortDescription, and a helpUri to its page under
-docs/rules/ (portcheck.rule_docs).
+docs/rules/ (portcheck.rule_docs); all of it from portcheck.catalog.
 
 SARIF has no notebook cells. A finding in a notebook has its region in the cell's own lines
 (as in every other portcheck output and in Ruff's), the cell's number in the region's property
@@ -19,10 +19,9 @@ from pathlib import Path, PurePath
 from typing import TextIO
 from urllib.parse import quote
 
-from portcheck import __version__, anchor, registry, rule_docs
+from portcheck import __version__, anchor, catalog
 from portcheck.api import ScanReport
 from portcheck.findings import Finding, Severity
-from portcheck.rule import Rule, doc_sections
 from portcheck.wording import sentences
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -31,21 +30,20 @@ SRCROOT = "%SRCROOT%"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note", Severity.OFF: "none"}
 
 
-def _rule_descriptor(rule: type[Rule]) -> dict[str, object]:
-    sections = doc_sections(rule)
+def _rule_descriptor(rule: catalog.Entry) -> dict[str, object]:
+    sections = dict(rule.sections)
     what = sections.get("What it does", "")
     why = sections.get("Why is this bad?", "")
-    markdown = "\n\n".join(f"## {title}\n{body}" for title, body in sections.items())
-    family = rule.__module__.split(".")[-2]
+    markdown = "\n\n".join(f"## {title}\n{body}" for title, body in rule.sections)
     return {
         "id": rule.code,
         "name": rule.name,
-        "shortDescription": {"text": rule.headline()[:1024]},
+        "shortDescription": {"text": rule.headline[:1024]},
         "fullDescription": {"text": f"{what}\n\n{why}".strip()[:1024]},
-        "helpUri": rule_docs.help_uri(rule.code),
+        "helpUri": catalog.help_uri(rule.code),
         "help": {"text": f"{why}\n\nUse instead:\n{sections.get('Use instead', '')}".strip(), "markdown": markdown},
-        "defaultConfiguration": {"level": _LEVEL[rule.worst_severity()]},
-        "properties": {"tags": ["portability", family], "precision": "high"},
+        "defaultConfiguration": {"level": _LEVEL[rule.worst]},
+        "properties": {"tags": ["portability", rule.family], "precision": "high"},
     }
 
 
@@ -99,7 +97,7 @@ def document(report: ScanReport) -> dict[str, object]:
                         "version": __version__,
                         "semanticVersion": __version__.split("+")[0],
                         "informationUri": "https://pypi.org/project/portcheck/",
-                        "rules": [_rule_descriptor(registry.get(code)) for code in codes],
+                        "rules": [_rule_descriptor(catalog.entries()[code]) for code in codes],
                     }
                 },
                 "automationDetails": {"id": f"portcheck/{'+'.join(report.config.targets)}/"},

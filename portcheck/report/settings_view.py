@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from portcheck import filekinds
-from portcheck.config import Config
-from portcheck.engine import enabled_codes
+from portcheck.config import Config, enabled_codes
 from portcheck.sources import display_path
 
 

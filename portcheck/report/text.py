@@ -19,35 +19,34 @@ _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO:
 
 def render(report: ScanReport, out: TextIO, color: bool = False, summary: bool = True) -> None:
     console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, width=None if color else 120)
+    body = Text()  # printed at once: rich's cost is per print, not per character
     for finding in report.findings:
-        _finding(console, finding, report)
+        _finding(body, finding, report)
     for error in (*report.errors, *report.internal_errors):
-        console.print(Text("error: ", style="bold red") + Text(error))
+        body.append("error: ", style="bold red").append(f"{error}\n")
+    if color:
+        console.print(body, soft_wrap=True, end="")
+    else:
+        out.write(body.plain)  # the same characters, without rich's rendering
     if summary:
         _summary(console, report)
 
 
-def _finding(console: Console, finding: Finding, report: ScanReport) -> None:
-    header = Text()
-    header.append(f"{shown_path(finding, report.config.root)}:{finding.position}: ", style="bold")
-    header.append(f"{finding.code} ", style="bold")
-    header.append(target_summary(finding, report.config.targets), style=_STYLE[finding.severity])
-    header.append(f" {finding.message}")
-    console.print(header, soft_wrap=True)
+def _finding(body: Text, finding: Finding, report: ScanReport) -> None:
+    style = _STYLE[finding.severity]
+    body.append(f"{shown_path(finding, report.config.root)}:{finding.position}: {finding.code} ", style="bold")
+    body.append(target_summary(finding, report.config.targets), style=style)
+    body.append(f" {finding.message}\n")
+    gutter = " " * len(str(finding.line))
     if finding.source_line:
-        gutter = " " * len(str(finding.line))
         line = finding.source_line.replace("\t", " ")
         end = finding.end_column if finding.end_line == finding.line else len(line) + 1
         width = max(1, min(end, len(line) + 1) - finding.column)
-        console.print(Text(f"{gutter} |", style="blue"))
-        console.print(Text(f"{finding.line} | ", style="blue") + Text(line), soft_wrap=True)
-        marker = " " * (finding.column - 1) + "^" * width
-        console.print(Text(f"{gutter} | ", style="blue") + Text(marker, style=_STYLE[finding.severity]))
+        body.append(f"{gutter} |\n{finding.line} | ", style="blue").append(f"{line}\n")
+        body.append(f"{gutter} | ", style="blue").append(" " * (finding.column - 1) + "^" * width + "\n", style=style)
     if finding.hint:
-        console.print(
-            Text(f"{' ' * len(str(finding.line))} = help: ", style="blue") + Text(finding.hint), soft_wrap=True
-        )
-    console.print()
+        body.append(f"{gutter} = help: ", style="blue").append(f"{finding.hint}\n")
+    body.append("\n")
 
 
 def _summary(console: Console, report: ScanReport) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import kernels, patterns, project
+from portcheck import fallbacks, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.rule import Invalid, Rule, Valid
 
@@ -87,7 +87,7 @@ class CudaExtensionImport(Rule):
         known = self.ctx.project
         if not known.complete or module not in known.cuda_extensions:
             return False
-        self.record(project.CALL, module, node, fallback=kernels.fallback_evidence(self.ctx.ancestors))
+        self.record(project.CALL, module, node, fallback=fallbacks.fallback_evidence(self.ctx.ancestors))
         self.report(
             node, module=module, where="CUDAExtension", port=kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
         )

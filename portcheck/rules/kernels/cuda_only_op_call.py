@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import kernels, project
+from portcheck import fallbacks, kernels, project
 from portcheck.project import Project
 from portcheck.rule import Invalid, Rule, Valid
 
@@ -80,6 +80,6 @@ class CudaOnlyOpCall(Rule):
             return
         namespace, op = parts[2], parts[3]
         if f"{namespace}::{op}" in self.ctx.project.cuda_only_ops and len(parts) <= 5:
-            evidence = kernels.fallback_evidence(self.ctx.ancestors)
+            evidence = fallbacks.fallback_evidence(self.ctx.ancestors)
             self.record(project.CALL, f"torch.ops.{namespace}.{op}", node, fallback=evidence)
             self.report(node, namespace=namespace, op=op, port=kernels.port_hint(kernels.LIBRARY_OP, self.ctx.targets))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import kernels, patterns, project
+from portcheck import fallbacks, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.wording import counted
@@ -106,7 +106,7 @@ class TritonKernel(Rule):
         is_op = bool(names & _TRITON_OP)
         qualified = f"{self._module}.{node.name.value}" if self._module else node.name.value
         if not (names & _DECORATORS or is_op):
-            if kernels.looks_like_reference(node.name.value):
+            if fallbacks.looks_like_reference(node.name.value):
                 self.record(project.REFERENCE, qualified, node)
             return
         length = _line_count(node)
@@ -130,7 +130,7 @@ class TritonKernel(Rule):
             launched = launched.args[0].value
         name = self._callee(launched)
         if name:
-            evidence = kernels.fallback_evidence(self.ctx.ancestors)
+            evidence = fallbacks.fallback_evidence(self.ctx.ancestors)
             self.record(project.CALL, name, node, fallback=evidence)
 
     def _callee(self, node: cst.BaseExpression) -> str:
