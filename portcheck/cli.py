@@ -13,16 +13,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import TextIO
 
-import typer
+import click
+from click.exceptions import Exit
 
 from portcheck import __version__, api, baseline, cache, inventory, readiness
 from portcheck import targets as target_data
 from portcheck.cli_support import (
+    PATH,
     AllKernels,
     CacheDir,
-    Command,
     Commands,
     ConfigFile,
     Exclude,
@@ -44,7 +45,10 @@ from portcheck.cli_support import (
     Targets,
     TorchVersion,
     Verbose,
+    argument,
+    arguments,
     fail,
+    format_option,
     is_verbose,
     output_level,
     report_file,
@@ -63,27 +67,6 @@ from portcheck.report import (
     settings_view,
     statistics,
 )
-
-app = typer.Typer(
-    cls=Commands,
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    help="Find what ties PyTorch code to CUDA, per target accelerator (tpu, neuron, xla, mps, xpu, npu, hpu, rocm, cpu).",
-)
-
-Device = Annotated[
-    str,
-    typer.Option(
-        "--device",
-        "-d",
-        metavar="TARGET",
-        help="The target to rewrite for: tpu, neuron, xla, mps, xpu, npu, hpu, cpu, or auto "
-        "(device-agnostic code that runs on whatever accelerator is present, else the CPU).",
-        show_default=False,
-    ),
-]
 
 STDIN = Path("-")
 
@@ -144,67 +127,75 @@ def _progress(verb: str, shown: bool) -> Iterator[api.Progress | None]:
         yield bar
 
 
-def _print_tracebacks(ctx: typer.Context, report: api.ScanReport) -> None:
+def _print_tracebacks(ctx: click.Context, report: api.ScanReport) -> None:
     if is_verbose(ctx):
         for trace in report.tracebacks:
-            typer.echo(trace, err=True)
+            click.echo(trace, err=True)
 
 
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"portcheck {__version__}")
-        raise typer.Exit()
+@click.group(cls=Commands)
+@click.version_option(__version__, message="portcheck %(version)s")
+@Verbose
+@Quiet
+@Silent
+def app() -> None:
+    """Find what ties PyTorch code to CUDA, per target accelerator (tpu, neuron, xla, mps, xpu, npu, hpu, rocm, cpu)."""
 
 
-@app.callback()
-def main_options(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
-    ] = False,
-    verbose: Annotated[bool, Verbose] = False,
-    quiet: Annotated[bool, Quiet] = False,
-    silent: Annotated[bool, Silent] = False,
-) -> None:
-    """portcheck: move PyTorch code off CUDA safely."""
-
-
-@app.command(cls=Command)
+@app.command()
+@Paths
+@Targets
+@Select
+@ExtendSelect
+@Ignore
+@Exclude
+@ExtendExclude
+@ConfigFile
+@TorchVersion
+@NoGitignore
+@ForceExclude
+@MaxFileSize
+@Jobs
+@NoCache
+@CacheDir
+@StdinFilename
+@format_option("text", f"Output format: {', '.join(FORMAT_NAMES)}.")
+@click.option("--output-file", "-o", type=PATH, metavar="FILE", help="Write the report here.", show_default="stdout")
+@FailOn
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings fail the run.")
+@click.option("--statistics", "show_statistics", is_flag=True, help="Only show counts per rule.")
+@click.option("--show-files", is_flag=True, help="List the files that would be scanned.")
+@click.option("--show-settings", is_flag=True, help="Show the settings used for the (first) path given.")
+@click.option(
+    "--baseline", "baseline_file", type=PATH, metavar="FILE", help="Ignore findings recorded by `portcheck baseline`."
+)
+@click.pass_context
 def scan(
-    ctx: typer.Context,
-    paths: Paths = None,
-    target: Targets = None,
-    select: Select = None,
-    extend_select: ExtendSelect = None,
-    ignore: Ignore = None,
-    exclude: Exclude = None,
-    extend_exclude: ExtendExclude = None,
-    config_file: ConfigFile = None,
-    torch_version: TorchVersion = None,
-    no_respect_gitignore: NoGitignore = False,
-    force_exclude: ForceExclude = False,
-    max_file_size: MaxFileSize = None,
-    jobs: Jobs = None,
-    no_cache: NoCache = False,
-    cache_dir: CacheDir = None,
-    stdin_filename: StdinFilename = None,
-    output_format: Annotated[
-        str, typer.Option("--format", "-f", metavar="FORMAT", help=f"Output format: {', '.join(FORMAT_NAMES)}.")
-    ] = "text",
-    output_file: Annotated[
-        Path | None,
-        typer.Option("--output-file", "-o", metavar="FILE", help="Write the report here.", show_default="stdout"),
-    ] = None,
-    fail_on: FailOn = None,
-    exit_zero: Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings fail the run.")] = False,
-    show_statistics: Annotated[bool, typer.Option("--statistics", help="Only show counts per rule.")] = False,
-    show_files: Annotated[bool, typer.Option("--show-files", help="List the files that would be scanned.")] = False,
-    show_settings: Annotated[
-        bool, typer.Option("--show-settings", help="Show the settings used for the (first) path given.")
-    ] = False,
-    baseline_file: Annotated[
-        Path | None,
-        typer.Option("--baseline", metavar="FILE", help="Ignore findings recorded by `portcheck baseline`."),
-    ] = None,
+    ctx: click.Context,
+    paths: list[Path] | None,
+    target: list[str] | None,
+    select: list[str] | None,
+    extend_select: list[str] | None,
+    ignore: list[str] | None,
+    exclude: list[str] | None,
+    extend_exclude: list[str] | None,
+    config_file: Path | None,
+    torch_version: str | None,
+    no_respect_gitignore: bool,
+    force_exclude: bool,
+    max_file_size: str | None,
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: Path | None,
+    stdin_filename: Path | None,
+    output_format: str,
+    output_file: Path | None,
+    fail_on: str | None,
+    exit_zero: bool,
+    show_statistics: bool,
+    show_files: bool,
+    show_settings: bool,
+    baseline_file: Path | None,
 ) -> None:
     """Report what ties the code to CUDA, per target."""
     stdin = _stdin_name(paths, stdin_filename)
@@ -242,24 +233,24 @@ def scan(
         if level > Output.SILENT or output_file is not None:
             _print_report(report, output_format, out, show_statistics, summary=level > Output.QUIET)
     _print_tracebacks(ctx, report)
-    raise typer.Exit(_scan_exit_code(report, exit_zero))
+    raise Exit(_scan_exit_code(report, exit_zero))
 
 
 def _show(paths: list[Path], stdin: Path | None, config: Config, settings: bool) -> None:
     """--show-settings, or --show-files: what a scan would use, then exit."""
     if settings:
         settings_view.render(config, stdin or paths[0], sys.stdout)
-        raise typer.Exit(0)
+        raise Exit(0)
     if stdin is not None:
         files, errors = ([] if is_excluded(stdin, config) else [stdin]), ()
     else:
         found = discover(paths, config)
         files, errors = list(found.files), found.errors
     for path in files:
-        typer.echo(path.as_posix())
+        click.echo(path.as_posix())
     for error in errors:
-        typer.echo(f"portcheck: error: {error}", err=True)
-    raise typer.Exit(2 if errors else 0)
+        click.echo(f"portcheck: error: {error}", err=True)
+    raise Exit(2 if errors else 0)
 
 
 def _with_baseline(report: api.ScanReport, baseline_file: Path | None) -> api.ScanReport:
@@ -316,31 +307,53 @@ def _fix_target(device: str) -> str:
     return device.lower()
 
 
-@app.command(cls=Command)
+@app.command()
+@Paths
+@click.option(
+    "--device",
+    "-d",
+    default="",
+    metavar="TARGET",
+    help="The target to rewrite for: tpu, neuron, xla, mps, xpu, npu, hpu, cpu, or auto "
+    "(device-agnostic code that runs on whatever accelerator is present, else the CPU).",
+)
+@click.option("--diff", is_flag=True, help="Print a unified diff and write nothing.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour.")
+@Select
+@ExtendSelect
+@Ignore
+@Exclude
+@ExtendExclude
+@ConfigFile
+@TorchVersion
+@NoGitignore
+@ForceExclude
+@MaxFileSize
+@Jobs
+@StdinFilename
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when something was fixed.")
+@FailOn
+@click.pass_context
 def fix(
-    ctx: typer.Context,
-    paths: Paths = None,
-    device: Device = "",
-    diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff and write nothing.")] = False,
-    unsafe_fixes: Annotated[
-        bool, typer.Option("--unsafe-fixes", help="Also apply fixes that may change behaviour.")
-    ] = False,
-    select: Select = None,
-    extend_select: ExtendSelect = None,
-    ignore: Ignore = None,
-    exclude: Exclude = None,
-    extend_exclude: ExtendExclude = None,
-    config_file: ConfigFile = None,
-    torch_version: TorchVersion = None,
-    no_respect_gitignore: NoGitignore = False,
-    force_exclude: ForceExclude = False,
-    max_file_size: MaxFileSize = None,
-    jobs: Jobs = None,
-    stdin_filename: StdinFilename = None,
-    exit_non_zero_on_fix: Annotated[
-        bool, typer.Option("--exit-non-zero-on-fix", help="Exit 1 when something was fixed.")
-    ] = False,
-    fail_on: FailOn = None,
+    ctx: click.Context,
+    paths: list[Path] | None,
+    device: str,
+    diff: bool,
+    unsafe_fixes: bool,
+    select: list[str] | None,
+    extend_select: list[str] | None,
+    ignore: list[str] | None,
+    exclude: list[str] | None,
+    extend_exclude: list[str] | None,
+    config_file: Path | None,
+    torch_version: str | None,
+    no_respect_gitignore: bool,
+    force_exclude: bool,
+    max_file_size: str | None,
+    jobs: int | None,
+    stdin_filename: Path | None,
+    exit_non_zero_on_fix: bool,
+    fail_on: str | None,
 ) -> None:
     """Rewrite what can be rewritten safely for one target; report the rest with guidance.
 
@@ -371,7 +384,7 @@ def fix(
         with _progress("Fixing", level > Output.QUIET and progress.wanted("text", to_file=False)) as bar:
             report = api.fix_paths(paths, config, device, unsafe=unsafe_fixes, write=not diff, jobs=jobs, progress=bar)
     _print_fix(report, level, diff, stdin is not None, is_verbose(ctx))
-    raise typer.Exit(_fix_exit_code(report, config, exit_non_zero_on_fix))
+    raise Exit(_fix_exit_code(report, config, exit_non_zero_on_fix))
 
 
 def _fix_stdin(name: Path, config: Config, device: str, unsafe: bool, diff: bool) -> api.FixReport:
@@ -404,22 +417,40 @@ def _fix_exit_code(report: api.FixReport, config: Config, exit_non_zero_on_fix: 
     return 1 if left or (exit_non_zero_on_fix and changed) else 0
 
 
-@app.command("baseline", cls=Command)
+@app.command("baseline")
+@Paths
+@click.option(
+    "--output",
+    "-o",
+    type=PATH,
+    default=Path(".portcheck-baseline.json"),
+    show_default=True,
+    metavar="FILE",
+    help="Where to write the baseline.",
+)
+@Targets
+@Select
+@ExtendSelect
+@Ignore
+@ConfigFile
+@MaxFileSize
+@Jobs
+@NoCache
+@CacheDir
+@click.pass_context
 def write_baseline(
-    ctx: typer.Context,
-    paths: Paths = None,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the baseline.")] = Path(
-        ".portcheck-baseline.json"
-    ),
-    target: Targets = None,
-    select: Select = None,
-    extend_select: ExtendSelect = None,
-    ignore: Ignore = None,
-    config_file: ConfigFile = None,
-    max_file_size: MaxFileSize = None,
-    jobs: Jobs = None,
-    no_cache: NoCache = False,
-    cache_dir: CacheDir = None,
+    ctx: click.Context,
+    paths: list[Path] | None,
+    output: Path,
+    target: list[str] | None,
+    select: list[str] | None,
+    extend_select: list[str] | None,
+    ignore: list[str] | None,
+    config_file: Path | None,
+    max_file_size: str | None,
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: Path | None,
 ) -> None:
     """Record today's findings so that `scan --baseline` fails only on new ones."""
     output = writable(output)
@@ -437,17 +468,17 @@ def write_baseline(
         max_file_size=max_file_size,
     )
     if report.errors or report.internal_errors:
-        raise typer.Exit(2)
+        raise Exit(2)
     try:
         count = baseline.write(output, report)
     except OSError as error:
         raise fail(f"cannot write {output}: {error.strerror or error}") from None
     if output_level(ctx) > Output.QUIET:
-        typer.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to {output}")
+        click.echo(f"Wrote {count} finding{'s' if count != 1 else ''} to {output}")
 
 
 def _run(
-    ctx: typer.Context,
+    ctx: click.Context,
     paths: list[Path] | None,
     config_file: Path | None,
     jobs: int | None,
@@ -460,22 +491,31 @@ def _run(
     config = _config(_start(paths, None), config_file, **overrides)
     report = api.scan_paths(paths, config, jobs=jobs, cache=_cache_folder(config, no_cache, cache_dir))
     for error in (*report.errors, *report.internal_errors):
-        typer.echo(f"portcheck: error: {error}", err=True)
+        click.echo(f"portcheck: error: {error}", err=True)
     _print_tracebacks(ctx, report)
     return report
 
 
-@app.command(cls=Command)
+@app.command()
+@Paths
+@Targets
+@ConfigFile
+@Jobs
+@NoCache
+@CacheDir
+@format_option("text", "text, json or csv.")
+@AllKernels
+@click.pass_context
 def kernels(
-    ctx: typer.Context,
-    paths: Paths = None,
-    target: Targets = None,
-    config_file: ConfigFile = None,
-    jobs: Jobs = None,
-    no_cache: NoCache = False,
-    cache_dir: CacheDir = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="text, json or csv.")] = "text",
-    all_kernels: AllKernels = False,
+    ctx: click.Context,
+    paths: list[Path] | None,
+    target: list[str] | None,
+    config_file: Path | None,
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: Path | None,
+    output_format: str,
+    all_kernels: bool,
 ) -> None:
     """Inventory the custom kernels (Triton, CUDA C++, extensions, CUDA ops) and what porting takes."""
     if output_format not in ("text", "json", "csv"):
@@ -489,27 +529,35 @@ def kernels(
             inventory_view.render_csv(found, report.config.targets, sys.stdout)
         else:
             inventory_view.render_text(found, report.config.targets, sys.stdout, sys.stdout.isatty())
-    raise typer.Exit(2 if report.errors or report.internal_errors else 0)
+    raise Exit(2 if report.errors or report.internal_errors else 0)
 
 
-@app.command("report", cls=Command)
+@app.command("report")
+@Paths
+@Targets
+@Select
+@Ignore
+@ConfigFile
+@Jobs
+@NoCache
+@CacheDir
+@format_option("text", "text, json or markdown.")
+@AllKernels
+@click.option("--details", is_flag=True, help="Markdown: also each target's full list (JSON always has it).")
+@click.pass_context
 def readiness_report(
-    ctx: typer.Context,
-    paths: Paths = None,
-    target: Targets = None,
-    select: Select = None,
-    ignore: Ignore = None,
-    config_file: ConfigFile = None,
-    jobs: Jobs = None,
-    no_cache: NoCache = False,
-    cache_dir: CacheDir = None,
-    output_format: Annotated[
-        str, typer.Option("--format", "-f", metavar="FORMAT", help="text, json or markdown.")
-    ] = "text",
-    all_kernels: AllKernels = False,
-    details: Annotated[
-        bool, typer.Option("--details", help="Markdown: also each target's full list (JSON always has it).")
-    ] = False,
+    ctx: click.Context,
+    paths: list[Path] | None,
+    target: list[str] | None,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    config_file: Path | None,
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: Path | None,
+    output_format: str,
+    all_kernels: bool,
+    details: bool,
 ) -> None:
     """A readiness verdict per target: blockers, fixable findings, kernels and dependencies to replace."""
     if output_format not in ("text", "json", "markdown"):
@@ -519,7 +567,7 @@ def readiness_report(
     rows = readiness.assess(report, found)
     if output_level(ctx) > Output.SILENT:
         _print_readiness(rows, found, report.findings, output_format, details)
-    raise typer.Exit(2 if report.errors or report.internal_errors else 0)
+    raise Exit(2 if report.errors or report.internal_errors else 0)
 
 
 def _print_readiness(
@@ -537,49 +585,50 @@ def _print_readiness(
         readiness_view.render_text(rows, found, sys.stdout, sys.stdout.isatty())
 
 
-@app.command(cls=Command)
+@app.command()
+@arguments(
+    "specs",
+    metavar="CASE",
+    help="FILE.py:FACTORY or MODULE:FACTORY.",
+    show_default="the cases in [tool.portcheck.smoke]",
+)
+@click.option("--device", "-d", default="", metavar="DEVICE", help="The device to test: tpu, neuron, cuda, mps...")
+@click.option(
+    "--reference", default="", metavar="DEVICE", help="The device the results are compared with.", show_default="cpu"
+)
+@click.option("--train/--forward", default=None, help="Also run training steps.")
+@click.option("--steps", type=click.IntRange(min=1), metavar="N", help="Training steps with --train.", show_default="1")
+@click.option("--rtol", type=float, metavar="TOL", help="Relative tolerance.", show_default="per dtype")
+@click.option("--atol", type=float, metavar="TOL", help="Absolute tolerance.", show_default="per dtype and scale")
+@click.option(
+    "--emulate/--no-emulate", default=None, help="Run on a CPU stand-in that enforces the target's constraints."
+)
+@click.option(
+    "--matmul-precision",
+    default="highest",
+    show_default=True,
+    metavar="PRECISION",
+    help="highest: float32 matmuls at full precision on both sides; default: the target's own (TPU: "
+    "bfloat16), compared with bf16 tolerances.",
+)
+@click.option(
+    "--timeout", type=float, metavar="SECONDS", help="Seconds each case may take on each device.", show_default="300"
+)
+@format_option("text", "text or json.")
+@ConfigFile
 def smoke(
-    specs: Annotated[
-        list[str] | None,
-        typer.Argument(
-            metavar="CASE",
-            help="FILE.py:FACTORY or MODULE:FACTORY.",
-            show_default="the cases in [tool.portcheck.smoke]",
-        ),
-    ] = None,
-    device: Annotated[
-        str, typer.Option("--device", "-d", metavar="DEVICE", help="The device to test: tpu, neuron, cuda, mps...")
-    ] = "",
-    reference: Annotated[
-        str, typer.Option(metavar="DEVICE", help="The device the results are compared with.", show_default="cpu")
-    ] = "",
-    train: Annotated[bool | None, typer.Option("--train/--forward", help="Also run training steps.")] = None,
-    steps: Annotated[
-        int | None, typer.Option(min=1, metavar="N", help="Training steps with --train.", show_default="1")
-    ] = None,
-    rtol: Annotated[
-        float | None, typer.Option(metavar="TOL", help="Relative tolerance.", show_default="per dtype")
-    ] = None,
-    atol: Annotated[
-        float | None, typer.Option(metavar="TOL", help="Absolute tolerance.", show_default="per dtype and scale")
-    ] = None,
-    emulate: Annotated[
-        bool | None, typer.Option(help="Run on a CPU stand-in that enforces the target's constraints.")
-    ] = None,
-    matmul_precision: Annotated[
-        str,
-        typer.Option(
-            metavar="PRECISION",
-            help="highest: float32 matmuls at full precision on both sides; default: the target's own (TPU: "
-            "bfloat16), compared with bf16 tolerances.",
-        ),
-    ] = "highest",
-    timeout: Annotated[
-        float | None,
-        typer.Option(metavar="SECONDS", help="Seconds each case may take on each device.", show_default="300"),
-    ] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = "text",
-    config_file: ConfigFile = None,
+    specs: list[str] | None,
+    device: str,
+    reference: str,
+    train: bool | None,
+    steps: int | None,
+    rtol: float | None,
+    atol: float | None,
+    emulate: bool | None,
+    matmul_precision: str,
+    timeout: float | None,
+    output_format: str,
+    config_file: Path | None,
 ) -> None:
     """Run a model on a device and on a CPU reference; compare outputs, gradients and weights; trace it."""
     from portcheck.report import smoke_view
@@ -619,27 +668,24 @@ def smoke(
         smoke_view.render_json(results, sys.stdout)
     else:
         smoke_view.render_text(results, sys.stdout, sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    raise typer.Exit(max(result.exit_code for result in results))
+    raise Exit(max(result.exit_code for result in results))
 
 
 @app.command(
-    cls=Command,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-def run(
-    ctx: typer.Context,
-    emulate: Annotated[
-        str, typer.Option("--emulate", metavar="TARGET", help="The target to emulate on the CPU: tpu or neuron.")
-    ] = "",
-    module: Annotated[bool, typer.Option("-m", help="Run a module, like `python -m MODULE`.")] = False,
-    nproc: Annotated[
-        int,
-        typer.Option("--nproc", metavar="N", help="Processes to start, like torchrun --standalone --nproc_per_node."),
-    ] = 1,
-    report: Annotated[
-        Path | None, typer.Option("--report", metavar="FILE", help="Also write the report here, as JSON.")
-    ] = None,
-) -> None:
+@click.option("--emulate", default="", metavar="TARGET", help="The target to emulate on the CPU: tpu or neuron.")
+@click.option("-m", "module", is_flag=True, help="Run a module, like `python -m MODULE`.")
+@click.option(
+    "--nproc",
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Processes to start, like torchrun --standalone --nproc_per_node.",
+)
+@click.option("--report", type=PATH, metavar="FILE", help="Also write the report here, as JSON.")
+@click.pass_context
+def run(ctx: click.Context, emulate: str, module: bool, nproc: int, report: Path | None) -> None:
     """Run a program like `python SCRIPT ARGS` on an emulated device: portcheck run --emulate tpu train.py ARGS.
 
     Options go before the program; everything after its name is the program's. Exits with the
@@ -660,15 +706,12 @@ def run(
     if report is not None:
         with report_file(report) as out:
             run_view.render_json(result, out)
-    raise typer.Exit(result.exit_code)
+    raise Exit(result.exit_code)
 
 
-@app.command(cls=Command)
-def rules(
-    output_format: Annotated[
-        str, typer.Option("--format", "-f", metavar="FORMAT", help="table, json or markdown.")
-    ] = "table",
-) -> None:
+@app.command()
+@format_option("table", "table, json or markdown.")
+def rules(output_format: str) -> None:
     """List every rule with its severity per target."""
     from portcheck import explain  # its rule documentation is only needed here
 
@@ -679,13 +722,10 @@ def rules(
     sys.stdout.write(text)
 
 
-@app.command("explain", cls=Command)
-def explain_rule(
-    code: Annotated[str, typer.Argument(metavar="CODE", help="A rule code such as PC203.")],
-    target: Annotated[
-        str | None, typer.Option("--target", "-t", metavar="TARGET", help="Show what applies on this target.")
-    ] = None,
-) -> None:
+@app.command("explain")
+@argument("code", metavar="CODE", help="A rule code such as PC203.")
+@click.option("--target", "-t", metavar="TARGET", help="Show what applies on this target.")
+def explain_rule(code: str, target: str | None) -> None:
     """Show a rule's documentation, per-target severity and replacements."""
     from portcheck import explain
 

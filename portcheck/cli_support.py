@@ -4,6 +4,9 @@ Ruff's log levels, one line and exit code 2 for every error, and the files repor
 Exit code 1 means "findings" to CI; a crash must never look like that. So every error a command
 meets ends the run through `fail` (a usage or environment problem, said in one line) or, for a
 bug, through `Commands.invoke` (one line; the traceback only with --verbose).
+
+Plain click, not typer: typer builds a pydantic adapter for every parameter at every start, which
+cost every run (a cached re-scan, the pre-commit hook) about 150 ms.
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ import enum
 import errno
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Any, TextIO
 
-import typer
-from typer.core import TyperCommand, TyperGroup
+import click
+from click.exceptions import Exit
 
 
 class Output(enum.IntEnum):
@@ -31,13 +34,14 @@ class Output(enum.IntEnum):
 
 _OUTPUT = "portcheck.output"
 _VERBOSE = "portcheck.verbose"
-LOG_OPTIONS = ("verbose", "quiet", "silent")  # the app callback's parameters every command takes
+LOG_OPTIONS = ("verbose", "quiet", "silent")  # the group's options that every command takes too
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]  # what click.option and click.argument give
 
 
-def _lower_output(level: Output) -> Callable[[typer.Context, bool], bool]:
+def _lower_output(level: Output) -> Callable[[click.Context, click.Parameter, bool], bool]:
     """An option callback: the quietest level asked for wins, wherever on the line it was."""
 
-    def remember(ctx: typer.Context, value: bool) -> bool:
+    def remember(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
         if value:
             ctx.meta[_OUTPUT] = min(level, ctx.meta.get(_OUTPUT, Output.DEFAULT))
         return value
@@ -45,33 +49,89 @@ def _lower_output(level: Output) -> Callable[[typer.Context, bool], bool]:
     return remember
 
 
-def _remember_verbose(ctx: typer.Context, value: bool) -> bool:
+def _remember_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     if value:
         ctx.meta[_VERBOSE] = True
     return value
 
 
-def output_level(ctx: typer.Context) -> Output:
+def output_level(ctx: click.Context) -> Output:
     return ctx.meta.get(_OUTPUT, Output.DEFAULT)
 
 
-def is_verbose(ctx: typer.Context) -> bool:
+def is_verbose(ctx: click.Context) -> bool:
     return ctx.meta.get(_VERBOSE, False)
 
 
-Verbose = typer.Option(
-    "--verbose", "-v", expose_value=False, callback=_remember_verbose, help="Show tracebacks of internal errors."
+def _given(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> list[Any] | None:
+    """Repeated values as a list, or None when there are none: None means "not given"."""
+    return list(values) or None
+
+
+class Argument(click.Argument):
+    """A positional argument with help, named `[PATH]...` (optional) or `{CODE}` (required) in the
+    usage line and in the help's Arguments section."""
+
+    def __init__(self, param_decls: Sequence[str], *, help: str, show_default: str | None = None, **attrs: Any) -> None:
+        super().__init__(param_decls, **attrs)
+        self.help = help
+        self.shown_default = show_default
+
+    def get_usage_pieces(self, ctx: click.Context) -> list[str]:
+        name = f"{{{self.metavar}}}" if self.required else f"[{self.metavar}]"
+        return [f"{name}..." if self.nargs != 1 else name]
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str]:
+        extra = [f"default: ({self.shown_default})"] if self.shown_default else []
+        extra += ["required"] if self.required else []
+        help_text = f"{self.help}  [{'; '.join(extra)}]" if extra else self.help
+        return self.get_usage_pieces(ctx)[0], help_text
+
+
+def argument(name: str, **attrs: Any) -> Decorator:
+    """An argument with help (see `Argument`)."""
+    return click.argument(name, cls=Argument, **attrs)
+
+
+def arguments(name: str, **attrs: Any) -> Decorator:
+    """Any number of arguments: a list of them, or None when there are none."""
+    return argument(name, nargs=-1, callback=_given, **attrs)
+
+
+def repeatable(*decls: str, **attrs: Any) -> Decorator:
+    """A repeatable option: a list of its values, or None when it is not given."""
+    return click.option(*decls, multiple=True, callback=_given, **attrs)
+
+
+def format_option(default: str, help: str) -> Decorator:
+    """-f/--format: the report's format, `default` unless given; each command checks its own."""
+    return click.option(
+        "--format", "-f", "output_format", default=default, show_default=True, metavar="FORMAT", help=help
+    )
+
+
+PATH = click.Path(path_type=Path)  # not checked for existence: a missing path is the commands' own error
+
+Verbose = click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    expose_value=False,
+    callback=_remember_verbose,
+    help="Show tracebacks of internal errors.",
 )
-Quiet = typer.Option(
+Quiet = click.option(
     "--quiet",
     "-q",
+    is_flag=True,
     expose_value=False,
     callback=_lower_output(Output.QUIET),
     help="Print findings and errors, but nothing else (no summary, no progress).",
 )
-Silent = typer.Option(
+Silent = click.option(
     "--silent",
     "-s",
+    is_flag=True,
     expose_value=False,
     callback=_lower_output(Output.SILENT),
     help="Print nothing; the exit code still says whether something fails.",
@@ -79,124 +139,140 @@ Silent = typer.Option(
 
 
 # The options several commands share, with readable placeholders and their defaults.
-Paths = Annotated[
-    list[Path] | None,
-    typer.Argument(
-        metavar="PATH",
-        help="Files or directories (default: the current one); - reads the source from standard input.",
-        show_default=False,
-    ),
-]
-Targets = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--target",
-        "-t",
-        metavar="TARGET",
-        help="Target(s), repeatable or comma-separated; 'all' for every one.",
-        show_default="every target but rocm",
-    ),
-]
-Select = Annotated[
-    list[str] | None,
-    typer.Option(metavar="CODE", help="Rule codes or prefixes to enable (replaces the default).", show_default="ALL"),
-]
-ExtendSelect = Annotated[list[str] | None, typer.Option(metavar="CODE", help="Rule codes or prefixes to add.")]
-Ignore = Annotated[list[str] | None, typer.Option(metavar="CODE", help="Rule codes or prefixes to disable.")]
-Exclude = Annotated[
-    list[str] | None,
-    typer.Option(
-        metavar="PATTERN",
-        help="Gitignore-style patterns replacing the default excludes.",
-        show_default="build, cache and virtualenv folders",
-    ),
-]
-ExtendExclude = Annotated[
-    list[str] | None, typer.Option(metavar="PATTERN", help="Gitignore-style patterns to exclude in addition.")
-]
-ConfigFile = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        metavar="FILE",
-        help="A pyproject.toml to read [tool.portcheck] from.",
-        show_default="the nearest one with [tool.portcheck]",
-    ),
-]
-TorchVersion = Annotated[
-    str | None,
-    typer.Option(metavar="VERSION", help="The torch release the code must run on, e.g. 2.13.", show_default="any"),
-]
-NoGitignore = Annotated[bool, typer.Option("--no-respect-gitignore", help="Scan files that .gitignore excludes.")]
-ForceExclude = Annotated[
-    bool, typer.Option("--force-exclude", help="Apply excludes to paths given explicitly too (pre-commit).")
-]
-Jobs = Annotated[
-    int | None,
-    typer.Option("--jobs", "-j", min=1, metavar="N", help="Processes to work with.", show_default="all cores"),
-]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write cached results.")]
-AllKernels = Annotated[
-    bool,
-    typer.Option(
-        "--all-kernels",
-        help="Count kernels in tests and vendored code (third_party/, vendor/...) as kernels to port too.",
-    ),
-]
-CacheDir = Annotated[
-    Path | None,
-    typer.Option(
-        envvar="PORTCHECK_CACHE_DIR",
-        metavar="DIR",
-        help="Where results are cached.",
-        show_default=".portcheck_cache in the project root",
-    ),
-]
-MaxFileSize = Annotated[
-    str | None,
-    typer.Option(
-        metavar="SIZE",
-        help="Larger files are reported (PC003), not parsed: bytes, or a size such as 512KB or 10MB.",
-        show_default="2MB",
-    ),
-]
-StdinFilename = Annotated[
-    Path | None,
-    typer.Option(
-        metavar="PATH",
-        help="The file standard input stands for: its kind, its settings and the name findings are reported under.",
-    ),
-]
-FailOn = Annotated[
-    str | None,
-    typer.Option(metavar="SEVERITY", help="Lowest severity that fails: error, warning or info.", show_default="error"),
-]
+Paths = arguments(
+    "paths",
+    type=PATH,
+    metavar="PATH",
+    help="Files or directories (default: the current one); - reads the source from standard input.",
+)
+Targets = repeatable(
+    "--target",
+    "-t",
+    metavar="TARGET",
+    help="Target(s), repeatable or comma-separated; 'all' for every one.",
+    show_default="every target but rocm",
+)
+Select = repeatable(
+    "--select", metavar="CODE", help="Rule codes or prefixes to enable (replaces the default).", show_default="ALL"
+)
+ExtendSelect = repeatable("--extend-select", metavar="CODE", help="Rule codes or prefixes to add.")
+Ignore = repeatable("--ignore", metavar="CODE", help="Rule codes or prefixes to disable.")
+Exclude = repeatable(
+    "--exclude",
+    metavar="PATTERN",
+    help="Gitignore-style patterns replacing the default excludes.",
+    show_default="build, cache and virtualenv folders",
+)
+ExtendExclude = repeatable(
+    "--extend-exclude", metavar="PATTERN", help="Gitignore-style patterns to exclude in addition."
+)
+ConfigFile = click.option(
+    "--config",
+    "config_file",
+    type=PATH,
+    metavar="FILE",
+    help="A pyproject.toml to read [tool.portcheck] from.",
+    show_default="the nearest one with [tool.portcheck]",
+)
+TorchVersion = click.option(
+    "--torch-version",
+    metavar="VERSION",
+    help="The torch release the code must run on, e.g. 2.13.",
+    show_default="any",
+)
+NoGitignore = click.option("--no-respect-gitignore", is_flag=True, help="Scan files that .gitignore excludes.")
+ForceExclude = click.option(
+    "--force-exclude", is_flag=True, help="Apply excludes to paths given explicitly too (pre-commit)."
+)
+Jobs = click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Processes to work with.",
+    show_default="all cores",
+)
+NoCache = click.option("--no-cache", is_flag=True, help="Neither read nor write cached results.")
+AllKernels = click.option(
+    "--all-kernels",
+    is_flag=True,
+    help="Count kernels in tests and vendored code (third_party/, vendor/...) as kernels to port too.",
+)
+CacheDir = click.option(
+    "--cache-dir",
+    type=PATH,
+    envvar="PORTCHECK_CACHE_DIR",
+    show_envvar=True,
+    metavar="DIR",
+    help="Where results are cached.",
+    show_default=".portcheck_cache in the project root",
+)
+MaxFileSize = click.option(
+    "--max-file-size",
+    metavar="SIZE",
+    help="Larger files are reported (PC003), not parsed: bytes, or a size such as 512KB or 10MB.",
+    show_default="2MB",
+)
+StdinFilename = click.option(
+    "--stdin-filename",
+    type=PATH,
+    metavar="PATH",
+    help="The file standard input stands for: its kind, its settings and the name findings are reported under.",
+)
 
 
-def fail(message: str) -> typer.Exit:
+FailOn = click.option(
+    "--fail-on",
+    metavar="SEVERITY",
+    help="Lowest severity that fails: error, warning or info.",
+    show_default="error",
+)
+
+
+def fail(message: str) -> Exit:
     """A usage, configuration or environment error: one line on stderr, exit code 2."""
-    typer.echo(f"portcheck: error: {message}", err=True)
-    return typer.Exit(2)
+    click.echo(f"portcheck: error: {message}", err=True)
+    return Exit(2)
 
 
-class Commands(TyperGroup):
-    """The command group. Its log-level options (declared on the app's callback) are every
-    command's too, so that they go anywhere on the line, as Ruff's do; and an exception a
-    command did not expect ends the run in one line with exit code 2."""
+class Command(click.Command):
+    """A command whose help lists its arguments, with their help, then its options: the same with
+    every click version (before 8.5, click lists no arguments; 8.5 lists them its own way)."""
 
-    def __init__(self, **attrs: Any) -> None:
-        super().__init__(**attrs)
-        shared = [param for param in self.params if param.name in LOG_OPTIONS]
-        for command in self.commands.values():
-            command.params.extend(shared)
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.format_usage(ctx, formatter)
+        self.format_help_text(ctx, formatter)
+        params = self.get_params(ctx)
+        for title, kind in (("Arguments", click.Argument), ("Options", click.Option)):
+            rows = [record for param in params if isinstance(param, kind) and (record := param.get_help_record(ctx))]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
-    def invoke(self, ctx: typer.Context) -> Any:
+
+class Commands(click.Group):
+    """The command group. Its log-level options are every command's too, so that they go anywhere
+    on the line, as Ruff's do; its commands are listed in the order they were declared; and an
+    exception a command did not expect ends the run in one line with exit code 2 (^C with 130)."""
+
+    command_class = Command
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.params.extend(param for param in self.params if param.name in LOG_OPTIONS)
+        super().add_command(cmd, name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort):  # typer's Exit is a RuntimeError: let it through
+        except (Exit, click.Abort):  # click's Exit is a RuntimeError: let it through
             raise
+        except KeyboardInterrupt:  # 130 as for any program stopped by ^C (click's "Aborted!" exits 1: findings)
+            raise Exit(130) from None
         except Exception as error:
-            if _handled_by_typer(error):
+            if _handled_by_click(error):
                 raise
             if ctx.meta.get(_VERBOSE):
                 traceback.print_exc(file=sys.stderr)
@@ -204,30 +280,10 @@ class Commands(TyperGroup):
             raise fail(f"internal error: {type(error).__name__}: {error}{suffix}") from None
 
 
-def _handled_by_typer(error: Exception) -> bool:
+def _handled_by_click(error: Exception) -> bool:
     """Usage errors (they carry their exit code) and a closed pipe (`portcheck scan | head`),
-    which typer reports itself."""
+    which click reports itself."""
     return hasattr(error, "exit_code") or (isinstance(error, OSError) and error.errno == errno.EPIPE)
-
-
-class Command(TyperCommand):
-    """A command whose help names its arguments by their placeholder (`[PATH]...`) instead of
-    typer's `<list[Path]>`."""
-
-    def format_options(self, ctx: typer.Context, formatter: Any) -> None:
-        arguments, options = [], []
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is None:
-                continue
-            if param.param_type_name == "argument":
-                arguments.append((" ".join(param.get_usage_pieces(ctx)), record[1]))
-            else:
-                options.append(record)
-        for title, rows in (("Arguments", arguments), ("Options", options)):
-            if rows:
-                with formatter.section(title):
-                    formatter.write_dl(rows)
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
 import portcheck
 from portcheck.api import FixReport, ScanReport, fix_paths, scan_paths, scan_source
@@ -67,7 +67,7 @@ def assert_good_file_scanned(report: ScanReport, path: str = "good.py") -> None:
 def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["scan", *args, "--format", "concise", "--jobs", "1"])
-    # A crash shows up as an exception other than the SystemExit typer uses for exit codes.
+    # A crash shows up as an exception other than the SystemExit click uses for exit codes.
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
-from typer.testing import CliRunner
 
 from portcheck import api, cache, engine
 from portcheck.cli import app

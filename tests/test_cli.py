@@ -1,8 +1,8 @@
 """End-to-end tests of the `portcheck` command line: exit codes, rule selection, targets,
 statistics, output files, baselines, `rules`, `explain` and `[tool.portcheck]` configuration.
 
-Every test writes a few small source files into its own `tmp_path` and runs the real Typer
-application in-process with `CliRunner` (one test runs `python -m portcheck` in a subprocess).
+Every test writes a few small source files into its own `tmp_path` and runs the real command
+line in-process with click's `CliRunner` (one test runs `python -m portcheck` in a subprocess).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 import portcheck
 from portcheck.cli import app

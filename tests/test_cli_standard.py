@@ -2,7 +2,7 @@
 error, rule selectors, standard input, log levels, --show-files/--show-settings, statistics,
 parallel fixing, help text and sizes.
 
-Most tests run the Typer application in-process (`CliRunner`); standard input goes through a
+Most tests run the command line in-process (click's `CliRunner`); standard input goes through a
 real pipe to `python -m portcheck`.
 """
 
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from portcheck import api, explain
 from portcheck.cli import app
@@ -350,7 +350,7 @@ def test_fix_judges_what_is_left_with_the_whole_project_as_scan_does(runner: Cli
 def test_help_shows_placeholders_not_python_types(runner: CliRunner, command: str) -> None:
     result = runner.invoke(app, [command, "--help"])
     assert result.exit_code == 0
-    assert "<" not in result.stdout, result.stdout  # typer's <list[Path]>, <str>, <int range>
+    assert "<" not in result.stdout, result.stdout  # no Python types such as <list[Path]>, <str>, <int range>
 
 
 def test_help_shows_the_defaults(runner: CliRunner) -> None:

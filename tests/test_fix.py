@@ -16,7 +16,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from portcheck import api
 from portcheck import targets as target_data

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import nbformat
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from portcheck import magics, nbjson, notebooks
 from portcheck.api import fix_source, scan_source

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 
 import jsonschema
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from portcheck.cli import app
 

@@ -151,7 +151,7 @@ def test_precommit_hook_passes_on_a_clean_file_and_its_environment_has_no_torch(
     assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
     assert re.search(r"^portcheck\.+Passed$", completed.stdout, re.MULTILINE), completed.stdout
     installed = _installed(pip_log)
-    assert {"portcheck", "libcst", "typer", "rich", "pathspec"} <= installed, installed  # the log is the hook's install
+    assert {"portcheck", "libcst", "click", "rich", "pathspec"} <= installed, installed  # the log is the hook's install
     assert not {name for name in installed if name == "torch" or name.startswith(("torch-", "nvidia-"))}, installed
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from portcheck import api
 from portcheck.cli import app

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from portcheck.cli import app
 from portcheck.smoke.runner import Settings, _notes, _Worker
