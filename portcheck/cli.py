@@ -59,7 +59,6 @@ from portcheck.discovery import discover, is_excluded
 from portcheck.findings import Finding
 from portcheck.report import (
     FORMAT_NAMES,
-    fix_view,
     formats,
     inventory_view,
     progress,
@@ -401,6 +400,8 @@ def _fix_stdin(name: Path, config: Config, device: str, unsafe: bool, diff: bool
 def _print_fix(report: api.FixReport, level: Output, diff: bool, from_stdin: bool, verbose: bool) -> None:
     """The diff (--diff) on standard output, then the summary: on standard error where standard
     output carries the diff or the fixed source."""
+    from portcheck.report import fix_view  # reads notebooks with libcst, which only fix needs
+
     if level is Output.SILENT:
         return
     if diff:

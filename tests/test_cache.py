@@ -83,6 +83,33 @@ def test_a_warm_scan_that_computed_nothing_leaves_the_cache_file_as_it_was(tree:
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
+WARM_RUN = """
+import sys
+from portcheck import cli
+sys.argv = ["portcheck", *sys.argv[1:]]
+try:
+    cli.main()
+finally:
+    loaded = sorted(name for name in sys.modules if name.split(".")[0] in ("libcst", "pydantic") or
+                    name.startswith(("portcheck.rules", "portcheck.engine", "portcheck.fixer")))
+    print("loaded:", loaded, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("output_format", ["text", "sarif"])
+def test_a_warm_scan_imports_neither_libcst_nor_the_rules(tree: Path, tmp_path: Path, output_format: str) -> None:
+    """The cache answers: start-up is the whole cost of a warm run, and libcst and the rules are
+    most of what portcheck would import."""
+    arguments = ["scan", str(tree), "--cache-dir", str(tmp_path / "cache"), "--format", output_format, "--exit-zero"]
+    runs = [subprocess.run([sys.executable, "-c", WARM_RUN, *arguments], capture_output=True, text=True, cwd=tree)]
+    runs.append(subprocess.run([sys.executable, "-c", WARM_RUN, *arguments], capture_output=True, text=True, cwd=tree))
+    cold, warm = runs
+    assert cold.returncode == warm.returncode == 0, cold.stderr + warm.stderr
+    assert "libcst" in cold.stderr.splitlines()[-1]
+    assert warm.stderr.splitlines()[-1] == "loaded: []", warm.stderr
+    assert cold.stdout == warm.stdout
+
+
 def test_an_edited_file_alone_is_scanned_again(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scan(tree, tmp_path / "cache")
     edited = tree / "cuda_app" / "utils.py"
