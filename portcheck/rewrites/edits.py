@@ -63,11 +63,12 @@ class _ReplaceByIdentity(cst.CSTTransformer):
 
 
 def string_like(original: cst.CSTNode, value: str) -> cst.BaseExpression:
-    """A string literal with `value`, quoted the way the original was (f-strings become plain)."""
+    """A string literal with `value`, quoted the way the original was (f-strings become plain;
+    one in single quotes only because its expressions hold double quotes shows no style)."""
     quote = '"'
     if isinstance(original, cst.SimpleString):
         quote = original.quote
-    elif isinstance(original, cst.FormattedString):
+    elif isinstance(original, cst.FormattedString) and '"' not in cst.Module([]).code_for_node(original)[2:-1]:
         quote = original.start[-1] if original.start[-1] in "'\"" else '"'
     if quote not in value and "\\" not in value:
         return cst.SimpleString(f"{quote}{value}{quote}")

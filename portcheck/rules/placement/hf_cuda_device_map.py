@@ -291,6 +291,14 @@ class HfCudaDeviceMap(SettingValueRule):
             'device_map = {"": f"xpu:{Accelerator().process_index}"} if ddp else "auto"\n'
             'kwargs = {"device_map": {"": f\'xpu:{int(os.environ.get("LOCAL_RANK") or 0)}\'}}\n',
         ),
+        Invalid(  # the index goes, and with it the quotes its expression forced
+            'import os\nimport torch\ndevice_map = {"": int(os.environ.get("LOCAL_RANK") or 0)}\n'
+            'm = AutoModel.from_pretrained("x", device_map=device_map)\n',
+            lines=[3],
+            device="tpu",
+            fixed='import os\nimport torch\ndevice_map = {"": "tpu"}\n'
+            'm = AutoModel.from_pretrained("x", device_map=device_map)\n',
+        ),
         Invalid(
             "import torch\ndef load(name, local_rank):\n    return AutoModel.from_pretrained(name, device_map=local_rank)\n",
             lines=[3],

@@ -90,11 +90,14 @@ _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
 
 
 def tensor_method(ctx: FileContext, node: cst.CSTNode, names: frozenset[str]) -> bool:
-    """`<receiver>.m(...)` with `m` in `names`, where the receiver may be a tensor."""
+    """`<receiver>.m(...)` with `m` in `names`, where the receiver may be a tensor (it resolves
+    to nothing outside torch, and is no NumPy array)."""
     return (
         isinstance(node, cst.Call)
         and patterns.method_name(node) in names
         and not patterns.resolves_outside_torch_classes(ctx.qualified_names(node.func))
+        and isinstance(node.func, cst.Attribute)
+        and not numpy_valued(ctx, node.func.value)
     )
 
 
@@ -115,6 +118,51 @@ def builtin_call(ctx: FileContext, node: cst.CSTNode, names: tuple[str, ...]) ->
     ):
         return node.args[0].value
     return None
+
+
+_NUMPY_DEPTH = 8  # NumPy statistics chain names and arithmetic: `valid = union > 0`, `union = gt + pred - tp`...
+
+
+def numpy_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether an expression is a NumPy array by how it was made: a `numpy` call or `.numpy()`,
+    a method or an element of one (`np.floor(a).astype(int)`, `arr[0]`), a comparison or
+    arithmetic of one (`arr == 0`, `arr / 2`), or a name bound to one of those and never to a torch call
+    (`w = np.bincount(c); w = 1 / w`). Such values index and compare on the host: no device,
+    nothing to sync or recompile. `seen`: the names being looked through, a cycle's end."""
+    if depth > _NUMPY_DEPTH:
+        return False
+    parts: list[cst.CSTNode] = []
+    if isinstance(node, cst.Call):
+        if patterns.method_name(node) == "numpy" or any(
+            name.split(".")[0] == "numpy" for name in ctx.qualified_names(node.func)
+        ):
+            return True
+        parts = [node.func.value] if isinstance(node.func, cst.Attribute) else []
+    elif isinstance(node, cst.Subscript):
+        parts = [node.value]
+    elif isinstance(node, cst.Comparison):
+        parts = [node.left, *(link.comparator for link in node.comparisons)]
+    elif isinstance(node, cst.BinaryOperation):
+        parts = [node.left, node.right]
+    elif isinstance(node, cst.UnaryOperation):
+        parts = [node.expression]
+    elif isinstance(node, cst.Name) and node.value not in seen:
+        values = ctx.values_before_updates(node)
+        if any(_made_by_torch(ctx, value) for value in values):
+            return False
+        seen, parts = seen | {node.value}, list(values)
+    return any(numpy_valued(ctx, part, depth + 1, seen) for part in parts)
+
+
+def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """A torch call, or a method chain on one (`torch.from_numpy(a).cuda()`)."""
+    while isinstance(node, cst.Call):
+        if any(name.split(".")[0] == "torch" for name in ctx.qualified_names(node.func)):
+            return True
+        if not isinstance(node.func, cst.Attribute):
+            return False
+        node = node.func.value
+    return False
 
 
 def _through_name(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | None:
@@ -201,7 +249,8 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
 
 def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether an index expression is a boolean mask: `x > 0`, `~valid`, `(a > 0) & (b < 1)`,
-    `m.bool()`, `torch.isnan(x)`, or a name bound once to one of those."""
+    `m.bool()`, `torch.isnan(x)`, a tensor made or cast with `dtype=torch.bool`
+    (`torch.ones(n, dtype=torch.bool)`, `m.to(torch.bool)`), or a name bound once to one of those."""
     if depth > _DEPTH:
         return False
     if isinstance(node, cst.Comparison):
@@ -210,10 +259,20 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
         return True  # `~` on an index is a negated mask; integer tensors would index from the end
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _MASK_OPERATORS):
         return is_bool_mask(ctx, node.left, depth + 1) or is_bool_mask(ctx, node.right, depth + 1)
-    if tensor_method(ctx, node, _MASK_OPS) or resolved_call(ctx, node, _TORCH_MASK_OPS):
+    if tensor_method(ctx, node, _MASK_OPS) or resolved_call(ctx, node, _TORCH_MASK_OPS) or _of_bool_dtype(ctx, node):
         return True
     inner = _through_name(ctx, node)
     return inner is not None and is_bool_mask(ctx, inner, depth + 1)
+
+
+def _of_bool_dtype(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """A call given `dtype=torch.bool`, or `.to(torch.bool)`: a tensor of bools."""
+    if not isinstance(node, cst.Call):
+        return False
+    given = [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "dtype"]
+    if patterns.method_name(node) == "to":
+        given += [arg.value for arg in node.args[:1] if arg.keyword is None]
+    return any("torch.bool" in ctx.qualified_names(value) for value in given)
 
 
 def controlling_part(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode] | None:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck import targets as target_data
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Report, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, is_bool_mask, tensor_method
+from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, is_bool_mask, numpy_valued, tensor_method
 
 _READ = "boolean-mask indexing returns as many elements as the mask has True values"
 _WRITE = "assigning a tensor through a boolean mask needs the positions of its True values"
@@ -28,12 +28,13 @@ class BooleanMaskIndexing(TensorRule):
     """## What it does
     Reports indexing with a boolean mask, `x[mask]`, where the index is a comparison
     (`x[x > 0]`), a `~`, `&` or `|` combination of masks, a call that makes one (`.bool()`,
-    `torch.isnan`, `logical_and`, `.any(dim)`...), a name bound once to one of those, or a
-    parameter that a call in the same module passes one of those (`def pick(x, keep): return
+    `torch.isnan`, `logical_and`, `.any(dim)`, `dtype=torch.bool`...), a name bound once to
+    one of those, or a parameter that a call in the same module passes one of those (`def pick(x, keep): return
     x[keep]` with `pick(x, x > 0)`).
     Assignments through a mask are reported too: of a tensor (`x[mask] = y[mask]`) and augmented
     (`x[mask] += 1`) as reads are; of a scalar (`x[mask] = 0`, `logits[:, m] = -inf`) as a
-    warning, where compiled graphs need static shapes.
+    warning, where compiled graphs need static shapes. NumPy arrays (a `numpy` call's result,
+    or a name bound to one and never to a torch call) are left alone: they live on the host.
 
     ## Why is this bad?
     The result has as many elements as the mask has True values, which only the data knows.
@@ -86,7 +87,14 @@ class BooleanMaskIndexing(TensorRule):
         ),
         Valid("def f(torch, x):\n    return x[torch.isnan(x)]\n"),
         Valid("import torch\nlabel = ('no', 'yes')[score > 0]\n"),
+        Valid("import torch\nidx = torch.ones(n, dtype=torch.long)\ny = x[idx]\nz = x[w.to(torch.int64)]\n"),
         Valid("import numpy as np\nsmall = arr[arr > 0]\n"),
+        Valid(  # NumPy arrays in a module that also uses torch
+            "import numpy as np\nimport torch\nweights = np.bincount(c, minlength=n)\nweights[weights == 0] = 1\n"
+            "bi = np.floor(np.arange(n) / bs).astype(int)\nari = ar[bi == i]\nkeep = ids[np.isin(ids, allowed)]\n"
+            "w = np.bincount(c)\nw[w == 0] = 1\nw = 1 / w\nw /= w.sum()\n"
+            "out = logits.argmax(0).cpu().numpy()\npred = 255 * np.ones(out.shape)\npred[out == k] = 3\n"
+        ),
         Valid(  # callers pass indices, or the parameter is rebound first
             "import torch\ndef pick(x, idx):\n    return x[idx]\npick(x, torch.arange(3))\n"
             "def clean(x, m):\n    m = m.nonzero_static(size=4)\n    return x[m]\nclean(x, x > 0)\n"
@@ -98,9 +106,18 @@ class BooleanMaskIndexing(TensorRule):
         Invalid("import torch\npos = x[x > 0]\n", lines=[2], message="as many elements"),
         Invalid("import torch as T\nkeep = (s > 0.5) & (s < 0.9)\nboxes = boxes[keep]\n", lines=[3]),
         Invalid("from torch import isnan\nclean = x[~isnan(x)]\n", lines=[2]),
+        Invalid(
+            "import torch\nkeep = torch.ones(n, dtype=torch.bool)\nkeep[banned] = False\ny = x[:, keep]\n"
+            "z = x[w.to(torch.bool)]\n",
+            lines=[4, 5],
+        ),
         Invalid("from torch.nn import functional as F\nvalid = m.bool()\ny = F.relu(x)[:, valid]\n", lines=[3]),
         Invalid("import torch.nn\ntokens[padding_mask.any(-1)] += 1\n", lines=[2]),
         Invalid("import torch\nx[x > 0] = y[x > 0]\n", lines=[2], message="assigning a tensor"),
+        Invalid(  # once a tensor, not NumPy's
+            "import numpy as np\nimport torch\nw = np.bincount(c)\nw = torch.from_numpy(w).cuda()\nv = w[w > 0]\n",
+            lines=[5],
+        ),
         Invalid(
             "import torch\nx[x < 0] = 0\nlogits[~valid] = -torch.finfo(logits.dtype).max\n"
             "logits[:, ids >= vocab] = -float('inf')\nt[t[:, -1] == eot] = eot\n"
@@ -184,10 +201,13 @@ class BooleanMaskIndexing(TensorRule):
         super().leave_Module(node)
 
     def _masked(self, node: cst.Subscript) -> bool:
-        return any(
-            isinstance(element.slice, cst.Index) and is_bool_mask(self.ctx, element.slice.value)
+        """Indexed with a mask, and not a NumPy array (or a NumPy mask) on the host."""
+        masks = [
+            element.slice.value
             for element in node.slice
-        )
+            if isinstance(element.slice, cst.Index) and is_bool_mask(self.ctx, element.slice.value)
+        ]
+        return bool(masks) and not any(numpy_valued(self.ctx, part) for part in (node.value, *masks))
 
     def _in_reported_store(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the last node of `chain` (its ancestors, then itself) is inside the value of

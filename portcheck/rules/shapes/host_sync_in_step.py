@@ -28,7 +28,8 @@ class HostSyncInStep(TensorRule):
     (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
     batch getter) or decodes (samples tokens). Calls in a `raise` (the error path) or under an
     `if step % N == 0:` (reading back every N steps) are left alone, and so are those that
-    decide a branch (PC504) or a slice length (PC505).
+    decide a branch (PC504) or a slice length (PC505), and those on NumPy arrays (made by
+    `numpy` or `.numpy()`), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -81,6 +82,10 @@ class HostSyncInStep(TensorRule):
         Valid("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.sum()\n"),
         Valid("import torch\ndef forward(x):\n    return x.item()\nfor n in range(3):\n    y = x.cpu()\n"),
         Valid("import numpy as np\nimport torch.cuda\nfor b in loader:\n    a = np.numpy()\n"),
+        Valid(  # NumPy arrays live on the host
+            "import numpy as np\nimport torch\nfor b in loader:\n    ids = np.asarray(b['ids'])\n"
+            "    keep = ids.tolist()\n    top = np.argsort(ids)[:3].tolist()\n"
+        ),
         Valid("def run(torch, loader):\n    for b in loader:\n        torch.cpu()\n"),
         Valid(
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
