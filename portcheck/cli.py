@@ -26,16 +26,13 @@ from portcheck.cli_support import (
     CacheDir,
     Commands,
     ConfigFile,
-    Exclude,
-    ExtendExclude,
     ExtendSelect,
     FailOn,
-    ForceExclude,
+    FileSelection,
     Ignore,
     Jobs,
     MaxFileSize,
     NoCache,
-    NoGitignore,
     Output,
     Paths,
     Quiet,
@@ -43,7 +40,6 @@ from portcheck.cli_support import (
     Silent,
     StdinFilename,
     Targets,
-    TorchVersion,
     Verbose,
     argument,
     arguments,
@@ -144,17 +140,7 @@ def app() -> None:
 @app.command()
 @Paths
 @Targets
-@Select
-@ExtendSelect
-@Ignore
-@Exclude
-@ExtendExclude
-@ConfigFile
-@TorchVersion
-@NoGitignore
-@ForceExclude
-@MaxFileSize
-@Jobs
+@FileSelection
 @NoCache
 @CacheDir
 @StdinFilename
@@ -318,17 +304,7 @@ def _fix_target(device: str) -> str:
 )
 @click.option("--diff", is_flag=True, help="Print a unified diff and write nothing.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour.")
-@Select
-@ExtendSelect
-@Ignore
-@Exclude
-@ExtendExclude
-@ConfigFile
-@TorchVersion
-@NoGitignore
-@ForceExclude
-@MaxFileSize
-@Jobs
+@FileSelection
 @StdinFilename
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when something was fixed.")
 @FailOn

@@ -219,14 +219,30 @@ StdinFilename = click.option(
     metavar="PATH",
     help="The file standard input stands for: its kind, its settings and the name findings are reported under.",
 )
-
-
 FailOn = click.option(
     "--fail-on",
     metavar="SEVERITY",
     help="Lowest severity that fails: error, warning or info.",
     show_default="error",
 )
+
+
+def together(*decorators: Decorator) -> Decorator:
+    """Several options as one decorator, listed in help in the order given."""
+
+    def apply(function: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+
+    return apply
+
+
+# Which files and rules a scan or a fix takes, and how it runs: both commands' run of options.
+FileSelection = together(
+    Select, ExtendSelect, Ignore, Exclude, ExtendExclude, ConfigFile, TorchVersion, NoGitignore, ForceExclude,
+    MaxFileSize, Jobs,
+)  # fmt: skip
 
 
 def fail(message: str) -> Exit:

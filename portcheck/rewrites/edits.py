@@ -68,11 +68,19 @@ def string_like(original: cst.CSTNode, value: str) -> cst.BaseExpression:
     quote = '"'
     if isinstance(original, cst.SimpleString):
         quote = original.quote
-    elif isinstance(original, cst.FormattedString) and '"' not in cst.Module([]).code_for_node(original)[2:-1]:
+    elif isinstance(original, cst.FormattedString) and not _holds_double_quotes(original):
         quote = original.start[-1] if original.start[-1] in "'\"" else '"'
     if quote not in value and "\\" not in value:
         return cst.SimpleString(f"{quote}{value}{quote}")
     return cst.SimpleString(repr(value))
+
+
+def _holds_double_quotes(fstring: cst.FormattedString) -> bool:
+    """Whether an f-string's expressions spell a double quote (which forced its own quotes)."""
+    module = cst.Module([])
+    return any(
+        isinstance(part, cst.FormattedStringExpression) and '"' in module.code_for_node(part) for part in fstring.parts
+    )
 
 
 def dotted(name: str) -> cst.BaseExpression:
