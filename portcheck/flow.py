@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 import libcst as cst
@@ -92,6 +92,7 @@ _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
+_CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,6 +160,7 @@ class _Site:
 
     call: cst.Call
     scope: Scope
+    ancestors: tuple[cst.CSTNode, ...]  # the nodes from the module down to the call
     skipped: int = 0  # leading parameters the call does not pass (`self`)
 
 
@@ -172,10 +174,11 @@ class DeviceFlow:
     _protected: dict[int, int] = field(default_factory=dict)  # node id -> index of its guard
     _tests: dict[int, int] = field(default_factory=dict)  # check id -> index of its guard
     _methods: dict[int, str | None] = field(default_factory=dict)  # function id -> its class, if a method
-    _calls: dict[str, list[tuple[cst.Call, Scope]]] = field(default_factory=dict)  # by callee name
+    _calls: dict[str, list[_Site]] = field(default_factory=dict)  # by callee name
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
+    _every_step: dict[int, str | None] = field(default_factory=dict)  # function id -> its step context
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -482,6 +485,46 @@ class DeviceFlow:
                     return self._steps[id(loop)]
         return None
 
+    def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """Where the code below `ancestors` runs once per step: "forward()" or the step loop
+        around it. None off the step path: in a `raise`, or under an `if step % N == 0:`."""
+        if off_the_step_path(ancestors):
+            return None
+        return "forward()" if in_forward(ancestors) else self.step_loop(ancestors)
+
+    def called_every_step(self, function: cst.FunctionDef, depth: int = 0) -> str | None:
+        """The step context ("forward()", "a training loop"...) from which the module calls
+        `function` every step: a call of it there, or in a function itself called every step
+        (`run_step()` from the loop, then `log_step()` from `run_step()`). A method counts the
+        calls `self.name(...)` in its own class. Asked after the walk: callers often come after
+        the functions they call."""
+        if depth > _CALL_DEPTH:
+            return None
+        if depth == 0:
+            if id(function) not in self._every_step:
+                self._every_step[id(function)] = self.called_every_step(function, 1)
+            return self._every_step[id(function)]
+        title, owner = function.name.value, self._methods.get(id(function))
+        for site in self._sites(title, owner):
+            if owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
+                continue
+            where = self._site_context(site)
+            if where is None and not off_the_step_path(site.ancestors):
+                caller = enclosing_function(site.ancestors)
+                where = None if caller is None else self.called_every_step(caller, depth + 1)
+            if where is not None:
+                return where
+        return None
+
+    def _site_context(self, site: _Site) -> str | None:
+        """The step context of a call, resolving names in the scope the call was made in."""
+        walking = self.resolver.scope
+        self.resolver.scope = site.scope
+        try:
+            return self.step_context(site.ancestors)
+        finally:
+            self.resolver.scope = walking
+
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
             return "a loop over a DataLoader"
@@ -534,9 +577,10 @@ class DeviceFlow:
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Name):
-            self._calls.setdefault(func.value, []).append((node, self.resolver.scope))
+            self._calls.setdefault(func.value, []).append(_Site(node, self.resolver.scope, tuple(self.ancestors)))
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            self._calls.setdefault(func.attr.value, []).append((node, self.resolver.scope))
+            site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
+            self._calls.setdefault(func.attr.value, []).append(site)
         spawns = isinstance(func, cst.Attribute) and func.attr.value in ("spawn", "start_processes")
         if spawns and node.args and self.resolver.qualified_names(func) & _SPAWNERS:
             spawned = node.args[0].value
@@ -630,10 +674,69 @@ class DeviceFlow:
         """Calls of a function (of a method of `owner` through `self.`, of `__init__` through
         its class) that the module makes."""
         if owner is None:
-            return [_Site(call, scope) for call, scope in self._calls.get(title, []) if isinstance(call.func, cst.Name)]
-        calls = self._calls.get(owner if title == "__init__" else title, [])
-        wanted = cst.Name if title == "__init__" else cst.Attribute  # `Trainer(...)`, `self.step(...)`
-        return [_Site(call, scope, 1) for call, scope in calls if isinstance(call.func, wanted)]
+            return [site for site in self._calls.get(title, []) if isinstance(site.call.func, cst.Name)]
+        if title == "__init__":  # `Trainer(...)`: its first parameter, `self`, is not passed
+            return [replace(site, skipped=1) for site in self._calls.get(owner, []) if site.skipped == 0]
+        return [site for site in self._calls.get(title, []) if site.skipped == 1]  # `self.step(...)`
+
+
+def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside the body of a method named `forward` (nn.Module.forward, autograd.Function.forward):
+    what runs, and is traced, once per step."""
+    for index, node in enumerate(ancestors):
+        if (
+            isinstance(node, cst.FunctionDef)
+            and node.name.value == "forward"
+            and index >= 2
+            and isinstance(ancestors[index - 2], cst.ClassDef)
+            and index + 1 < len(ancestors)
+            and ancestors[index + 1] is node.body
+        ):
+            return True
+    return False
+
+
+def off_the_step_path(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside a `raise` (runs only on the error path) or the body of an `if step % N == 0:`
+    (reading back every N steps is the remedy, not the problem)."""
+    for index, node in enumerate(ancestors):
+        if isinstance(node, cst.Raise):
+            return True
+        if (
+            isinstance(node, cst.If)
+            and index + 1 < len(ancestors)
+            and ancestors[index + 1] is node.body
+            and periodic(node.test)
+        ):
+            return True
+    return False
+
+
+def periodic(test: cst.BaseExpression) -> bool:
+    """A test that holds every N steps: `step % N == 0`, `not i % N`, `... or i % N == 0`."""
+    if isinstance(test, cst.BooleanOperation):
+        return periodic(test.left) or periodic(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_modulo(test.expression)
+    if isinstance(test, cst.Comparison):
+        return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
+    return False
+
+
+def _is_modulo(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+
+
+def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
+    """The function whose body the node is in, directly (not in a lambda or class within it)."""
+    scope = next((node for node in reversed(ancestors) if isinstance(node, _NESTED_SCOPES)), None)
+    return scope if isinstance(scope, cst.FunctionDef) else None
+
+
+def _class_name(ancestors: Sequence[cst.CSTNode]) -> str | None:
+    """The class whose method the node is in."""
+    classes = [node for node in ancestors if isinstance(node, cst.ClassDef)]
+    return classes[-1].name.value if classes else None
 
 
 def owner_name(node: cst.BaseExpression) -> str:

@@ -3,8 +3,8 @@
 Helpers shared by this family only: severities derived from each target's `dynamic-shapes`
 fact, target-specific advice, predicates that say whether an expression reads tensor values
 (tensor methods cannot be resolved, so they are matched by name on receivers that do not resolve
-to a non-torch import), the step context `forward` (step loops are portcheck.flow's),
-and a base class that keeps those spelling-matched rules to files that import torch.
+to a non-torch import), a base class that keeps those spelling-matched rules to files that
+import torch, and one for rules about what runs every step (step contexts are portcheck.flow's).
 """
 
 from __future__ import annotations
@@ -206,6 +206,8 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     if inner is not None:
         return reads_tensor_scalar(ctx, inner, depth + 1) or tests_tensor_value(ctx, inner, depth + 1)
     inner = builtin_call(ctx, node, ("all", "any"))
+    if isinstance(inner, (cst.GeneratorExp, cst.ListComp)):  # `any(not p.grad.isfinite().all() for p in ps)`
+        return tests_tensor_value(ctx, inner.elt, depth + 1)
     if inner is not None:  # Python iterates the tensor and tests each element
         return tensor_valued(ctx, inner)
     return tensor_valued(ctx, node)
@@ -293,55 +295,7 @@ def controlling_part(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> tup
     return None
 
 
-# --- step contexts -----------------------------------------------------------------------------
-
 DATALOADERS = flow.DATALOADERS
-
-
-def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Inside the body of a method named `forward` (nn.Module.forward, autograd.Function.forward):
-    what runs, and is traced, once per step."""
-    for index, node in enumerate(ancestors):
-        if (
-            isinstance(node, cst.FunctionDef)
-            and node.name.value == "forward"
-            and index >= 2
-            and isinstance(ancestors[index - 2], cst.ClassDef)
-            and index + 1 < len(ancestors)
-            and ancestors[index + 1] is node.body
-        ):
-            return True
-    return False
-
-
-def off_the_step_path(ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Inside a `raise` (runs only on the error path) or the body of an `if step % N == 0:`
-    (reading back every N steps is the remedy, not the problem)."""
-    for index, node in enumerate(ancestors):
-        if isinstance(node, cst.Raise):
-            return True
-        if (
-            isinstance(node, cst.If)
-            and index + 1 < len(ancestors)
-            and ancestors[index + 1] is node.body
-            and periodic(node.test)
-        ):
-            return True
-    return False
-
-
-def periodic(test: cst.BaseExpression) -> bool:
-    if isinstance(test, cst.BooleanOperation):
-        return periodic(test.left) or periodic(test.right)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _is_modulo(test.expression)
-    if isinstance(test, cst.Comparison):
-        return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
-    return False
-
-
-def _is_modulo(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
 
 
 # --- files that use torch ----------------------------------------------------------------------
@@ -371,3 +325,39 @@ class TensorRule(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         if not self._imports_torch:
             self.reports.clear()
+
+
+class StepRule(TensorRule):
+    """A TensorRule about what runs once per step: in forward(), in a step loop, or in a function
+    of the module called from one of those (`run_step()`, `log_losses()`). Whether a function is
+    called every step is known only once the walk has seen its callers, so reports in functions
+    wait for the end of the module."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._in_functions: list[tuple[cst.FunctionDef, cst.CSTNode, tuple[cst.CSTNode, ...], dict[str, object]]] = []
+
+    def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | cst.FunctionDef | None:
+        """forward() or the step loop the node runs in; else the function it is directly in,
+        which `report_in_step` asks about at the end of the module; None off the step path."""
+        found = self.ctx.flow
+        if found is None or flow.off_the_step_path(ancestors):
+            return None
+        return found.step_context(ancestors) or flow.enclosing_function(ancestors)
+
+    def report_in_step(self, node: cst.CSTNode, where: str | cst.FunctionDef, **fields: object) -> None:
+        """Report `node` in the step context `where`: now, or at the end of the module if the
+        function it is in turns out to be called every step."""
+        if isinstance(where, str):
+            self.report(node, where=where, **fields)
+        else:
+            self._in_functions.append((where, node, self.ctx.chain(node), fields))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        found = self.ctx.flow
+        for function, reported, chain, fields in self._in_functions if found is not None else ():
+            caller = found.called_every_step(function)
+            if caller is not None:
+                where = f"`{function.name.value}()`, called from {caller},"
+                self.reports.append(self.report_here(reported, chain=chain, where=where, **fields))
+        super().leave_Module(node)

@@ -8,10 +8,8 @@ from portcheck import patterns
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
-    TensorRule,
+    StepRule,
     controlling_part,
-    in_forward,
-    off_the_step_path,
     reads_tensor_scalar,
     tensor_method,
     tests_tensor_value,
@@ -20,14 +18,17 @@ from portcheck.rules.shapes import (
 _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
 
 
-class HostSyncInStep(TensorRule):
+class HostSyncInStep(StepRule):
     """## What it does
     Reports `.item()`, `.tolist()`, `.cpu()` and `.numpy()` inside a module's `forward` or inside
     a step loop, where they run every step: a `for` loop over a DataLoader (a name bound to
     `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that trains
     (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
-    batch getter) or decodes (samples tokens). Calls in a `raise` (the error path) or under an
-    `if step % N == 0:` (reading back every N steps) are left alone, and so are those that
+    batch getter) or decodes (samples tokens); and inside the module's functions that one of
+    those calls every step (`self.log_step()` from the loop, a loss helper from `forward`, and
+    what they call in turn; a method through `self.` in its own class). Calls in a `raise`
+    (the error path) or under an `if step % N == 0:` (reading back every N steps, also where
+    a function is called) are left alone, and so are those that
     decide a branch (PC504) or a slice length (PC505), and those on NumPy arrays (made by
     `numpy` or `.numpy()`), which live on the host.
 
@@ -91,6 +92,19 @@ class HostSyncInStep(TensorRule):
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
             "        if x.sum().item() > 0:\n            x = x[: x.max().item()]\n        return x\n"
         ),
+        Valid(  # called every N steps, or once after the loop
+            "import torch\ndef report(loss):\n    print(loss.item())\ndef summary(t):\n    return t.cpu()\n"
+            "for step, batch in enumerate(loader):\n    loss = model(batch)\n    if step % 100 == 0:\n"
+            "        report(loss)\nsummary(loss)\n"
+        ),
+        Valid(  # `self.log(...)` in the loop calls Trainer's log, not Stats'
+            "import torch\nclass Stats:\n    def log(self, t):\n        return t.item()\nclass Trainer:\n"
+            "    def log(self, t):\n        pass\n    def fit(self):\n        for batch in self.loader:\n"
+            "            self.log(self.model(batch))\n"
+        ),
+        Valid(  # functions that call each other, never from a step
+            "import torch\ndef f(x):\n    return g(x)\ndef g(x):\n    return f(x.item())\nfor i in range(3):\n    f(i)\n"
+        ),
         # on the CPU the tensor is already in host memory: no device to wait for
         Valid(
             "import torch\nfor b in loader:\n    loss = model(b)\n    loss.backward()\n    print(loss.item())\n",
@@ -125,6 +139,25 @@ class HostSyncInStep(TensorRule):
             lines=[5],
             message="in a decoding loop",
         ),
+        Invalid(  # a method the training loop calls every step
+            "import torch\nclass Trainer:\n    def grad_norm(self):\n        total = 0.0\n        for p in self.params:\n"
+            "            total += (p.grad ** 2).sum().item()\n        return total\n    def fit(self):\n"
+            "        while True:\n            self.model(next(self.data)).backward()\n            self.grad_norm()\n",
+            lines=[6],
+            message="in `grad_norm()`, called from a training loop,",
+        ),
+        Invalid(  # through a function that the loop calls
+            "import torch\ndef log_losses(losses):\n    for key, value in losses.items():\n        print(key, value.mean().item())\n"
+            "def train_step(model, batch):\n    log_losses(model(batch))\nfor batch in loader:\n    train_step(model, batch)\n",
+            lines=[4],
+            message="called from a loop over a DataLoader",
+        ),
+        Invalid(
+            "import torch\nclass Router(torch.nn.Module):\n    def route(self, x):\n        return x.argmax(-1).tolist()\n"
+            "    def forward(self, x):\n        return self.route(x)\n",
+            lines=[4],
+            message="called from forward()",
+        ),
         Invalid(
             "import torch\nfor k in range(eval_iters):\n    X, Y = get_batch('val')\n    losses[k] = model(X, Y).item()\n"
             "    if k % 10 == 0:\n        print(model(X, Y).item())\n",
@@ -138,22 +171,14 @@ class HostSyncInStep(TensorRule):
         if method not in _SYNCS or not tensor_method(self.ctx, node, _SYNCS):
             return
         ancestors = self.ctx.ancestors
-        if _inside_outer_sync(ancestors) or off_the_step_path(ancestors):
+        if _inside_outer_sync(ancestors):
             return
-        flow = self.ctx.flow
-        loop = flow.step_loop(ancestors) if flow is not None else None
-        if in_forward(ancestors):
-            where = "forward()"
-        elif loop is not None:
-            where = loop
-        else:
-            return
-        if self._owned_elsewhere(ancestors, node, where == "forward()"):
-            return
-        self.report(node, method=method, where=where)
+        where = self.step_context(ancestors)
+        if where is not None and not self._owned_elsewhere(ancestors, node):
+            self.report_in_step(node, where, method=method)
 
-    def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call, forward: bool) -> bool:
-        """A tensor-valued slice bound (PC505) or a tensor-valued test in forward (PC504)."""
+    def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call) -> bool:
+        """A tensor-valued slice bound (PC505) or a tensor-valued test (PC504)."""
         found = controlling_part(ancestors, node)
         if found is None:
             return False

@@ -1,32 +1,25 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
+from portcheck.flow import periodic
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import (
-    SYNC_SEVERITY,
-    TensorRule,
-    in_forward,
-    off_the_step_path,
-    periodic,
-    tests_tensor_value,
-)
+from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, tests_tensor_value
 
 _KINDS = {cst.If: "`if`", cst.While: "`while`", cst.IfExp: "conditional expression", cst.Assert: "`assert`"}
 
 
-class TensorDependentControlFlow(TensorRule):
+class TensorDependentControlFlow(StepRule):
     """## What it does
     Reports `if`, `while`, conditional-expression and `assert` tests that depend on tensor
     values, in a module's `forward` or in a step loop (training, evaluation, decoding: see
     PC503): `mask.any()`, `x.all()`, `t.item()`, comparisons of reductions (`x.sum() > 0`,
     `x.max() < t`), `torch.any` / `torch.all` / `torch.equal` / `torch.is_nonzero`,
     `bool(t.max())`, a tensor itself or an element of one (`if nxt[0, 0] == eos:`, where
-    `nxt = torch.multinomial(...)`), `all(done)` over a tensor, or a name bound to one of
-    those. In a step loop, tests on the error path and under `if step % N == 0:` are left
-    alone.
+    `nxt = torch.multinomial(...)`), `all(done)` over a tensor, `any(...)` of such tests
+    (`any(not p.grad.isfinite().all() for p in params)`), or a name bound to one of those;
+    also in the module's functions called every step from those places (see PC503). In a
+    step loop, tests on the error path and under `if step % N == 0:` are left alone.
 
     Shape and Python-value checks are static under tracing and are not reported:
     `if self.training:`, `x.dim() == 3`, `x.shape[0] > 1`, `x.size(1)`, `len(x)`,
@@ -106,6 +99,15 @@ class TensorDependentControlFlow(TensorRule):
         ),
     ]
     INVALID = [
+        Invalid(  # improved-diffusion's loss-scale check, in a method the step loop calls
+            "import torch as th\nclass TrainLoop:\n    def run_loop(self):\n        while True:\n"
+            "            batch = next(self.data)\n            self.run_step(batch)\n    def run_step(self, batch):\n"
+            "        self.model(batch).backward()\n        if self.use_fp16:\n            self.optimize_fp16()\n"
+            "    def optimize_fp16(self):\n        if any(not th.isfinite(p.grad).all() for p in self.params):\n"
+            "            self.scale -= 1\n",
+            lines=[12],
+            message="`if` in `optimize_fp16()`, called from a step loop,",
+        ),
         Invalid(
             "import torch\nimport torch.nn.functional as F\ndef generate(model, idx, eos):\n"
             "    done = torch.zeros(idx.size(0), dtype=torch.bool)\n    for _ in range(64):\n"
@@ -158,22 +160,12 @@ class TensorDependentControlFlow(TensorRule):
         self._check(node)
 
     def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> None:
-        ancestors = self.ctx.ancestors
-        if in_forward(ancestors):
-            where, effect = "forward()", "a host sync and a graph break"
-        elif (loop := self._step_loop(ancestors)) is not None:
-            where, effect = loop, "a host sync every step"
-        else:
+        where = self.step_context(self.ctx.ancestors)
+        if where is None:
             return
         test = node.test
         if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
             return  # `if step % N == 0 and loss.item() > x:` reads every N steps
         if tests_tensor_value(self.ctx, test):
-            self.report(test, kind=_KINDS[type(node)], where=where, effect=effect)
-
-    def _step_loop(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
-        """The step loop the test runs in, unless it is on the error path or read every N steps."""
-        flow = self.ctx.flow
-        if flow is None or off_the_step_path(ancestors):
-            return None
-        return flow.step_loop(ancestors)
+            effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
+            self.report_in_step(test, where, kind=_KINDS[type(node)], effect=effect)
