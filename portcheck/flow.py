@@ -479,10 +479,9 @@ class DeviceFlow:
             if isinstance(loop, _NESTED_SCOPES):
                 return None
             if isinstance(loop, (cst.For, cst.While)) and ancestors[index + 1] is loop.body:
-                if id(loop) not in self._steps:
-                    self._steps[id(loop)] = self._step_of(loop)
-                if self._steps[id(loop)] is not None:
-                    return self._steps[id(loop)]
+                step = self.loop_step(loop)
+                if step is not None:
+                    return step
         return None
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
@@ -524,6 +523,13 @@ class DeviceFlow:
             return self.step_context(site.ancestors)
         finally:
             self.resolver.scope = walking
+
+    def loop_step(self, loop: cst.For | cst.While) -> str | None:
+        """What step this one loop runs (as `step_loop` says it), or None; found once per loop.
+        Asked while the walk is inside the loop, like `step_loop`."""
+        if id(loop) not in self._steps:
+            self._steps[id(loop)] = self._step_of(loop)
+        return self._steps[id(loop)]
 
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):

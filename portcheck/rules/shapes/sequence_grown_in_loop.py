@@ -1,0 +1,337 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.flow import in_forward, off_the_step_path
+from portcheck.rule import Invalid, Valid
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, builtin_call
+from portcheck.walk import child_fields, is_reference
+
+# Concatenations that take the sequence of tensors as their first argument (`tensors=`).
+_GROWERS = frozenset(
+    f"torch.{name}"
+    for name in ("cat", "concat", "concatenate", "hstack", "vstack", "row_stack", "column_stack", "dstack")
+)
+_METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device"})
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_NESTED = (*_SCOPES, cst.BaseComp)
+_BINDERS = (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)
+
+
+class SequenceGrownInLoop(TensorRule):
+    """## What it does
+    Reports a tensor that a step loop (training, evaluation, decoding: see PC503) grows by
+    concatenating onto itself and reads again: `idx = torch.cat((idx, idx_next), dim=1)` in a
+    loop that also feeds `idx` to the model or slices it. `torch.concat`, `torch.concatenate`,
+    `torch.hstack`, `torch.vstack`, `torch.row_stack`, `torch.column_stack` and
+    `torch.dstack` grow it too, and attributes count:
+    `self.tokens = torch.cat([self.tokens, t])`. The concatenation must be in the body of the
+    step loop itself, outside `forward` and outside `if step % N == 0:`.
+
+    A tensor that the loop only accumulates (`all_preds = torch.cat([all_preds, preds])`,
+    read after the loop; identity tests like `if x is None:` and its size, `x.shape` or
+    `len(x)`, do not count as reads), a tensor the loop also binds otherwise (made afresh
+    every step, `x = add_noise(...)` before `x = torch.cat([x, x], 1)`, or trimmed,
+    `x = x[:, -window:]`), sliding windows that drop as much as they add
+    (`torch.cat([x[:, 1:], new], 1)`) and concatenations in an inner loop that starts over
+    every step (DenseNet's `for layer in layers:`) are left alone.
+
+    ## Why is this bad?
+    The tensor has a new length at every step, and so does everything computed from it.
+    `torch.compile` with `dynamic=False` (TorchTPU's and TorchNeuron's default; both reject
+    `dynamic=True`) recompiles the step for each length until it reaches the recompile limit
+    and falls back to eager; torch_xla traces and compiles a new graph per length, and
+    Trainium's compiler needs every shape known ahead of time (NCC_EMOD025), so eager Neuron
+    compiles each op again per length. This is the generation loop of nanoGPT, minGPT and
+    llama2.c.
+
+    ## Example
+    ```python
+    for _ in range(max_new_tokens):
+        logits = model(idx[:, -block_size:])
+        idx_next = torch.multinomial(F.softmax(logits[:, -1, :], dim=-1), num_samples=1)
+        idx = torch.cat((idx, idx_next), dim=1)
+    ```
+
+    ## Use instead
+    ```python
+    out = torch.full((batch, max_len), pad_id, device=device)  # the full length, once
+    out[:, :prompt_len] = idx
+    pos = torch.tensor([prompt_len], device=device)  # a tensor, not a Python int: one graph
+    for _ in range(max_new_tokens):
+        logits = model(out, attention_mask=torch.arange(max_len, device=device) < pos)
+        probs = F.softmax(logits.index_select(1, pos - 1).squeeze(1), dim=-1)
+        out.index_copy_(1, pos, torch.multinomial(probs, num_samples=1))
+        pos += 1
+    ```
+    With a KV cache, use a static one (Hugging Face: `cache_implementation="static"`). To
+    collect results, append to a list and concatenate once after the loop.
+
+    ## Targets
+    An error on neuron; a warning on tpu, xla, npu and hpu; off where shapes may change freely
+    (mps, xpu, rocm, cpu).
+
+    ## Fix safety
+    No automatic fix: the full length and how the model reads a fixed-size window (a mask, a
+    static KV cache) depend on the model.
+    """
+
+    code = "PC509"
+    name = "sequence-grown-in-loop"
+    message = (
+        "`{name}` grows by `{function}` every step of {loop} and is read again: each step has a new shape,"
+        " so a compiled step recompiles per length"
+    )
+    hint = (
+        "preallocate the full length and write each step in place (out.index_copy_(1, pos, nxt) at a position"
+        " tensor), feeding the model the fixed-size buffer with a mask or a static KV cache{advice}"
+    )
+    severity = RECOMPILE_SEVERITY
+    triggers = (b"cat", b"stack")
+
+    VALID = [
+        # the recommended form: collect in a list, concatenate once after the loop
+        Valid(
+            "import torch\nouts = []\nfor _ in range(max_new_tokens):\n    logits = model(x)\n"
+            "    nxt = torch.multinomial(logits.softmax(-1), 1)\n    outs.append(nxt)\nout = torch.cat(outs, dim=1)\n"
+        ),
+        # only accumulated, read after the loop: the model's inputs keep their shape. The
+        # concatenation itself still compiles per length where each op compiles (eager
+        # torch_xla and Neuron), but the rule keeps to tensors fed back, for precision.
+        Valid(
+            "import torch\nall_preds = None\nfor x, y in val_loader:\n    preds = model(x).argmax(-1)\n"
+            "    if all_preds is None:\n        all_preds = preds\n    else:\n"
+            "        all_preds = torch.cat([all_preds, preds])\n    pbar.set_postfix(n=len(all_preds), shape=all_preds.shape)\n"
+            "acc = (all_preds == labels).float().mean()\n"
+        ),
+        # DenseNet: the loop runs inside forward and repeats the same shapes at every call
+        Valid(
+            "import torch as T\nclass Block(T.nn.Module):\n    def forward(self, x):\n"
+            "        for layer in self.layers:\n            out = layer.module(x)\n            x = T.cat([x, out], 1)\n"
+            "        return x\n"
+        ),
+        # an inner loop that starts over every step: the same shapes each time
+        Valid(
+            "import torch\nfor batch in loader:\n    feats = batch\n    for blk in blocks:\n"
+            "        feats = torch.cat([feats, blk(feats)], 1)\n    loss = model(feats)\n"
+        ),
+        # made afresh every step before it is doubled (diffusers' DreamBooth), or trimmed to
+        # a window: the length stays bounded
+        Valid(
+            "import torch\nfor step, batch in enumerate(train_dataloader):\n"
+            "    noisy = scheduler.add_noise(latents, noise, t)\n    if cfg:\n"
+            "        noisy = torch.cat([noisy, noisy], dim=1)\n    pred = unet(noisy, t)\n    loss.backward()\n"
+        ),
+        Valid(
+            "import torch\nfor _ in range(n):\n    nxt = torch.multinomial(model(ctx), 1)\n"
+            "    ctx = torch.cat([ctx, nxt], 1)\n    ctx, state = ctx[:, -window:], None\n"
+        ),
+        # every N steps: the periodic path is not the step
+        Valid(
+            "import torch\nfor step, batch in enumerate(train_loader):\n    loss = model(batch)\n"
+            "    if step % 100 == 0:\n        history = torch.cat([history, loss[None]])\n        plot(history)\n"
+        ),
+        # NumPy arrays are not traced
+        Valid(
+            "import numpy as np\nimport torch\nfor _ in range(n):\n    nxt = torch.multinomial(p, 1)\n"
+            "    ids = np.concatenate([ids, nxt.numpy()])\n    p = model(ids)\n"
+        ),
+        # a sliding window drops as much as it adds; `y` is not grown onto itself
+        Valid(
+            "from torch import cat\nfor t in range(steps):\n    action = policy_net(state).argmax(-1)\n"
+            "    state = cat([state[:, 1:], env_step(action)], 1)\n    y = cat([a, b])\n    z = model(y)\n"
+        ),
+        # `torch` is a parameter here, and `cat` a local function
+        Valid(
+            "import torch.nn as nn\ndef generate(torch, model, idx):\n    for _ in range(8):\n"
+            "        nxt = torch.multinomial(model(idx), 1)\n        idx = torch.cat((idx, nxt), 1)\n    return idx\n"
+        ),
+        Valid(
+            "import torch\ndef cat(xs, dim):\n    return xs\nfor _ in range(8):\n"
+            "    nxt = torch.multinomial(model(idx), 1)\n    idx = cat((idx, nxt), 1)\n"
+        ),
+        # not a step loop
+        Valid("import torch\nfor i in range(3):\n    x = torch.cat([x, x.flip(0)])\n    y = x.sum()\n"),
+        # shapes may change freely there
+        Valid(
+            "import torch\nfor _ in range(8):\n    nxt = torch.multinomial(model(idx), 1)\n    idx = torch.cat((idx, nxt), 1)\n",
+            options={"targets": ["cpu", "mps", "rocm"]},
+        ),
+    ]
+    INVALID = [
+        # nanoGPT's generate
+        Invalid(
+            "import torch\nfrom torch.nn import functional as F\nclass GPT(torch.nn.Module):\n"
+            "    def generate(self, idx, max_new_tokens):\n        for _ in range(max_new_tokens):\n"
+            "            idx_cond = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size:]\n"
+            "            logits, _ = self(idx_cond)\n"
+            "            idx_next = torch.multinomial(F.softmax(logits[:, -1, :], dim=-1), num_samples=1)\n"
+            "            idx = torch.cat((idx, idx_next), dim=1)\n        return idx\n",
+            lines=[9],
+            message="`idx` grows by `torch.cat` every step of a decoding loop",
+        ),
+        Invalid(
+            "import torch as T\nwhile True:\n    logits = model(ids)\n    nxt = logits[:, -1].argmax(-1, keepdim=True)\n"
+            "    ids = T.concat([ids, nxt], dim=-1)\n    if len(ids[0]) >= limit:\n        break\n",
+            lines=[5],
+            message="`torch.concat`",
+        ),
+        # a running metric over a tensor that grows every batch
+        Invalid(
+            "from torch import cat\nfor x, y in val_loader:\n    seen = cat([seen, y])\n"
+            "    print(seen.float().mean())\n",
+            lines=[3],
+            message="a loop over a DataLoader",
+        ),
+        Invalid(
+            "import torch.nn\nclass Chat:\n    def reply(self, n):\n        for _ in range(n):\n"
+            "            logits = self.model(self.tokens)\n            nxt = logits[:, -1:].argmax(-1)\n"
+            "            self.tokens = torch.cat([self.tokens, nxt], dim=1)\n",
+            lines=[7],
+            message="`self.tokens`",
+        ),
+        Invalid(
+            "import torch.nn.functional as F\nimport torch\nfor t in range(steps):\n    action = policy_net(history)\n"
+            "    history = torch.vstack((history, env_step(action)))\n",
+            lines=[5],
+            message="a step loop",
+        ),
+        # a memory that grows with every training step, Transformer-XL style but never trimmed
+        Invalid(
+            "import torch\nfor x in batches:\n    loss, h = model(x, memory)\n    loss.backward()\n"
+            "    optimizer.step()\n    memory = torch.concatenate(tensors=(memory, h.detach()))\n",
+            lines=[6],
+            message="a training loop",
+        ),
+        # two branches grow it; the model reads it
+        Invalid(
+            "import torch\nfor _ in range(n):\n    nxt = torch.multinomial(model(idx), 1)\n    if cond:\n"
+            "        idx = torch.cat([idx, nxt], 1)\n    else:\n        idx = torch.cat([idx, pad], 1)\n",
+            lines=[5, 7],
+        ),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        function, grown = self._growth(node)
+        flow = self.ctx.flow
+        if not grown or flow is None:
+            return
+        ancestors = self.ctx.ancestors
+        loop = _innermost_loop(ancestors)
+        if loop is None or in_forward(ancestors) or off_the_step_path(ancestors):
+            return
+        step = flow.loop_step(loop)
+        if step is None:
+            return
+        for name in grown:
+            if not self._rebound(loop.body, name) and self._read_in(loop.body, name):
+                self.report(node.value, name=name, function=function, loop=step, advice=advice(self.ctx.targets))
+
+    def _growth(self, node: cst.Assign) -> tuple[str, list[str]]:
+        """The torch concatenation an assignment makes and the targets it grows (the names and
+        attribute paths it lists among the tensors it joins); ("", []) for other assignments."""
+        value = node.value
+        functions = self.ctx.qualified_names(value.func) & _GROWERS if isinstance(value, cst.Call) else frozenset()
+        if not functions:
+            return "", []
+        joined = _joined(value)
+        return min(functions), [path for target in node.targets if (path := patterns.dotted(target.target)) in joined]
+
+    def _rebound(self, node: cst.CSTNode, path: str) -> bool:
+        """Whether anything but a growth binds `path` under `node` (not in nested scopes): then
+        each step starts it over (`x = noise(...)`, then `x = torch.cat([x, x], 1)`) or trims
+        it (`x = x[:, -window:]`), and its length stays bounded."""
+        for field_name in child_fields(type(node)):
+            value = getattr(node, field_name)
+            for child in value if isinstance(value, (tuple, list)) else (value,):
+                if not isinstance(child, cst.CSTNode) or isinstance(child, _NESTED):
+                    continue
+                if isinstance(child, cst.Assign) and path in self._growth(child)[1]:
+                    continue
+                if any(patterns.dotted(target) == path for target in _bound(child)) or self._rebound(child, path):
+                    return True
+        return False
+
+    def _read_in(self, node: cst.CSTNode, path: str) -> bool:
+        """Whether `path` is read under `node`, apart from the assignments that grow it, identity
+        tests (`x is None`) and metadata (`x.shape`, `x.size(1)`, `len(x)`), which feed no tensor
+        to a computation."""
+        for field_name in child_fields(type(node)):
+            value = getattr(node, field_name)
+            for child in value if isinstance(value, (tuple, list)) else (value,):
+                if not isinstance(child, cst.CSTNode) or _identity_test(child) or self._metadata(child, path):
+                    continue
+                if isinstance(child, cst.Assign) and path in self._growth(child)[1]:
+                    continue
+                if isinstance(child, (cst.Name, cst.Attribute)) and patterns.dotted(child) == path:
+                    if _reads(child, node):
+                        return True
+                if self._read_in(child, path):
+                    return True
+        return False
+
+    def _metadata(self, node: cst.CSTNode, path: str) -> bool:
+        """`x.shape`, `x.size`, `x.dim`... or `len(x)` for the tensor at `path`."""
+        if isinstance(node, cst.Attribute):
+            return node.attr.value in _METADATA and patterns.dotted(node.value) == path
+        measured = builtin_call(self.ctx, node, ("len",))
+        return measured is not None and patterns.dotted(measured) == path
+
+
+def _joined(call: cst.Call) -> set[str]:
+    """The names and attribute paths a concatenation lists, written out as a list or tuple."""
+    arg = patterns.argument(call, 0, "tensors")
+    if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
+        return set()
+    return {patterns.dotted(item.value) for item in arg.value.elements if isinstance(item, cst.Element)} - {""}
+
+
+def _bound(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What a node binds: the targets of an assignment, `for`, walrus or `as`, unpacked."""
+    if isinstance(node, cst.Assign):
+        targets = [target.target for target in node.targets]
+    elif isinstance(node, (cst.AnnAssign, cst.For, cst.NamedExpr)):
+        targets = [node.target]
+    elif isinstance(node, cst.AsName):
+        targets = [node.name]
+    else:
+        return []
+    unpacked: list[cst.BaseExpression] = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(element.value for element in target.elements)
+        else:
+            unpacked.append(target)
+    return unpacked
+
+
+def _innermost_loop(ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | None:
+    """The loop whose body holds the node: what repeats it. A loop further out repeats the
+    inner loop as a whole, which mostly starts over with the same shapes (DenseNet's layers)."""
+    for index in range(len(ancestors) - 2, -1, -1):
+        node = ancestors[index]
+        if isinstance(node, _SCOPES):
+            return None
+        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
+            return node
+    return None
+
+
+def _reads(node: cst.Name | cst.Attribute, parent: cst.CSTNode) -> bool:
+    """Whether the name or attribute is read here: the start of a chain too (`x` in
+    `x.size(1)`), not an attribute's name or what is being bound."""
+    if isinstance(parent, cst.Attribute):
+        return parent.value is node
+    if isinstance(parent, _BINDERS) and parent.target is node:
+        return False
+    return is_reference(node, parent)
+
+
+def _identity_test(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Comparison) and all(
+        isinstance(link.operator, (cst.Is, cst.IsNot)) for link in node.comparisons
+    )
