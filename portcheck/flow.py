@@ -458,15 +458,15 @@ class DeviceFlow:
     def uses(
         self, name: cst.Name, chain: Sequence[cst.CSTNode]
     ) -> list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] | None:
-        """The references to a function's local name bound once by `=` at `chain` (the nodes
-        from the module down to the binding), each with the nodes from the function down to it.
-        None for names bound otherwise, names of a module or class (other code may read them),
-        and names a nested function, class or comprehension refers to."""
+        """The references to a function's local name bound by `=` at `chain` (the nodes from the
+        module down to the binding), each with the nodes from the function down to it: every one,
+        where the name is bound more than once (`a = a / a[0]`) too, since any may read this value.
+        None for names also bound otherwise, names of a module or class (other code may read
+        them), and names a nested function, class or comprehension refers to."""
         function = next((node for node in reversed(chain) if isinstance(node, _NESTED_SCOPES)), None)
-        if not isinstance(function, cst.FunctionDef) or len(self.resolver.assigned_values(name)) != 1:
+        if not isinstance(function, cst.FunctionDef) or not self.resolver.assigned_values(name):
             return None
-        found: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] = []
-        return found if _references(function.body, name.value, (function,), found) else None
+        return references(function, name.value)
 
     # --- step loops ------------------------------------------------------------------------------
 
@@ -754,6 +754,29 @@ def _argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | 
     if arg is None:
         arg = patterns.keyword(call, name)
     return arg.value if arg is not None else None
+
+
+def references(
+    function: cst.FunctionDef | cst.Lambda, name: str
+) -> list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] | None:
+    """The references to a name in a function's body, each with the nodes from the function down
+    to it; None where a nested function, class or comprehension refers to it."""
+    found: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]] = []
+    return found if _references(function.body, name, (function,), found) else None
+
+
+def name_reads(root: cst.CSTNode, names: frozenset[str]) -> Iterator[tuple[cst.Name, cst.CSTNode]]:
+    """Every read of one of `names` under `root`, nested scopes included, with its parent."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for field_name in child_fields(type(node)):
+            value = getattr(node, field_name)
+            for child in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(child, cst.Name) and child.value in names and _reads(child, node):
+                    yield child, node
+                elif isinstance(child, cst.CSTNode):
+                    stack.append(child)
 
 
 def _descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> Iterator[cst.CSTNode]:

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.flow import Home
-from portcheck.rule import ERROR, OFF, WARNING, Invalid, Rule, Valid
+from portcheck.flow import Home, name_reads, references
+from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Report, Rule, Valid
 from portcheck.wording import verb
 
 _FLOAT64_NAMES = ("torch.float64", "torch.double", "torch.DoubleTensor", "torch.cdouble", "torch.complex128")
@@ -21,7 +22,18 @@ _MODULE_STATE = frozenset({"register_buffer", "register_parameter"})
 _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _HOST_BUILTINS = frozenset({"print", "float", "int", "bool", "str", "repr", "len", "format", "round", "isinstance"})
 _HOST_LIBRARIES = ("numpy.", "math.")
-_DEPTH = 6  # how many names a value is followed through
+_DEPTH = 10  # how many names and parameters a value is followed through (each once: `_Follow.followed`)
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+@dataclass
+class _Follow:
+    """One following of a float64 tensor to where it goes (see `Float64OnTarget._stays`)."""
+
+    strict: bool = True  # made on the default device: every use must show it stays in host memory
+    function: cst.FunctionDef | None = None  # the module-level function it is made in: its callers may decide
+    returned: bool = False  # returned from `function`: it stays only if the callers keep it
+    followed: set[tuple[int, str]] = field(default_factory=set)  # (scope id, name): uses already being followed
 
 
 class Float64OnTarget(Rule):
@@ -34,7 +46,11 @@ class Float64OnTarget(Rule):
     - made by a factory on the default device (`torch.linspace(..., dtype=torch.float64)`, in a
       module that never sets another), when every use of it, through a function's local names
       and host computations, casts it to another dtype (`.float()`, `.to(torch.float32)`) or
-      reads it back (`.item()`, `.tolist()`, `.numpy()`, `print`, NumPy) before it goes anywhere;
+      reads it back (`.item()`, `.tolist()`, `.numpy()`, `print`, NumPy) before it goes anywhere:
+      also through the parameter of a local lambda or `def` it is passed to (`register_buffer =
+      lambda name, val: self.register_buffer(name, val.to(torch.float32))`), and, returned from
+      a module-level function, through every call of it in the module, by name or through a
+      local name bound to it, where the module calls it and reads it nowhere else;
     - cast where `.numpy()` reads it (`t.double().numpy()`: `.numpy()` only works in host memory).
 
     ## Why is this bad?
@@ -96,6 +112,20 @@ class Float64OnTarget(Rule):
             '        self.register_buffer("sqrt_ac", torch.sqrt(alphas_cumprod).to(dtype=torch.float32))\n'
         ),
         Valid("import torch\ndef stats(t):\n    return t.double().numpy(), t.cpu().double().mean().item()\n"),
+        Valid(  # returned to callers that cast it, called by name and through a name bound in branches
+            "import math\nimport torch\ndef linear_schedule(n):\n"
+            "    return torch.linspace(1e-4, 0.02, n, dtype=torch.float64)\n"
+            "def cosine_schedule(n, s=0.008):\n    t = torch.linspace(0, n, n + 1, dtype=torch.float64) / n\n"
+            "    ac = torch.cos((t + s) / (1 + s) * math.pi * 0.5) ** 2\n    ac = ac / ac[0]\n"
+            "    return torch.clip(1 - ac[1:] / ac[:-1], 0, 0.999)\n"
+            "class Diffusion(torch.nn.Module):\n    def __init__(self, n, schedule):\n        super().__init__()\n"
+            "        if schedule == 'linear':\n            schedule_fn = linear_schedule\n"
+            "        elif schedule == 'cosine':\n            schedule_fn = cosine_schedule\n"
+            "        betas = schedule_fn(n)\n        alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)\n"
+            "        register_buffer = lambda name, val: self.register_buffer(name, val.to(torch.float32))\n"
+            "        register_buffer('betas', betas)\n        register_buffer('sqrt_ac', torch.sqrt(alphas_cumprod))\n"
+            "        self.register_buffer('first', linear_schedule(n).float())\n"
+        ),
         Valid(
             "import torch\ndef log(x):\n    t = torch.arange(10, dtype=torch.float64)\n    s = x.cpu()\n"
             "    print(t.sum(), f'{s.double().mean()}', t.tolist())\n"
@@ -127,6 +157,26 @@ class Float64OnTarget(Rule):
         Invalid(
             "import torch\ndef f(device):\n    return torch.arange(4, dtype=torch.float64).to(device)\n", lines=[3]
         ),
+        # returned to a caller that keeps float64 (a buffer, a device), or to no caller here
+        Invalid(
+            "import torch\ndef schedule(n):\n    return torch.linspace(0, 1, n, dtype=torch.float64)\n"
+            "class D(torch.nn.Module):\n    def __init__(self, n):\n"
+            '        self.register_buffer("b", schedule(n))\n        self.register_buffer("c", schedule(n).float())\n',
+            lines=[3],
+        ),
+        Invalid(
+            "import torch\ndef schedule(n):\n    b = torch.linspace(0, 1, n, dtype=torch.float64)\n    return b * 2\n"
+            "def run(n, device):\n    return schedule(n).to(device)\n",
+            lines=[3],
+        ),
+        Invalid("import torch\ndef schedule(n):\n    return torch.linspace(0, 1, n, dtype=torch.float64)\n", lines=[3]),
+        Invalid(  # the lambda keeps float64
+            "import torch\nclass D(torch.nn.Module):\n    def __init__(self, n):\n"
+            "        betas = torch.linspace(1e-4, 0.02, n, dtype=torch.float64)\n"
+            "        register_buffer = lambda name, val: self.register_buffer(name, val)\n"
+            "        register_buffer('betas', betas)\n",
+            lines=[4],
+        ),
         # factories that do not make host tensors: another default device, a device context
         Invalid(
             "import torch\ntorch.set_default_device('cuda')\ndef f():\n"
@@ -140,6 +190,14 @@ class Float64OnTarget(Rule):
         ),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._pending: list[tuple[Report, str]] = []  # float64 returned from a module-level function, by name
+        self._awaited: set[str] = set()  # the functions of those reports
+        self._calls: dict[str, bool] = {}  # function -> whether every call of it seen keeps the result on the host
+        self._aliases: dict[str, set[str]] = {}  # local name -> the awaited functions it was called as
+        self._judged: set[int] = set()  # the calls of awaited functions whose results were followed
+
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         if not _in_comparison(self.ctx.ancestors):
             self._check(node, f"`{qualified_name}`")
@@ -151,12 +209,69 @@ class Float64OnTarget(Rule):
         dtype = patterns.keyword(node, "dtype")
         if dtype is not None and patterns.string_value(dtype.value) in ("float64", "double", "torch.float64"):
             self._check(dtype.value, 'dtype="float64"')
+        if self._awaited and isinstance(node.func, cst.Name):
+            self._follow_call(node, node.func)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Float64 returned from a module-level function stays in host memory where the module
+        calls the function, and every call keeps the result there; else it is reported."""
+        kept = {name for name, stays in self._calls.items() if stays}
+        kept -= self._read_otherwise(node, kept)
+        self.reports.extend(report for report, function in self._pending if function not in kept)
 
     def _check(self, node: cst.CSTNode, what: str) -> None:
-        if not self._stays_on_host(node):
-            self.report(node, what=what, support=_support_text(self.ctx.targets))
+        fields = {"what": what, "support": _support_text(self.ctx.targets)}
+        follow = _Follow(function=self._module_function())
+        if not self._stays_on_host(node, follow):
+            self.report(node, **fields)
+        elif follow.returned and follow.function is not None:
+            name = follow.function.name.value
+            self._pending.append((self.report_here(node, **fields), name))
+            self._awaited.add(name)
 
-    def _stays_on_host(self, node: cst.CSTNode) -> bool:
+    def _module_function(self) -> cst.FunctionDef | None:
+        """The function the walk is in, where it is a plain module-level one that its callers in
+        the module may be followed from: not nested, not decorated, its name bound once."""
+        ancestors = self.ctx.ancestors
+        function = ancestors[1] if len(ancestors) > 1 else None
+        if not isinstance(function, cst.FunctionDef) or function.decorators:
+            return None
+        if any(isinstance(node, _SCOPES) for node in ancestors[2:]) or self.ctx.bindings(function.name) != 1:
+            return None
+        return function
+
+    def _follow_call(self, call: cst.Call, func: cst.Name) -> None:
+        """A call of awaited functions, by name or through a local name bound to them
+        (`fn = linear_schedule` ... `fn(n)`): whether its result stays in host memory."""
+        values = self.ctx.assigned_values(func)
+        called = {value.value for value in values if isinstance(value, cst.Name)} if values else {func.value}
+        called &= self._awaited
+        if not called:
+            return
+        ancestors = self.ctx.chain(call)
+        stays = not self._default_device_set(ancestors) and self._stays(call, ancestors, _Follow(), 0)
+        self._judged.add(id(call))
+        for name in called:
+            self._calls[name] = self._calls.get(name, True) and stays
+        if values:
+            self._aliases.setdefault(func.value, set()).update(called)
+
+    def _read_otherwise(self, module: cst.Module, functions: set[str]) -> set[str]:
+        """Those of `functions` that the module reads other than in the calls followed: passed or
+        stored somewhere (`partial(f)`, `{"linear": f}`), or called before the walk knew them."""
+        if not functions:
+            return set()
+        aliases = {alias: called & functions for alias, called in self._aliases.items() if called & functions}
+        read_otherwise: set[str] = set()
+        for name, parent in name_reads(module, frozenset(functions | aliases.keys())):
+            if isinstance(parent, cst.Call) and parent.func is name and id(parent) in self._judged:
+                continue
+            if _binds_alias(parent, name, aliases):
+                continue
+            read_otherwise |= aliases.get(name.value, set()) | ({name.value} & functions)
+        return read_otherwise
+
+    def _stays_on_host(self, node: cst.CSTNode, follow: _Follow) -> bool:
         """Whether the float64 tensor `node` makes (a `.double()`, or the call it is the dtype
         of) is made in host memory and stays there until it is cast or read back."""
         flow = self.ctx.flow
@@ -169,7 +284,8 @@ class Float64OnTarget(Rule):
             home = Home.UNKNOWN
         if home is Home.UNKNOWN:
             return _read_into_numpy(call, ancestors)  # `.numpy()` only works in host memory
-        return self._stays(call, ancestors, home is Home.DEFAULT, 0)
+        follow.strict = home is Home.DEFAULT
+        return self._stays(call, ancestors, follow, 0)
 
     def _default_device_set(self, ancestors: Sequence[cst.CSTNode]) -> bool:
         """Whether factories may make tensors elsewhere than in host memory: under
@@ -182,11 +298,12 @@ class Float64OnTarget(Rule):
                 return True
         return b"set_default_device" in self.ctx.source  # anywhere: it may run before or after
 
-    def _stays(self, node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], strict: bool, depth: int) -> bool:
+    def _stays(self, node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], follow: _Follow, depth: int) -> bool:
         """Whether the float64 tensor `node` (below `ancestors`) stays in host memory until it is
-        cast to another dtype or read back into Python or NumPy. `strict` (made on the default
-        device): every use must show it; otherwise (put in host memory on purpose) only a move to
-        a device, or into a module's buffers or parameters, counts against it."""
+        cast to another dtype or read back into Python or NumPy. `follow.strict` (made on the
+        default device): every use must show it; otherwise (put in host memory on purpose) only
+        a move to a device, or into a module's buffers or parameters, counts against it."""
+        strict = follow.strict
         while ancestors:
             parent, above = ancestors[-1], ancestors[:-1]
             if isinstance(parent, cst.Attribute):
@@ -202,13 +319,15 @@ class Float64OnTarget(Rule):
             elif isinstance(parent, cst.Element) and above:
                 parent, above = above[-1], above[:-1]  # the list, tuple or set holding it
             elif isinstance(parent, cst.Arg) and above:
-                return self._argument_fate(above, strict, depth)
+                return self._argument_fate(parent, above, follow, depth)
             elif isinstance(parent, (cst.Assign, cst.AnnAssign)):
-                return self._name_fate(parent, above, strict, depth)
+                return self._name_fate(parent, above, follow, depth)
             elif isinstance(parent, (cst.Expr, cst.Comparison, cst.ComparisonTarget, cst.FormattedStringExpression)):
                 return True  # discarded, a boolean, or text
             elif isinstance(parent, cst.IfExp) and node is parent.test:
                 return True
+            elif isinstance(parent, cst.Return):
+                return _returned(above, follow)
             elif not isinstance(parent, (cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.IfExp)):
                 return not strict
             node, ancestors = parent, above
@@ -230,9 +349,10 @@ class Float64OnTarget(Rule):
             return True  # cast to another dtype
         return None if all(value in dtypes or flow.is_cpu(value) for value in values) else False
 
-    def _argument_fate(self, ancestors: Sequence[cst.CSTNode], strict: bool, depth: int) -> bool:
-        """The fate of a float64 tensor passed to the call `ancestors[-1]`."""
+    def _argument_fate(self, arg: cst.Arg, ancestors: Sequence[cst.CSTNode], follow: _Follow, depth: int) -> bool:
+        """The fate of a float64 tensor passed as `arg` to the call `ancestors[-1]`."""
         call = ancestors[-1]
+        strict = follow.strict
         if not isinstance(call, cst.Call):
             return not strict  # a class's base or keyword
         names = self.ctx.qualified_names(call.func)
@@ -254,22 +374,100 @@ class Float64OnTarget(Rule):
                 return True
             if device is not None and not flow.is_cpu(device.value):
                 return False
-            return self._stays(call, ancestors[:-1], strict, depth)
+            return self._stays(call, ancestors[:-1], follow, depth)
+        if isinstance(call.func, cst.Name) and not names:
+            return self._local_call_fate(call, arg, ancestors, follow, depth)
         return not strict
 
+    def _local_function(self, func: cst.Name, ancestors: Sequence[cst.CSTNode]) -> cst.Lambda | cst.FunctionDef | None:
+        """What a called local name is: a lambda it is bound to once (`register_buffer = lambda
+        name, val: ...`), or a plain `def` of that name in the body of the function calling it."""
+        value = self.ctx.assigned_value(func)
+        if isinstance(value, cst.Lambda):
+            return value
+        scope = next((node for node in reversed(ancestors) if isinstance(node, _SCOPES)), None)
+        if value is not None or not isinstance(scope, cst.FunctionDef) or self.ctx.bindings(func) != 1:
+            return None
+        return next(
+            (
+                statement
+                for statement in scope.body.body
+                if isinstance(statement, cst.FunctionDef)
+                and statement.name.value == func.value
+                and not statement.decorators
+            ),
+            None,
+        )
+
+    def _local_call_fate(
+        self, call: cst.Call, arg: cst.Arg, ancestors: Sequence[cst.CSTNode], follow: _Follow, depth: int
+    ) -> bool:
+        """The fate of a float64 tensor passed as `arg` to a call of a local name: where that is a
+        local function, that of every use of the parameter it binds (`val.to(torch.float32)`
+        casts it); an unknown function, an unclear or unused parameter tell nothing."""
+        assert isinstance(call.func, cst.Name)
+        function = self._local_function(call.func, ancestors)
+        if function is None or (parameter := _parameter(function, call, arg)) is None:
+            return not follow.strict
+        uses = references(function, parameter)
+        if not uses or depth >= _DEPTH:
+            return not follow.strict
+        key = (id(function), parameter)
+        if key in follow.followed:
+            return True  # its uses are being followed already
+        follow.followed.add(key)
+        return all(self._stays(use, path, follow, depth + 1) for use, path in uses)
+
     def _name_fate(
-        self, statement: cst.Assign | cst.AnnAssign, ancestors: Sequence[cst.CSTNode], strict: bool, depth: int
+        self, statement: cst.Assign | cst.AnnAssign, ancestors: Sequence[cst.CSTNode], follow: _Follow, depth: int
     ) -> bool:
         """The fate of a float64 tensor bound to a name: that of every use of a function's local."""
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
         flow = self.ctx.flow
         name = targets[0]
         if flow is None or len(targets) != 1 or not isinstance(name, cst.Name) or depth >= _DEPTH:
-            return not strict
+            return not follow.strict
         uses = flow.uses(name, ancestors)
-        if uses is None:
-            return not strict
-        return all(self._stays(use, path, strict, depth + 1) for use, path in uses)
+        if not uses:
+            return uses is not None or not follow.strict  # never read, or not followed
+        key = (id(uses[0][1][0]), name.value)  # the function, and the name
+        if key in follow.followed:
+            return True  # `a = a / a[0]`: the uses of `a` are being followed already
+        follow.followed.add(key)
+        return all(self._stays(use, path, follow, depth + 1) for use, path in uses)
+
+
+def _returned(ancestors: Sequence[cst.CSTNode], follow: _Follow) -> bool:
+    """A float64 tensor returned from the module-level function it is made in stays in host
+    memory if every caller keeps it there, which the end of the module tells; a return from
+    anywhere else lets it go (or, put in host memory on purpose, keeps it there)."""
+    scope = next((node for node in reversed(ancestors) if isinstance(node, _SCOPES)), None)
+    if not follow.strict or scope is None or scope is not follow.function:
+        return not follow.strict
+    follow.returned = True
+    return True
+
+
+def _parameter(function: cst.Lambda | cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> str | None:
+    """The parameter of `function` that `arg` of `call` binds; None where that is unclear: a
+    `*`/`**` in the call, or an argument that goes to `*args` or `**kwargs`."""
+    if any(other.star for other in call.args):
+        return None
+    params = function.params
+    if arg.keyword is not None:
+        named = {param.name.value for param in (*params.params, *params.kwonly_params)}
+        return arg.keyword.value if arg.keyword.value in named else None
+    positional = [*params.posonly_params, *params.params]
+    index = next(index for index, other in enumerate(call.args) if other is arg)
+    return positional[index].name.value if index < len(positional) else None
+
+
+def _binds_alias(parent: cst.CSTNode, name: cst.Name, aliases: dict[str, set[str]]) -> bool:
+    """`fn = linear_schedule`, where the calls of `fn` were followed as calls of it."""
+    if not isinstance(parent, cst.Assign) or parent.value is not name or len(parent.targets) != 1:
+        return False
+    target = parent.targets[0].target
+    return isinstance(target, cst.Name) and name.value in aliases.get(target.value, set())
 
 
 def _in_comparison(ancestors: Sequence[cst.CSTNode]) -> bool:
