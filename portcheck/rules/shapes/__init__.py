@@ -213,10 +213,12 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     return tensor_valued(ctx, node)
 
 
-def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
+def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`...), a tensor method, index or comparison of one, or a name
-    bound to one. Parameters and the results of unknown calls are not known to be tensors."""
+    bound to one (`seen`: the names being looked through; a cycle such as `pos = pos[-1:] + 1`
+    leaves it to the name's other values). Parameters and the results of unknown calls are not
+    known to be tensors."""
     if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
         return False
     if isinstance(node, cst.Call):
@@ -229,23 +231,25 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
             receiver is not None
             and not names
             and method not in _NOT_TENSORS
-            and tensor_valued(ctx, receiver, depth + 1)
+            and tensor_valued(ctx, receiver, depth + 1, seen)
         )
     if isinstance(node, cst.Subscript):
-        return tensor_valued(ctx, node.value, depth + 1)
+        return tensor_valued(ctx, node.value, depth + 1, seen)
     if isinstance(node, cst.Comparison):
         if not any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons):
             return False
         return any(
-            tensor_valued(ctx, side, depth + 1) for side in (node.left, *(c.comparator for c in node.comparisons))
+            tensor_valued(ctx, side, depth + 1, seen) for side in (node.left, *(c.comparator for c in node.comparisons))
         )
     if isinstance(node, cst.BinaryOperation):
-        return tensor_valued(ctx, node.left, depth + 1) or tensor_valued(ctx, node.right, depth + 1)
+        return tensor_valued(ctx, node.left, depth + 1, seen) or tensor_valued(ctx, node.right, depth + 1, seen)
     if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
-        return tensor_valued(ctx, node.expression, depth + 1)
+        return tensor_valued(ctx, node.expression, depth + 1, seen)
     if isinstance(node, cst.Name):
-        values = ctx.values_before_updates(node)
-        return bool(values) and all(tensor_valued(ctx, value, depth + 1) for value in values)
+        if node.value in seen:
+            return True
+        values, seen = ctx.values_before_updates(node), seen | {node.value}
+        return bool(values) and all(tensor_valued(ctx, value, depth + 1, seen) for value in values)
     return False
 
 

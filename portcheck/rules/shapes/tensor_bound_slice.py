@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, reads_tensor_scalar
+from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, reads_tensor_scalar, tensor_valued
 
 _SHOWN = 40  # characters of the bound quoted in the message
 
@@ -11,8 +11,9 @@ _SHOWN = 40  # characters of the bound quoted in the message
 class TensorBoundSlice(TensorRule):
     """## What it does
     Reports slices whose bounds come from tensor values: `x[:n]` where `n` is `t.item()`,
-    `int(t.sum())`, `lengths.max()`, `mask.sum()`, an expression using one, or a name bound
-    once to one of those.
+    `int(t.sum())`, `lengths.max()`, `mask.sum()`, an expression using one, a tensor itself
+    (`idx[:input_pos]` after `input_pos = torch.arange(...)`: slicing calls its `__index__`),
+    or a name bound to one of those.
 
     ## Why is this bad?
     The slice's length is only known once the device has computed the bound, so the value is
@@ -64,11 +65,16 @@ class TensorBoundSlice(TensorRule):
             "from torch.nn import functional as F\nm = lengths.max()\ny = F.pad(x, (0, 1))[:, : m + 1]\n", lines=[3]
         ),
         Invalid("import torch.nn\nfor i in range(b):\n    out = x[i, : lengths.max().item()]\n", lines=[3]),
+        Invalid(  # lit-llama's generate: the position is a tensor
+            "import torch\ndef generate(idx, n):\n    input_pos = torch.arange(0, n)\n    for _ in range(8):\n"
+            "        input_pos = input_pos[-1:] + 1\n    return idx[:input_pos]\n",
+            lines=[6],
+        ),
     ]
 
     def visit_Slice(self, node: cst.Slice) -> None:
         for bound in (node.lower, node.upper, node.step):
-            if bound is not None and reads_tensor_scalar(self.ctx, bound):
+            if bound is not None and (reads_tensor_scalar(self.ctx, bound) or tensor_valued(self.ctx, bound)):
                 self.report(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
 
 
