@@ -88,6 +88,8 @@ _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
 _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network|module)$", re.IGNORECASE)
+# Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
+_MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
 _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -503,6 +505,8 @@ class DeviceFlow:
             if id(function) not in self._every_step:
                 self._every_step[id(function)] = self.called_every_step(function, 1)
             return self._every_step[id(function)]
+        if self._runs_steps(function):
+            return None  # `train_one_epoch()`: its own loop is the step; what is around it is not
         title, owner = function.name.value, self._methods.get(id(function))
         for site in self._sites(title, owner):
             if owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
@@ -514,6 +518,13 @@ class DeviceFlow:
             if where is not None:
                 return where
         return None
+
+    def _runs_steps(self, function: cst.FunctionDef) -> bool:
+        """Whether a function holds a step loop of its own (it runs an epoch, not a step)."""
+        return any(
+            isinstance(node, (cst.For, cst.While)) and self.loop_step(node) is not None
+            for node in _descendants(function.body, _NESTED_SCOPES)
+        )
 
     def _site_context(self, site: _Site) -> str | None:
         """The step context of a call, resolving names in the scope the call was made in."""
@@ -552,7 +563,7 @@ class DeviceFlow:
         if self.resolver.qualified_names(call.func) & _SAMPLERS or method in ("multinomial", "argmax"):
             return "decoding"
         name = call.func.value if isinstance(call.func, cst.Name) else method or ""
-        if _MODEL_NAME.search(name) or _BATCH_GETTER.search(name):
+        if (_MODEL_NAME.search(name) and not _MODEL_HANDLING.match(name)) or _BATCH_GETTER.search(name):
             return "step"
         return None
 

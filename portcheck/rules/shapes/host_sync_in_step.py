@@ -97,6 +97,12 @@ class HostSyncInStep(StepRule):
             "for step, batch in enumerate(loader):\n    loss = model(batch)\n    if step % 100 == 0:\n"
             "        report(loss)\nsummary(loss)\n"
         ),
+        Valid(  # a function with a step loop of its own runs an epoch: what is around its loop is not per step
+            "import torch\ndef train_one_epoch(model, loader, opt):\n    total = torch.zeros(())\n    for batch in loader:\n"
+            "        loss = model(batch)\n        loss.backward()\n        total += loss.detach()\n    return total.item()\n"
+            "for epoch in range(10):\n    train_one_epoch(model, loader, opt)\n    ema = task.get_eval_model(ema=True)\n"
+            "    print(model(sample))\n"
+        ),
         Valid(  # `self.log(...)` in the loop calls Trainer's log, not Stats'
             "import torch\nclass Stats:\n    def log(self, t):\n        return t.item()\nclass Trainer:\n"
             "    def log(self, t):\n        pass\n    def fit(self):\n        for batch in self.loader:\n"
