@@ -41,6 +41,8 @@ class Context:
         self.walker: Walker | None = None
         self.flow: DeviceFlow | None = None  # Python files: set by the engine before the walk
         self.findings_left = config.max_findings_per_file
+        if resolver is not None:  # rules ask this for nearly every node: answer without a wrapper call
+            self.qualified_names = resolver.qualified_names  # type: ignore[method-assign]
 
     def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
         assert self.resolver is not None, "only Python rules resolve names"

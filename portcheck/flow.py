@@ -30,9 +30,11 @@ after callees) and are answered once the walk is over.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from functools import partial
+from typing import TypeVar
 
 import libcst as cst
 
@@ -94,6 +96,7 @@ _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
+_T = TypeVar("_T")
 _CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
 
 
@@ -181,6 +184,7 @@ class DeviceFlow:
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
     _every_step: dict[int, str | None] = field(default_factory=dict)  # function id -> its step context
+    _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -488,50 +492,48 @@ class DeviceFlow:
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """Where the code below `ancestors` runs once per step: "forward()" or the step loop
-        around it. None off the step path: in a `raise`, or under an `if step % N == 0:`."""
-        if off_the_step_path(ancestors):
-            return None
+        around it (whether it is off the step path, `off_the_step_path` says)."""
         return "forward()" if in_forward(ancestors) else self.step_loop(ancestors)
 
     def called_every_step(self, function: cst.FunctionDef, depth: int = 0) -> str | None:
         """The step context ("forward()", "a training loop"...) from which the module calls
         `function` every step: a call of it there, or in a function itself called every step
         (`run_step()` from the loop, then `log_step()` from `run_step()`). A method counts the
-        calls `self.name(...)` in its own class. Asked after the walk: callers often come after
-        the functions they call."""
+        calls `self.name(...)` in its own class. A function with a step loop of its own
+        (`train_one_epoch()`) runs an epoch, not a step. Asked after the walk: callers often
+        come after the functions they call."""
         if depth > _CALL_DEPTH:
             return None
         if depth == 0:
             if id(function) not in self._every_step:
                 self._every_step[id(function)] = self.called_every_step(function, 1)
             return self._every_step[id(function)]
-        if self._runs_steps(function):
-            return None  # `train_one_epoch()`: its own loop is the step; what is around it is not
         title, owner = function.name.value, self._methods.get(id(function))
         for site in self._sites(title, owner):
+            if off_the_step_path(site.ancestors):
+                continue
             if owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
                 continue
-            where = self._site_context(site)
-            if where is None and not off_the_step_path(site.ancestors):
+            where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
+            if where is None:
                 caller = enclosing_function(site.ancestors)
                 where = None if caller is None else self.called_every_step(caller, depth + 1)
             if where is not None:
-                return where
+                return None if self._runs_steps(function) else where
         return None
 
     def _runs_steps(self, function: cst.FunctionDef) -> bool:
-        """Whether a function holds a step loop of its own (it runs an epoch, not a step)."""
-        return any(
-            isinstance(node, (cst.For, cst.While)) and self.loop_step(node) is not None
-            for node in _descendants(function.body, _NESTED_SCOPES)
-        )
+        """Whether a function holds a step loop of its own."""
+        loops = self._loops.get(id(function), ())
+        return any(self.in_scope(scope, partial(self.loop_step, loop)) is not None for loop, scope in loops)
 
-    def _site_context(self, site: _Site) -> str | None:
-        """The step context of a call, resolving names in the scope the call was made in."""
+    def in_scope(self, scope: Scope, question: Callable[[], _T]) -> _T:
+        """The answer to `question`, resolving names in `scope`: for what is asked after the
+        walk, which has left that scope."""
         walking = self.resolver.scope
-        self.resolver.scope = site.scope
+        self.resolver.scope = scope
         try:
-            return self.step_context(site.ancestors)
+            return question()
         finally:
             self.resolver.scope = walking
 
@@ -603,6 +605,18 @@ class DeviceFlow:
             spawned = node.args[0].value
             if isinstance(spawned, cst.Name) and node.args[0].keyword is None:
                 self._spawned.add(spawned.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._note_loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._note_loop(node)
+
+    def _note_loop(self, loop: cst.For | cst.While) -> None:
+        """Note the loops of each function, for `called_every_step`."""
+        function = enclosing_function(self.ancestors)
+        if function is not None:
+            self._loops.setdefault(id(function), []).append((loop, self.resolver.scope))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -746,8 +760,10 @@ def _is_modulo(node: cst.BaseExpression) -> bool:
 
 def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
     """The function whose body the node is in, directly (not in a lambda or class within it)."""
-    scope = next((node for node in reversed(ancestors) if isinstance(node, _NESTED_SCOPES)), None)
-    return scope if isinstance(scope, cst.FunctionDef) else None
+    for node in reversed(ancestors):
+        if isinstance(node, _NESTED_SCOPES):
+            return node if isinstance(node, cst.FunctionDef) else None
+    return None
 
 
 def _class_name(ancestors: Sequence[cst.CSTNode]) -> str | None:

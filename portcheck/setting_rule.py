@@ -24,6 +24,13 @@ class SettingValueRule(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._reported: set[int] = set()
+        self._setting_names: dict[str, bool] = {}  # names_setting's answers: every call's keywords ask it
+
+    def _is_setting(self, name: str) -> bool:
+        known = self._setting_names.get(name)
+        if known is None:
+            known = self._setting_names[name] = self.names_setting(name)
+        return known
 
     def names_setting(self, name: str) -> bool:
         raise NotImplementedError
@@ -50,9 +57,9 @@ class SettingValueRule(Rule):
         if positional is not None:
             self.check(positional.value)
         for arg in node.args:
-            if arg.keyword is not None and self.names_setting(arg.keyword.value):
+            if arg.keyword is not None and self._is_setting(arg.keyword.value):
                 self.check(arg.value)
-        if patterns.method_name(node) == "add_argument":
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
             option = patterns.positional(node, 0)
             default = patterns.keyword(node, "default")
             flag = patterns.string_value(option.value) if option else None
@@ -60,7 +67,7 @@ class SettingValueRule(Rule):
                 self.check(default.value)
 
     def visit_Param(self, node: cst.Param) -> None:
-        if node.default is not None and self.names_setting(node.name.value):
+        if node.default is not None and self._is_setting(node.name.value):
             self.check(node.default)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -73,12 +80,12 @@ class SettingValueRule(Rule):
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = patterns.string_value(node.key)
-        if key is not None and self.names_setting(key):
+        if key is not None and self._is_setting(key):
             self.check(node.value)
 
     def _named(self, target: cst.BaseExpression) -> bool:
         name = patterns.setting_key(target)
-        return name is not None and self.names_setting(name)
+        return name is not None and self._is_setting(name)
 
     def check(self, expression: cst.BaseExpression) -> None:
         found = list(self.literals(expression))

@@ -9,13 +9,15 @@ import torch, and one for rules about what runs every step (step contexts are po
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from portcheck import flow, patterns
 from portcheck import targets as target_data
+from portcheck.resolve import Scope
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
 from portcheck.wording import verb
 
@@ -335,11 +337,11 @@ class StepRule(TensorRule):
     """A TensorRule about what runs once per step: in forward(), in a step loop, or in a function
     of the module called from one of those (`run_step()`, `log_losses()`). Whether a function is
     called every step is known only once the walk has seen its callers, so reports in functions
-    wait for the end of the module."""
+    wait for the end of the module, and so may the test that decides them."""
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._in_functions: list[tuple[cst.FunctionDef, cst.CSTNode, tuple[cst.CSTNode, ...], dict[str, object]]] = []
+        self._in_functions: list[_InFunction] = []
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | cst.FunctionDef | None:
         """forward() or the step loop the node runs in; else the function it is directly in,
@@ -349,19 +351,38 @@ class StepRule(TensorRule):
             return None
         return found.step_context(ancestors) or flow.enclosing_function(ancestors)
 
-    def report_in_step(self, node: cst.CSTNode, where: str | cst.FunctionDef, **fields: object) -> None:
-        """Report `node` in the step context `where`: now, or at the end of the module if the
-        function it is in turns out to be called every step."""
+    def report_in_step(
+        self, node: cst.CSTNode, where: str | cst.FunctionDef, holds: Callable[[], bool] | None = None, **fields: object
+    ) -> None:
+        """Report `node` in the step context `where` if `holds()`: now, or at the end of the
+        module if the function it is in turns out to be called every step (`holds` is then
+        asked in the scope it was made in: most functions are not, so most tests never run)."""
         if isinstance(where, str):
-            self.report(node, where=where, **fields)
-        else:
-            self._in_functions.append((where, node, self.ctx.chain(node), fields))
+            if holds is None or holds():
+                self.report(node, where=where, **fields)
+            return
+        found = self.ctx.flow
+        assert found is not None
+        self._in_functions.append(_InFunction(where, node, self.ctx.chain(node), fields, holds, found.scope))
 
     def leave_Module(self, node: cst.Module) -> None:
         found = self.ctx.flow
-        for function, reported, chain, fields in self._in_functions if found is not None else ():
-            caller = found.called_every_step(function)
-            if caller is not None:
-                where = f"`{function.name.value}()`, called from {caller},"
-                self.reports.append(self.report_here(reported, chain=chain, where=where, **fields))
+        for deferred in self._in_functions if found is not None else ():
+            caller = found.called_every_step(deferred.function)
+            if caller is not None and (deferred.holds is None or found.in_scope(deferred.scope, deferred.holds)):
+                where = f"`{deferred.function.name.value}()`, called from {caller},"
+                report = self.report_here(deferred.node, chain=deferred.chain, where=where, **deferred.fields)
+                self.reports.append(report)
         super().leave_Module(node)
+
+
+@dataclass(frozen=True)
+class _InFunction:
+    """A report that waits for the end of the module: whether its function runs every step."""
+
+    function: cst.FunctionDef
+    node: cst.CSTNode
+    chain: tuple[cst.CSTNode, ...]
+    fields: dict[str, object]
+    holds: Callable[[], bool] | None
+    scope: Scope

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import libcst as cst
 
 from portcheck import targets as target_data
+from portcheck.resolve import Scope
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Report, Valid
 from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, is_bool_mask, numpy_valued, tensor_method
 
@@ -140,7 +142,7 @@ class BooleanMaskIndexing(TensorRule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._by_parameter: list[tuple[Report, str, int, str]] = []  # (report, function, position, parameter)
-        self._masks_passed: set[tuple[str, int | str]] = set()  # (function, position or keyword) given a mask
+        self._calls: dict[str, list[tuple[cst.Call, Scope]]] = {}  # by the name called, with its scope
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if isinstance(node.value, (cst.Tuple, cst.List, cst.Dict)):
@@ -181,7 +183,8 @@ class BooleanMaskIndexing(TensorRule):
             self._by_parameter.append((report, function, position, index.value))
 
     def visit_Call(self, node: cst.Call) -> None:
-        """Note which function arguments are masks, where their names resolve."""
+        """Note the calls of the module's own functions (by name or through `self.`), whose
+        arguments are read at the end of the module if a function indexes with a parameter."""
         func = node.func
         if isinstance(func, cst.Name):
             name = func.value
@@ -189,16 +192,30 @@ class BooleanMaskIndexing(TensorRule):
             name = func.attr.value
         else:
             return
-        for position, arg in enumerate(node.args):
-            if arg.star or not is_bool_mask(self.ctx, arg.value):
-                continue
-            self._masks_passed.add((name, arg.keyword.value if arg.keyword else position))
+        flow = self.ctx.flow
+        if flow is not None and node.args:
+            self._calls.setdefault(name, []).append((node, flow.scope))
 
     def leave_Module(self, node: cst.Module) -> None:
         for report, function, position, parameter in self._by_parameter:
-            if (function, position) in self._masks_passed or (function, parameter) in self._masks_passed:
+            if any(
+                self._passes_mask(call, scope, position, parameter) for call, scope in self._calls.get(function, ())
+            ):
                 self.reports.append(report)
         super().leave_Module(node)
+
+    def _passes_mask(self, call: cst.Call, scope: Scope, position: int, parameter: str) -> bool:
+        """Whether a call gives a mask as the argument at `position` or keyword `parameter`,
+        its names resolved in the scope of the call."""
+        flow = self.ctx.flow
+        assert flow is not None
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                continue
+            given = arg.keyword.value == parameter if arg.keyword else index == position
+            if given and flow.in_scope(scope, partial(is_bool_mask, self.ctx, arg.value)):
+                return True
+        return False
 
     def _masked(self, node: cst.Subscript) -> bool:
         """Indexed with a mask, and not a NumPy array (or a NumPy mask) on the host."""

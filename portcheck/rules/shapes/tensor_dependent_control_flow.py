@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 
 from portcheck.flow import periodic
@@ -166,6 +168,6 @@ class TensorDependentControlFlow(StepRule):
         test = node.test
         if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
             return  # `if step % N == 0 and loss.item() > x:` reads every N steps
-        if tests_tensor_value(self.ctx, test):
-            effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
-            self.report_in_step(test, where, kind=_KINDS[type(node)], effect=effect)
+        effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
+        holds = partial(tests_tensor_value, self.ctx, test)
+        self.report_in_step(test, where, holds, kind=_KINDS[type(node)], effect=effect)
