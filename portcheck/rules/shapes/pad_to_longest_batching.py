@@ -15,13 +15,16 @@ _COLLATORS = frozenset(
 )
 _COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)
 _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
+_SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty"))
 
 
 class PadToLongestBatching(Rule):
     """## What it does
     Reports batching that pads to the longest sequence of each batch:
     `torch.nn.utils.rnn.pad_sequence` in a collate function (named like one, a class named
-    like a collator, or passed as `collate_fn=`), calls with `padding=True` or
+    like a collator, or passed as `collate_fn=`), a batch made there with a size that is the
+    longest of the batch (`torch.zeros(len(caps), max(lengths)).long()`, also through a name
+    bound to `max(...)`), calls with `padding=True` or
     `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`), and
     `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`. Calls that
     also pass `pad_to_multiple_of=` already bucket lengths and are left alone.
@@ -55,7 +58,7 @@ class PadToLongestBatching(Rule):
     message = "{what} pads each batch to its longest sequence, so every new length compiles a new graph"
     hint = 'pad to a fixed length (padding="max_length", max_length=N) or to a few bucket sizes{advice}'
     severity = RECOMPILE_SEVERITY
-    triggers = (b"pad_sequence", b"padding", b"DataCollatorWithPadding")
+    triggers = (b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat")
 
     VALID = [
         Valid('import torch\nenc = tokenizer(texts, padding="max_length", max_length=128)\n'),
@@ -79,6 +82,10 @@ class PadToLongestBatching(Rule):
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tok, pad_to_multiple_of=128)\n"
         ),
         Valid("def collate(torch, batch):\n    return torch.nn.utils.rnn.pad_sequence(batch)\n"),
+        Valid(  # a fixed length, or the longest outside a collate function
+            "import torch\ndef collate_fn(data):\n    targets = torch.zeros(len(data), MAX_LEN).long()\n"
+            "    return targets\ndef stats(lengths):\n    return torch.zeros(max(lengths))\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -105,6 +112,14 @@ class PadToLongestBatching(Rule):
             "from torch.nn.utils import rnn\nclass Collator:\n    def __call__(self, b):\n        return rnn.pad_sequence(b)\n",
             lines=[4],
         ),
+        Invalid(  # pytorch-tutorial's image captioning
+            "import torch\ndef collate_fn(data):\n    images, captions = zip(*data)\n"
+            "    lengths = [len(cap) for cap in captions]\n    targets = torch.zeros(len(captions), max(lengths)).long()\n"
+            "    longest = max(len(c) for c in captions)\n    ids = torch.full((len(data), longest + 1), 0)\n"
+            "    return targets, ids\n",
+            lines=[5, 7],
+            message="sized by `max(...)` in a collate function",
+        ),
         Invalid(
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tokenizer=tok)\n", lines=[2]
         ),
@@ -117,7 +132,7 @@ class PadToLongestBatching(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._collate_fns: set[str] = set()  # names passed as collate_fn=
-        self._pads: list[tuple[cst.Call, list[str]]] = []  # pad_sequence calls, enclosing function names
+        self._pads: list[tuple[cst.Call, list[str], str]] = []  # padding calls, enclosing function names, label
         self._scopes: list[_Scope] = [_Scope()]  # the module, then each enclosing function
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -131,7 +146,9 @@ class PadToLongestBatching(Rule):
         if collate_fn is not None:
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
         if resolved_call(self.ctx, node, _PAD_SEQUENCE):
-            self._pad_sequence(node)
+            self._in_collate(node, "`pad_sequence` in a collate function")
+        elif resolved_call(self.ctx, node, _SIZE_FACTORIES) and any(map(self._longest, _sizes(node))):
+            self._in_collate(node, f"`{_code(node.func)}(...)` sized by `max(...)` in a collate function")
         elif resolved_call(self.ctx, node, _COLLATORS):
             padding = patterns.argument(node, 1, "padding")
             if not _bucketed(node) and (padding is None or _pads_to_longest(padding.value)):
@@ -151,7 +168,21 @@ class PadToLongestBatching(Rule):
         if padding is not None and _pads_to_longest(padding) and not bucketed:
             self._scopes[-1].longest.append((node, f"`padding={_code(padding)}`", not bounded))
 
-    def _pad_sequence(self, node: cst.Call) -> None:
+    def _longest(self, size: cst.BaseExpression, depth: int = 0) -> bool:
+        """`max(lengths)`, `max(len(c) for c in caps) + 1`, or a name bound once to one of those."""
+        if isinstance(size, cst.Call):
+            return (
+                isinstance(size.func, cst.Name) and size.func.value == "max" and not self.ctx.qualified_names(size.func)
+            )
+        if isinstance(size, cst.BinaryOperation):
+            return self._longest(size.left, depth) or self._longest(size.right, depth)
+        if isinstance(size, cst.Name) and depth < 2:
+            bound = self.ctx.assigned_value(size)
+            return bound is not None and self._longest(bound, depth + 1)
+        return False
+
+    def _in_collate(self, node: cst.Call, what: str) -> None:
+        """Note a call that pads to the longest, reported at the end if it is in a collate function."""
         names = []
         for ancestor in self.ctx.ancestors:
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
@@ -162,7 +193,7 @@ class PadToLongestBatching(Rule):
                 and ancestor.keyword.value == "collate_fn"
             ):
                 names.append("collate_fn")  # a lambda passed as collate_fn=
-        self._pads.append((node, names))
+        self._pads.append((node, names, what))
 
     def _is_torch(self, node: cst.Call) -> bool:
         """torch's own `padding=` (conv layers, F.pad) is spatial padding, not batching."""
@@ -179,9 +210,9 @@ class PadToLongestBatching(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         self._flush(self._scopes.pop())
-        for call, names in self._pads:
+        for call, names, what in self._pads:
             if any(_COLLATE_NAME.search(name) or name in self._collate_fns for name in names):
-                self.report(call, what="`pad_sequence` in a collate function", advice=advice(self.ctx.targets))
+                self.report(call, what=what, advice=advice(self.ctx.targets))
 
 
 @dataclass
@@ -190,6 +221,15 @@ class _Scope:
 
     encodes_for_the_model: bool = False  # a call with max_length=, truncation= or padding="max_length"
     longest: list[tuple[cst.Call, str, bool]] = field(default_factory=list)  # call, label, without max_length
+
+
+def _sizes(call: cst.Call) -> list[cst.BaseExpression]:
+    """The sizes a factory is given: its positional arguments (or `size=`), or the tuple or list of them."""
+    size = patterns.keyword(call, "size")
+    given = [size.value] if size is not None else [arg.value for arg in call.args if arg.keyword is None]
+    if given and isinstance(given[0], (cst.Tuple, cst.List)):
+        return [element.value for element in given[0].elements]
+    return given
 
 
 def _bucketed(call: cst.Call) -> bool:
