@@ -183,7 +183,7 @@ class DeviceFlow:
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
-    _every_step: dict[int, str | None] = field(default_factory=dict)  # function id -> its step context
+    _every_step: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)  # (function id, gates)
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
@@ -495,29 +495,31 @@ class DeviceFlow:
         around it (whether it is off the step path, `off_the_step_path` says)."""
         return "forward()" if in_forward(ancestors) else self.step_loop(ancestors)
 
-    def called_every_step(self, function: cst.FunctionDef, depth: int = 0) -> str | None:
+    def called_every_step(self, function: cst.FunctionDef, gates: tuple[str, ...] = (), depth: int = 0) -> str | None:
         """The step context ("forward()", "a training loop"...) from which the module calls
         `function` every step: a call of it there, or in a function itself called every step
         (`run_step()` from the loop, then `log_step()` from `run_step()`). A method counts the
         calls `self.name(...)` in its own class. A function with a step loop of its own
-        (`train_one_epoch()`) runs an epoch, not a step. Asked after the walk: callers often
-        come after the functions they call."""
+        (`train_one_epoch()`) runs an epoch, not a step. `gates`: parameters (see
+        `parameter_gates`) a call must give for what is asked about to run. Asked after the
+        walk: callers often come after the functions they call."""
         if depth > _CALL_DEPTH:
             return None
         if depth == 0:
-            if id(function) not in self._every_step:
-                self._every_step[id(function)] = self.called_every_step(function, 1)
-            return self._every_step[id(function)]
+            key = (id(function), gates)
+            if key not in self._every_step:
+                self._every_step[key] = self.called_every_step(function, gates, 1)
+            return self._every_step[key]
         title, owner = function.name.value, self._methods.get(id(function))
         for site in self._sites(title, owner):
-            if off_the_step_path(site.ancestors):
+            if off_the_step_path(site.ancestors) or not all(_gives(site, function, gate) for gate in gates):
                 continue
             if owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
                 continue
             where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
             if where is None:
                 caller = enclosing_function(site.ancestors)
-                where = None if caller is None else self.called_every_step(caller, depth + 1)
+                where = None if caller is None else self.called_every_step(caller, (), depth + 1)
             if where is not None:
                 return None if self._runs_steps(function) else where
         return None
@@ -774,6 +776,44 @@ def _class_name(ancestors: Sequence[cst.CSTNode]) -> str | None:
 
 def owner_name(node: cst.BaseExpression) -> str:
     return node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+
+
+def parameter_gates(ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef) -> tuple[str, ...]:
+    """The parameters of `function` that decide whether the code below `ancestors` runs: it is
+    in the body of an `if flag:` or `if flag is not None:`, and `flag` defaults to False or None
+    (`def merge(self, safe_merge=False)`: what `if safe_merge:` guards runs only where a call
+    gives it)."""
+    defaults = {
+        param.name.value
+        for param in (*function.params.params, *function.params.kwonly_params)
+        if isinstance(param.default, cst.Name) and param.default.value in ("False", "None")
+    }
+    gates = []
+    start = next((index for index, node in enumerate(ancestors) if node is function), len(ancestors))
+    for index in range(start, len(ancestors) - 1):
+        node = ancestors[index]
+        if isinstance(node, cst.If) and ancestors[index + 1] is node.body:
+            flag = _flag(node.test)
+            if flag in defaults:
+                gates.append(flag)
+    return tuple(sorted(set(gates)))
+
+
+def _flag(test: cst.BaseExpression) -> str | None:
+    """`flag` of `if flag:` or `if flag is not None:`."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        link = test.comparisons[0]
+        if isinstance(link.operator, cst.IsNot) and isinstance(link.comparator, cst.Name):
+            test = test.left if link.comparator.value == "None" else test
+    return test.value if isinstance(test, cst.Name) else None
+
+
+def _gives(site: _Site, function: cst.FunctionDef, name: str) -> bool:
+    """Whether a call gives the parameter `name` something other than False or None."""
+    params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
+    position = params.index(name) - site.skipped if name in params else -1
+    value = _argument(site.call, position, name)
+    return value is not None and not (isinstance(value, cst.Name) and value.value in ("False", "None"))
 
 
 def _argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:

@@ -363,12 +363,14 @@ class StepRule(TensorRule):
             return
         found = self.ctx.flow
         assert found is not None
-        self._in_functions.append(_InFunction(where, node, self.ctx.chain(node), fields, holds, found.scope))
+        chain = self.ctx.chain(node)
+        gates = flow.parameter_gates(chain, where)
+        self._in_functions.append(_InFunction(where, gates, node, chain, fields, holds, found.scope))
 
     def leave_Module(self, node: cst.Module) -> None:
         found = self.ctx.flow
         for deferred in self._in_functions if found is not None else ():
-            caller = found.called_every_step(deferred.function)
+            caller = found.called_every_step(deferred.function, deferred.gates)
             if caller is not None and (deferred.holds is None or found.in_scope(deferred.scope, deferred.holds)):
                 where = f"`{deferred.function.name.value}()`, called from {caller},"
                 report = self.report_here(deferred.node, chain=deferred.chain, where=where, **deferred.fields)
@@ -381,6 +383,7 @@ class _InFunction:
     """A report that waits for the end of the module: whether its function runs every step."""
 
     function: cst.FunctionDef
+    gates: tuple[str, ...]  # parameters a call must give for it to run (flow.parameter_gates)
     node: cst.CSTNode
     chain: tuple[cst.CSTNode, ...]
     fields: dict[str, object]

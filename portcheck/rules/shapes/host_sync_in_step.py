@@ -26,7 +26,9 @@ class HostSyncInStep(StepRule):
     (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
     batch getter) or decodes (samples tokens); and inside the module's functions that one of
     those calls every step (`self.log_step()` from the loop, a loss helper from `forward`, and
-    what they call in turn; a method through `self.` in its own class). Calls in a `raise`
+    what they call in turn; a method through `self.` in its own class; not what runs only
+    `if flag:` where the flag defaults to False or None and the calls leave it so; not around
+    the loop of a function with a step loop of its own). Calls in a `raise`
     (the error path) or under an `if step % N == 0:` (reading back every N steps, also where
     a function is called) are left alone, and so are those that
     decide a branch (PC504) or a slice length (PC505), and those on NumPy arrays (made by

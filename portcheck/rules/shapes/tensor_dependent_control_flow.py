@@ -99,8 +99,22 @@ class TensorDependentControlFlow(StepRule):
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        if (x < 0).any():\n            x = x.clamp(min=0)\n        return x\n",
             options={"targets": ["cpu"]},
         ),
+        Valid(  # peft's merge: the check runs only where a call asks for a safe merge, and forward does not
+            "import torch\nclass Layer(torch.nn.Module):\n    def merge(self, safe_merge=False, names=None):\n"
+            "        if safe_merge:\n            if not torch.isfinite(self.w + self.delta).all():\n"
+            "                raise ValueError('NaN')\n        self.w += self.delta\n"
+            "    def forward(self, x):\n        self.merge(names=['a'])\n        return x @ self.w\n"
+        ),
     ]
     INVALID = [
+        Invalid(  # the same, where forward asks for it
+            "import torch\nclass Layer(torch.nn.Module):\n    def merge(self, safe_merge=False):\n"
+            "        if safe_merge:\n            if not torch.isfinite(self.w + self.delta).all():\n"
+            "                raise ValueError('NaN')\n        self.w += self.delta\n"
+            "    def forward(self, x):\n        self.merge(True)\n        return x @ self.w\n",
+            lines=[5],
+            message="called from forward()",
+        ),
         Invalid(  # improved-diffusion's loss-scale check, in a method the step loop calls
             "import torch as th\nclass TrainLoop:\n    def run_loop(self):\n        while True:\n"
             "            batch = next(self.data)\n            self.run_step(batch)\n    def run_step(self, batch):\n"
