@@ -20,7 +20,8 @@ answers, for every rule and for the fixer, the two questions a single call canno
   operations and device-keeping methods, and where a function's local name is used.
 - step loops: which loops run a training, evaluation or decoding step (over a DataLoader, or
   calling `.backward()`, an optimizer's `.step()`, the model, `next(...)` or a batch getter,
-  or sampling tokens), where a host sync or a new shape costs every iteration.
+  or sampling tokens), where a host sync or a new shape costs every iteration; and, once the
+  walk is over, which of the module's functions such a loop or a `forward` calls every step.
 
 The flow takes part in the walk like a rule (its handlers run first), so guards are known by
 the time a rule visits what they protect; device indexes need the whole module (callers come

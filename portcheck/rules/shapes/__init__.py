@@ -346,10 +346,10 @@ class StepRule(TensorRule):
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | cst.FunctionDef | None:
         """forward() or the step loop the node runs in; else the function it is directly in,
         which `report_in_step` asks about at the end of the module; None off the step path."""
-        found = self.ctx.flow
-        if found is None or flow.off_the_step_path(ancestors):
+        module_flow = self.ctx.flow
+        if module_flow is None or flow.off_the_step_path(ancestors):
             return None
-        return found.step_context(ancestors) or flow.enclosing_function(ancestors)
+        return module_flow.step_context(ancestors) or flow.enclosing_function(ancestors)
 
     def report_in_step(
         self, node: cst.CSTNode, where: str | cst.FunctionDef, holds: Callable[[], bool] | None = None, **fields: object
@@ -361,17 +361,17 @@ class StepRule(TensorRule):
             if holds is None or holds():
                 self.report(node, where=where, **fields)
             return
-        found = self.ctx.flow
-        assert found is not None
+        module_flow = self.ctx.flow
+        assert module_flow is not None
         chain = self.ctx.chain(node)
         gates = flow.parameter_gates(chain, where)
-        self._in_functions.append(_InFunction(where, gates, node, chain, fields, holds, found.scope))
+        self._in_functions.append(_InFunction(where, gates, node, chain, fields, holds, module_flow.scope))
 
     def leave_Module(self, node: cst.Module) -> None:
-        found = self.ctx.flow
-        for deferred in self._in_functions if found is not None else ():
-            caller = found.called_every_step(deferred.function, deferred.gates)
-            if caller is not None and (deferred.holds is None or found.in_scope(deferred.scope, deferred.holds)):
+        module_flow = self.ctx.flow
+        for deferred in self._in_functions if module_flow is not None else ():
+            caller = module_flow.called_every_step(deferred.function, deferred.gates)
+            if caller is not None and (deferred.holds is None or module_flow.in_scope(deferred.scope, deferred.holds)):
                 where = f"`{deferred.function.name.value}()`, called from {caller},"
                 report = self.report_here(deferred.node, chain=deferred.chain, where=where, **deferred.fields)
                 self.reports.append(report)
