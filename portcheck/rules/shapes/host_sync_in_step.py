@@ -20,19 +20,18 @@ _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
 
 class HostSyncInStep(StepRule):
     """## What it does
-    Reports `.item()`, `.tolist()`, `.cpu()` and `.numpy()` inside a module's `forward` or inside
-    a step loop, where they run every step: a `for` loop over a DataLoader (a name bound to
-    `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that trains
+    Reports `.item()`, `.tolist()`, `.cpu()` and `.numpy()` inside a module's `forward` or
+    inside a step loop, where they run every step: a `for` loop over a DataLoader (a name bound
+    to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that trains
     (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
     batch getter) or decodes (samples tokens); and inside the module's functions that one of
     those calls every step (`self.log_step()` from the loop, a loss helper from `forward`, and
-    what they call in turn; a method through `self.` in its own class; not what runs only
-    `if flag:` where the flag defaults to False or None and the calls leave it so; not around
-    the loop of a function with a step loop of its own). Calls in a `raise`
-    (the error path) or under an `if step % N == 0:` (reading back every N steps, also where
-    a function is called) are left alone, and so are those that
-    decide a branch (PC504) or a slice length (PC505), and those on NumPy arrays (made by
-    `numpy` or `.numpy()`), which live on the host.
+    what they call in turn; a method through `self.` in its own class; not what runs only `if
+    flag:` where the flag defaults to False or None and the calls leave it so; not around the
+    loop of a function with a step loop of its own). Calls in a `raise` (the error path) or
+    under an `if step % N == 0:` (reading back every N steps, also where a function is called)
+    are left alone, and so are those that decide a branch (PC504) or a slice length (PC505), and
+    those on NumPy arrays (made by `numpy` or `.numpy()`), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
