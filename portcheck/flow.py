@@ -841,7 +841,7 @@ def name_reads(root: cst.CSTNode, names: frozenset[str]) -> Iterator[tuple[cst.N
         for field_name in child_fields(type(node)):
             value = getattr(node, field_name)
             for child in value if isinstance(value, (tuple, list)) else (value,):
-                if isinstance(child, cst.Name) and child.value in names and _reads(child, node):
+                if isinstance(child, cst.Name) and child.value in names and reads(child, node):
                     yield child, node
                 elif isinstance(child, cst.CSTNode):
                     stack.append(child)
@@ -867,7 +867,7 @@ def _references(
         for child in value if isinstance(value, (tuple, list)) else (value,):
             if not isinstance(child, cst.CSTNode):
                 continue
-            if isinstance(child, cst.Name) and child.value == name and _reads(child, node):
+            if isinstance(child, cst.Name) and child.value == name and reads(child, node):
                 found.append((child, (*path, node)))
             elif isinstance(child, (*_NESTED_SCOPES, cst.BaseComp)):
                 if any(isinstance(n, cst.Name) and n.value == name for n in _descendants(child, ())):
@@ -877,10 +877,17 @@ def _references(
     return True
 
 
-def _reads(name: cst.Name, parent: cst.CSTNode) -> bool:
-    """Whether a name is read here: the start of a dotted chain too (`x` in `x.to(...)`), not an
-    attribute's or keyword's name or a name being bound."""
-    return parent.value is name if isinstance(parent, cst.Attribute) else is_reference(name, parent)
+_BINDERS = (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)
+
+
+def reads(node: cst.Name | cst.Attribute, parent: cst.CSTNode) -> bool:
+    """Whether a name or attribute chain is read here: the start of a longer chain too (`x` in
+    `x.to(...)`), not an attribute's or keyword's name or what is being bound (`self.x = ...`)."""
+    if isinstance(parent, cst.Attribute):
+        return parent.value is node
+    if isinstance(parent, _BINDERS) and parent.target is node:
+        return False
+    return is_reference(node, parent)
 
 
 def _exits(body: cst.BaseSuite) -> bool:

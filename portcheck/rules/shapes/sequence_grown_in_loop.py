@@ -5,10 +5,10 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import in_forward, off_the_step_path
+from portcheck.flow import in_forward, off_the_step_path, reads
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, builtin_call
-from portcheck.walk import child_fields, is_reference
+from portcheck.walk import child_fields
 
 # Concatenations that take the sequence of tensors as their first argument (`tensors=`).
 _GROWERS = frozenset(
@@ -18,7 +18,6 @@ _GROWERS = frozenset(
 _METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device"})
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _NESTED = (*_SCOPES, cst.BaseComp)
-_BINDERS = (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)
 
 
 class SequenceGrownInLoop(TensorRule):
@@ -267,7 +266,7 @@ class SequenceGrownInLoop(TensorRule):
                 if isinstance(child, cst.Assign) and path in self._growth(child)[1]:
                     continue
                 if isinstance(child, (cst.Name, cst.Attribute)) and patterns.dotted(child) == path:
-                    if _reads(child, node):
+                    if reads(child, node):
                         return True
                 if self._read_in(child, path):
                     return True
@@ -319,16 +318,6 @@ def _innermost_loop(ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | N
         if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
             return node
     return None
-
-
-def _reads(node: cst.Name | cst.Attribute, parent: cst.CSTNode) -> bool:
-    """Whether the name or attribute is read here: the start of a chain too (`x` in
-    `x.size(1)`), not an attribute's name or what is being bound."""
-    if isinstance(parent, cst.Attribute):
-        return parent.value is node
-    if isinstance(parent, _BINDERS) and parent.target is node:
-        return False
-    return is_reference(node, parent)
 
 
 def _identity_test(node: cst.CSTNode) -> bool:
