@@ -31,7 +31,7 @@ after callees) and are answered once the walk is over.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import partial
@@ -97,6 +97,7 @@ _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
+_NAME_DEPTH = 3  # how many names a periodic test is followed through
 _T = TypeVar("_T")
 _CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
 
@@ -405,28 +406,49 @@ class DeviceFlow:
 
     # --- host tensors ----------------------------------------------------------------------------
 
-    def home(self, node: cst.BaseExpression, depth: int = 0) -> Home:
+    def home(self, node: cst.BaseExpression) -> Home:
         """Where the tensor `node` evaluates to lives, asked where the walk is: through names
-        bound once, subscripts, arithmetic with numbers, tensor methods that keep the device,
+        (each tensor a name is bound to, `boxes = torch.as_tensor(boxes); boxes = boxes[keep]`),
+        subscripts, comparisons and arithmetic with numbers, tensor methods that keep the device,
         and torch functions of such tensors."""
+        home = self._home(node, 0, frozenset())
+        return Home.UNKNOWN if home is None else home
+
+    def _home(self, node: cst.BaseExpression, depth: int, seen: frozenset[str]) -> Home | None:
+        """`home`, or None where `node` is only the value of a name being looked through
+        (`seen`): `x = x[keep]` says no more than the name's other bindings."""
         if depth > _DEPTH:
             return Home.UNKNOWN
         if isinstance(node, cst.Name):
-            bound = self.resolver.assigned_value(node)
-            return self.home(bound, depth + 1) if bound is not None else Home.UNKNOWN
+            return None if node.value in seen else self._name_home(node, depth, seen)
         if isinstance(node, _NUMBERS):
             return Home.HOST  # a number: no device of its own
+        parts: Sequence[cst.BaseExpression] = ()
         if isinstance(node, (cst.List, cst.Tuple)) and node.elements:
-            return min(self.home(element.value, depth + 1) for element in node.elements)
-        if isinstance(node, cst.Subscript):
-            return self.home(node.value, depth + 1)
-        if isinstance(node, cst.UnaryOperation):
-            return self.home(node.expression, depth + 1)
-        if isinstance(node, cst.BinaryOperation):
-            return min(self.home(node.left, depth + 1), self.home(node.right, depth + 1))
-        return self._call_home(node, depth) if isinstance(node, cst.Call) else Home.UNKNOWN
+            parts = [element.value for element in node.elements]
+        elif isinstance(node, cst.Subscript):
+            parts = [node.value]
+        elif isinstance(node, cst.UnaryOperation):
+            parts = [node.expression]
+        elif isinstance(node, cst.BinaryOperation):
+            parts = [node.left, node.right]
+        elif isinstance(node, cst.Comparison):
+            parts = [node.left, *(link.comparator for link in node.comparisons)]
+        elif isinstance(node, cst.Call):
+            return self._call_home(node, depth, seen)
+        return _weakest(self._home(part, depth + 1, seen) for part in parts) if parts else Home.UNKNOWN
 
-    def _call_home(self, call: cst.Call, depth: int) -> Home:
+    def _name_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
+        """The weakest home of the tensors a name is bound to; what else it is bound to (a list
+        of the data, None) cannot be indexed as a tensor."""
+        values = self.resolver.assigned_values(node)  # none where `+=` may add a device tensor
+        values = [value for value in values if not _python_data(value)] or values
+        if not values:
+            return Home.UNKNOWN
+        home = _weakest(self._home(value, depth + 1, seen | {node.value}) for value in values)
+        return Home.UNKNOWN if home is None and not seen else home
+
+    def _call_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
         names = self.resolver.qualified_names(call.func)
         device = patterns.keyword(call, "device")
         if names & _HOST_FACTORIES:
@@ -439,18 +461,40 @@ class DeviceFlow:
             data = patterns.positional(call, 0)
             if data is None:
                 return Home.UNKNOWN
-            home = self.home(data.value, depth + 1)  # `torch.cumprod(x, 0)`, `torch.cat([a, b])`: theirs
-            return min(home, Home.DEFAULT) if names & _DATA_FACTORIES else home
+            if names & _DATA_FACTORIES and self._holds_python_data(data.value):
+                return Home.DEFAULT  # `torch.tensor([obj["area"] for obj in anno])`
+            home = self._home(data.value, depth + 1, seen)  # `torch.cumprod(x, 0)`, `torch.cat([a, b])`: theirs
+            return _weakest((home, Home.DEFAULT)) if names & _DATA_FACTORIES else home
         method = patterns.method_name(call)
         if names or method is None or not isinstance(call.func, cst.Attribute):
             return Home.UNKNOWN
         if method == "cpu" or (method == "to" and any(self.is_cpu(arg.value) for arg in call.args)):
             return Home.HOST
         if method == "to" and all(self.is_dtype(arg.value) or arg.keyword is not None for arg in call.args):
-            return self.home(call.func.value, depth + 1) if device is None else Home.UNKNOWN
+            return self._home(call.func.value, depth + 1, seen) if device is None else Home.UNKNOWN
         if method in _DEVICE_METHODS or device is not None:
             return Home.UNKNOWN
-        return self.home(call.func.value, depth + 1)  # `x.sum()`, `x.double()`: the device of x
+        return self._home(call.func.value, depth + 1, seen)  # `x.sum()`, `x.double()`: the device of x
+
+    def _holds_python_data(self, node: cst.BaseExpression) -> bool:
+        """A list, tuple or comprehension display, or a name bound only to those: data that a
+        factory copies to the default device, whatever its elements are."""
+        if isinstance(node, cst.Name):
+            values = self.resolver.assigned_values(node)
+            return bool(values) and all(_python_data(value) for value in values)
+        return _python_data(node)
+
+    def default_device_set(self, ancestors: Sequence[cst.CSTNode], source: bytes) -> bool:
+        """Whether factories may make tensors elsewhere than in host memory: under
+        `with torch.device(...)`, or in a module (its `source`) that mentions `set_default_device`
+        or `set_default_tensor_type` (`torch.cuda.HalfTensor`)."""
+        for node in ancestors:
+            if isinstance(node, cst.With) and any(
+                isinstance(item.item, cst.Call) and "torch.device" in self.resolver.qualified_names(item.item.func)
+                for item in node.items
+            ):
+                return True
+        return b"set_default_device" in source or b"set_default_tensor_type" in source  # before or after
 
     def is_cpu(self, node: cst.BaseExpression) -> bool:
         """`"cpu"` or `torch.device("cpu")`."""
@@ -513,7 +557,8 @@ class DeviceFlow:
             return self._every_step[key]
         title, owner = function.name.value, self._methods.get(id(function))
         for site in self._sites(title, owner):
-            if off_the_step_path(site.ancestors) or not all(_gives(site, function, gate) for gate in gates):
+            off_path = self.in_scope(site.scope, partial(off_the_step_path, site.ancestors, self.resolver))
+            if off_path or not all(_gives(site, function, gate) for gate in gates):
                 continue
             if owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
                 continue
@@ -730,9 +775,10 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
     return False
 
 
-def off_the_step_path(ancestors: Sequence[cst.CSTNode]) -> bool:
+def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None) -> bool:
     """Inside a `raise` (runs only on the error path) or the body of an `if step % N == 0:`
-    (reading back every N steps is the remedy, not the problem)."""
+    (reading back every N steps is the remedy, not the problem); with a `resolver` at the node,
+    also `if log_step:` where `log_step = step % N == 0`."""
     for index, node in enumerate(ancestors):
         if isinstance(node, cst.Raise):
             return True
@@ -740,16 +786,20 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode]) -> bool:
             isinstance(node, cst.If)
             and index + 1 < len(ancestors)
             and ancestors[index + 1] is node.body
-            and periodic(node.test)
+            and periodic(node.test, resolver)
         ):
             return True
     return False
 
 
-def periodic(test: cst.BaseExpression) -> bool:
-    """A test that holds every N steps: `step % N == 0`, `not i % N`, `... or i % N == 0`."""
+def periodic(test: cst.BaseExpression, resolver: Resolver | None = None, depth: int = 0) -> bool:
+    """A test that holds every N steps: `step % N == 0`, `not i % N`, `... or i % N == 0`, or
+    a name bound once to one (looked up with `resolver`, where given)."""
+    if isinstance(test, cst.Name) and resolver is not None and depth < _NAME_DEPTH:
+        bound = resolver.assigned_value(test)
+        return bound is not None and periodic(bound, resolver, depth + 1)
     if isinstance(test, cst.BooleanOperation):
-        return periodic(test.left) or periodic(test.right)
+        return periodic(test.left, resolver, depth) or periodic(test.right, resolver, depth)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _is_modulo(test.expression)
     if isinstance(test, cst.Comparison):
@@ -912,6 +962,19 @@ def _device_types(node: cst.BaseExpression) -> frozenset[str] | None:
     return frozenset({kind}) if kind in DEVICE_TYPES and (not index or index.isdigit()) else None
 
 
+def _weakest(homes: Iterable[Home | None]) -> Home | None:
+    """The weakest of `homes`, those that are only a name's own value (None) aside."""
+    known = [home for home in homes if home is not None]
+    return min(known) if known else None
+
+
+def _python_data(node: cst.BaseExpression) -> bool:
+    """A list, tuple or comprehension display, or None: Python data, not a tensor."""
+    if isinstance(node, cst.Name):
+        return node.value == "None"
+    return isinstance(node, (cst.List, cst.Tuple, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Dict))
+
+
 def _is_string(node: cst.BaseExpression) -> bool:
     """The other operand of `rank % n` is not one: `"cuda:%d" % i` is no index."""
     return isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
@@ -924,8 +987,9 @@ def _is_cuda(node: cst.CSTNode) -> bool:
 
 
 def _is_cuda_prefix(call: cst.Call) -> bool:
+    """The argument of `.startswith("cuda")` or `.startswith("cuda:")` (an indexed CUDA device)."""
     prefix = patterns.positional(call, 0)
-    return prefix is not None and _is_cuda(prefix.value)
+    return prefix is not None and (_is_cuda(prefix.value) or patterns.string_value(prefix.value) == "cuda:")
 
 
 def _only_cuda(node: cst.BaseExpression) -> bool:

@@ -110,6 +110,18 @@ def test_an_early_exit_protects_what_follows() -> None:
     assert found[(3, "PC201")][0] is Severity.ERROR
 
 
+def test_a_device_string_with_a_cuda_index_prefix_is_a_check() -> None:
+    source = """\
+    import torch
+    def set_device(device):
+        if device.startswith("cuda:"):
+            torch.cuda.set_device(device)
+        elif device.startswith("npu:"):
+            torch.npu.set_device(device)
+    """
+    assert findings(source)[(4, "PC202")][0] is Severity.INFO
+
+
 def test_a_checked_name_is_a_check_where_it_is_bound() -> None:
     source = """\
     import torch

@@ -248,8 +248,9 @@ class Float64OnTarget(Rule):
         called &= self._awaited
         if not called:
             return
-        ancestors = self.ctx.chain(call)
-        stays = not self._default_device_set(ancestors) and self._stays(call, ancestors, _Follow(), 0)
+        ancestors, flow = self.ctx.chain(call), self.ctx.flow
+        assert flow is not None
+        stays = not flow.default_device_set(ancestors, self.ctx.source) and self._stays(call, ancestors, _Follow(), 0)
         self._judged.add(id(call))
         for name in called:
             self._calls[name] = self._calls.get(name, True) and stays
@@ -280,23 +281,12 @@ class Float64OnTarget(Rule):
             return False
         call, ancestors = made
         home = flow.home(call)
-        if home is Home.DEFAULT and self._default_device_set(ancestors):
+        if home is Home.DEFAULT and flow.default_device_set(ancestors, self.ctx.source):
             home = Home.UNKNOWN
         if home is Home.UNKNOWN:
             return _read_into_numpy(call, ancestors)  # `.numpy()` only works in host memory
         follow.strict = home is Home.DEFAULT
         return self._stays(call, ancestors, follow, 0)
-
-    def _default_device_set(self, ancestors: Sequence[cst.CSTNode]) -> bool:
-        """Whether factories may make tensors elsewhere than in host memory: under
-        `with torch.device(...)`, or in a module that mentions `set_default_device`."""
-        for node in ancestors:
-            if isinstance(node, cst.With) and any(
-                isinstance(item.item, cst.Call) and "torch.device" in self.ctx.qualified_names(item.item.func)
-                for item in node.items
-            ):
-                return True
-        return b"set_default_device" in self.ctx.source  # anywhere: it may run before or after
 
     def _stays(self, node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], follow: _Follow, depth: int) -> bool:
         """Whether the float64 tensor `node` (below `ancestors`) stays in host memory until it is

@@ -156,6 +156,47 @@ def numpy_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     return any(numpy_valued(ctx, part, depth + 1, seen) for part in parts)
 
 
+def in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """Whether a tensor demonstrably lives in host memory, asked where the walk is: put there
+    (`.cpu()`, `torch.from_numpy`), or made from Python data on the default device where
+    nothing may set another (a dataset's `torch.as_tensor([obj["bbox"] for obj in anno])`).
+    Indexing and comparing it runs on the host: no device, nothing to sync or recompile."""
+    flow_ = ctx.flow
+    if flow_ is None:
+        return False
+    home = flow_.home(node)
+    return home is flow.Home.HOST or (
+        home is flow.Home.DEFAULT and not flow_.default_device_set(ctx.ancestors, ctx.source)
+    )
+
+
+def reads_tensor_value(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """Whether a number or an index is taken from a tensor: `t.item()`, `lengths.max()`, a
+    tensor itself (its `__index__`)."""
+    return reads_tensor_scalar(ctx, node) or tensor_valued(ctx, node)
+
+
+def read_in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """Whether every tensor an expression reads a number from is in host memory, not copied
+    there on the way (`start + self.seq_len + 1` with `start = torch.randint(0, n, (1,))`)."""
+    if isinstance(node, cst.BinaryOperation):
+        parts = [node.left, node.right]
+    elif isinstance(node, cst.UnaryOperation):
+        parts = [node.expression]
+    else:
+        return not _copies(node) and in_host_memory(ctx, node)
+    return all(read_in_host_memory(ctx, part) for part in parts if reads_tensor_value(ctx, part))
+
+
+def _copies(node: cst.BaseExpression) -> bool:
+    """A method chain with a copy to the host in it: `lens.cpu().max()`, a sync of its own."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if node.func.attr.value in ("cpu", "to"):
+            return True
+        node = node.func.value
+    return False
+
+
 def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """A torch call, or a method chain on one (`torch.from_numpy(a).cuda()`)."""
     while isinstance(node, cst.Call):
@@ -347,7 +388,7 @@ class StepRule(TensorRule):
         """forward() or the step loop the node runs in; else the function it is directly in,
         which `report_in_step` asks about at the end of the module; None off the step path."""
         module_flow = self.ctx.flow
-        if module_flow is None or flow.off_the_step_path(ancestors):
+        if module_flow is None or flow.off_the_step_path(ancestors, module_flow.resolver):
             return None
         return module_flow.step_context(ancestors) or flow.enclosing_function(ancestors)
 

@@ -8,7 +8,15 @@ import libcst as cst
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Report, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, is_bool_mask, numpy_valued, tensor_method
+from portcheck.rules.shapes import (
+    SYNC_SEVERITY,
+    TensorRule,
+    advice,
+    in_host_memory,
+    is_bool_mask,
+    numpy_valued,
+    tensor_method,
+)
 
 _READ = "boolean-mask indexing returns as many elements as the mask has True values"
 _WRITE = "assigning a tensor through a boolean mask needs the positions of its True values"
@@ -36,7 +44,9 @@ class BooleanMaskIndexing(TensorRule):
     Assignments through a mask are reported too: of a tensor (`x[mask] = y[mask]`) and augmented
     (`x[mask] += 1`) as reads are; of a scalar (`x[mask] = 0`, `logits[:, m] = -inf`) as a
     warning, where compiled graphs need static shapes. NumPy arrays (a `numpy` call's result,
-    or a name bound to one and never to a torch call) are left alone: they live on the host.
+    or a name bound to one and never to a torch call) and tensors in host memory (`.cpu()`, or
+    made from Python data, as a dataset makes its targets, where nothing sets a default device)
+    are left alone: they are indexed on the host.
 
     ## Why is this bad?
     The result has as many elements as the mask has True values, which only the data knows.
@@ -103,6 +113,13 @@ class BooleanMaskIndexing(TensorRule):
         ),
         # on the CPU the tensor is already in host memory: no device to wait for
         Valid("import torch\npos = x[x > 0]\n", options={"targets": ["cpu"]}),
+        Valid(  # a dataset's tensors, made from Python data in host memory
+            "import torch\ndef prepare(anno):\n    boxes = [obj['bbox'] for obj in anno]\n"
+            "    boxes = torch.as_tensor(boxes, dtype=torch.float32).reshape(-1, 4)\n"
+            "    keep = (boxes[:, 3] > boxes[:, 1]) & (boxes[:, 2] > boxes[:, 0])\n    boxes = boxes[keep]\n"
+            "    area = torch.tensor([obj['area'] for obj in anno])\n    return boxes, area[keep], x.cpu()[x.cpu() > 0]\n"
+            "def scales(counts, n):\n    inv = torch.zeros(n)\n    inv[counts > 0] = counts[counts > 0].float().rsqrt()\n"
+        ),
     ]
     INVALID = [
         Invalid("import torch\npos = x[x > 0]\n", lines=[2], message="as many elements"),
@@ -137,6 +154,13 @@ class BooleanMaskIndexing(TensorRule):
             lines=[4, 9],
             message="a caller passes a boolean mask",
         ),
+        Invalid(  # moved to the device, or made where the default device may be another
+            "import torch\ndef prepare(anno, device):\n    boxes = torch.as_tensor([o['bbox'] for o in anno])\n"
+            "    boxes = boxes.to(device)\n    return boxes[boxes[:, 2] > 0]\n"
+            "def padded(n):\n    with torch.device('cuda'):\n        ids = torch.tensor([1, 2, n])\n"
+            "        return ids[ids > 1]\n",
+            lines=[5, 9],
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -150,6 +174,8 @@ class BooleanMaskIndexing(TensorRule):
         if not self._masked(node):
             self._note_parameter_index(node)
             return
+        if in_host_memory(self.ctx, node.value):
+            return
         parent, ancestors = self.ctx.parent, self.ctx.ancestors
         if isinstance(parent, cst.AssignTarget) and len(ancestors) > 1 and isinstance(ancestors[-2], cst.Assign):
             if not self._is_tensor(ancestors[-2].value):
@@ -157,7 +183,7 @@ class BooleanMaskIndexing(TensorRule):
                 self.report(node, severity=FILL_SEVERITY, problem=_FILL, instead=instead, advice="")
                 return
             problem, instead = _WRITE, "x = torch.where(mask, y, x)"
-        elif self._in_reported_store([*ancestors, node]):
+        elif self._in_masked_store([*ancestors, node]):
             return  # x[m] = f(y[m]): one finding, on the assignment
         else:
             problem, instead = _READ, "torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions"
@@ -226,9 +252,10 @@ class BooleanMaskIndexing(TensorRule):
         ]
         return bool(masks) and not any(numpy_valued(self.ctx, part) for part in (node.value, *masks))
 
-    def _in_reported_store(self, chain: Sequence[cst.CSTNode]) -> bool:
+    def _in_masked_store(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the last node of `chain` (its ancestors, then itself) is inside the value of
-        an assignment through a mask that this rule reports."""
+        an assignment of a tensor through a mask: reported there, or left alone as a store into
+        host memory, whose values are in host memory too."""
         for index in range(len(chain) - 2, -1, -1):
             statement = chain[index]
             if isinstance(statement, cst.Assign):

@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, tensor_method
+from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, in_host_memory, tensor_method
 
 _DATA_SHAPED = "has an output shape that depends on tensor values"
 
@@ -55,7 +55,8 @@ class DataDependentShapeOp(TensorRule):
     Reports operators whose output shape depends on tensor values: `nonzero`, `argwhere`,
     one-argument `torch.where`, `masked_select`, `unique`, `unique_consecutive`, `bincount`,
     `repeat_interleave` with tensor repeats and no `output_size=`, and `histc` without a range,
-    as functions or tensor methods.
+    as functions or tensor methods; not of a tensor in host memory (`.cpu()`, or made from
+    Python data where nothing sets a default device), which the host computes.
 
     ## Why is this bad?
     A compiled graph needs every shape before it runs. Dynamo breaks the graph at these ops
@@ -103,6 +104,10 @@ class DataDependentShapeOp(TensorRule):
         Valid("x = df.col.unique()\nidx = arr.nonzero()\n"),
         # on the CPU the tensor is already in host memory: no device to wait for
         Valid("import torch\nidx = torch.nonzero(x > 0)\n", options={"targets": ["cpu"]}),
+        Valid(  # a tensor in host memory
+            "import torch\ndef classes(anno):\n    ids = torch.tensor([obj['category_id'] for obj in anno])\n"
+            "    return ids.unique(), torch.nonzero(ids > 0), torch.bincount(x.cpu())\n"
+        ),
     ]
     INVALID = [
         Invalid("import torch\nidx = torch.nonzero(x > 0)\n", lines=[2], message="depends on tensor values"),
@@ -121,6 +126,11 @@ class DataDependentShapeOp(TensorRule):
         ),
         Invalid("import torch\nh = torch.histc(x, bins=10)\ng = x.histc(10, 0, 0)\n", lines=[2, 3], message="range"),
         Invalid("import torch\ni = torch.argwhere(x)\nj = x.argwhere()\n", lines=[2, 3]),
+        Invalid(
+            "import torch\ndef classes(anno, device):\n    ids = torch.tensor([o['id'] for o in anno], device=device)\n"
+            "    return ids.unique()\n",
+            lines=[4],
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -132,6 +142,9 @@ class DataDependentShapeOp(TensorRule):
         else:
             return
         if any(arg.star for arg in node.args) or not self._data_dependent(op, node, offset):
+            return
+        subject = node.func.value if offset else next((arg.value for arg in node.args if not arg.keyword), None)
+        if subject is not None and in_host_memory(self.ctx, subject):
             return
         what = f".{op}()" if offset else f"torch.{op}"
         self.report(

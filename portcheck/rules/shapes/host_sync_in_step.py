@@ -10,7 +10,9 @@ from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
     controlling_part,
-    reads_tensor_scalar,
+    in_host_memory,
+    read_in_host_memory,
+    reads_tensor_value,
     tensor_method,
     tests_tensor_value,
 )
@@ -31,7 +33,8 @@ class HostSyncInStep(StepRule):
     loop of a function with a step loop of its own). Calls in a `raise` (the error path) or
     under an `if step % N == 0:` (reading back every N steps, also where a function is called)
     are left alone, and so are those that decide a branch (PC504) or a slice length (PC505), and
-    those on NumPy arrays (made by `numpy` or `.numpy()`), which live on the host.
+    those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied
+    there, or made from Python data where nothing sets a default device), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -89,6 +92,11 @@ class HostSyncInStep(StepRule):
             "    keep = ids.tolist()\n    top = np.argsort(ids)[:3].tolist()\n"
         ),
         Valid("def run(torch, loader):\n    for b in loader:\n        torch.cpu()\n"),
+        Valid(  # tensors in host memory: made from Python data, or copied once before the loop
+            "import torch\nlabels = torch.tensor([ids[n] for n in names])\nw = weights.cpu()\nfor b in loader:\n"
+            "    ids = torch.tensor([len(s) for s in b['text']])\n    print(ids.max().item(), w.float().numpy())\n"
+            "    keep = labels.tolist()\n"
+        ),
         Valid(
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
             "        if x.sum().item() > 0:\n            x = x[: x.max().item()]\n        return x\n"
@@ -97,6 +105,11 @@ class HostSyncInStep(StepRule):
             "import torch\ndef report(loss):\n    print(loss.item())\ndef summary(t):\n    return t.cpu()\n"
             "for step, batch in enumerate(loader):\n    loss = model(batch)\n    if step % 100 == 0:\n"
             "        report(loss)\nsummary(loss)\n"
+        ),
+        Valid(  # every N steps, through names
+            "import torch\nfor i, batch in enumerate(loader):\n    loss = model(batch)\n    last = i == len(loader) - 1\n"
+            "    console = i % 10 == 0 or last\n    metric = i % 50 == 0 or console\n    if metric:\n"
+            "        print(loss.item())\n"
         ),
         Valid(  # a function with a step loop of its own runs an epoch: what is around its loop is not per step
             "import torch\ndef train_one_epoch(model, loader, opt):\n    total = torch.zeros(())\n    for batch in loader:\n"
@@ -123,6 +136,11 @@ class HostSyncInStep(StepRule):
             "import torch\nfor i, (x, y) in enumerate(train_loader):\n    loss = f(x, y)\n    total += loss.item()\n",
             lines=[4],
             message="every step",
+        ),
+        Invalid(  # a number first, then a sum of device tensors
+            "import torch\nfor x, y in loader:\n    style = 0.0\n    for a, b in zip(x, y):\n"
+            "        style += torch.dist(a, b)\n    print(style.item())\n",
+            lines=[6],
         ),
         Invalid(
             "import torch as T\nclass Net(T.nn.Module):\n    def forward(self, x):\n        n = x.argmax().tolist()\n"
@@ -178,7 +196,7 @@ class HostSyncInStep(StepRule):
         if method not in _SYNCS or not tensor_method(self.ctx, node, _SYNCS):
             return
         ancestors = self.ctx.ancestors
-        if _inside_outer_sync(ancestors):
+        if _inside_outer_sync(ancestors) or in_host_memory(self.ctx, _copied(node)):
             return
         where = self.step_context(ancestors)
         if where is not None and not self._owned_elsewhere(ancestors, node):
@@ -191,8 +209,19 @@ class HostSyncInStep(StepRule):
             return False
         holder, part = found
         if isinstance(holder, cst.Slice):
-            return reads_tensor_scalar(self.ctx, part)
+            return reads_tensor_value(self.ctx, part) and not read_in_host_memory(self.ctx, part)
         return tests_tensor_value(self.ctx, part)
+
+
+def _copied(node: cst.Call) -> cst.BaseExpression:
+    """The tensor a chain of syncs copies to the host: `x` in `x.cpu().float().numpy()`."""
+    assert isinstance(node.func, cst.Attribute)
+    copied = current = node.func.value
+    while isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+        if current.func.attr.value in _SYNCS:
+            copied = current.func.value
+        current = current.func.value
+    return copied
 
 
 def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:

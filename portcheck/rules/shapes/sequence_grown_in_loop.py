@@ -220,7 +220,7 @@ class SequenceGrownInLoop(TensorRule):
             return
         ancestors = self.ctx.ancestors
         loop = _innermost_loop(ancestors)
-        if loop is None or in_forward(ancestors) or off_the_step_path(ancestors):
+        if loop is None or in_forward(ancestors) or off_the_step_path(ancestors, flow.resolver):
             return
         step = flow.loop_step(loop)
         if step is None:

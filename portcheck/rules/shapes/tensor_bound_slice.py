@@ -2,8 +2,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck.flow import enclosing_function
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, reads_tensor_scalar, tensor_valued
+from portcheck.rules.shapes import (
+    SYNC_SEVERITY,
+    TensorRule,
+    advice,
+    in_host_memory,
+    read_in_host_memory,
+    reads_tensor_value,
+)
 
 _SHOWN = 40  # characters of the bound quoted in the message
 
@@ -12,8 +20,11 @@ class TensorBoundSlice(TensorRule):
     """## What it does
     Reports slices whose bounds come from tensor values: `x[:n]` where `n` is `t.item()`,
     `int(t.sum())`, `lengths.max()`, `mask.sum()`, an expression using one, a tensor itself
-    (`idx[:input_pos]` after `input_pos = torch.arange(...)`: slicing calls its `__index__`),
-    or a name bound to one of those.
+    (`idx[:input_pos]` after `input_pos = torch.arange(..., device=d)`: slicing calls its
+    `__index__`), or a name bound to one of those. A slice of host data by tensors in host
+    memory is left alone (a dataset's `self.data[start : start + n]` in `__getitem__` with
+    `start = torch.randint(0, len, (1,))`): no device takes part. Host bounds still vary the
+    shape of a slice of device data (`images[:, :, y : y + size]`).
 
     ## Why is this bad?
     The slice's length is only known once the device has computed the bound, so the value is
@@ -56,6 +67,11 @@ class TensorBoundSlice(TensorRule):
         Valid("import numpy as np\nn = arr.max()\nhead = arr[:n]\n"),
         # on the CPU the tensor is already in host memory: no device to wait for
         Valid("import torch\ny = x[: t.item()]\n", options={"targets": ["cpu"]}),
+        Valid(  # a crop start drawn in host memory
+            "import torch\nclass Sampler:\n    def __getitem__(self, i):\n"
+            "        start = torch.randint(0, self.data.size(0) - self.n - 1, (1,))\n"
+            "        return self.data[start : start + self.n + 1].long()\n"
+        ),
     ]
     INVALID = [
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
@@ -66,16 +82,43 @@ class TensorBoundSlice(TensorRule):
         ),
         Invalid("import torch.nn\nfor i in range(b):\n    out = x[i, : lengths.max().item()]\n", lines=[3]),
         Invalid(  # lit-llama's generate: the position is a tensor
-            "import torch\ndef generate(idx, n):\n    input_pos = torch.arange(0, n)\n    for _ in range(8):\n"
+            "import torch\ndef generate(idx, n):\n    input_pos = torch.arange(0, n, device=idx.device)\n    for _ in range(8):\n"
             "        input_pos = input_pos[-1:] + 1\n    return idx[:input_pos]\n",
             lines=[6],
+        ),
+        Invalid("import torch\ny = x[: lens.cpu().max()]\n", lines=[2]),  # copied to the host: a sync
+        Invalid(  # random crops of device data: a new shape for each size
+            "import torch\ndef cutouts(pixels, n):\n    size = int(torch.rand([]) * n)\n"
+            "    y = torch.randint(0, n - size + 1, ())\n    return pixels[:, :, y : y + size]\n",
+            lines=[5, 5],
         ),
     ]
 
     def visit_Slice(self, node: cst.Slice) -> None:
         for bound in (node.lower, node.upper, node.step):
-            if bound is not None and (reads_tensor_scalar(self.ctx, bound) or tensor_valued(self.ctx, bound)):
-                self.report(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
+            if bound is None or not reads_tensor_value(self.ctx, bound):
+                continue
+            if read_in_host_memory(self.ctx, bound) and self._slices_host_data():
+                continue
+            self.report(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
+
+    def _slices_host_data(self) -> bool:
+        """Whether the tensor sliced is in host memory: one made there, or a dataset's own data
+        (`self.data` in `__getitem__`, which DataLoader workers call on the host)."""
+        ancestors = self.ctx.ancestors
+        if len(ancestors) < 2 or not isinstance(ancestors[-2], cst.Subscript):
+            return False
+        sliced = ancestors[-2].value
+        if in_host_memory(self.ctx, sliced):
+            return True
+        function = enclosing_function(ancestors)
+        return (
+            function is not None
+            and function.name.value == "__getitem__"
+            and isinstance(sliced, cst.Attribute)
+            and isinstance(sliced.value, cst.Name)
+            and sliced.value.value == "self"
+        )
 
 
 def _shown(node: cst.BaseExpression) -> str:
