@@ -38,6 +38,7 @@ from functools import partial
 from typing import TypeVar
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
 from portcheck import patterns
 from portcheck import targets as target_data
@@ -93,6 +94,7 @@ _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network|module)$", re.IGNORECASE)
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
+COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -156,6 +158,7 @@ ONLY_CUDA = Reach(_CUDA_ONLY_TYPES, False)
 class Home(IntEnum):
     """Where a tensor expression demonstrably lives; combining two takes the weaker."""
 
+    MOVED = -1  # sent somewhere other than the host: `.cuda()`, `.to(device)`, `device=device`
     UNKNOWN = 0
     DEFAULT = 1  # made on the default device: host memory unless the program sets another
     HOST = 2  # put in host memory explicitly: `.cpu()`, `.to("cpu")`, `device="cpu"`, `torch.from_numpy`
@@ -455,7 +458,7 @@ class DeviceFlow:
             return Home.HOST
         if names and all(name.startswith("torch.") and not name.startswith("torch.cuda.") for name in names):
             if device is not None:
-                return Home.HOST if self.is_cpu(device.value) else Home.UNKNOWN
+                return Home.HOST if self.is_cpu(device.value) else Home.MOVED
             if names & _SIZE_FACTORIES:
                 return Home.DEFAULT
             data = patterns.positional(call, 0)
@@ -471,9 +474,9 @@ class DeviceFlow:
         if method == "cpu" or (method == "to" and any(self.is_cpu(arg.value) for arg in call.args)):
             return Home.HOST
         if method == "to" and all(self.is_dtype(arg.value) or arg.keyword is not None for arg in call.args):
-            return self._home(call.func.value, depth + 1, seen) if device is None else Home.UNKNOWN
+            return self._home(call.func.value, depth + 1, seen) if device is None else Home.MOVED
         if method in _DEVICE_METHODS or device is not None:
-            return Home.UNKNOWN
+            return Home.MOVED
         return self._home(call.func.value, depth + 1, seen)  # `x.sum()`, `x.double()`: the device of x
 
     def _holds_python_data(self, node: cst.BaseExpression) -> bool:
@@ -773,6 +776,25 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
         ):
             return True
     return False
+
+
+def in_data_worker(ancestors: Sequence[cst.CSTNode], resolver: Resolver) -> bool:
+    """Inside what DataLoader workers run on the host: a dataset's `__getitem__` (in a class
+    derived from a `...Dataset` or a torchvision dataset), or a collate function or collator
+    (named like one)."""
+    for index, node in enumerate(ancestors):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and COLLATE_NAME.search(node.name.value):
+            return True
+        if isinstance(node, cst.ClassDef) and any(_is_dataset(base.value, resolver) for base in node.bases):
+            method = next((inner for inner in ancestors[index + 1 :] if isinstance(inner, cst.FunctionDef)), None)
+            if method is not None and method.name.value == "__getitem__":
+                return True
+    return False
+
+
+def _is_dataset(base: cst.BaseExpression, resolver: Resolver) -> bool:
+    names = resolver.qualified_names(base) or {get_full_name_for_node(base) or ""}
+    return any(name.endswith("Dataset") or name.startswith("torchvision.datasets.") for name in names)
 
 
 def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None) -> bool:

@@ -283,7 +283,7 @@ class Float64OnTarget(Rule):
         home = flow.home(call)
         if home is Home.DEFAULT and flow.default_device_set(ancestors, self.ctx.source):
             home = Home.UNKNOWN
-        if home is Home.UNKNOWN:
+        if home <= Home.UNKNOWN:
             return _read_into_numpy(call, ancestors)  # `.numpy()` only works in host memory
         follow.strict = home is Home.DEFAULT
         return self._stays(call, ancestors, follow, 0)

@@ -158,16 +158,19 @@ def numpy_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
 
 def in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """Whether a tensor demonstrably lives in host memory, asked where the walk is: put there
-    (`.cpu()`, `torch.from_numpy`), or made from Python data on the default device where
-    nothing may set another (a dataset's `torch.as_tensor([obj["bbox"] for obj in anno])`).
-    Indexing and comparing it runs on the host: no device, nothing to sync or recompile."""
+    (`.cpu()`, `torch.from_numpy`), made from Python data on the default device where nothing
+    may set another (`torch.as_tensor([obj["bbox"] for obj in anno])`), or, unless sent to a
+    device, any tensor of a dataset's `__getitem__` or a collate function, which DataLoader
+    workers run. Indexing and comparing it runs on the host: nothing to sync or recompile."""
     flow_ = ctx.flow
     if flow_ is None:
         return False
     home = flow_.home(node)
-    return home is flow.Home.HOST or (
+    if home is flow.Home.HOST or (
         home is flow.Home.DEFAULT and not flow_.default_device_set(ctx.ancestors, ctx.source)
-    )
+    ):
+        return True
+    return home is not flow.Home.MOVED and flow.in_data_worker(ctx.ancestors, flow_.resolver)
 
 
 def reads_tensor_value(ctx: FileContext, node: cst.BaseExpression) -> bool:

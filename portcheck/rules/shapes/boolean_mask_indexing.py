@@ -44,9 +44,10 @@ class BooleanMaskIndexing(TensorRule):
     Assignments through a mask are reported too: of a tensor (`x[mask] = y[mask]`) and augmented
     (`x[mask] += 1`) as reads are; of a scalar (`x[mask] = 0`, `logits[:, m] = -inf`) as a
     warning, where compiled graphs need static shapes. NumPy arrays (a `numpy` call's result,
-    or a name bound to one and never to a torch call) and tensors in host memory (`.cpu()`, or
-    made from Python data, as a dataset makes its targets, where nothing sets a default device)
-    are left alone: they are indexed on the host.
+    or a name bound to one and never to a torch call) and tensors in host memory (`.cpu()`,
+    made from Python data where nothing sets a default device, or in a dataset's `__getitem__`
+    or a collate function, which DataLoader workers run) are left alone: they are indexed on
+    the host.
 
     ## Why is this bad?
     The result has as many elements as the mask has True values, which only the data knows.

@@ -55,8 +55,9 @@ class DataDependentShapeOp(TensorRule):
     Reports operators whose output shape depends on tensor values: `nonzero`, `argwhere`,
     one-argument `torch.where`, `masked_select`, `unique`, `unique_consecutive`, `bincount`,
     `repeat_interleave` with tensor repeats and no `output_size=`, and `histc` without a range,
-    as functions or tensor methods; not of a tensor in host memory (`.cpu()`, or made from
-    Python data where nothing sets a default device), which the host computes.
+    as functions or tensor methods; not of a tensor in host memory (`.cpu()`, made from Python
+    data where nothing sets a default device, or in a dataset's `__getitem__` or a collate
+    function), which the host computes.
 
     ## Why is this bad?
     A compiled graph needs every shape before it runs. Dynamo breaks the graph at these ops
@@ -107,6 +108,8 @@ class DataDependentShapeOp(TensorRule):
         Valid(  # a tensor in host memory
             "import torch\ndef classes(anno):\n    ids = torch.tensor([obj['category_id'] for obj in anno])\n"
             "    return ids.unique(), torch.nonzero(ids > 0), torch.bincount(x.cpu())\n"
+            "def collate_masks(masks_list):\n    masks = torch.stack(masks_list).flatten(1)\n"
+            "    return masks.flatten().nonzero().flatten()\n"
         ),
     ]
     INVALID = [
@@ -128,8 +131,10 @@ class DataDependentShapeOp(TensorRule):
         Invalid("import torch\ni = torch.argwhere(x)\nj = x.argwhere()\n", lines=[2, 3]),
         Invalid(
             "import torch\ndef classes(anno, device):\n    ids = torch.tensor([o['id'] for o in anno], device=device)\n"
-            "    return ids.unique()\n",
-            lines=[4],
+            "    return ids.unique()\n"
+            "class Boxes:\n    def __getitem__(self, i):\n        return self.tensor[i].nonzero()\n"
+            "class Pairs(Dataset):\n    def __getitem__(self, i):\n        x = self.x[i].cuda()\n        return x.nonzero()\n",
+            lines=[4, 7, 11],
         ),
     ]
 

@@ -34,7 +34,8 @@ class HostSyncInStep(StepRule):
     under an `if step % N == 0:` (reading back every N steps, also where a function is called)
     are left alone, and so are those that decide a branch (PC504) or a slice length (PC505), and
     those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied
-    there, or made from Python data where nothing sets a default device), which live on the host.
+    there, made from Python data where nothing sets a default device, or in a dataset's
+    `__getitem__` or a collate function), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from portcheck import patterns
+from portcheck.flow import COLLATE_NAME
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, resolved_call
 
@@ -13,7 +13,6 @@ _PAD_SEQUENCE = frozenset({"torch.nn.utils.rnn.pad_sequence"})
 _COLLATORS = frozenset(
     {"transformers.DataCollatorWithPadding", "transformers.data.data_collator.DataCollatorWithPadding"}
 )
-_COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)
 _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
 _SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty"))
 
@@ -211,7 +210,7 @@ class PadToLongestBatching(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         self._flush(self._scopes.pop())
         for call, names, what in self._pads:
-            if any(_COLLATE_NAME.search(name) or name in self._collate_fns for name in names):
+            if any(COLLATE_NAME.search(name) or name in self._collate_fns for name in names):
                 self.report(call, what=what, advice=advice(self.ctx.targets))
 
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.flow import enclosing_function
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
@@ -68,7 +67,7 @@ class TensorBoundSlice(TensorRule):
         # on the CPU the tensor is already in host memory: no device to wait for
         Valid("import torch\ny = x[: t.item()]\n", options={"targets": ["cpu"]}),
         Valid(  # a crop start drawn in host memory
-            "import torch\nclass Sampler:\n    def __getitem__(self, i):\n"
+            "import torch\nclass Sampler(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n"
             "        start = torch.randint(0, self.data.size(0) - self.n - 1, (1,))\n"
             "        return self.data[start : start + self.n + 1].long()\n"
         ),
@@ -103,21 +102,12 @@ class TensorBoundSlice(TensorRule):
             self.report(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
 
     def _slices_host_data(self) -> bool:
-        """Whether the tensor sliced is in host memory: one made there, or a dataset's own data
-        (`self.data` in `__getitem__`, which DataLoader workers call on the host)."""
+        """Whether the tensor sliced is in host memory (a dataset's own data)."""
         ancestors = self.ctx.ancestors
-        if len(ancestors) < 2 or not isinstance(ancestors[-2], cst.Subscript):
-            return False
-        sliced = ancestors[-2].value
-        if in_host_memory(self.ctx, sliced):
-            return True
-        function = enclosing_function(ancestors)
         return (
-            function is not None
-            and function.name.value == "__getitem__"
-            and isinstance(sliced, cst.Attribute)
-            and isinstance(sliced.value, cst.Name)
-            and sliced.value.value == "self"
+            len(ancestors) > 1
+            and isinstance(ancestors[-2], cst.Subscript)
+            and in_host_memory(self.ctx, ancestors[-2].value)
         )
 
 
