@@ -68,7 +68,7 @@ def _expand(ctx: FileContext, value: cst.BaseExpression, options: Options, depth
         options.complete = False
     elif isinstance(value, cst.Dict):
         _dict_literal(ctx, value, options, depth)
-    elif _is_dict_call(ctx, value):
+    elif is_dict_call(ctx, value):
         assert isinstance(value, cst.Call)
         _dict_call(ctx, value, options, depth)
     elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.BitOr):
@@ -92,7 +92,7 @@ def _dict_literal(ctx: FileContext, value: cst.Dict, options: Options, depth: in
             options.add(key, element.value, element)
 
 
-def _is_dict_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
+def is_dict_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
     """`dict(...)`, the builtin (no import binds the name)."""
     return (
         isinstance(value, cst.Call)

@@ -144,8 +144,9 @@ class HfBitsandbytesQuantization(SettingValueRule):
             "from dataclasses import dataclass, field\nfrom transformers import TrainingArguments\nimport torch\n\n"
             "@dataclass\nclass Args(TrainingArguments):\n"
             "    optim: str = field(default='paged_adamw_32bit')\n\n"
-            'args = TrainingArguments("out", optim="adamw_8bit")\nkwargs = {"load_in_8bit": True}\n',
-            lines=[7, 9, 10],
+            'args = TrainingArguments("out", optim="adamw_8bit")\nkwargs = {"load_in_8bit": True}\n'
+            'kwargs["load_in_4bit"] = True\nkwargs["load_in_8bit"] = False\n',
+            lines=[7, 9, 10, 11],
         ),
         Invalid(
             "import torch\nfrom transformers import BitsAndBytesConfig\n"
@@ -186,6 +187,13 @@ class HfBitsandbytesQuantization(SettingValueRule):
         key = patterns.string_value(node.key)
         if key in _LOAD_FLAGS:
             self._check_flag(node, key, node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        for target in node.targets:
+            key = patterns.setting_key(target.target)
+            if key in _LOAD_FLAGS and isinstance(target.target, cst.Subscript):
+                self._check_flag(target, key, node.value)
 
     def _check_flag(self, node: cst.CSTNode, flag: str, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Name):

@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import kwargs, patterns
 from portcheck import targets as target_data
 from portcheck.flow import ANYWHERE, Reach
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
@@ -15,6 +15,9 @@ from portcheck.wording import verb
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
 _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
+_FLOAT16_CHOICES = frozenset({"fp16", "float16", "half", "16"})  # how settings name float16
+_FLOAT16_FLAG = re.compile(r"(^|_)(fp16|half|float16)$", re.IGNORECASE)  # `args.fp16`, `use_half`
+_HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
@@ -32,8 +35,10 @@ class Float16OnBf16Target(Rule):
     """## What it does
     Reports loading a model in float16 (`torch_dtype=torch.float16`, `dtype=torch.half`,
     `torch_dtype="float16"`, also per component in a dict) in `from_pretrained`-style calls
-    and `transformers.pipeline(...)`, and `.half()` on models, when a selected target computes
-    natively in bfloat16.
+    and `transformers.pipeline(...)`, also through `**kwargs` of a dict built in the module,
+    Hugging Face's `torch_dtype` wherever it is set (`kwargs["torch_dtype"] = torch.float16`,
+    `dict(torch_dtype=...)`), and `.half()` on models, when a selected target computes natively
+    in bfloat16.
 
     ## Why is this bad?
     float16 is the half precision of NVIDIA GPUs. TPU, Trainium, XLA and Gaudi compute in
@@ -58,8 +63,11 @@ class Float16OnBf16Target(Rule):
     hpu, cpu); off on float16 targets. Code in a branch that only other devices take
     (`if device.type == "cuda":`, `elif device == "mps":`, the CUDA guards of portcheck.flow,
     `torch.float16 if device.type == "cuda" else ...`) is not reported for the targets whose
-    device type never takes it: float16 is the right choice there. `from_pretrained` counts when its class comes from
-    transformers or diffusers, from a relative import, or from nowhere portcheck can see.
+    device type never takes it: float16 is the right choice there. Nor is float16 where the
+    user asks for it (`if args.fp16:`, `elif precision == "fp16":`): the setting's default is
+    what a port changes (PC309 reports `mixed_precision="fp16"` and `fp16=True`).
+    `from_pretrained` counts when its class comes from transformers or diffusers, from a
+    relative import, or from nowhere portcheck can see.
 
     ## Fix safety
     No automatic fix: changing a dtype changes numerics.
@@ -123,6 +131,14 @@ class Float16OnBf16Target(Rule):
             "import torch\ndef load(device):\n    if not str(device).startswith('cuda'):\n        return None\n"
             "    return Net().half()\n"
         ),
+        Valid(  # float16 where the user asks for it: the setting's default is what a port changes
+            "import torch\nfrom transformers import AutoModel\nkw = {}\nif cfg.dtype == 'float16':\n"
+            "    kw['torch_dtype'] = torch.float16\nelif cfg.dtype in ('bf16', 'bfloat16'):\n"
+            "    kw['torch_dtype'] = torch.bfloat16\nm = AutoModel.from_pretrained('x', **kw)\n"
+            "if args.fp16:\n    m.half()\ndtype = torch.float16 if args.precision == 'fp16' else torch.float32\n"
+            "unet = UNet2DConditionModel.from_pretrained('x', torch_dtype=dtype)\n"
+            "assert dtype_kwargs('float16') == {'torch_dtype': 'float16'}\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -138,7 +154,7 @@ class Float16OnBf16Target(Rule):
         ),
         Invalid(
             "from torch.nn import Module as Base\nimport torch.nn\n"
-            "DTYPE = torch.float16 if args.fp16 else torch.float32\n"
+            "DTYPE = torch.float16 if args.low_memory else torch.float32\n"
             'unet = UNet2DConditionModel.from_pretrained("x", torch_dtype=DTYPE)\n',
             lines=[3],
         ),
@@ -169,6 +185,14 @@ class Float16OnBf16Target(Rule):
             'if device.type in ("cuda", "cpu"):\n    m = Model.from_pretrained("x", torch_dtype=torch.float16)\n',
             lines=[3, 5],
         ),
+        Invalid(  # LLaVA's builder: the loader's keyword arguments gathered in a dict
+            "import torch\nfrom transformers import AutoModel\ndef load(p, device, kwargs):\n"
+            '    kwargs = {"device_map": "auto", **kwargs}\n    if device == "cuda":\n        kwargs["load_in_8bit"] = True\n'
+            '    else:\n        kwargs["torch_dtype"] = torch.float16\n    return AutoModel.from_pretrained(p, **kwargs)\n'
+            'model_kwargs = dict(torch_dtype=torch.float16)\nkw = {"dtype": torch.half}\n'
+            'm = AutoModel.from_pretrained("x", **kw)\n',
+            lines=[8, 10, 11],
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -177,15 +201,41 @@ class Float16OnBf16Target(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._loads_model(node):
+            options = kwargs.call_options(self.ctx, node)  # also what `**model_kwargs` holds
             for keyword in _DTYPE_KEYWORDS:
-                arg = patterns.keyword(node, keyword)
-                if arg is not None:
-                    self._check_dtype(node, keyword, arg.value)
+                for value in options.values(keyword):
+                    self._check_dtype(node, keyword, value)
+        elif kwargs.is_dict_call(self.ctx, node):
+            arg = patterns.keyword(node, _HF_DTYPE)
+            if arg is not None:
+                self._check_dtype(node, _HF_DTYPE, arg.value)
         elif patterns.method_name(node) == "half" and not node.args and isinstance(node.func, cst.Attribute):
             if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(node.func)):
                 return
             if self._is_model(node.func.value) and not self._expects_error() and not self._guarded(self._keeps_float16):
                 self._report(node, "`.half()`", self._reach(node))
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        key = patterns.string_value(node.key)
+        ancestors = self.ctx.ancestors
+        compared = len(ancestors) > 1 and isinstance(ancestors[-2], (cst.Comparison, cst.ComparisonTarget))
+        if key in _DTYPE_KEYWORDS and not compared:  # `assert kwargs == {"torch_dtype": "float16"}` sets nothing
+            self._written(node, key, node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            key = patterns.setting_key(target.target)
+            if isinstance(target.target, cst.Subscript) and key in _DTYPE_KEYWORDS:
+                self._written(node, key, node.value)
+
+    def _written(self, holder: cst.CSTNode, key: str, value: cst.BaseExpression) -> None:
+        """A dtype written into a dict, judged where it is written, whose branch tells whether
+        the user chose float16: reported there for Hugging Face's `torch_dtype`, and for `dtype`
+        only when a loader receives the dict."""
+        if self._guarded(_chooses_float16):
+            self._reported.update(id(literal) for literal, _ in self._float16_values(value, ANYWHERE))
+        elif key == _HF_DTYPE:
+            self._check_dtype(holder, key, value)
 
     def _loads_model(self, call: cst.Call) -> bool:
         names = self.ctx.qualified_names(call.func)
@@ -195,14 +245,14 @@ class Float16OnBf16Target(Rule):
             return False
         return not names or any(name.startswith(_LIBRARIES) for name in names)
 
-    def _reach(self, call: cst.Call, narrowed: Reach = ANYWHERE) -> Reach:
-        """The device types the call the walk is at can run on (portcheck.flow), within `narrowed`."""
+    def _reach(self, node: cst.CSTNode, narrowed: Reach = ANYWHERE) -> Reach:
+        """The device types the node the walk is at can run on (portcheck.flow), within `narrowed`."""
         flow = self.ctx.flow
-        return narrowed if flow is None else flow.reach(self.ctx.ancestors, call) & narrowed
+        return narrowed if flow is None else flow.reach(self.ctx.ancestors, node) & narrowed
 
-    def _check_dtype(self, call: cst.Call, keyword: str, expression: cst.BaseExpression) -> None:
-        """The float16 values a dtype argument can take, directly, through a name bound once,
-        or per component in a dict (diffusers)."""
+    def _check_dtype(self, holder: cst.CSTNode, keyword: str, expression: cst.BaseExpression) -> None:
+        """The float16 values a dtype setting (in `holder`, where the walk is) can take,
+        directly, through a name bound once, or per component in a dict (diffusers)."""
         if isinstance(expression, cst.Name):
             expression = self.ctx.assigned_value(expression) or expression
         values = [expression]
@@ -212,7 +262,7 @@ class Float16OnBf16Target(Rule):
             for literal, where in self._float16_values(value, ANYWHERE):
                 spelled = patterns.string_value(literal)
                 shown = repr(spelled) if spelled is not None else min(self.ctx.qualified_names(literal))
-                self._report(literal, f"`{keyword}={shown}`", self._reach(call, where))
+                self._report(literal, f"`{keyword}={shown}`", self._reach(holder, where))
 
     def _float16_values(self, node: cst.BaseExpression, reach: Reach) -> Iterator[tuple[cst.BaseExpression, Reach]]:
         """Like `patterns.value_literals`, with the device types each value is chosen on: the
@@ -220,6 +270,8 @@ class Float16OnBf16Target(Rule):
         (`torch.float16 if device.type == "cuda" else torch.float32`)."""
         if self._is_float16(node):
             yield node, reach
+        elif isinstance(node, cst.IfExp) and _chooses_float16(node.test):
+            yield from self._float16_values(node.orelse, reach)  # the user's own choice of float16
         elif isinstance(node, cst.IfExp):
             flow = self.ctx.flow
             holds, fails = flow.condition(node.test) if flow is not None else (ANYWHERE, ANYWHERE)
@@ -291,6 +343,8 @@ class Float16OnBf16Target(Rule):
         if id(node) in self._reported:
             return
         self._reported.add(id(node))
+        if self._guarded(_chooses_float16):
+            return  # `if args.fp16:`: float16 where the user asks for it
         severity = {
             name: level if reach.includes(target_data.get(name).device_type) else OFF
             for name, level in self.severity.items()
@@ -298,6 +352,16 @@ class Float16OnBf16Target(Rule):
         affected = [t for t in self.ctx.targets if severity[t] > OFF]
         names = "/".join(affected) or "the selected targets"
         self.report(node, severity=severity, what=what, targets=names, compute=verb(affected, "computes", "compute"))
+
+
+def _chooses_float16(test: cst.BaseExpression) -> bool:
+    """A test that holds where the user asked for float16 (a flag or a precision setting):
+    `args.fp16`, `use_half`, `precision == "fp16"`, `dtype in ("float16", "half")`, in an `and`."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (_chooses_float16(test.left) or _chooses_float16(test.right))
+    if isinstance(test, (cst.Name, cst.Attribute)):
+        return _FLOAT16_FLAG.search(patterns.target_name(test) or "") is not None
+    return _tests_equal(test, lambda node: patterns.string_value(node) in _FLOAT16_CHOICES)
 
 
 def _tests_equal(test: cst.BaseExpression, is_value: Callable[[cst.CSTNode], bool]) -> bool:
