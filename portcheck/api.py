@@ -188,14 +188,14 @@ def _later_passes(
 
 
 def local_packages(files: Sequence[Path]) -> set[str]:
-    """The top-level packages of the scanned tree, so its own imports are not taken for
-    third-party ones."""
+    """The top-level packages and modules of the scanned tree (`pkg`, a script's `utils`), so
+    its own imports are not taken for third-party ones."""
     found = set()
     for path in files:
         if path.suffix == ".py":
             module = module_path(path)
-            if module.package:
-                found.add(module.package.split(".", 1)[0])
+            if module.name:
+                found.add(module.name.split(".", 1)[0])
     return found
 
 

@@ -570,10 +570,10 @@ class DeviceFlow:
                 caller = enclosing_function(site.ancestors)
                 where = None if caller is None else self.called_every_step(caller, (), depth + 1)
             if where is not None:
-                return None if self._runs_steps(function) else where
+                return None if self.runs_steps(function) else where
         return None
 
-    def _runs_steps(self, function: cst.FunctionDef) -> bool:
+    def runs_steps(self, function: cst.FunctionDef) -> bool:
         """Whether a function holds a step loop of its own."""
         loops = self._loops.get(id(function), ())
         return any(self.in_scope(scope, partial(self.loop_step, loop)) is not None for loop, scope in loops)

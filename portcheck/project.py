@@ -27,6 +27,10 @@ DEPENDENCY = "dependency"  # name: the key of a CUDA-bound package (targets/pack
 # imported, `statement`: the first line of that import statement as written
 IMPORT = "import"
 TRITON = "triton"
+# name: the qualified name of a function or method of the repository that a step loop calls
+# (`utils.clip_gradients`, `utils.MetricLogger.update`); details `where`: the loop and its file,
+# `tensors`: "yes" when the call passes a tensor
+STEP_CALL = "step-call"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ class Project:
     failing_statements: frozenset[str] = frozenset()
     # The pass reads files the first one skipped, only to learn what they import (portcheck.api).
     learning_imports: bool = False
+    # What another file's step loop calls every step: (qualified name, the loop and its file,
+    # whether the call passes a tensor).
+    step_calls: frozenset[tuple[str, str, bool]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -61,11 +68,23 @@ class Project:
             kernels=frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton"),
             import_failures=frozenset(chains.values()),
             failing_statements=frozenset(failing_statements(facts, chains, extensions)),
+            step_calls=frozenset(
+                (f.name, f.detail("where"), f.detail("tensors") == "yes") for f in facts if f.kind == STEP_CALL
+            ),
         )
 
     @property
     def needs_second_pass(self) -> bool:
-        return bool(self.cuda_only_ops or self.cuda_extensions or self.kernels or self.import_failures)
+        return bool(
+            self.cuda_only_ops or self.cuda_extensions or self.kernels or self.import_failures or self.step_calls
+        )
+
+    def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:
+        """The step loop (and its file) from which another file calls the function or method
+        `qualified` every step (`passing_tensors`: with a tensor among the arguments); the
+        first in order where several do."""
+        wheres = (where for name, where, tensors in self.step_calls if name == qualified and tensors >= passing_tensors)
+        return min(wheres, default=None)
 
     @cached_property
     def _chains(self) -> dict[str, tuple[str, ...]]:

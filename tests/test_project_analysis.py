@@ -96,6 +96,79 @@ def test_an_import_that_loads_triton_or_a_cuda_extension_is_reported_with_its_ch
     assert both[("app.py", 2)] == {"tpu": Severity.ERROR, "rocm": Severity.WARNING}  # hipified: a build to make
 
 
+def test_what_a_step_loop_calls_in_another_module_runs_every_step(tmp_path: Path) -> None:
+    utils = """\
+import torch
+
+class MetricLogger:
+    def update(self, **kwargs):
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                v = v.item()
+            self.meters[k] = v
+
+    def log(self, value):
+        return value.item()
+
+def clip_gradients(model, clip):
+    norms = []
+    for p in model.parameters():
+        norms.append(p.grad.norm(2).item())
+    return norms
+
+def summary(t):
+    return t.item()
+
+def validate(model, loader):
+    total = torch.zeros(())
+    for x, y in loader:
+        total += model(x, y)
+    return total.item()
+"""
+    engine = """\
+import torch
+import utils
+from utils import clip_gradients
+
+def train_one_epoch(model, loader, optimizer):
+    logger = utils.MetricLogger()
+    for step, (x, y) in enumerate(loader):
+        loss = model(x, y)
+        loss.backward()
+        clip_gradients(model, 3.0)
+        optimizer.step()
+        acc = (model(x).argmax(-1) == y).float().mean() if step else None
+        logger.update(loss=loss.item(), acc=acc)
+        optimizer.zero_grad()
+        utils.validate(model, loader)  # an evaluation of its own: its loop is the step
+    print(utils.summary(loss))
+"""
+    evaluate = """\
+import torch
+import utils
+
+def evaluate(model, loader):
+    logger = utils.MetricLogger()
+    for x, y in loader:
+        logger.update(loss=model(x, y).item())
+        logger.log(model(x, y))
+"""
+    write(tmp_path, {"utils.py": utils, "engine.py": engine})
+    found = {
+        (f.path, f.line, f.message.split(" copies")[0].rstrip(","))
+        for f in scan(tmp_path).findings
+        if f.code == "PC503"
+    }
+    assert found == {
+        ("engine.py", 13, "`.item()` in a loop over a DataLoader"),
+        ("utils.py", 7, "`.item()` in `update()`, called from a loop over a DataLoader in engine.py"),
+        ("utils.py", 16, "`.item()` in `clip_gradients()`, called from a loop over a DataLoader in engine.py"),
+    }  # summary() runs once, after the loop
+    write(tmp_path, {"engine.py": "import json\n", "evaluate.py": evaluate})  # floats reach update() now
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {("evaluate.py", 7), ("utils.py", 11)}
+
+
 def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
     write(
         tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "", "script.py": ""}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from portcheck import flow, patterns
+from portcheck import flow, patterns, project
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
@@ -58,6 +58,8 @@ def advice(targets: Sequence[str]) -> str:
 # --- what an expression reads ------------------------------------------------------------------
 
 _DEPTH = 4  # how many names and casts to look through; also stops `x = x.sum()` cycles
+# Methods whose result is a tensor when their receiver is one (and not NumPy's).
+_TENSOR_RESULTS = frozenset({"float", "half", "double", "long", "detach", "clone", "mean", "sum", "norm"})
 _REDUCTIONS = frozenset(
     {"sum", "max", "min", "mean", "amax", "amin", "norm", "std", "var", "prod", "median", "argmax", "argmin",
      "count_nonzero", "item"}
@@ -381,19 +383,75 @@ class StepRule(TensorRule):
     """A TensorRule about what runs once per step: in forward(), in a step loop, or in a function
     of the module called from one of those (`run_step()`, `log_losses()`). Whether a function is
     called every step is known only once the walk has seen its callers, so reports in functions
-    wait for the end of the module, and so may the test that decides them."""
+    wait for the end of the module, and so may the test that decides them.
+
+    A step loop that calls a function of another module of the repository
+    (`utils.clip_gradients(model)`, `metric_logger.update(loss=loss)`) records it (a project
+    fact); the second pass reports what that function does every step, and only that."""
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._in_functions: list[_InFunction] = []
 
+    @classmethod
+    def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
+        return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name, _, _ in known.step_calls}))
+
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | cst.FunctionDef | None:
         """forward() or the step loop the node runs in; else the function it is directly in,
-        which `report_in_step` asks about at the end of the module; None off the step path."""
+        which `report_in_step` asks about at the end of the module; None off the step path,
+        and in the second pass wherever the module itself runs steps (the first pass said)."""
         module_flow = self.ctx.flow
         if module_flow is None or flow.off_the_step_path(ancestors, module_flow.resolver):
             return None
-        return module_flow.step_context(ancestors) or flow.enclosing_function(ancestors)
+        local = module_flow.step_context(ancestors)
+        if local is not None:
+            return None if self.ctx.project.complete else local
+        return flow.enclosing_function(ancestors)
+
+    def note_step_call(self, call: cst.Call) -> None:
+        """In the first pass, record a call of another module's function (or a method of its
+        class) made in a step loop here."""
+        module_flow = self.ctx.flow
+        if self.ctx.project.complete or module_flow is None:
+            return
+        callee = self._local_callee(call)
+        if callee is None or callee.startswith(self.ctx.module.name + "."):
+            return
+        ancestors = self.ctx.ancestors
+        function = flow.enclosing_function(ancestors)
+        if function is not None and function.name.value == "__init__":
+            return  # a constructor's loop builds the model: no step
+        where = None if flow.off_the_step_path(ancestors, module_flow.resolver) else module_flow.step_loop(ancestors)
+        if where is not None:
+            tensors = "yes" if any(self._may_be_tensor(arg.value) for arg in call.args) else "no"
+            self.record(project.STEP_CALL, callee, call, where=f"{where} in {self.ctx.path}", tensors=tensors)
+
+    def _may_be_tensor(self, value: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> bool:
+        """A tensor (or what a tensor method returns: `(a == b).float().mean()`), or a name
+        bound to one on some path (`acc = None` on another), or a choice of one. `seen`: the
+        names being looked through."""
+        if isinstance(value, cst.Name):
+            if value.value in seen:
+                return False
+            values, seen = self.ctx.values_before_updates(value), seen | {value.value}
+            return any(self._may_be_tensor(bound, seen) for bound in values)
+        if isinstance(value, cst.IfExp):
+            return self._may_be_tensor(value.body, seen) or self._may_be_tensor(value.orelse, seen)
+        return tensor_valued(self.ctx, value) or tensor_method(self.ctx, value, _TENSOR_RESULTS)
+
+    def _local_callee(self, call: cst.Call) -> str | None:
+        """`pkg.utils.clip_gradients` for `utils.clip_gradients(...)`, `pkg.utils.Logger.update`
+        for `logger.update(...)` after `logger = utils.Logger()`: a name of the repository."""
+        func, known = call.func, self.ctx.project
+        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
+        if not names and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            made = self.ctx.assigned_value(func.value)
+            if isinstance(made, cst.Call):
+                classes = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(made.func)}
+                names = {f"{name}.{func.attr.value}" for name in classes if name.rpartition(".")[2][:1].isupper()}
+        local = sorted(name for name in names if "." in name and known.is_local(name))
+        return local[0] if local else None
 
     def report_in_step(
         self, node: cst.CSTNode, where: str | cst.FunctionDef, holds: Callable[[], bool] | None = None, **fields: object
@@ -415,11 +473,33 @@ class StepRule(TensorRule):
         module_flow = self.ctx.flow
         for deferred in self._in_functions if module_flow is not None else ():
             caller = module_flow.called_every_step(deferred.function, deferred.gates)
+            if self.ctx.project.complete:
+                local = caller is not None or deferred.gates or module_flow.runs_steps(deferred.function)
+                caller = None if local else self._called_elsewhere(deferred)
             if caller is not None and (deferred.holds is None or module_flow.in_scope(deferred.scope, deferred.holds)):
                 where = f"`{deferred.function.name.value}()`, called from {caller},"
                 report = self.report_here(deferred.node, chain=deferred.chain, where=where, **deferred.fields)
                 self.reports.append(report)
         super().leave_Module(node)
+
+    def _called_elsewhere(self, deferred: _InFunction) -> str | None:
+        """The step loop of another file that calls the function every step (second pass); for
+        what runs only `if isinstance(v, torch.Tensor):`, one whose call passes a tensor."""
+        chain = deferred.chain
+        around = chain[: chain.index(deferred.function)] if deferred.function in chain else ()
+        owners = [node.name.value for node in around if isinstance(node, cst.ClassDef)]
+        name = ".".join([self.ctx.module.name, *owners[-1:], deferred.function.name.value])
+        return self.ctx.project.step_caller(name, passing_tensors=self._tensor_only(chain))
+
+    def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
+        """Whether the node runs only `if isinstance(v, torch.Tensor):` (MetricLogger.update)."""
+        for node, child in zip(chain, chain[1:]):
+            test = node.test if isinstance(node, cst.If) and child is node.body else None
+            if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance":
+                kind = patterns.positional(test, 1)
+                if kind is not None and "torch.Tensor" in self.ctx.qualified_names(kind.value):
+                    return True
+        return False
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,10 @@ class HostSyncInStep(StepRule):
     those calls every step (`self.log_step()` from the loop, a loss helper from `forward`, and
     what they call in turn; a method through `self.` in its own class; not what runs only `if
     flag:` where the flag defaults to False or None and the calls leave it so; not around the
-    loop of a function with a step loop of its own). Calls in a `raise` (the error path) or
+    loop of a function with a step loop of its own); and inside the functions and methods of the
+    repository's other modules that a step loop calls (`utils.clip_gradients(model)`,
+    `metric_logger.update(acc=acc)`: what runs there only `if isinstance(v, torch.Tensor):`
+    counts where a call passes a tensor). Calls in a `raise` (the error path) or
     under an `if step % N == 0:` (reading back every N steps, also where a function is called)
     are left alone, and so are those that decide a branch (PC504) or a slice length (PC505), and
     those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied
@@ -193,6 +196,7 @@ class HostSyncInStep(StepRule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
+        self.note_step_call(node)
         method = patterns.method_name(node)
         if method not in _SYNCS or not tensor_method(self.ctx, node, _SYNCS):
             return
