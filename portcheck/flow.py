@@ -798,20 +798,63 @@ def _is_dataset(base: cst.BaseExpression, resolver: Resolver) -> bool:
 
 
 def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None) -> bool:
-    """Inside a `raise` (runs only on the error path) or the body of an `if step % N == 0:`
-    (reading back every N steps is the remedy, not the problem); with a `resolver` at the node,
-    also `if log_step:` where `log_step = step % N == 0`."""
+    """Inside a `raise` (runs only on the error path), the body of an `if step % N == 0:`
+    (reading back every N steps is the remedy, not the problem) or of an `if i < 3:` on the
+    index of an enclosing `enumerate` or `range` loop (the first few steps only); with a
+    `resolver` at the node, also `if log_step:` where `log_step = step % N == 0`."""
     for index, node in enumerate(ancestors):
         if isinstance(node, cst.Raise):
             return True
-        if (
-            isinstance(node, cst.If)
-            and index + 1 < len(ancestors)
-            and ancestors[index + 1] is node.body
-            and periodic(node.test, resolver)
-        ):
-            return True
+        if isinstance(node, cst.If) and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
+            if periodic(node.test, resolver) or _first_steps(node.test, ancestors[:index], resolver):
+                return True
     return False
+
+
+def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], resolver: Resolver | None) -> bool:
+    """`i < N` (alone or in an `and`) where `i` counts the steps of an enclosing loop
+    (`for i, batch in enumerate(loader)`, `for i in range(n)`), or is bound once to that count
+    plus more (`ni = i + nb * epoch`, with a `resolver`)."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (
+            _first_steps(test.left, ancestors, resolver) or _first_steps(test.right, ancestors, resolver)
+        )
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.left, cst.Name):
+        return False
+    link = test.comparisons[0]
+    if not (isinstance(link.operator, (cst.LessThan, cst.LessThanEqual)) and isinstance(link.comparator, cst.Integer)):
+        return False
+    counters = {_counter(loop, resolver) for loop in ancestors if isinstance(loop, cst.For)} - {None}
+    if test.left.value in counters:
+        return True
+    bound = resolver.assigned_value(test.left) if resolver is not None else None
+    return (
+        isinstance(bound, cst.BinaryOperation)
+        and isinstance(bound.operator, cst.Add)
+        and any(isinstance(side, cst.Name) and side.value in counters for side in (bound.left, bound.right))
+    )
+
+
+def _counter(loop: cst.For, resolver: Resolver | None) -> str | None:
+    """The name that counts a loop's iterations: `i` in `for i, x in enumerate(...)` and in
+    `for i in range(...)`, also through a name bound to the enumeration (`pbar =
+    enumerate(loader)`, then `pbar = tqdm(pbar)`, with a `resolver`)."""
+    call = loop.iter
+    if isinstance(call, cst.Name) and resolver is not None:
+        values = resolver.values_before_updates(call)
+        call = next((value for value in values if isinstance(value, cst.Call) and _is_enumerate(value)), call)
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+        return None
+    target = loop.target
+    if call.func.value == "enumerate" and isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[0].value
+    elif call.func.value != "range":
+        return None
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _is_enumerate(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Name) and call.func.value == "enumerate"
 
 
 def periodic(test: cst.BaseExpression, resolver: Resolver | None = None, depth: int = 0) -> bool:

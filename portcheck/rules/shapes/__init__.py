@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -461,7 +462,7 @@ class StepRule(TensorRule):
         asked in the scope it was made in: most functions are not, so most tests never run)."""
         if isinstance(where, str):
             if holds is None or holds():
-                self.report(node, where=where, **fields)
+                self.report(node, severity=self._severity_in_branch(self.ctx.chain(node), node), where=where, **fields)
             return
         module_flow = self.ctx.flow
         assert module_flow is not None
@@ -478,9 +479,27 @@ class StepRule(TensorRule):
                 caller = None if local else self._called_elsewhere(deferred)
             if caller is not None and (deferred.holds is None or module_flow.in_scope(deferred.scope, deferred.holds)):
                 where = f"`{deferred.function.name.value}()`, called from {caller},"
-                report = self.report_here(deferred.node, chain=deferred.chain, where=where, **deferred.fields)
+                severity = module_flow.in_scope(
+                    deferred.scope, partial(self._severity_in_branch, deferred.chain, deferred.node)
+                )
+                report = self.report_here(
+                    deferred.node, severity=severity, chain=deferred.chain, where=where, **deferred.fields
+                )
                 self.reports.append(report)
         super().leave_Module(node)
+
+    def _severity_in_branch(self, chain: Sequence[cst.CSTNode], node: cst.CSTNode) -> dict[str, Severity] | None:
+        """Off for the targets that a branch for other devices, not CUDA, keeps the node from
+        (`if mps:` where `mps = "mps" in device.type`); None (the rule's own) elsewhere."""
+        module_flow = self.ctx.flow
+        reach = module_flow.reach(chain, node) if module_flow is not None else flow.ANYWHERE
+        if reach.includes("cuda"):
+            return None  # everywhere, or in a CUDA branch that a port may open to the target
+        assert isinstance(self.severity, dict)
+        return {
+            name: level if reach.includes(target_data.get(name).device_type) else OFF
+            for name, level in self.severity.items()
+        }
 
     def _called_elsewhere(self, deferred: _InFunction) -> str | None:
         """The step loop of another file that calls the function every step (second pass); for

@@ -33,12 +33,13 @@ class HostSyncInStep(StepRule):
     loop of a function with a step loop of its own); and inside the functions and methods of the
     repository's other modules that a step loop calls (`utils.clip_gradients(model)`,
     `metric_logger.update(acc=acc)`: what runs there only `if isinstance(v, torch.Tensor):`
-    counts where a call passes a tensor). Calls in a `raise` (the error path) or
-    under an `if step % N == 0:` (reading back every N steps, also where a function is called)
-    are left alone, and so are those that decide a branch (PC504) or a slice length (PC505), and
-    those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied
-    there, made from Python data where nothing sets a default device, or in a dataset's
-    `__getitem__` or a collate function), which live on the host.
+    counts where a call passes a tensor). Calls in a `raise` (the error path), under an
+    `if step % N == 0:` (reading back every N steps, also where a function is called) or an
+    `if i < 3:` on the loop's index (the first steps only) are left alone, and so are those
+    that decide a branch (PC504) or a slice length (PC505), and those on NumPy arrays (made by
+    `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from Python data
+    where nothing sets a default device, or in a dataset's `__getitem__` or a collate
+    function), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -66,6 +67,8 @@ class HostSyncInStep(StepRule):
     ## Targets
     An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm, where it
     is only a sync; off on cpu, which computes on the host: nothing to copy or wait for.
+    Off for the targets whose device type a branch for other devices keeps out (`if mps:`
+    where `mps = "mps" in x.device.type`; not a CUDA branch, which a port may open to them).
 
     ## Fix safety
     No automatic fix: where the value is read back is a design decision.
@@ -110,6 +113,19 @@ class HostSyncInStep(StepRule):
             "for step, batch in enumerate(loader):\n    loss = model(batch)\n    if step % 100 == 0:\n"
             "        report(loss)\nsummary(loss)\n"
         ),
+        Valid(  # a branch only another device takes
+            "import torch\nfor x in loader:\n    out = model(x)\n    mps = 'mps' in out.device.type\n    if mps:\n"
+            "        out = out.cpu()\n    elif out.device.type == 'cpu':\n        print(out.numpy())\n"
+            "    nms(out)\ndef nms(pred):\n    device = pred.device\n    apple = 'mps' in device.type\n    if apple:\n"
+            "        pred = pred.cpu()\n    return pred\n",
+            options={"targets": ["tpu", "neuron", "xla"]},
+        ),
+        Valid(  # the first few steps only
+            "import torch\npbar = enumerate(loader)\npbar = tqdm(pbar)\nfor batch_i, (im, targets) in pbar:\n"
+            "    out = model(im)\n"
+            "    if plots and batch_i < 3:\n        print(out.cpu())\n    ni = batch_i + len(loader) * epoch\n"
+            "    if ni <= 2:\n        print(out.tolist())\n"
+        ),
         Valid(  # every N steps, through names
             "import torch\nfor i, batch in enumerate(loader):\n    loss = model(batch)\n    last = i == len(loader) - 1\n"
             "    console = i % 10 == 0 or last\n    metric = i % 50 == 0 or console\n    if metric:\n"
@@ -140,6 +156,11 @@ class HostSyncInStep(StepRule):
             "import torch\nfor i, (x, y) in enumerate(train_loader):\n    loss = f(x, y)\n    total += loss.item()\n",
             lines=[4],
             message="every step",
+        ),
+        Invalid(  # not the loop's count
+            "import torch\nfor i, b in enumerate(loader):\n    out = model(b)\n    k = len(b)\n    if k < 3:\n"
+            "        print(out.cpu())\n",
+            lines=[6],
         ),
         Invalid(  # a number first, then a sum of device tensors
             "import torch\nfor x, y in loader:\n    style = 0.0\n    for a, b in zip(x, y):\n"

@@ -52,6 +52,8 @@ class TensorDependentControlFlow(StepRule):
     ## Targets
     An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm (a host
     sync); off on cpu, which computes on the host: nothing to copy or wait for.
+    Off for the targets whose device type a branch for other devices keeps out (`if mps:`
+    where `mps = "mps" in x.device.type`; not a CUDA branch, which a port may open to them).
 
     ## Fix safety
     No automatic fix: both branches must be rewritten as tensor operations.
