@@ -454,8 +454,8 @@ class DeviceFlow:
     def _call_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
         names = self.resolver.qualified_names(call.func)
         device = patterns.keyword(call, "device")
-        if names & _HOST_FACTORIES:
-            return Home.HOST
+        if names & _HOST_FACTORIES or (names and all(name.split(".")[0] == "numpy" for name in names)):
+            return Home.HOST  # NumPy's arrays are in host memory too
         if names and all(name.startswith("torch.") and not name.startswith("torch.cuda.") for name in names):
             if device is not None:
                 return Home.HOST if self.is_cpu(device.value) else Home.MOVED
@@ -471,7 +471,7 @@ class DeviceFlow:
         method = patterns.method_name(call)
         if names or method is None or not isinstance(call.func, cst.Attribute):
             return Home.UNKNOWN
-        if method == "cpu" or (method == "to" and any(self.is_cpu(arg.value) for arg in call.args)):
+        if method in ("cpu", "numpy") or (method == "to" and any(self.is_cpu(arg.value) for arg in call.args)):
             return Home.HOST
         if method == "to" and all(self.is_dtype(arg.value) or arg.keyword is not None for arg in call.args):
             return self._home(call.func.value, depth + 1, seen) if device is None else Home.MOVED

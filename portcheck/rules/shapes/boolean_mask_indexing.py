@@ -115,11 +115,13 @@ class BooleanMaskIndexing(TensorRule):
         # on the CPU the tensor is already in host memory: no device to wait for
         Valid("import torch\npos = x[x > 0]\n", options={"targets": ["cpu"]}),
         Valid(  # a dataset's tensors, made from Python data in host memory
-            "import torch\ndef prepare(anno):\n    boxes = [obj['bbox'] for obj in anno]\n"
+            "import numpy as np\nimport torch\ndef prepare(anno):\n    boxes = [obj['bbox'] for obj in anno]\n"
             "    boxes = torch.as_tensor(boxes, dtype=torch.float32).reshape(-1, 4)\n"
             "    keep = (boxes[:, 3] > boxes[:, 1]) & (boxes[:, 2] > boxes[:, 0])\n    boxes = boxes[keep]\n"
             "    area = torch.tensor([obj['area'] for obj in anno])\n    return boxes, area[keep], x.cpu()[x.cpu() > 0]\n"
             "def scales(counts, n):\n    inv = torch.zeros(n)\n    inv[counts > 0] = counts[counts > 0].float().rsqrt()\n"
+            "def make_batch(image):\n    m = np.array(image.convert('L'))\n    m = m.astype(np.float32) / 255.0\n"
+            "    m = m[None, None]\n    m[m < 0.5] = 0\n    return torch.from_numpy(m)\n"
         ),
     ]
     INVALID = [
