@@ -108,7 +108,8 @@ def examine(
     enabled = enabled_codes(path, config)
     reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
     if second_pass:
-        visiting = tuple(code for code in reading if registry.get(code).project_triggers(project))
+        name = (module or ModulePath.guess(path)).name
+        visiting = tuple(code for code in reading if registry.get(code).in_second_pass(project, name))
         prefilter = Prefilter(t for code in visiting for t in registry.get(code).project_triggers(project))
         wanted = bool(visiting) and prefilter.wants(data)
     else:

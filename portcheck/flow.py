@@ -190,6 +190,9 @@ class DeviceFlow:
     _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
     _every_step: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)  # (function id, gates)
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
+    _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
+    _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
+    _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -423,6 +426,8 @@ class DeviceFlow:
         if depth > _DEPTH:
             return Home.UNKNOWN
         if isinstance(node, cst.Name):
+            if node.value in self._held:
+                return self._held[node.value]
             return None if node.value in seen else self._name_home(node, depth, seen)
         if isinstance(node, _NUMBERS):
             return Home.HOST  # a number: no device of its own
@@ -443,13 +448,88 @@ class DeviceFlow:
 
     def _name_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """The weakest home of the tensors a name is bound to; what else it is bound to (a list
-        of the data, None) cannot be indexed as a tensor."""
+        of the data, None) cannot be indexed as a tensor. A name of the statement the walk is
+        in is first asked of the function's own statements before it (`_home_before`)."""
+        if not seen and self.resolver.bindings(node) > 1:
+            before = self._statements_before()
+            if before is not None:
+                home = self._home_before(node.value, *before, depth)
+                if home is not None:
+                    return home
         values = self.resolver.assigned_values(node)  # none where `+=` may add a device tensor
         values = [value for value in values if not _python_data(value)] or values
         if not values:
             return Home.UNKNOWN
         home = _weakest(self._home(value, depth + 1, seen | {node.value}) for value in values)
         return Home.UNKNOWN if home is None and not seen else home
+
+    def _statements_before(self) -> tuple[Sequence[cst.BaseStatement], int] | None:
+        """The body of the function the walk is in, with the position of the top-level statement
+        the walk is in."""
+        ancestors = self.ancestors
+        for index in range(len(ancestors) - 1, -1, -1):
+            if isinstance(ancestors[index], _NESTED_SCOPES):
+                function = ancestors[index]
+                if not isinstance(function, cst.FunctionDef) or index + 2 >= len(ancestors):
+                    return None
+                body, statement = function.body.body, ancestors[index + 2]
+                position = next((i for i, each in enumerate(body) if each is statement), None)
+                return None if position is None else (body, position)
+        return None
+
+    def _home_before(self, name: str, body: Sequence[cst.BaseStatement], position: int, depth: int) -> Home | None:
+        """Where `name` lives when `body[position]` runs: from the last top-level `name = ...`
+        before it, which overwrites whatever came before (a parameter too), its own reads of the
+        name resolved by what came before. None where no such assignment comes first (the name
+        comes from outside), or where a statement since (or this one) binds it in a branch or a
+        loop."""
+        found = self._held_before(name, body, position, depth)
+        return None if found is None else found[0]
+
+    def _held_before(
+        self, name: str, body: Sequence[cst.BaseStatement], position: int, depth: int
+    ) -> tuple[Home, bool] | None:
+        """`_home_before`, and whether the name then holds Python data (a list to make a tensor of)."""
+        if depth > _DEPTH:
+            return Home.UNKNOWN, False
+        for index in range(position, -1, -1):
+            value = _plain_assignment(body[index], name) if index < position else None
+            if value is not None:
+                if _python_data(value):
+                    return Home.UNKNOWN, True
+                return self._home_holding(value, name, self._held_before(name, body, index, depth + 1), depth), False
+            own = index == position and isinstance(body[index], cst.SimpleStatementLine)
+            if not own and name in self._binding(body[index]):
+                return None  # also bound in a branch or a loop on the way: the name's bindings at large say
+        return None
+
+    def _binding(self, statement: cst.BaseStatement) -> frozenset[str]:
+        """What a top-level statement binds, found once."""
+        known = self._bound.get(id(statement))
+        if known is None:
+            known = self._bound[id(statement)] = _bound_names(statement)
+        return known
+
+    def _home_holding(
+        self, value: cst.BaseExpression, name: str, held: tuple[Home | None, bool] | None, depth: int
+    ) -> Home:
+        """The home of `value` where `name` holds a tensor at `held` (unknown if None), or
+        Python data."""
+        home, data = held if held is not None else (None, False)
+        before = self._held.get(name), name in self._listed
+        self._held[name] = Home.UNKNOWN if home is None else home
+        if data:
+            self._listed.add(name)
+        try:
+            found = self._home(value, depth + 1, frozenset({name}))
+            return Home.UNKNOWN if found is None else found
+        finally:
+            if before[0] is None:
+                del self._held[name]
+            else:
+                self._held[name] = before[0]
+            if not before[1]:
+                self._listed.discard(name)
 
     def _call_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
         names = self.resolver.qualified_names(call.func)
@@ -483,6 +563,8 @@ class DeviceFlow:
         """A list, tuple or comprehension display, or a name bound only to those: data that a
         factory copies to the default device, whatever its elements are."""
         if isinstance(node, cst.Name):
+            if node.value in self._held:
+                return node.value in self._listed
             values = self.resolver.assigned_values(node)
             return bool(values) and all(_python_data(value) for value in values)
         return _python_data(node)
@@ -1031,6 +1113,45 @@ def _weakest(homes: Iterable[Home | None]) -> Home | None:
     """The weakest of `homes`, those that are only a name's own value (None) aside."""
     known = [home for home in homes if home is not None]
     return min(known) if known else None
+
+
+def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:
+    """The value of a statement that is only `name = value`."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    assign = statement.body[0]
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+        target = assign.targets[0].target
+        return assign.value if isinstance(target, cst.Name) and target.value == name else None
+    return None
+
+
+def _bound_names(statement: cst.CSTNode) -> frozenset[str]:
+    """The names a statement binds in any way (not in the functions, classes and
+    comprehensions it defines, which have names of their own)."""
+    found: set[str] = set()
+    for node in (statement, *_descendants(statement, (*_NESTED_SCOPES, cst.BaseComp))):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                _collect_names(target.target, found)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            _collect_names(node.target, found)
+        elif isinstance(node, cst.AsName):
+            _collect_names(node.name, found)
+        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            found.update(item.name.value for item in node.names)
+    return frozenset(found)
+
+
+def _collect_names(target: cst.CSTNode, found: set[str]) -> None:
+    """The names an assignment target (a name, or a tuple or list of them) binds."""
+    if isinstance(target, cst.Name):
+        found.add(target.value)
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _collect_names(element.value, found)
+    elif isinstance(target, cst.StarredElement):
+        _collect_names(target.value, found)
 
 
 def _python_data(node: cst.BaseExpression) -> bool:

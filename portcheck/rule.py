@@ -258,6 +258,18 @@ class Rule:
         return ()
 
     @classmethod
+    def project_modules(cls, project: Project) -> frozenset[str] | None:
+        """The modules whose files the second pass reads for this rule (with a trigger word);
+        None: any file."""
+        return None
+
+    @classmethod
+    def in_second_pass(cls, project: Project, module: str) -> bool:
+        """Whether the second pass runs this rule over a file of `module`."""
+        modules = cls.project_modules(project)
+        return bool(cls.project_triggers(project)) and (modules is None or module in modules)
+
+    @classmethod
     def in_first_pass(cls) -> bool:
         """Visiting rules run in the first pass, except those that only make sense once the
         project is known (no trigger words of their own, only project triggers)."""

@@ -191,8 +191,8 @@ class HfBitsandbytesQuantization(SettingValueRule):
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
         for target in node.targets:
-            key = patterns.setting_key(target.target)
-            if key in _LOAD_FLAGS and isinstance(target.target, cst.Subscript):
+            key = patterns.setting_key(target.target) if isinstance(target.target, cst.Subscript) else None
+            if key in _LOAD_FLAGS:
                 self._check_flag(target, key, node.value)
 
     def _check_flag(self, node: cst.CSTNode, flag: str, value: cst.BaseExpression) -> None:

@@ -224,8 +224,8 @@ class Float16OnBf16Target(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            key = patterns.setting_key(target.target)
-            if isinstance(target.target, cst.Subscript) and key in _DTYPE_KEYWORDS:
+            key = patterns.setting_key(target.target) if isinstance(target.target, cst.Subscript) else None
+            if key in _DTYPE_KEYWORDS:
                 self._written(node, key, node.value)
 
     def _written(self, holder: cst.CSTNode, key: str, value: cst.BaseExpression) -> None:

@@ -398,6 +398,16 @@ class StepRule(TensorRule):
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
         return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name, _, _ in known.step_calls}))
 
+    @classmethod
+    def project_modules(cls, known: project.Project) -> frozenset[str]:
+        """The modules a recorded callee may be in: `pkg.utils` for `pkg.utils.clip_gradients`,
+        and for a method (`pkg.utils.Logger.update`) the one above its class too."""
+        modules = set()
+        for name, _, _ in known.step_calls:
+            parent = name.rpartition(".")[0]
+            modules.update((parent, parent.rpartition(".")[0]))
+        return frozenset(modules)
+
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | cst.FunctionDef | None:
         """forward() or the step loop the node runs in; else the function it is directly in,
         which `report_in_step` asks about at the end of the module; None off the step path,
@@ -412,19 +422,19 @@ class StepRule(TensorRule):
 
     def note_step_call(self, call: cst.Call) -> None:
         """In the first pass, record a call of another module's function (or a method of its
-        class) made in a step loop here."""
+        class) made in a step loop here (asked for calls in loops)."""
         module_flow = self.ctx.flow
-        if self.ctx.project.complete or module_flow is None:
+        if self.ctx.project.complete or module_flow is None or not self.ctx.project.local_packages:
             return
+        ancestors = self.ctx.ancestors
         callee = self._local_callee(call)
         if callee is None or callee.startswith(self.ctx.module.name + "."):
             return
-        ancestors = self.ctx.ancestors
         function = flow.enclosing_function(ancestors)
         if function is not None and function.name.value == "__init__":
             return  # a constructor's loop builds the model: no step
-        where = None if flow.off_the_step_path(ancestors, module_flow.resolver) else module_flow.step_loop(ancestors)
-        if where is not None:
+        where = module_flow.step_loop(ancestors)
+        if where is not None and not flow.off_the_step_path(ancestors, module_flow.resolver):
             tensors = "yes" if any(self._may_be_tensor(arg.value) for arg in call.args) else "no"
             self.record(project.STEP_CALL, callee, call, where=f"{where} in {self.ctx.path}", tensors=tensors)
 
@@ -445,6 +455,8 @@ class StepRule(TensorRule):
         """`pkg.utils.clip_gradients` for `utils.clip_gradients(...)`, `pkg.utils.Logger.update`
         for `logger.update(...)` after `logger = utils.Logger()`: a name of the repository."""
         func, known = call.func, self.ctx.project
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return None
         names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
         if not names and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             made = self.ctx.assigned_value(func.value)

@@ -122,6 +122,8 @@ class BooleanMaskIndexing(TensorRule):
             "def scales(counts, n):\n    inv = torch.zeros(n)\n    inv[counts > 0] = counts[counts > 0].float().rsqrt()\n"
             "def make_batch(image):\n    m = np.array(image.convert('L'))\n    m = m.astype(np.float32) / 255.0\n"
             "    m = m[None, None]\n    m[m < 0.5] = 0\n    return torch.from_numpy(m)\n"
+            "def prepare_mask(image, mask):\n    mask = np.array(mask.convert('L'))\n    mask = mask[None, None]\n"
+            "    mask[mask < 0.5] = 0\n    mask = torch.from_numpy(mask)\n    return mask\n"
         ),
     ]
     INVALID = [
@@ -163,6 +165,12 @@ class BooleanMaskIndexing(TensorRule):
             "def padded(n):\n    with torch.device('cuda'):\n        ids = torch.tensor([1, 2, n])\n"
             "        return ids[ids > 1]\n",
             lines=[5, 9],
+        ),
+        Invalid(  # the parameter itself, then sent to the device
+            "import numpy as np\nimport torch\ndef prepare(mask, device):\n    mask[mask < 0.5] = 0\n"
+            "    mask = np.array(mask)\n    mask = torch.from_numpy(mask).to(device)\n    mask[mask > 0.9] = 1\n"
+            "    return mask\n",
+            lines=[4, 7],
         ),
     ]
 

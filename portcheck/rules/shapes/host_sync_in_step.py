@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
@@ -216,17 +216,35 @@ class HostSyncInStep(StepRule):
         ),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._loops = 0  # how many loops the walk is in
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loops += 1
+
+    def leave_For(self, node: cst.For) -> None:
+        self._loops -= 1
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loops += 1
+
+    def leave_While(self, node: cst.While) -> None:
+        self._loops -= 1
+
     def visit_Call(self, node: cst.Call) -> None:
-        self.note_step_call(node)
+        if self._loops:
+            self.note_step_call(node)
         method = patterns.method_name(node)
         if method not in _SYNCS or not tensor_method(self.ctx, node, _SYNCS):
             return
         ancestors = self.ctx.ancestors
-        if _inside_outer_sync(ancestors) or in_host_memory(self.ctx, _copied(node)):
+        if _inside_outer_sync(ancestors):
             return
         where = self.step_context(ancestors)
-        if where is not None and not self._owned_elsewhere(ancestors, node):
-            self.report_in_step(node, where, method=method)
+        if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, _copied(node)):
+            return
+        self.report_in_step(node, where, method=method)
 
     def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call) -> bool:
         """A tensor-valued slice bound (PC505) or a tensor-valued test (PC504)."""
