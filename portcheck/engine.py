@@ -107,9 +107,9 @@ def examine(
         return Examination(FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem))
     enabled = enabled_codes(path, config)
     reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
+    where = module or ModulePath.guess(path)
     if second_pass:
-        name = (module or ModulePath.guess(path)).name
-        visiting = tuple(code for code in reading if registry.get(code).in_second_pass(project, name))
+        visiting = tuple(code for code in reading if registry.get(code).in_second_pass(project, where.name))
         prefilter = Prefilter(t for code in visiting for t in registry.get(code).project_triggers(project))
         wanted = bool(visiting) and prefilter.wants(data)
     else:
@@ -128,7 +128,6 @@ def examine(
     broken: list[tuple[notebooks.Cell, parsing.ParseFailure]] = []
     stopped: FindingLimit | None = None
     try:
-        where = module or ModulePath.guess(path)
         if wanted and view is not None:
             view, tree, broken = _parse_cells(view, config.max_expression_chain)
             data, text = view.code.encode(), view.code

@@ -449,13 +449,12 @@ class DeviceFlow:
     def _name_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """The weakest home of the tensors a name is bound to; what else it is bound to (a list
         of the data, None) cannot be indexed as a tensor. A name of the statement the walk is
-        in is first asked of the function's own statements before it (`_home_before`)."""
+        in is first asked of the function's own statements before it (`_held_before`)."""
         if not seen and self.resolver.bindings(node) > 1:
             before = self._statements_before()
-            if before is not None:
-                home = self._home_before(node.value, *before, depth)
-                if home is not None:
-                    return home
+            held = None if before is None else self._held_before(node.value, *before, depth)
+            if held is not None:
+                return held[0]
         values = self.resolver.assigned_values(node)  # none where `+=` may add a device tensor
         values = [value for value in values if not _python_data(value)] or values
         if not values:
@@ -477,19 +476,14 @@ class DeviceFlow:
                 return None if position is None else (body, position)
         return None
 
-    def _home_before(self, name: str, body: Sequence[cst.BaseStatement], position: int, depth: int) -> Home | None:
-        """Where `name` lives when `body[position]` runs: from the last top-level `name = ...`
-        before it, which overwrites whatever came before (a parameter too), its own reads of the
-        name resolved by what came before. None where no such assignment comes first (the name
-        comes from outside), or where a statement since (or this one) binds it in a branch or a
-        loop."""
-        found = self._held_before(name, body, position, depth)
-        return None if found is None else found[0]
-
     def _held_before(
         self, name: str, body: Sequence[cst.BaseStatement], position: int, depth: int
     ) -> tuple[Home, bool] | None:
-        """`_home_before`, and whether the name then holds Python data (a list to make a tensor of)."""
+        """Where `name` lives when `body[position]` runs, and whether it then holds Python data
+        (a list to make a tensor of): from the last top-level `name = ...` before it, which
+        overwrites whatever came before (a parameter too), its own reads of the name resolved
+        by what came before. None where no such assignment comes first (the name comes from
+        outside), or where a statement since (or this one) binds it in a branch or a loop."""
         if depth > _DEPTH:
             return Home.UNKNOWN, False
         for index in range(position, -1, -1):
@@ -924,19 +918,18 @@ def _counter(loop: cst.For, resolver: Resolver | None) -> str | None:
     call = loop.iter
     if isinstance(call, cst.Name) and resolver is not None:
         values = resolver.values_before_updates(call)
-        call = next((value for value in values if isinstance(value, cst.Call) and _is_enumerate(value)), call)
-    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
-        return None
+        call = next((value for value in values if _calls(value, "enumerate")), call)
     target = loop.target
-    if call.func.value == "enumerate" and isinstance(target, cst.Tuple) and target.elements:
+    if _calls(call, "enumerate") and isinstance(target, cst.Tuple) and target.elements:
         target = target.elements[0].value
-    elif call.func.value != "range":
+    elif not _calls(call, "range"):
         return None
     return target.value if isinstance(target, cst.Name) else None
 
 
-def _is_enumerate(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Name) and call.func.value == "enumerate"
+def _calls(node: cst.BaseExpression, builtin: str) -> bool:
+    """`enumerate(...)`, `range(...)`: a call of the builtin by its name."""
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == builtin
 
 
 def periodic(test: cst.BaseExpression, resolver: Resolver | None = None, depth: int = 0) -> bool:
