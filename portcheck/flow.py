@@ -4,8 +4,9 @@ Calls are the easy part of a port; programs are ported by their device logic. Th
 answers, for every rule and for the fixer, the two questions a single call cannot:
 
 - guards: which code runs only on CUDA (`if torch.cuda.is_available():`, `x.is_cuda`,
-  `device == "cuda"`, `"cuda" in device`, `assert ...`, an early `return` when not on CUDA),
-  and which check protects it. A fix rewrites a check together with what it protects, or
+  `device == "cuda"`, `"cuda" in device`, `torch.version.hip` or `.cuda` (set only in those
+  builds), `assert ...`, an early `return` when not on CUDA, a test skipped off CUDA), and
+  which check protects it. A fix rewrites a check together with what it protects, or
   neither; a finding reached only under such a check cannot run on another target as written.
 - device indexes: which expressions hold an integer device (`device = 0`, a `rank` handed to
   `mp.spawn`'s function, `int(os.environ["LOCAL_RANK"])`, `self.gpu_id`, `args.gpu`), followed
@@ -47,6 +48,8 @@ from portcheck.walk import child_fields, is_reference
 
 _AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized"})
 _COUNT = "torch.cuda.device_count"
+# Set only in a CUDA (or ROCm's HIP) build of torch: `if torch.version.hip:` runs on neither TPU nor Trainium.
+_BUILD_VERSIONS = frozenset({"torch.version.cuda", "torch.version.hip"})
 _CHECK_NAMES = frozenset(name.rpartition(".")[2] for name in (*_AVAILABILITY, _COUNT))
 _SPAWNERS = frozenset(
     {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.spawn"}
@@ -87,6 +90,9 @@ _INDEX_NAME = re.compile(
     r"^(local_)?(rank|gpu|gpu_?id|gpu_?idx|gpu_index|device_?id|device_?idx|device_index|process_index)$"
 )
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+_SKIPS = frozenset({"pytest.skip"})  # calls that skip a test (they raise)
+_SKIP_UNLESS = frozenset({"unittest.skipUnless", "unittest.case.skipUnless"})  # decorators that skip on False
+_SKIP_IF = frozenset({"unittest.skipIf", "unittest.case.skipIf", "pytest.mark.skipif"})  # decorators that skip on True
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
@@ -111,6 +117,7 @@ class Guard:
     test: cst.CSTNode  # the check as written (findings inside it are the guard's own)
     protected: tuple[cst.CSTNode, ...]
     asserts: bool = False  # an `assert`: it stops the program where the check fails
+    skips: bool = False  # it skips a test where the check fails
 
 
 @dataclass(frozen=True)
@@ -210,8 +217,24 @@ class DeviceFlow:
             self._add(Guard(test, (node.body,)))
         elif node.orelse is not None:
             self._add(Guard(test, (node.orelse,)))
-        elif _exits(node.body):
-            self._add(Guard(test, self._following(node)))
+        elif _exits(node.body, self.resolver):
+            self._add(Guard(test, self._following(node), skips=_skips(node.body, self.resolver)))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._skip_decorators(node)
+
+    def _skip_decorators(self, node: cst.FunctionDef | cst.ClassDef) -> None:
+        """A test or test class that runs only on CUDA: `@unittest.skipUnless(<cuda>, ...)`,
+        `@unittest.skipIf(not <cuda>, ...)`, `@pytest.mark.skipif(not <cuda>, ...)`."""
+        for decorator in node.decorators:
+            call = decorator.decorator
+            if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None:
+                continue
+            names = self.resolver.qualified_names(call.func)
+            wanted = True if names & _SKIP_UNLESS else False if names & _SKIP_IF else None
+            test = call.args[0].value
+            if wanted is not None and self.cuda_check(test) is wanted:
+                self._add(Guard(self._source(test), (node.body,), skips=True))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         holds = self.cuda_check(node.test)
@@ -369,6 +392,8 @@ class DeviceFlow:
             return True if names & _AVAILABILITY or _COUNT in names else None
         if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
             return True
+        if isinstance(test, cst.Attribute) and test.attr.value in ("cuda", "hip"):
+            return True if self.resolver.qualified_names(test) & _BUILD_VERSIONS else None
         if isinstance(test, cst.Comparison):
             return self._compared(test)
         if isinstance(test, cst.Name) and depth == 0 and test.value not in ("True", "False", "None"):
@@ -382,6 +407,9 @@ class DeviceFlow:
             return None
         link = test.comparisons[0]
         left, right, operator = test.left, link.comparator, link.operator
+        if isinstance(operator, (cst.Is, cst.IsNot)) and isinstance(right, cst.Name) and right.value == "None":
+            built = self.resolver.qualified_names(left) & _BUILD_VERSIONS if isinstance(left, cst.Attribute) else None
+            return isinstance(operator, cst.IsNot) if built else None  # `torch.version.hip is not None`
         func = left.func if isinstance(left, cst.Call) else None
         counts = func is not None and (not isinstance(func, cst.Attribute) or func.attr.value == "device_count")
         if func is not None and counts and _COUNT in self.resolver.qualified_names(func):
@@ -540,8 +568,11 @@ class DeviceFlow:
                 return Home.UNKNOWN
             if names & _DATA_FACTORIES and self._holds_python_data(data.value):
                 return Home.DEFAULT  # `torch.tensor([obj["area"] for obj in anno])`
-            home = self._home(data.value, depth + 1, seen)  # `torch.cumprod(x, 0)`, `torch.cat([a, b])`: theirs
-            return _weakest((home, Home.DEFAULT)) if names & _DATA_FACTORIES else home
+            if names & _DATA_FACTORIES:
+                return _weakest((self._home(data.value, depth + 1, seen), Home.DEFAULT))
+            # `torch.cumprod(x, 0)`, `torch.cat([a, b])`, `torch.minimum(torch.ones(()), x)`: the weakest of theirs
+            given = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+            return _weakest(self._home(value, depth + 1, seen) for value in given)
         method = patterns.method_name(call)
         if names or method is None or not isinstance(call.func, cst.Attribute):
             return Home.UNKNOWN
@@ -716,9 +747,11 @@ class DeviceFlow:
     # --- what the module defines and calls, for device indexes -----------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        """Note the class a function is a method of (its callers spell it `self.f(...)`)."""
+        """Note the class a function is a method of (its callers spell it `self.f(...)`), and
+        whether a decorator skips it off CUDA."""
         holder = self.ancestors[-2] if len(self.ancestors) > 1 else None
         self._methods[id(node)] = holder.name.value if isinstance(holder, cst.ClassDef) else None
+        self._skip_decorators(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -874,23 +907,45 @@ def _is_dataset(base: cst.BaseExpression, resolver: Resolver) -> bool:
 
 
 def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None) -> bool:
-    """Inside a `raise` (runs only on the error path), the body of an `if step % N == 0:`
-    (reading back every N steps is the remedy, not the problem) or of an `if i < 3:` on the
-    index of an enclosing `enumerate` or `range` loop (the first few steps only); with a
-    `resolver` at the node, also `if log_step:` where `log_step = step % N == 0`."""
+    """Inside a `raise` or an `if` body that ends raising (runs only on the error path), the
+    body of an `if step % N == 0:` (reading back every N steps is the remedy, not the problem)
+    or of an `if i < 3:` on the index of an enclosing `enumerate` or `range` loop or a count a
+    loop keeps (the first few steps only); with a `resolver` at the node, also `if log_step:`
+    where `log_step = step % N == 0`."""
     for index, node in enumerate(ancestors):
         if isinstance(node, cst.Raise):
             return True
         if isinstance(node, cst.If) and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
             if periodic(node.test, resolver) or _first_steps(node.test, ancestors[:index], resolver):
                 return True
+            if _raises(node.body):
+                return True  # `if not math.isfinite(loss): logging.error(...); raise ...`: the error path
     return False
+
+
+def _raises(body: cst.BaseSuite) -> bool:
+    """A block that ends by raising, or by a choice between raising and returning
+    (`if raise_on_error: raise ... else: return`)."""
+    last = body.body[-1] if body.body else None
+    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return isinstance(last.body[-1], cst.Raise)
+    if isinstance(last, cst.If) and isinstance(last.orelse, cst.Else):
+        branches = (last.body, last.orelse.body)
+        return any(_raises(branch) for branch in branches) and all(_exits_only(branch) for branch in branches)
+    return False
+
+
+def _exits_only(body: cst.BaseSuite) -> bool:
+    last = body.body[-1] if body.body else None
+    return isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and isinstance(
+        last.body[-1], (cst.Raise, cst.Return)
+    )
 
 
 def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], resolver: Resolver | None) -> bool:
     """`i < N` (alone or in an `and`) where `i` counts the steps of an enclosing loop
-    (`for i, batch in enumerate(loader)`, `for i in range(n)`), or is bound once to that count
-    plus more (`ni = i + nb * epoch`, with a `resolver`)."""
+    (`for i, batch in enumerate(loader)`, `for i in range(n)`, `count += 1` in its body), or is
+    bound once to that count plus more (`ni = i + nb * epoch`, with a `resolver`)."""
     if isinstance(test, cst.BooleanOperation):
         return isinstance(test.operator, cst.And) and (
             _first_steps(test.left, ancestors, resolver) or _first_steps(test.right, ancestors, resolver)
@@ -901,6 +956,7 @@ def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], res
     if not (isinstance(link.operator, (cst.LessThan, cst.LessThanEqual)) and isinstance(link.comparator, cst.Integer)):
         return False
     counters = {_counter(loop, resolver) for loop in ancestors if isinstance(loop, cst.For)} - {None}
+    counters.update(name for loop in ancestors if isinstance(loop, (cst.For, cst.While)) for name in _counted(loop))
     if test.left.value in counters:
         return True
     bound = resolver.assigned_value(test.left) if resolver is not None else None
@@ -925,6 +981,21 @@ def _counter(loop: cst.For, resolver: Resolver | None) -> str | None:
     elif not _calls(call, "range"):
         return None
     return target.value if isinstance(target, cst.Name) else None
+
+
+def _counted(loop: cst.For | cst.While) -> Iterator[str]:
+    """Names the loop's body counts up by one each pass (`num_total += 1`)."""
+    for statement in loop.body.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if (
+                    isinstance(small, cst.AugAssign)
+                    and isinstance(small.operator, cst.AddAssign)
+                    and isinstance(small.target, cst.Name)
+                    and isinstance(small.value, cst.Integer)
+                    and small.value.value == "1"
+                ):
+                    yield small.target.value
 
 
 def _calls(node: cst.BaseExpression, builtin: str) -> bool:
@@ -1080,15 +1151,27 @@ def reads(node: cst.Name | cst.Attribute, parent: cst.CSTNode) -> bool:
     return is_reference(node, parent)
 
 
-def _exits(body: cst.BaseSuite) -> bool:
-    """A block that only leaves: `return`, `raise`, `continue`, `break` (an early exit)."""
-    statements = body.body
-    if not statements:
+def _exits(body: cst.BaseSuite, resolver: Resolver) -> bool:
+    """A block that only leaves: `return`, `raise`, `continue`, `break` (an early exit), or
+    skips the test it is in (`pytest.skip(...)`, `self.skipTest(...)`, which raise)."""
+    last = body.body[-1] if body.body else None
+    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and isinstance(last.body[-1], _EXITS):
+        return True
+    return _skips(body, resolver)
+
+
+def _skips(body: cst.BaseSuite, resolver: Resolver) -> bool:
+    """A block that ends by skipping the test it is in: `pytest.skip(...)`, `self.skipTest(...)`."""
+    last = body.body[-1] if body.body else None
+    if not isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
         return False
-    last = statements[-1]
-    if isinstance(last, cst.SimpleStatementLine):
-        return isinstance(last.body[-1], _EXITS)
-    return isinstance(last, cst.SimpleStatementSuite) and isinstance(last.body[-1], _EXITS)
+    final = last.body[-1]
+    call = final.value if isinstance(final, cst.Expr) else None
+    if not isinstance(call, cst.Call):
+        return False
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "skipTest":
+        return isinstance(call.func.value, cst.Name) and call.func.value.value == "self"
+    return bool(resolver.qualified_names(call.func) & _SKIPS)
 
 
 def _device_types(node: cst.BaseExpression) -> frozenset[str] | None:

@@ -110,6 +110,42 @@ def test_an_early_exit_protects_what_follows() -> None:
     assert found[(3, "PC201")][0] is Severity.ERROR
 
 
+def test_a_build_of_torch_for_cuda_or_rocm_is_a_check() -> None:
+    source = """\
+    import torch
+    if torch.version.hip:
+        props = torch.cuda.get_device_properties(0)
+    if torch.version.cuda is not None:
+        torch.cuda.synchronize()
+    if torch.version.hip is None:
+        print("no rocm")
+    else:
+        torch.cuda.synchronize()
+    """
+    found = findings(source)
+    assert {line: found[(line, code)][0] for line, code in ((3, "PC206"), (5, "PC203"), (9, "PC203"))} == {
+        3: Severity.INFO,
+        5: Severity.INFO,
+        9: Severity.INFO,
+    }
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        "@unittest.skipUnless(torch.cuda.is_available(), 'GPU')\nclass TestOps(unittest.TestCase):\n    def test_op(self):",
+        "@pytest.mark.skipif(not torch.cuda.is_available(), reason='GPU')\ndef test_op():\n    if True:",
+        "def test_op():\n    if not torch.cuda.is_available():\n        pytest.skip('GPU')\n    if True:",
+        "class TestOps(unittest.TestCase):\n    def test_op(self):\n        if not torch.cuda.is_available():\n"
+        "            self.skipTest('GPU')",
+    ],
+)
+def test_a_test_skipped_without_cuda_runs_only_on_cuda(guard: str) -> None:
+    source = f"import unittest\nimport pytest\nimport torch\n{guard}\n        torch.cuda.synchronize()\n"
+    found = {code: severity for (_, code), (severity, _, _) in findings(source).items()}
+    assert found == {"PC201": Severity.WARNING, "PC203": Severity.INFO}
+
+
 def test_a_device_string_with_a_cuda_index_prefix_is_a_check() -> None:
     source = """\
     import torch

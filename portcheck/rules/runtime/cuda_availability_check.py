@@ -7,8 +7,9 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
+from portcheck.flow import Guard
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import ERROR, OFF, Invalid, SeverityMap, Valid
+from portcheck.rule import ERROR, OFF, WARNING, Invalid, SeverityMap, Valid
 from portcheck.targets import api
 
 # Names that hold how many processes to start (`world_size = torch.cuda.device_count()`).
@@ -24,7 +25,10 @@ class CudaAvailabilityCheck(CudaApiRule):
 
     ## Why is this bad?
     Without CUDA, `is_available()` is False and `device_count()` is 0, so the program quietly
-    takes its CPU path on a TPU or Trainium host: it runs, slowly, and nothing says why.
+    takes its CPU path on a TPU or Trainium host: it runs, slowly, and nothing says why. A
+    test that skips itself without CUDA (`@pytest.mark.skipif(not torch.cuda.is_available(),
+    ...)`, `pytest.skip(...)`, `self.skipTest(...)`) is a warning: it goes untested there,
+    and what it runs is reported at info, as under any CUDA check.
 
     ## Example
     ```python
@@ -65,19 +69,26 @@ class CudaAvailabilityCheck(CudaApiRule):
     table_fixes = True
 
     def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
-        """An assert on CUDA stops the program wherever CUDA is missing, the CPU included."""
+        """An assert on CUDA stops the program wherever CUDA is missing, the CPU included; a
+        test skipped without CUDA runs nothing wrong, it only goes untested."""
         usual = super().severities(node, entry)
-        return {t: ERROR if level > OFF else OFF for t, level in usual.items()} if self._asserted(node) else usual
+        check = self._check(node)
+        if check is not None and (check.asserts or check.skips):
+            level = ERROR if check.asserts else WARNING
+            return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
+        return usual
 
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
-        if self._asserted(node):
+        check = self._check(node)
+        if check is not None and check.asserts:
             return "returns False, so this assert stops the program on every other device"
+        if check is not None and check.skips:
+            return "returns False, so this test is skipped on every other device"
         return super().effect(node, name, entry)
 
-    def _asserted(self, node: cst.CSTNode) -> bool:
+    def _check(self, node: cst.CSTNode) -> Guard | None:
         flow = self.ctx.flow
-        check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
-        return check is not None and check.asserts
+        return flow.in_check(self.ctx.ancestors, node) if flow is not None else None
 
     def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
         """The table's fix; a device count that says how many processes to start becomes at
@@ -164,6 +175,16 @@ class CudaAvailabilityCheck(CudaApiRule):
             lines=[2],
             message="this assert stops the program",
             fixed="import torch\nassert torch.accelerator.is_available(), 'needs a GPU'\n",
+        ),
+        Invalid(  # a test that runs only on CUDA: skipped elsewhere, a warning
+            "import pytest\nimport torch\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='GPU')\n"
+            "def test_forward():\n    assert model(x).shape == (2, 3)\n"
+            "def test_step():\n    if not torch.cuda.is_available():\n        pytest.skip('GPU')\n    step()\n",
+            lines=[3, 7],
+            message="this test is skipped on every other device",
+            fixed="import pytest\nimport torch\n@pytest.mark.skipif(not torch.accelerator.is_available(), reason='GPU')\n"
+            "def test_forward():\n    assert model(x).shape == (2, 3)\n"
+            "def test_step():\n    if not torch.accelerator.is_available():\n        pytest.skip('GPU')\n    step()\n",
         ),
         # Not fixed: no equivalent, too old a torch, no torch.accelerator backend (xla), and
         # `torch` meaning something else here.

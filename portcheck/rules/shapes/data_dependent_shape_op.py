@@ -129,6 +129,11 @@ class DataDependentShapeOp(TensorRule):
         ),
         Invalid("import torch\nh = torch.histc(x, bins=10)\ng = x.histc(10, 0, 0)\n", lines=[2, 3], message="range"),
         Invalid("import torch\ni = torch.argwhere(x)\nj = x.argwhere()\n", lines=[2, 3]),
+        Invalid(  # gpt-fast's speculative decoding: a 0-d host operand leaves the result where `q` is
+            "import torch\ndef accept(q, p, k):\n    prob = torch.minimum(torch.ones(()), q[:k] / p)\n"
+            "    return (torch.rand_like(prob) > prob).nonzero()\n",
+            lines=[4],
+        ),
         Invalid(
             "import torch\ndef classes(anno, device):\n    ids = torch.tensor([o['id'] for o in anno], device=device)\n"
             "    return ids.unique()\n"

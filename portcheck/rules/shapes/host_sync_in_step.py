@@ -33,13 +33,13 @@ class HostSyncInStep(StepRule):
     loop of a function with a step loop of its own); and inside the functions and methods of the
     repository's other modules that a step loop calls (`utils.clip_gradients(model)`,
     `metric_logger.update(acc=acc)`: what runs there only `if isinstance(v, torch.Tensor):`
-    counts where a call passes a tensor). Calls in a `raise` (the error path), under an
-    `if step % N == 0:` (reading back every N steps, also where a function is called) or an
-    `if i < 3:` on the loop's index (the first steps only) are left alone, and so are those
-    that decide a branch (PC504) or a slice length (PC505), and those on NumPy arrays (made by
-    `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from Python data
-    where nothing sets a default device, or in a dataset's `__getitem__` or a collate
-    function), which live on the host.
+    counts where a call passes a tensor). Calls on the error path (in a `raise`, or an `if`
+    body that ends raising), under an `if step % N == 0:` (reading back every N steps, also
+    where a function is called) or an `if i < 3:` on the loop's index or a count it keeps (the
+    first steps only) are left alone, and so are those that decide a branch (PC504) or a slice
+    length (PC505), and those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors in
+    host memory (copied there, made from Python data where nothing sets a default device, or
+    in a dataset's `__getitem__` or a collate function), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -125,6 +125,16 @@ class HostSyncInStep(StepRule):
             "    out = model(im)\n"
             "    if plots and batch_i < 3:\n        print(out.cpu())\n    ni = batch_i + len(loader) * epoch\n"
             "    if ni <= 2:\n        print(out.tolist())\n"
+        ),
+        Valid(  # the error path: SAM 2's trainer logs the loss before it raises
+            "import math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
+            "    if not math.isfinite(loss.detach().float().sum()):\n        msg = f'Loss is {loss.item()}'\n"
+            "        logging.error(msg)\n        if raise_on_error:\n            raise FloatingPointError(msg)\n"
+            "        else:\n            return\n    loss.backward()\n"
+        ),
+        Valid(  # the first few steps only, counted by hand
+            "import torch\nseen = 0\nfor example in examples:\n    loss = model(example)\n    seen += 1\n"
+            "    if seen < 10:\n        print(loss.item())\n"
         ),
         Valid(  # every N steps, through names
             "import torch\nfor i, batch in enumerate(loader):\n    loss = model(batch)\n    last = i == len(loader) - 1\n"
