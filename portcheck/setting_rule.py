@@ -2,7 +2,7 @@
 
 Such a string is reported where it is given to something named for the setting (a keyword
 argument, a parameter default, an assignment to a name, attribute or subscript `kwargs["x"]`, a
-dict entry, an argparse option default) or passed where a known call expects it, directly or
+dataclass field's default, a dict entry, an argparse option default) or passed where a known call expects it, directly or
 through a name bound once. Real code spells these settings in all of those places; log
 messages and unrelated dict keys are never named for them, so they stay quiet.
 """
@@ -15,6 +15,8 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.rule import FileContext, Rule
+
+_FIELDS = frozenset({"dataclasses.field", "pydantic.Field", "attr.ib", "attrs.field"})
 
 
 class SettingValueRule(Rule):
@@ -60,10 +62,9 @@ class SettingValueRule(Rule):
             if arg.keyword is not None and self._is_setting(arg.keyword.value):
                 self.check(arg.value)
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
-            option = patterns.positional(node, 0)
             default = patterns.keyword(node, "default")
-            flag = patterns.string_value(option.value) if option else None
-            if default is not None and flag and self.names_setting(flag.lstrip("-").replace("-", "_")):
+            destination = _destination(node)
+            if default is not None and destination and self.names_setting(destination):
                 self.check(default.value)
 
     def visit_Param(self, node: cst.Param) -> None:
@@ -72,11 +73,19 @@ class SettingValueRule(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if any(self._named(target.target) for target in node.targets):
-            self.check(node.value)
+            self.check(self._field_default(node.value))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None and self._named(node.target):
-            self.check(node.value)
+            self.check(self._field_default(node.value))
+
+    def _field_default(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """The default of a dataclass field (`backend: str = field(default="nccl")`), else the value."""
+        if isinstance(value, cst.Call) and self.ctx.qualified_names(value.func) & _FIELDS:
+            default = patterns.keyword(value, "default")
+            if default is not None:
+                return default.value
+        return value
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = patterns.string_value(node.key)
@@ -100,3 +109,15 @@ class SettingValueRule(Rule):
         if id(literal) not in self._reported:
             self._reported.add(id(literal))
             self.report_literal(literal)
+
+
+def _destination(add_argument: cst.Call) -> str | None:
+    """The attribute an argparse option is stored in: `dest=`, else its first long flag, else
+    its first flag (`"-d", "--device"` is `args.device`)."""
+    dest = patterns.keyword(add_argument, "dest")
+    if dest is not None:
+        return patterns.string_value(dest.value)
+    flags = [patterns.string_value(arg.value) for arg in add_argument.args if arg.keyword is None]
+    named = [flag for flag in flags if flag]
+    chosen = next((flag for flag in named if flag.startswith("--")), named[0] if named else None)
+    return chosen.lstrip("-").replace("-", "_") if chosen else None

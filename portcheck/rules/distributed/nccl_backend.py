@@ -104,9 +104,10 @@ def backend_advice(selected: tuple[str, ...]) -> str:
 class NcclBackend(SettingValueRule):
     """## What it does
     Reports the `"nccl"` process-group backend: `init_process_group("nccl")`,
-    `backend="nccl"` in any call, `torch.distributed.Backend.NCCL`, a `backend` variable,
-    attribute, dict entry or `--backend` option defaulting to `"nccl"`, and a `"nccl"` string
-    bound to a name later passed as the backend.
+    `backend="nccl"` in any call, `torch.distributed.Backend.NCCL` (compared, it is
+    nccl-backend-check's), a `backend` variable, attribute, dict entry, dataclass field or
+    `--backend` option defaulting to `"nccl"`, and a `"nccl"` string bound to a name later
+    passed as the backend.
 
     ## Why is this bad?
     NCCL is NVIDIA's collective library. Without it `init_process_group("nccl")` raises at
@@ -152,6 +153,7 @@ class NcclBackend(SettingValueRule):
     watched_names = (_BACKEND_NCCL,)
 
     VALID = [
+        Valid("import torch.distributed as dist\nnccl = dist.get_backend() == dist.Backend.NCCL\n"),  # PC402's
         Valid('import torch.distributed as dist\ndist.init_process_group("gloo")\n'),
         Valid('print("falling back from nccl")\n'),
         Valid('def setup(torch):\n    torch.distributed.init_process_group("nccl")\n'),
@@ -293,6 +295,14 @@ class NcclBackend(SettingValueRule):
             'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
             "torch.distributed.init_process_group(torch.distributed.get_default_backend_for_device(DEVICE))\n",
         ),
+        Invalid(  # fairseq's config: a dataclass field
+            "from dataclasses import dataclass, field\n@dataclass\nclass DistributedConfig:\n"
+            "    distributed_backend: str = field(default='nccl', metadata={'help': 'distributed backend'})\n",
+            lines=[4],
+            device="hpu",
+            fixed="from dataclasses import dataclass, field\n@dataclass\nclass DistributedConfig:\n"
+            "    distributed_backend: str = field(default='hccl', metadata={'help': 'distributed backend'})\n",
+        ),
         Invalid(
             'import argparse\np = argparse.ArgumentParser()\np.add_argument("--dist-backend", default="nccl")\n',
             lines=[3],
@@ -342,6 +352,8 @@ class NcclBackend(SettingValueRule):
             self._call = None
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
+        if isinstance(self.ctx.parent, (cst.Comparison, cst.ComparisonTarget)):
+            return  # `get_backend() == Backend.NCCL` asks, and is nccl-backend-check's (PC402)
         if id(node) not in self._reported:  # not given as the backend: nothing to rewrite
             self._reported.add(id(node))
             self.report(node, advice=backend_advice(self.ctx.targets))

@@ -9,6 +9,7 @@ from portcheck.rewrites.edits import Edit
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 from portcheck.rules.distributed.nccl_backend import HOST_BACKEND, distributed_module, is_nccl, target_backend
 
+_BACKEND_NCCL = "torch.distributed.Backend.NCCL"
 _GET_BACKEND = frozenset({"torch.distributed.get_backend", "torch.distributed.distributed_c10d.get_backend"})
 _EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 _CONTAINERS = (cst.Tuple, cst.List, cst.Set)
@@ -16,7 +17,8 @@ _CONTAINERS = (cst.Tuple, cst.List, cst.Set)
 
 class NcclBackendCheck(Rule):
     """## What it does
-    Reports code that asks whether NCCL is in use: `backend == "nccl"`,
+    Reports code that asks whether NCCL is in use: `backend == "nccl"` (or
+    `== torch.distributed.Backend.NCCL`),
     `dist.get_backend() != "nccl"`, `backend in ("nccl", ...)`,
     `torch.distributed.is_nccl_available()`.
 
@@ -61,7 +63,7 @@ class NcclBackendCheck(Rule):
     hint = 'decide on the device (device.type != "cpu") or on the backend your target uses'
     severity = per_target(WARNING, rocm=OFF)
     fix_safety = FixSafety.UNSAFE
-    triggers = (b"nccl",)
+    triggers = (b"nccl", b"NCCL")
     watched_names = ("torch.distributed.is_nccl_available",)
 
     VALID = [
@@ -124,14 +126,22 @@ class NcclBackendCheck(Rule):
             unsafe=True,
         ),
         Invalid('import torch.distributed\nif dist_backend == "nccl":\n    pass\n', lines=[2]),
+        Invalid(  # SAM 2's training utilities: the enum is the string
+            "import torch\nif torch.distributed.get_backend() == torch.distributed.Backend.NCCL:\n    t = t.cuda()\n",
+            lines=[2],
+        ),
     ]
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         self.report(node, edit=self._availability_edit(node))
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        if patterns.compares_literal_with(node, is_nccl, self._is_backend):
+        if patterns.compares_literal_with(node, self._names_nccl, self._is_backend):
             self.report(node, edit=self._comparison_edit(node))
+
+    def _names_nccl(self, node: cst.CSTNode) -> bool:
+        """`"nccl"` or `torch.distributed.Backend.NCCL` (which is that string)."""
+        return is_nccl(node) or (isinstance(node, cst.Attribute) and _BACKEND_NCCL in self.ctx.qualified_names(node))
 
     def _is_backend(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Call):

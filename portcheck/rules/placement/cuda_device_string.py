@@ -19,8 +19,9 @@ class CudaDeviceString(SettingValueRule):
     """## What it does
     Reports `"cuda"`, `"cuda:N"` and `f"cuda:{i}"` where they are used as a device: in
     `torch.device(...)`, `.to(...)`, any `device=` keyword, `torch.set_default_device`, the
-    default of a `device` parameter or `--device` option, an assignment to a name, attribute or
-    dict key called `device`, and a string bound to a name that is later used as a device. A
+    default of a `device` parameter, `--device` option or dataclass field, an assignment to a
+    name, attribute or dict key called `device`, and a string bound to a name that is later
+    used as a device. A
     Hugging Face `device_map` is hf-cuda-device-map's (PC106).
 
     ## Why is this bad?
@@ -61,6 +62,9 @@ class CudaDeviceString(SettingValueRule):
     cuda_only = True
 
     VALID = [
+        Valid(
+            'import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("--device", dest="run_on", default="cuda")\n'
+        ),
         Valid('import torch\nx = torch.zeros(3, device="cpu")\n'),
         Valid('print("running on cuda")\nstats = {"cuda": True, "name": "cuda:0"}\n'),
         Valid('import torch\nbackend = "cuda"\nprint(backend)\n'),
@@ -147,6 +151,13 @@ class CudaDeviceString(SettingValueRule):
             lines=[3],
             device="mps",
             fixed='import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("--device", default="mps")\n',
+        ),
+        Invalid(
+            'import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("-d", "--device", default="cuda")\n'
+            'parser.add_argument("--gpu", dest="device", default="cuda:0")\n',
+            lines=[3, 4],
+            fixed='import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("-d", "--device", default="tpu")\n'
+            'parser.add_argument("--gpu", dest="device", default="tpu")\n',
         ),
         Invalid(
             'cfg = {"device": "cuda:0", "lr": 0.1}\ncfg["eval_device"] = "cuda:1"\n',
