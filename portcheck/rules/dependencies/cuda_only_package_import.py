@@ -7,9 +7,12 @@ import libcst as cst
 
 from portcheck import patterns, project
 from portcheck.findings import Severity
-from portcheck.rule import ERROR, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, per_target
 from portcheck.targets import packages
 
+# Functions that tell whether a package is installed (Transformers' `is_flash_attn_2_available`).
+_AVAILABILITY_NAME = re.compile(r"is_\w+_available")
+_FIND_SPEC = frozenset({"importlib.util.find_spec"})
 # Function names that say the function exports the model: the word `export`, or an export format.
 _EXPORT_NAME = re.compile(r"(^|_)(export|exporter|onnx|tensorrt|trt|coreml|tflite|openvino)(_|$)")
 
@@ -50,7 +53,11 @@ class CudaOnlyPackageImport(Rule):
     exits, so the program has a path without the package; or one inside a function named for
     exporting (`export_onnx`, `to_tensorrt`, `build_trt_engine`: a word `export`/`exporter` or
     an export format: onnx, tensorrt, trt, coreml, tflite, openvino), which runs only when a
-    model is exported for another runtime, not when it trains or serves on the target.
+    model is exported for another runtime, not when it trains or serves on the target; or one
+    under an availability check (`if is_flash_attn_2_available():`, any `is_..._available()`,
+    or `importlib.util.find_spec(...)`). A package is reported once per module, at its first
+    import (unguarded first: a guarded import of a package the module also imports unguarded
+    is not optional).
 
     ## Fix safety
     No automatic fix.
@@ -101,7 +108,29 @@ class CudaOnlyPackageImport(Rule):
         Invalid(
             "try:\n    import apex\nexcept (ImportError, OSError): sys.exit(1)\n", lines=[2], message="NVIDIA Apex"
         ),
+        # one finding per package: its submodules are the same dependency
+        Invalid("import torch\nimport cutlass\nimport cutlass.cute as cute\nfrom cutlass import Float32\n", lines=[2]),
+        Invalid(  # guarded by an availability check: optional; unguarded below: not
+            "from transformers.utils import is_flash_attn_2_available\nif is_flash_attn_2_available():\n"
+            "    from flash_attn import flash_attn_func\n",
+            lines=[3],
+            message="optional: only under `if is_flash_attn_2_available():`",
+        ),
+        Invalid(
+            "import importlib.util\nif importlib.util.find_spec('apex') and use_apex:\n    import apex\n",
+            lines=[3],
+            message="optional: only under `if importlib.util.find_spec('apex') and use_apex:`",
+        ),
+        Invalid(
+            "try:\n    import xformers.ops\nexcept ImportError:\n    pass\nimport xformers\n",
+            lines=[5],
+            message="xFormers",
+        ),
     ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._reported: dict[tuple[str, bool], int] = {}  # (package, optional) -> its first report
 
     def visit_Import(self, node: cst.Import) -> None:
         self._check(node)
@@ -115,20 +144,32 @@ class CudaOnlyPackageImport(Rule):
                 continue  # the repository's own package (e.g. scanning mamba_ssm itself)
             package = packages.by_import(module)
             assert package is not None
-            optional = _optional_import(self.ctx.ancestors)
+            optional = _optional_import(self.ctx.ancestors, self.ctx)
             written = module.split(".", 1)[0]
             self.record(project.DEPENDENCY, package.key, node, written=written, optional=optional)
+            if (package.key, bool(optional)) in self._reported:
+                continue  # `import cutlass` then `import cutlass.cute`: one dependency to replace
+            self._reported[package.key, bool(optional)] = len(self.reports)
             severity, what = package.severities(), package.what
             if optional:
                 severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
                 what = f"{what} (optional: {optional})"
             self.report(node, severity=severity, module=module, what=what, instead=package.instead)
 
+    def leave_Module(self, node: cst.Module) -> None:
+        """A package the module also imports unguarded is not optional there: its guarded
+        imports are not reported apart."""
+        dropped = {
+            index for (key, optional), index in self._reported.items() if optional and (key, False) in self._reported
+        }
+        self.reports[:] = [report for index, report in enumerate(self.reports) if index not in dropped]
 
-def _optional_import(ancestors: Sequence[cst.CSTNode]) -> str:
+
+def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext) -> str:
     """Why an import the walk is at is optional (the program runs on without the package), or
-    empty: guarded by a `try` whose handler catches ImportError and carries on, or inside a
-    function named for exporting."""
+    empty: guarded by a `try` whose handler catches ImportError and carries on, or by an
+    availability check (`if is_flash_attn_2_available():`, `if find_spec("apex"):`), or inside
+    a function named for exporting."""
     path = list(ancestors)
     for parent, child in zip(path, path[1:]):
         if (
@@ -137,7 +178,22 @@ def _optional_import(ancestors: Sequence[cst.CSTNode]) -> str:
             and any(patterns.carries_on_without_import(h) for h in parent.handlers)
         ):
             return "guarded by try/except ImportError"
+        if isinstance(parent, cst.If) and child is parent.body and _checks_availability(parent.test, ctx):
+            return f"only under `if {cst.Module([]).code_for_node(parent.test)}:`"
     for node in reversed(path):
         if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
             return f"only in the export function `{node.name.value}`"
     return ""
+
+
+def _checks_availability(test: cst.BaseExpression, ctx: FileContext) -> bool:
+    """`is_apex_available()`, `find_spec("apex")` (alone or in an `and`): a test that holds only
+    where a package is installed."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _checks_availability(test.left, ctx) or _checks_availability(test.right, ctx)
+    if not isinstance(test, cst.Call):
+        return False
+    if ctx.qualified_names(test.func) & _FIND_SPEC:
+        return True
+    name = test.func.attr.value if isinstance(test.func, cst.Attribute) else getattr(test.func, "value", "")
+    return isinstance(name, str) and _AVAILABILITY_NAME.fullmatch(name) is not None

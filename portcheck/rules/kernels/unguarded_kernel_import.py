@@ -22,8 +22,9 @@ class UnguardedKernelImport(Rule):
     repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
     and an import of one of the repository's own modules that itself imports Triton or a
     CUDA extension that way, directly or through other modules. The finding names the chain
-    (`pkg.model -> pkg.kernels -> triton`). A module is reported at its first such import,
-    where it stops.
+    (`pkg.model -> pkg.kernels -> triton`). A module is reported at its first import of
+    Triton and at its first import of a failing module of the repository: it stops at the
+    first, and loads only once both are guarded.
 
     ## Why is this bad?
     Triton is a GPU compiler for NVIDIA, AMD and Intel: TPU, Trainium, Apple and Gaudi hosts
