@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -10,13 +10,12 @@ from portcheck import targets as target_data
 from portcheck.flow import ANYWHERE, Reach
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
+from portcheck.rules.precision import chooses_float16, tests_equal, under_test
 from portcheck.wording import verb
 
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
 _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
-_FLOAT16_CHOICES = frozenset({"fp16", "float16", "half", "16"})  # how settings name float16
-_FLOAT16_FLAG = re.compile(r"(^|_)(fp16|half|float16)$", re.IGNORECASE)  # `args.fp16`, `use_half`
 _HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
 _FLOAT16 = frozenset({"torch.float16", "torch.half"})
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
@@ -212,7 +211,11 @@ class Float16OnBf16Target(Rule):
         elif patterns.method_name(node) == "half" and not node.args and isinstance(node.func, cst.Attribute):
             if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(node.func)):
                 return
-            if self._is_model(node.func.value) and not self._expects_error() and not self._guarded(self._keeps_float16):
+            if (
+                self._is_model(node.func.value)
+                and not self._expects_error()
+                and not under_test(self.ctx.ancestors, self._keeps_float16)
+            ):
                 self._report(node, "`.half()`", self._reach(node))
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
@@ -232,7 +235,7 @@ class Float16OnBf16Target(Rule):
         """A dtype written into a dict, judged where it is written, whose branch tells whether
         the user chose float16: reported there for Hugging Face's `torch_dtype`, and for `dtype`
         only when a loader receives the dict."""
-        if self._guarded(_chooses_float16):
+        if under_test(self.ctx.ancestors, chooses_float16):
             self._reported.update(id(literal) for literal, _ in self._float16_values(value, ANYWHERE))
         elif key == _HF_DTYPE:
             self._check_dtype(holder, key, value)
@@ -270,7 +273,7 @@ class Float16OnBf16Target(Rule):
         (`torch.float16 if device.type == "cuda" else torch.float32`)."""
         if self._is_float16(node):
             yield node, reach
-        elif isinstance(node, cst.IfExp) and _chooses_float16(node.test):
+        elif isinstance(node, cst.IfExp) and chooses_float16(node.test):
             yield from self._float16_values(node.orelse, reach)  # the user's own choice of float16
         elif isinstance(node, cst.IfExp):
             flow = self.ctx.flow
@@ -280,14 +283,6 @@ class Float16OnBf16Target(Rule):
         elif isinstance(node, cst.BooleanOperation):
             yield from self._float16_values(node.left, reach)
             yield from self._float16_values(node.right, reach)
-
-    def _guarded(self, is_guard: Callable[[cst.BaseExpression], bool]) -> bool:
-        """Whether the current node sits in the body of an `if` whose test `is_guard` accepts."""
-        ancestors = self.ctx.ancestors
-        for ancestor, child in zip(ancestors, ancestors[1:]):
-            if isinstance(ancestor, cst.If) and child is ancestor.body and is_guard(ancestor.test):
-                return True
-        return False
 
     def _keeps_float16(self, test: cst.BaseExpression) -> bool:
         """`model.dtype == torch.float16` (directly, in an `and`, or through a name bound
@@ -299,7 +294,7 @@ class Float16OnBf16Target(Rule):
             return isinstance(test.operator, cst.And) and (
                 self._keeps_float16(test.left) or self._keeps_float16(test.right)
             )
-        return _tests_equal(test, self._is_float16)
+        return tests_equal(test, self._is_float16)
 
     def _expects_error(self) -> bool:
         """Inside `with pytest.raises(...)` or `self.assertRaises(...)`: the call must fail."""
@@ -343,7 +338,7 @@ class Float16OnBf16Target(Rule):
         if id(node) in self._reported:
             return
         self._reported.add(id(node))
-        if self._guarded(_chooses_float16):
+        if under_test(self.ctx.ancestors, chooses_float16):
             return  # `if args.fp16:`: float16 where the user asks for it
         severity = {
             name: level if reach.includes(target_data.get(name).device_type) else OFF
@@ -352,29 +347,6 @@ class Float16OnBf16Target(Rule):
         affected = [t for t in self.ctx.targets if severity[t] > OFF]
         names = "/".join(affected) or "the selected targets"
         self.report(node, severity=severity, what=what, targets=names, compute=verb(affected, "computes", "compute"))
-
-
-def _chooses_float16(test: cst.BaseExpression) -> bool:
-    """A test that holds where the user asked for float16 (a flag or a precision setting):
-    `args.fp16`, `use_half`, `precision == "fp16"`, `dtype in ("float16", "half")`, in an `and`."""
-    if isinstance(test, cst.BooleanOperation):
-        return isinstance(test.operator, cst.And) and (_chooses_float16(test.left) or _chooses_float16(test.right))
-    if isinstance(test, (cst.Name, cst.Attribute)):
-        return _FLOAT16_FLAG.search(patterns.target_name(test) or "") is not None
-    return _tests_equal(test, lambda node: patterns.string_value(node) in _FLOAT16_CHOICES)
-
-
-def _tests_equal(test: cst.BaseExpression, is_value: Callable[[cst.CSTNode], bool]) -> bool:
-    """`x == value`, `x is value`, `value in x` or `x in (value, ...)`, in a one-link comparison."""
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return False
-    link = test.comparisons[0]
-    if not isinstance(link.operator, (cst.Equal, cst.Is, cst.In)):
-        return False
-    right = link.comparator
-    if isinstance(right, (cst.Tuple, cst.List, cst.Set)) and isinstance(link.operator, cst.In):
-        return all(is_value(element.value) for element in right.elements)
-    return is_value(test.left) or is_value(right)
 
 
 def _instantiates_class(call: cst.Call) -> bool:

@@ -10,6 +10,7 @@ from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 from portcheck.rewrites.edits import Edit, string_like
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Valid
+from portcheck.rules.precision import chooses_float16, under_test
 from portcheck.setting_rule import SettingValueRule
 
 _SETTING = re.compile(r"(^|_)mixed_precision$", re.IGNORECASE)
@@ -77,7 +78,8 @@ class HfFp16MixedPrecision(SettingValueRule):
     neuron, xla), a warning where it ignores float16 (cpu) or where it runs but the chip
     computes in bfloat16 (hpu); off where float16 is the device's own mixed precision (mps,
     xpu, npu, rocm). Under a CUDA check (`fp16=True if torch.cuda.is_available() else False`)
-    it is info: the check is the finding.
+    it is info: the check is the finding. A setting under a test that the user asked for
+    float16 (`if args.dtype == "float16":`, `if args.fp16:`) is left alone, as in PC308.
 
     ## Fix safety
     On targets whose AMP dtype is bfloat16, `fp16=True` becomes `bf16=True`
@@ -116,6 +118,11 @@ class HfFp16MixedPrecision(SettingValueRule):
             options={"targets": ["mps", "xpu", "npu", "rocm"]},
         ),
         Valid("def configure(TrainingArguments, torch):\n    return MyArgs(fp16=True)\n"),
+        Valid(  # float16 where the user asks for it (Parler-TTS's training script)
+            "import torch\nfrom accelerate import Accelerator\nif training_args.dtype == 'float16':\n"
+            "    mixed_precision = 'fp16'\nelif training_args.dtype == 'bfloat16':\n    mixed_precision = 'bf16'\n"
+            "accelerator = Accelerator(mixed_precision=mixed_precision)\n"
+        ),
         Valid(
             "import argparse\nimport torch.cuda\np = argparse.ArgumentParser()\n"
             'p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"], default=None)\n'
@@ -216,6 +223,8 @@ class HfFp16MixedPrecision(SettingValueRule):
         super().check(expression)
 
     def report_literal(self, literal: cst.CSTNode) -> None:
+        if under_test(self.ctx.chain(literal), chooses_float16):
+            return  # `if args.dtype == "float16": mixed_precision = "fp16"`: float16 where the user asks for it
         edit = None
         if id(literal) in self._direct:
             edit = self._edit(literal, string_like(literal, "bf16"), "'fp16' -> 'bf16'")

@@ -6,7 +6,7 @@ from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
 from portcheck.rewrites import cuda_api
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import INFO, FileContext, Invalid, SeverityMap, Valid
 from portcheck.targets import api
 
 _SEED_EVERYTHING = "torch.manual_seed"
@@ -22,7 +22,8 @@ class CudaRngApi(CudaApiRule):
     ## Why is this bad?
     Without CUDA, `manual_seed` queues a seed that is never applied, so the target device's
     generator is not seeded and runs are not reproducible; `get_rng_state()` and
-    `initial_seed()` raise.
+    `initial_seed()` raise. Next to a `torch.manual_seed` (as under Fix safety) a CUDA
+    seeding is info: the target is seeded, and the call only goes.
 
     ## Example
     ```python
@@ -70,6 +71,7 @@ class CudaRngApi(CudaApiRule):
             "import torch\nimport random\ndef seed_all(s):\n    random.seed(s)\n    torch.manual_seed(s)\n"
             "    torch.cuda.manual_seed(s)\n    torch.cuda.manual_seed_all(s)\n",
             lines=[6, 7],
+            message="is not needed: the torch.manual_seed() next to it seeds every device",
             fixed="import torch\nimport random\ndef seed_all(s):\n    random.seed(s)\n    torch.manual_seed(s)\n",
         ),
         Invalid(
@@ -114,12 +116,36 @@ class CudaRngApi(CudaApiRule):
         Invalid("import torch\ng = torch.cuda.default_generators[0]\n", lines=[2], message="default_generators"),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._redundancy: dict[int, bool] = {}  # node id -> whether a torch.manual_seed makes it redundant
+
+    def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
+        """Info next to a `torch.manual_seed`: the target's generator is seeded there anyway."""
+        usual = super().severities(node, entry)
+        if self._redundant(node, entry):
+            return {target: min(level, INFO) for target, level in usual.items()}
+        return usual
+
+    def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
+        if self._redundant(node, entry):
+            return f"does nothing, and is not needed: the {_SEED_EVERYTHING}() next to it seeds every device"
+        return super().effect(node, name, entry)
+
     def fix(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> Edit | None:
-        if entry.rename == _SEED_EVERYTHING and not self.ctx.fix_target.keeps_cuda_api:
+        if self._redundant(node, entry) and not self.ctx.fix_target.keeps_cuda_api:
             use = cuda_api.Use.of(self.ctx, node)
-            if use.line is not None and self._seeded_alongside(use):
-                return cuda_api.drop(use, f"drop {entry.name}(): {_SEED_EVERYTHING}() next to it seeds every device")
+            return cuda_api.drop(use, f"drop {entry.name}(): {_SEED_EVERYTHING}() next to it seeds every device")
         return super().fix(node, entry)
+
+    def _redundant(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> bool:
+        """A seeding of every CUDA device next to a `torch.manual_seed` (asked once per use)."""
+        if entry.rename != _SEED_EVERYTHING:
+            return False
+        if id(node) not in self._redundancy:
+            use = cuda_api.Use.of(self.ctx, node)
+            self._redundancy[id(node)] = use.line is not None and self._seeded_alongside(use)
+        return self._redundancy[id(node)]
 
     def _seeded_alongside(self, use: cuda_api.Use) -> bool:
         """Whether a `torch.manual_seed` next to this statement makes it redundant: the same

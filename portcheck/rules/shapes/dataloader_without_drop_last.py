@@ -14,6 +14,7 @@ _RANDOM_SAMPLERS = frozenset(
      "torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"}
 )  # fmt: skip
 _TRAIN_NAME = re.compile(r"(^|_)train", re.IGNORECASE)
+_EVAL_NAME = re.compile(r"(^|_)(val|valid|validation|eval|evaluation|test|predict|inference)(_|$)", re.IGNORECASE)
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
 _BATCH_SIZE, _SHUFFLE, _SAMPLER, _BATCH_SAMPLER, _DROP_LAST = 1, 2, 3, 4, 8
 
@@ -23,7 +24,9 @@ class DataloaderWithoutDropLast(Rule):
     Reports a training `torch.utils.data.DataLoader(...)` without `drop_last=True`. A loader is
     taken for training when it shuffles (`shuffle=` anything but False), samples with a
     `DistributedSampler` or `RandomSampler`, is assigned to a name that says "train", or, when
-    not assigned, is made in a function that does (`train_dataloader`). Options passed as
+    not assigned, is made in a function that does (`train_dataloader`). One whose name (or
+    function's) says val, valid, validation, eval, test, predict or inference is taken for
+    training only with `shuffle=True`. Options passed as
     `**kwargs` are read from the dicts the module builds (a literal, `dict(...)`, `{**a, **b}`,
     `.update(...)`, `kwargs["key"] = ...`). Loaders with `batch_size=None`, a `batch_sampler=`
     or a non-literal `drop_last=`, and those given a `**kwargs` that cannot be read that way,
@@ -63,6 +66,11 @@ class DataloaderWithoutDropLast(Rule):
     VALID = [
         Valid("import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True, drop_last=True)\n"),
         Valid("from torch.utils.data import DataLoader\nval_loader = DataLoader(ds, batch_size=8)\n"),
+        Valid(  # Latent Diffusion's data module: evaluation loaders whose shuffle is a parameter
+            "from torch.utils.data import DataLoader, DistributedSampler\nclass Data:\n"
+            "    def _val_dataloader(self, shuffle=False):\n        return DataLoader(self.val, batch_size=4, shuffle=shuffle)\n"
+            "eval_loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))\n"
+        ),
         Valid("from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=None, shuffle=True)\n"),
         Valid("from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, **loader_kwargs)\n"),
         Valid("from torch.utils.data import DataLoader\ntrain_dl = DataLoader(ds, batch_sampler=buckets)\n"),
@@ -133,7 +141,10 @@ class DataloaderWithoutDropLast(Rule):
             self.report(node, advice=advice(self.ctx.targets))
 
     def _for_training(self, node: cst.Call, options: Options) -> bool:
-        if any(not _is_false(value) for value in _option(node, options, _SHUFFLE, "shuffle")):
+        shuffles = _option(node, options, _SHUFFLE, "shuffle")
+        if any(_EVAL_NAME.search(name) for name in self._names_around(node)):
+            return any(_is_true(value) for value in shuffles)  # `def _val_dataloader(self, shuffle=False)`
+        if any(not _is_false(value) for value in shuffles):
             return True
         if any(self._random_sampler(value) for value in _option(node, options, _SAMPLER, "sampler")):
             return True
@@ -162,6 +173,10 @@ def _option(node: cst.Call, options: Options, index: int, name: str) -> list[cst
 
 def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
 
 
 def _is_false(node: cst.BaseExpression) -> bool:

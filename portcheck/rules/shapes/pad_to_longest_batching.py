@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -15,6 +16,7 @@ _COLLATORS = frozenset(
 )
 _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
 _SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty"))
+_BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
 
 
 class PadToLongestBatching(Rule):
@@ -24,7 +26,8 @@ class PadToLongestBatching(Rule):
     like a collator, or passed as `collate_fn=`), a batch made there with a size that is the
     longest of the batch (`torch.zeros(len(caps), max(lengths)).long()`, also through a name
     bound to `max(...)`), calls with `padding=True` or
-    `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`), and
+    `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`; of classes, only
+    collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), and
     `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`. Calls that
     also pass `pad_to_multiple_of=` already bucket lengths and are left alone.
 
@@ -75,6 +78,7 @@ class PadToLongestBatching(Rule):
             "    untruncated = tokenizer(prompt, padding=True).input_ids\n    return ids\n"
         ),
         Valid("from torch import nn\nconv = nn.Conv2d(3, 8, 3, padding=True)\nx = nn.functional.pad(x, (0, 1))\n"),
+        Valid("import torch\nlayer = WeightOnlyInt4Linear(4096, 4096, groupsize=128, padding=True)\n"),
         Valid("from torch.nn.utils.rnn import pad_sequence\ndef encode(seqs):\n    return pad_sequence(seqs)\n"),
         Valid("import transformers\nc = transformers.DataCollatorWithPadding(tok, padding='max_length')\n"),
         Valid(
@@ -126,6 +130,7 @@ class PadToLongestBatching(Rule):
             "from transformers.utils import PaddingStrategy\nt = tok.pad(f, padding=PaddingStrategy.LONGEST)\n",
             lines=[2],
         ),
+        Invalid("import torch\ncollator = DataCollatorForSeq2Seq(tokenizer, model=model, padding=True)\n", lines=[2]),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -157,7 +162,7 @@ class PadToLongestBatching(Rule):
 
     def _tokenizer_call(self, node: cst.Call) -> None:
         keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
-        if not keywords.keys() & _TOKENIZER_KEYWORDS or self._is_torch(node):
+        if not keywords.keys() & _TOKENIZER_KEYWORDS or self._is_torch(node) or _builds_other_class(node):
             return
         bounded = "max_length" in keywords or "truncation" in keywords
         bucketed = "pad_to_multiple_of" in keywords
@@ -243,6 +248,13 @@ def _pads_to_longest(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Attribute):
         return node.attr.value == "LONGEST"
     return patterns.string_value(node) == "longest"
+
+
+def _builds_other_class(call: cst.Call) -> bool:
+    """`WeightOnlyInt4Linear(..., padding=True)`: a class's own flag, not a tokenizer's or a
+    collator's (`DataCollatorForSeq2Seq(tok, padding=True)` pads batches)."""
+    name = patterns.target_name(call.func) or ""
+    return name[:1].isupper() and _BATCHING_CLASS.search(name) is None
 
 
 def _code(node: cst.CSTNode) -> str:

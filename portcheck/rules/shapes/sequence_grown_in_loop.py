@@ -16,6 +16,8 @@ _GROWERS = frozenset(
     for name in ("cat", "concat", "concatenate", "hstack", "vstack", "row_stack", "column_stack", "dstack")
 )
 _METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device"})
+# Tensor methods that keep the shape, seen through on a concatenation's result.
+_SAME_SHAPE = frozenset({"detach", "contiguous", "clone", "to", "long", "int", "float", "half", "bfloat16"})
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _NESTED = (*_SCOPES, cst.BaseComp)
 
@@ -27,8 +29,10 @@ class SequenceGrownInLoop(TensorRule):
     loop that also feeds `idx` to the model or slices it. `torch.concat`, `torch.concatenate`,
     `torch.hstack`, `torch.vstack`, `torch.row_stack`, `torch.column_stack` and
     `torch.dstack` grow it too, and attributes count:
-    `self.tokens = torch.cat([self.tokens, t])`. The concatenation must be in the body of the
-    step loop itself, outside `forward` and outside `if step % N == 0:`.
+    `self.tokens = torch.cat([self.tokens, t])`, as do shape-keeping methods on the result
+    (`torch.cat(...).detach()`) and a first value bound under `if x is None:`. The
+    concatenation must be in the body of the step loop itself, outside `forward` and outside
+    `if step % N == 0:`.
 
     A tensor that the loop only accumulates (`all_preds = torch.cat([all_preds, preds])`,
     read after the loop; identity tests like `if x is None:` and its size, `x.shape` or
@@ -205,6 +209,14 @@ class SequenceGrownInLoop(TensorRule):
             lines=[6],
             message="a training loop",
         ),
+        # LoRA's beam search: the first step binds it, later ones grow it (`.detach()` keeps the shape)
+        Invalid(
+            "import torch\nhistory = None\nfor i in range(eval_len):\n    logits = model(token_id, history)\n"
+            "    token_id = logits.argmax(-1, keepdim=True)\n    if history is None:\n        history = token_id.detach()\n"
+            "    else:\n        history = torch.cat((history, token_id.detach()), dim=1).detach()\n",
+            lines=[9],
+            message="`history` grows by `torch.cat`",
+        ),
         # two branches grow it; the model reads it
         Invalid(
             "import torch\nfor _ in range(n):\n    nxt = torch.multinomial(model(idx), 1)\n    if cond:\n"
@@ -232,7 +244,7 @@ class SequenceGrownInLoop(TensorRule):
     def _growth(self, node: cst.Assign) -> tuple[str, list[str]]:
         """The torch concatenation an assignment makes and the targets it grows (the names and
         attribute paths it lists among the tensors it joins); ("", []) for other assignments."""
-        value = node.value
+        value = _unchained(node.value)
         functions = self.ctx.qualified_names(value.func) & _GROWERS if isinstance(value, cst.Call) else frozenset()
         if not functions:
             return "", []
@@ -241,14 +253,19 @@ class SequenceGrownInLoop(TensorRule):
 
     def _rebound(self, node: cst.CSTNode, path: str) -> bool:
         """Whether anything but a growth binds `path` under `node` (not in nested scopes): then
-        each step starts it over (`x = noise(...)`, then `x = torch.cat([x, x], 1)`) or trims
-        it (`x = x[:, -window:]`), and its length stays bounded."""
+            each step starts it over (`x = noise(...)`, then `x = torch.cat([x, x], 1)`) or trims
+            it (`x = x[:, -window:]`), and its length stays bounded. The first value, bound where
+        `if x is None:` holds, starts nothing over."""
         for field_name in child_fields(type(node)):
             value = getattr(node, field_name)
             for child in value if isinstance(value, (tuple, list)) else (value,):
                 if not isinstance(child, cst.CSTNode) or isinstance(child, _NESTED):
                     continue
                 if isinstance(child, cst.Assign) and path in self._growth(child)[1]:
+                    continue
+                if isinstance(child, cst.If) and (first := _first_binding(child, path)) is not None:
+                    if self._rebound(first, path):
+                        return True
                     continue
                 if any(patterns.dotted(target) == path for target in _bound(child)) or self._rebound(child, path):
                     return True
@@ -286,6 +303,37 @@ def _joined(call: cst.Call) -> set[str]:
     if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
         return set()
     return {patterns.dotted(item.value) for item in arg.value.elements if isinstance(item, cst.Element)} - {""}
+
+
+def _unchained(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The call under methods that keep a tensor's shape: `torch.cat(...)` in
+    `torch.cat(...).detach()`."""
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _SAME_SHAPE
+        and isinstance(value.func.value, cst.Call)
+    ):
+        value = value.func.value
+    return value
+
+
+def _first_binding(test: cst.If, path: str) -> cst.CSTNode | None:
+    """Given `if x is None: <first> else: <rest>` (or `is not None`, the other way around),
+    the part that runs where `x` holds something yet: an empty `if` for the first binding."""
+    condition = test.test
+    if not (
+        isinstance(condition, cst.Comparison)
+        and len(condition.comparisons) == 1
+        and patterns.dotted(condition.left) == path
+        and isinstance(condition.comparisons[0].comparator, cst.Name)
+        and condition.comparisons[0].comparator.value == "None"
+    ):
+        return None
+    operator = condition.comparisons[0].operator
+    if isinstance(operator, cst.Is):
+        return test.orelse or cst.Pass()
+    return test.body if isinstance(operator, cst.IsNot) else None
 
 
 def _bound(node: cst.CSTNode) -> list[cst.BaseExpression]:

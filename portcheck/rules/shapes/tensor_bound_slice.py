@@ -23,7 +23,8 @@ class TensorBoundSlice(TensorRule):
     `__index__`), or a name bound to one of those. A slice of host data by tensors in host
     memory is left alone (a dataset's `self.data[start : start + n]` in `__getitem__` with
     `start = torch.randint(0, len, (1,))`): no device takes part. Host bounds still vary the
-    shape of a slice of device data (`images[:, :, y : y + size]`).
+    shape of a slice of device data (`images[:, :, y : y + size]`). A slice is reported once,
+    at its first such bound.
 
     ## Why is this bad?
     The slice's length is only known once the device has computed the bound, so the value is
@@ -89,7 +90,7 @@ class TensorBoundSlice(TensorRule):
         Invalid(  # random crops of device data: a new shape for each size
             "import torch\ndef cutouts(pixels, n):\n    size = int(torch.rand([]) * n)\n"
             "    y = torch.randint(0, n - size + 1, ())\n    return pixels[:, :, y : y + size]\n",
-            lines=[5, 5],
+            lines=[5],
         ),
     ]
 
@@ -100,6 +101,7 @@ class TensorBoundSlice(TensorRule):
             if read_in_host_memory(self.ctx, bound) and self._slices_host_data():
                 continue
             self.report(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
+            return  # one finding per slice: `x[start:end]` has one length to fix
 
     def _slices_host_data(self) -> bool:
         """Whether the tensor sliced is in host memory (a dataset's own data)."""
