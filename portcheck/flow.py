@@ -572,7 +572,8 @@ class DeviceFlow:
                 return _weakest((self._home(data.value, depth + 1, seen), Home.DEFAULT))
             # `torch.cumprod(x, 0)`, `torch.cat([a, b])`, `torch.minimum(torch.ones(()), x)`: the weakest of theirs
             given = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-            return _weakest(self._home(value, depth + 1, seen) for value in given)
+            tensors = [value for value in given if not _is_number(value)]  # `dim`, `k`: no tensor of theirs
+            return _weakest(self._home(value, depth + 1, seen) for value in tensors) if tensors else Home.UNKNOWN
         method = patterns.method_name(call)
         if names or method is None or not isinstance(call.func, cst.Attribute):
             return Home.UNKNOWN
@@ -1149,6 +1150,13 @@ def reads(node: cst.Name | cst.Attribute, parent: cst.CSTNode) -> bool:
     if isinstance(parent, _BINDERS) and parent.target is node:
         return False
     return is_reference(node, parent)
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    """`3`, `-1`, `0.5`: a literal number."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, _NUMBERS)
 
 
 def _exits(body: cst.BaseSuite, resolver: Resolver) -> bool:

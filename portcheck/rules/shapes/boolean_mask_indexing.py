@@ -127,6 +127,12 @@ class BooleanMaskIndexing(TensorRule):
         ),
     ]
     INVALID = [
+        Invalid(  # TRL's PPO: a list of device scores concatenated along a dimension
+            "import torch\nscores = []\nfor batch in batches:\n    scores.append(reward_model(batch))\n"
+            "scores = torch.cat(scores, 0)\nhas_eos = torch.any(responses == eos_id, dim=-1)\n"
+            "scores[~has_eos] -= penalty\n",
+            lines=[7],
+        ),
         Invalid("import torch\npos = x[x > 0]\n", lines=[2], message="as many elements"),
         Invalid("import torch as T\nkeep = (s > 0.5) & (s < 0.9)\nboxes = boxes[keep]\n", lines=[3]),
         Invalid("from torch import isnan\nclean = x[~isnan(x)]\n", lines=[2]),
