@@ -21,8 +21,10 @@ answers, for every rule and for the fixer, the two questions a single call canno
   operations and device-keeping methods, and where a function's local name is used.
 - step loops: which loops run a training, evaluation or decoding step (over a DataLoader, or
   calling `.backward()`, an optimizer's `.step()`, the model, `next(...)` or a batch getter,
-  or sampling tokens), where a host sync or a new shape costs every iteration; and, once the
-  walk is over, which of the module's functions such a loop or a `forward` calls every step.
+  or sampling tokens, in their body or `while` test, directly or through a function of the
+  module defined before them that has no step loop of its own), where a host sync or a new
+  shape costs every iteration; and, once the walk is over, which of the module's functions
+  such a loop or a `forward` calls every step.
 
 The flow takes part in the walk like a rule (its handlers run first), so guards are known by
 the time a rule visits what they protect; device indexes need the whole module (callers come
@@ -200,6 +202,8 @@ class DeviceFlow:
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
+    _functions: dict[str, cst.FunctionDef] = field(default_factory=dict)  # the functions seen so far, by name
+    _helpers: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (function id, depth) -> its marker
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -640,7 +644,9 @@ class DeviceFlow:
             loop = ancestors[index]
             if isinstance(loop, _NESTED_SCOPES):
                 return None
-            if isinstance(loop, (cst.For, cst.While)) and ancestors[index + 1] is loop.body:
+            if not isinstance(loop, (cst.For, cst.While)):
+                continue
+            if ancestors[index + 1] is loop.body or (isinstance(loop, cst.While) and ancestors[index + 1] is loop.test):
                 step = self.loop_step(loop)
                 if step is not None:
                     return step
@@ -706,27 +712,56 @@ class DeviceFlow:
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
             return "a loop over a DataLoader"
-        found = set()
-        for node in _descendants(loop.body, _NESTED_SCOPES + (cst.For, cst.While)):  # an epoch loop is no step
-            if isinstance(node, cst.Call):
-                found.add(self._step_marker(node))
-        if "training" in found:
-            return "a training loop"
-        if "decoding" in found:
-            return "a decoding loop"
-        return "a step loop" if "step" in found else None
+        found = self._markers(loop.test if isinstance(loop, cst.While) else None, loop.body)
+        if found is None:
+            return None
+        return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
 
-    def _step_marker(self, call: cst.Call) -> str | None:
+    def _markers(self, *parts: cst.CSTNode | None, depth: int = 0) -> str | None:
+        """The strongest step marker ("training", "decoding", "step") among the calls in
+        `parts`, not in their nested loops (an epoch loop is no step) or scopes."""
+        found = set()
+        for part in parts:
+            if part is None:
+                continue
+            for node in (part, *_descendants(part, _NESTED_SCOPES + (cst.For, cst.While))):
+                if isinstance(node, cst.Call):
+                    found.add(self._step_marker(node, depth))
+        return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
+
+    def _step_marker(self, call: cst.Call, depth: int = 0) -> str | None:
         method = patterns.method_name(call)
         receiver = owner_name(call.func.value) if isinstance(call.func, cst.Attribute) else ""
         if method in ("backward", "zero_grad") or (method == "step" and _OPTIMIZER_NAME.search(receiver)):
             return "training"
-        if self.resolver.qualified_names(call.func) & _SAMPLERS or method in ("multinomial", "argmax"):
+        samplers = self.resolver.qualified_names(call.func) & _SAMPLERS
+        if method == "multinomial" or "torch.multinomial" in samplers:
             return "decoding"
+        if depth == 0 and (samplers or method == "argmax"):
+            return "decoding"  # in a helper an argmax or topk may as well score accuracy or diffs
         name = call.func.value if isinstance(call.func, cst.Name) else method or ""
-        if (_MODEL_NAME.search(name) and not _MODEL_HANDLING.match(name)) or _BATCH_GETTER.search(name):
+        if _MODEL_NAME.search(name) and not _MODEL_HANDLING.match(name):
             return "step"
-        return None
+        if _BATCH_GETTER.search(name) and (depth == 0 or name != "next"):
+            return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
+        helper = self._functions.get(name) if isinstance(call.func, cst.Name) else None
+        if helper is None or depth >= 2 or name.startswith("test_"):
+            return None  # a test function run from a loop over cases is no step
+        return self._helper_marker(helper, depth)
+
+    def _helper_marker(self, function: cst.FunctionDef, depth: int) -> str | None:
+        """What a function of the module defined before the call does every time it is called
+        (`get_logits()` runs the model, `sample()` samples a token): nothing where it runs a
+        step loop of its own (`train_one_epoch()`)."""
+        key = (id(function), depth)  # deeper, fewer calls are followed: another answer
+        if key not in self._helpers:
+            self._helpers[key] = None  # a recursive call says nothing more
+            loops = [
+                node for node in _descendants(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))
+            ]
+            looped = any(self.loop_step(loop) for loop in loops)
+            self._helpers[key] = None if looped else self._markers(function.body, depth=depth + 1)
+        return self._helpers[key]
 
     def _iterates_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
@@ -752,6 +787,8 @@ class DeviceFlow:
         whether a decorator skips it off CUDA."""
         holder = self.ancestors[-2] if len(self.ancestors) > 1 else None
         self._methods[id(node)] = holder.name.value if isinstance(holder, cst.ClassDef) else None
+        if holder is None or not isinstance(holder, cst.ClassDef):
+            self._functions[node.name.value] = node
         self._skip_decorators(node)
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -26,7 +26,9 @@ class HostSyncInStep(StepRule):
     inside a step loop, where they run every step: a `for` loop over a DataLoader (a name bound
     to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that trains
     (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
-    batch getter) or decodes (samples tokens); and inside the module's functions that one of
+    batch getter) or decodes (samples tokens), in its body or `while` test, directly or through
+    the module's functions (Mamba's `get_logits()` and `sample()`; not one with a step loop of
+    its own, which makes an epoch loop); and inside the module's functions that one of
     those calls every step (`self.log_step()` from the loop, a loss helper from `forward`, and
     what they call in turn; a method through `self.` in its own class; not what runs only `if
     flag:` where the flag defaults to False or None and the calls leave it so; not around the
@@ -126,6 +128,13 @@ class HostSyncInStep(StepRule):
             "    if plots and batch_i < 3:\n        print(out.cpu())\n    ni = batch_i + len(loader) * epoch\n"
             "    if ni <= 2:\n        print(out.tolist())\n"
         ),
+        Valid(  # helpers that run a step loop of their own make an epoch loop; an argmax that scores a diff samples nothing
+            "import torch\ndef train_one_epoch(model, loader, opt):\n    for x in loader:\n        model(x).sum().backward()\n"
+            "        opt.step()\ndef worst(a, b):\n    return (a - b).abs().argmax()\n"
+            "def device_of(model):\n    return next(iter(model.parameters())).device\n"
+            "for epoch in range(10):\n    train_one_epoch(model, loader, opt)\n    print(loss_total.item())\n"
+            "for case in cases:\n    i = worst(case.out, case.ref)\n    d = device_of(net)\n    print(case.out.flatten()[i].item())\n"
+        ),
         Valid(  # the error path: SAM 2's trainer logs the loss before it raises
             "import math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
             "    if not math.isfinite(loss.detach().float().sum()):\n        msg = f'Loss is {loss.item()}'\n"
@@ -162,6 +171,16 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # Mamba's decode: the loop runs the model and samples through helpers, and tests in its `while`
+            "import torch\ndef sample(logits, min_p=0.0):\n    probs = torch.softmax(logits, -1)\n"
+            "    if min_p > 0:\n        limit = probs.max().item() * min_p\n    return torch.multinomial(probs, 1)\n"
+            "def decode(model, ids, eos, n):\n    def get_logits(ids):\n        return model(ids)[:, -1]\n"
+            "    def should_stop(tok):\n        if (tok == eos).all():\n            return True\n        return ids.shape[1] >= n\n"
+            "    while not should_stop(ids[:, -1:]):\n        tok = sample(get_logits(ids))\n"
+            "        streamer.put(tok.cpu())\n        ids = torch.cat([ids, tok], 1)\n",
+            lines=[5, 16],
+            message="a decoding loop",
+        ),
         Invalid(
             "import torch\nfor i, (x, y) in enumerate(train_loader):\n    loss = f(x, y)\n    total += loss.item()\n",
             lines=[4],

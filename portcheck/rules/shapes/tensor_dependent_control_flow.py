@@ -109,6 +109,13 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a stop test in a helper the decoding loop's `while` calls every step
+            "import torch\ndef decode(model, ids, eos, n):\n    def should_stop(tok):\n        if (tok == eos).all():\n"
+            "            return True\n        return ids.shape[1] >= n\n    while not should_stop(ids[:, -1:]):\n"
+            "        ids = torch.cat([ids, torch.multinomial(model(ids)[:, -1].softmax(-1), 1)], 1)\n",
+            lines=[4],
+            message="`if` in `should_stop()`, called from a decoding loop",
+        ),
         Invalid(  # the same, where forward asks for it
             "import torch\nclass Layer(torch.nn.Module):\n    def merge(self, safe_merge=False):\n"
             "        if safe_merge:\n            if not torch.isfinite(self.w + self.delta).all():\n"
