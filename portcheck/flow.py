@@ -926,16 +926,15 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
 
 
 def in_data_worker(ancestors: Sequence[cst.CSTNode], resolver: Resolver) -> bool:
-    """Inside what DataLoader workers run on the host: a dataset's `__getitem__` (in a class
-    derived from a `...Dataset` or a torchvision dataset), or a collate function or collator
-    (named like one)."""
-    for index, node in enumerate(ancestors):
+    """Inside what DataLoader workers (or the host's data pipeline) run: a dataset's methods
+    (in a class derived from a `...Dataset` or a torchvision dataset: `__getitem__`, the
+    helpers it calls, `collater`, `ordered_indices`), or a collate function or collator (named
+    like one)."""
+    for node in ancestors:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and COLLATE_NAME.search(node.name.value):
             return True
         if isinstance(node, cst.ClassDef) and any(_is_dataset(base.value, resolver) for base in node.bases):
-            method = next((inner for inner in ancestors[index + 1 :] if isinstance(inner, cst.FunctionDef)), None)
-            if method is not None and method.name.value == "__getitem__":
-                return True
+            return True
     return False
 
 

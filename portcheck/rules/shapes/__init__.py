@@ -163,7 +163,7 @@ def in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """Whether a tensor demonstrably lives in host memory, asked where the walk is: put there
     (`.cpu()`, `torch.from_numpy`), made from Python data on the default device where nothing
     may set another (`torch.as_tensor([obj["bbox"] for obj in anno])`), or, unless sent to a
-    device, any tensor of a dataset's `__getitem__` or a collate function, which DataLoader
+    device, any tensor of a dataset's methods or a collate function, which DataLoader
     workers run. Indexing and comparing it runs on the host: nothing to sync or recompile."""
     flow_ = ctx.flow
     if flow_ is None:

@@ -44,10 +44,10 @@ class BooleanMaskIndexing(TensorRule):
     Assignments through a mask are reported too: of a tensor (`x[mask] = y[mask]`) and augmented
     (`x[mask] += 1`) as reads are; of a scalar (`x[mask] = 0`, `logits[:, m] = -inf`) as a
     warning, where compiled graphs need static shapes. NumPy arrays (a `numpy` call's result,
-    or a name bound to one and never to a torch call) and tensors in host memory (`.cpu()`,
-    made from Python data where nothing sets a default device, or in a dataset's `__getitem__`
-    or a collate function, which DataLoader workers run) are left alone: they are indexed on
-    the host.
+    a name bound to one and never to a torch call, or what is handed straight to a `numpy`
+    call) and tensors in host memory (`.cpu()`, made from Python data where nothing sets a
+    default device, or in a dataset's methods or a collate function, which DataLoader workers
+    run) are left alone: they are indexed on the host.
 
     ## Why is this bad?
     The result has as many elements as the mask has True values, which only the data knows.
@@ -93,6 +93,11 @@ class BooleanMaskIndexing(TensorRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # fairseq's data helpers: handed to NumPy, and in a dataset's own methods
+            "import numpy as np\nimport torch\ndef spans(mask_idc, sz):\n    return np.unique(mask_idc[mask_idc < sz])\n"
+            "class DenoisingDataset(torch.utils.data.Dataset):\n    def add_whole_word_mask(self, source, p):\n"
+            "        is_word_start = self.word_starts(source)\n        return source[is_word_start > 0]\n"
+        ),
         Valid("import torch\ny = x[idx]\nz = x[:, 1:3]\nw = x[0, None]\nv = x[..., i]\n"),
         Valid(  # a scalar through a mask is a masked_fill in eager PyTorch: fine where shapes are free
             "import torch\nx[x < 0] = 0\nlogits[:, ids >= vocab] = -float('inf')\nt[t[:, -1] == eot] = eot\n",
@@ -191,7 +196,7 @@ class BooleanMaskIndexing(TensorRule):
         if not self._masked(node):
             self._note_parameter_index(node)
             return
-        if in_host_memory(self.ctx, node.value):
+        if in_host_memory(self.ctx, node.value) or self._given_to_numpy():
             return
         parent, ancestors = self.ctx.parent, self.ctx.ancestors
         if isinstance(parent, cst.AssignTarget) and len(ancestors) > 1 and isinstance(ancestors[-2], cst.Assign):
@@ -268,6 +273,15 @@ class BooleanMaskIndexing(TensorRule):
             if isinstance(element.slice, cst.Index) and is_bool_mask(self.ctx, element.slice.value)
         ]
         return bool(masks) and not any(numpy_valued(self.ctx, part) for part in (node.value, *masks))
+
+    def _given_to_numpy(self) -> bool:
+        """Whether the node the walk is at is an argument of a NumPy call (`np.unique(idc[idc <
+        n])`: a device tensor would not convert, so it is a NumPy array)."""
+        ancestors = self.ctx.ancestors
+        if len(ancestors) < 2 or not isinstance(ancestors[-1], cst.Arg) or not isinstance(ancestors[-2], cst.Call):
+            return False
+        names = self.ctx.qualified_names(ancestors[-2].func)
+        return bool(names) and all(name.split(".")[0] == "numpy" for name in names)
 
     def _in_masked_store(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the last node of `chain` (its ancestors, then itself) is inside the value of

@@ -56,7 +56,7 @@ class DataDependentShapeOp(TensorRule):
     one-argument `torch.where`, `masked_select`, `unique`, `unique_consecutive`, `bincount`,
     `repeat_interleave` with tensor repeats and no `output_size=`, and `histc` without a range,
     as functions or tensor methods; not of a tensor in host memory (`.cpu()`, made from Python
-    data where nothing sets a default device, or in a dataset's `__getitem__` or a collate
+    data where nothing sets a default device, or in a dataset's methods or a collate
     function), which the host computes.
 
     ## Why is this bad?

@@ -41,7 +41,7 @@ class HostSyncInStep(StepRule):
     first steps only) are left alone, and so are those that decide a branch (PC504) or a slice
     length (PC505), and those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors in
     host memory (copied there, made from Python data where nothing sets a default device, or
-    in a dataset's `__getitem__` or a collate function), which live on the host.
+    in a dataset's methods or a collate function), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
