@@ -9,12 +9,13 @@ from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits, placement
 from portcheck.rewrites.edits import Edit, Spelling
-from portcheck.rule import ERROR, OFF, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Rule, Valid, per_target
 from portcheck.rules.placement.cuda_device_string import describe
 
 _SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 _UNMAPPED = frozenset({"torch.load", "torch.serialization.load"})  # loaders that restore where the data was saved
 # A path that names a checkpoint (`args.resume`, "best_model.pth"), when it is not the very path saved to.
+_UNKNOWN_ORIGIN = per_target(WARNING, rocm=OFF)  # a checkpoint this module does not write
 _CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|resume|weight|model|state|best|last|\.pth?\b|\.tar\b", re.IGNORECASE)
 
 
@@ -33,7 +34,10 @@ class CudaMapLocation(Rule):
     `torch.jit.load` or any loader taking `map_location=`; and `torch.load(path)` without
     `map_location` in a module that writes its checkpoints from CUDA (it calls `torch.save`
     and puts its model on CUDA: a `.cuda()` call or a `"cuda"` device), where the path is the
-    one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`).
+    one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`); as a warning, where
+    a module that puts its model on CUDA loads a checkpoint it does not write (a released
+    model's `last.ckpt`, another script's `pytorch_model.bin`): such files are mostly saved
+    from the GPU, and `map_location="cpu"` costs nothing where they were not.
 
     ## Why is this bad?
     Without CUDA, `torch.load(f, map_location="cuda")` raises `RuntimeError: Attempting to
@@ -91,6 +95,7 @@ class CudaMapLocation(Rule):
     cuda_only = True
 
     VALID = [
+        Valid('import torch\nfeatures = torch.load(args.features)\nmodel = model.cuda()\n'),  # no checkpoint by its name
         Valid('import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'),
         Valid('import torch\nstate = torch.load("ckpt.pt", map_location={"cuda:1": "cpu"})\n'),
         Valid('def load(torch):\n    return torch.load("x.pt", "cuda")\n'),
@@ -194,6 +199,16 @@ class CudaMapLocation(Rule):
             lines=[3],
             device="xpu",
         ),
+        # a released checkpoint loaded by a module that runs on CUDA: likely saved from the GPU
+        Invalid(
+            'import torch\nsd = torch.load("models/ldm/inpainting_big/last.ckpt")["state_dict"]\n'
+            "model.load_state_dict(sd)\nmodel = model.cuda()\n",
+            lines=[2],
+            message="if it was saved from one",
+            fixed='import torch\nsd = torch.load("models/ldm/inpainting_big/last.ckpt", map_location="tpu")["state_dict"]\n'
+            "model.load_state_dict(sd)\nmodel = model.cuda()\n",
+            unsafe=True,
+        ),
         # a checkpoint this module writes from CUDA, loaded without map_location
         Invalid(
             'import torch\nmodel = Net().cuda()\ntorch.save(model.state_dict(), "mnist_cnn.pt")\n'
@@ -256,6 +271,10 @@ class CudaMapLocation(Rule):
             if save is not None:
                 why = f": this module writes its checkpoints from CUDA (`torch.save(..., {_path_code(save, 1)})`)"
                 self.report(load.call, edit=load.edit, what="`torch.load` without map_location", why=why)
+            elif not self._saves and _CHECKPOINT_WORDS.search(_path_code(load.call, 0)):
+                why = " if it was saved from one, as checkpoints of a module that runs on CUDA often are"
+                what = "`torch.load` without map_location"
+                self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=what, why=why)
 
     def _saved_by(self, load: cst.Call) -> cst.Call | None:
         """The save that writes what `load` reads: the one to the same path, or for a path
