@@ -392,7 +392,7 @@ def _results(
                 assert report.span is not None
                 span = report.span
             message, severity = report.message, report.severity
-            if rule.cuda_only and placement.protected_by and not placement.checks:
+            if rule.cuda_only and placement.protected_by:
                 message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
                 severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
             finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)

@@ -102,6 +102,11 @@ _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network|module)$", re.IGNORECASE)
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
+# What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
+# inference or test steps, whose loops read each result back as their product).
+_STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
+# Methods that run a model: `model.forward_decoder(...)`, `model.decode(z)`.
+_MODEL_RUN = re.compile(r"^(forward|decode)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
@@ -734,6 +739,9 @@ class DeviceFlow:
         receiver = owner_name(call.func.value) if isinstance(call.func, cst.Attribute) else ""
         if method in ("backward", "zero_grad") or (method == "step" and _OPTIMIZER_NAME.search(receiver)):
             return "training"
+        named = call.func.value if isinstance(call.func, cst.Name) else method or ""
+        if _STEP_CALL.match(named):  # `trainer.train_step(samples)`, `self.validation_step(batch)`
+            return "training" if named.startswith("train") else "step"
         samplers = self.resolver.qualified_names(call.func) & _SAMPLERS
         if method == "multinomial" or "torch.multinomial" in samplers:
             return "decoding"
@@ -742,6 +750,8 @@ class DeviceFlow:
         name = call.func.value if isinstance(call.func, cst.Name) else method or ""
         if _MODEL_NAME.search(name) and not _MODEL_HANDLING.match(name):
             return "step"
+        if method and _MODEL_RUN.match(method) and _MODEL_NAME.search(receiver):
+            return "step"  # `model.forward_decoder(...)`, `self.model.decode(z)`
         if _BATCH_GETTER.search(name) and (depth == 0 or name != "next"):
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
         helper = self._functions.get(name) if isinstance(call.func, cst.Name) else None

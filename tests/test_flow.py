@@ -110,6 +110,19 @@ def test_an_early_exit_protects_what_follows() -> None:
     assert found[(3, "PC201")][0] is Severity.ERROR
 
 
+def test_what_an_and_runs_only_after_a_cuda_check_is_info_inside_a_check_too() -> None:
+    source = """\
+    import torch
+    if torch.cuda.is_available() and torch.cuda.memory_allocated() > 0:
+        torch.cuda.empty_cache()
+    FLASH = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
+    """
+    found = findings(source)
+    assert found[(2, "PC204")][0] is Severity.INFO
+    assert found[(4, "PC206")][0] is Severity.INFO
+    assert found[(2, "PC201")][0] is Severity.ERROR
+
+
 def test_a_build_of_torch_for_cuda_or_rocm_is_a_check() -> None:
     source = """\
     import torch

@@ -167,6 +167,11 @@ def evaluate(model, loader):
     write(tmp_path, {"engine.py": "import json\n", "evaluate.py": evaluate})  # floats reach update() now
     found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
     assert found == {("evaluate.py", 7), ("utils.py", 11)}
+    annotated = "from utils import MetricLogger\n\ndef train(logger: MetricLogger, loader):\n"
+    annotated += "    for x in loader:\n        logger.log(x)\n"
+    write(tmp_path, {"evaluate.py": annotated})  # the logger is a parameter, known by its annotation
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {("utils.py", 11)}
 
 
 def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:

@@ -95,7 +95,9 @@ class CudaMapLocation(Rule):
     cuda_only = True
 
     VALID = [
-        Valid('import torch\nfeatures = torch.load(args.features)\nmodel = model.cuda()\n'),  # no checkpoint by its name
+        Valid(
+            "import torch\nfeatures = torch.load(args.features)\nmodel = model.cuda()\n"
+        ),  # no checkpoint by its name
         Valid('import torch\nstate = torch.load("ckpt.pt", map_location="cpu")\n'),
         Valid('import torch\nstate = torch.load("ckpt.pt", map_location={"cuda:1": "cpu"})\n'),
         Valid('def load(torch):\n    return torch.load("x.pt", "cuda")\n'),

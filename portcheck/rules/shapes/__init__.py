@@ -453,18 +453,30 @@ class StepRule(TensorRule):
 
     def _local_callee(self, call: cst.Call) -> str | None:
         """`pkg.utils.clip_gradients` for `utils.clip_gradients(...)`, `pkg.utils.Logger.update`
-        for `logger.update(...)` after `logger = utils.Logger()`: a name of the repository."""
+        for `logger.update(...)` after `logger = utils.Logger()` or in a function given
+        `logger: Logger`: a name of the repository."""
         func, known = call.func, self.ctx.project
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return None
         names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
         if not names and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             made = self.ctx.assigned_value(func.value)
-            if isinstance(made, cst.Call):
-                classes = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(made.func)}
+            kind = made.func if isinstance(made, cst.Call) else self._annotation(func.value.value)
+            if kind is not None:
+                classes = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(kind)}
                 names = {f"{name}.{func.attr.value}" for name in classes if name.rpartition(".")[2][:1].isupper()}
         local = sorted(name for name in names if "." in name and known.is_local(name))
         return local[0] if local else None
+
+    def _annotation(self, name: str) -> cst.BaseExpression | None:
+        """The annotation of the enclosing function's parameter `name` (`trainer: Trainer`)."""
+        function = flow.enclosing_function(self.ctx.ancestors)
+        if function is None:
+            return None
+        params = function.params
+        every = (*params.posonly_params, *params.params, *params.kwonly_params)
+        param = next((each for each in every if each.name.value == name), None)
+        return param.annotation.annotation if param is not None and param.annotation is not None else None
 
     def report_in_step(
         self, node: cst.CSTNode, where: str | cst.FunctionDef, holds: Callable[[], bool] | None = None, **fields: object

@@ -171,6 +171,12 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # fairseq_cli/train.py: a step by its name
+            "import torch\nfor i, samples in enumerate(progress):\n    log_output = trainer.train_step(samples)\n"
+            "    stats = {k: v.item() for k, v in log_output.items()}\n",
+            lines=[4],
+            message="a training loop",
+        ),
         Invalid(  # Mamba's decode: the loop runs the model and samples through helpers, and tests in its `while`
             "import torch\ndef sample(logits, min_p=0.0):\n    probs = torch.softmax(logits, -1)\n"
             "    if min_p > 0:\n        limit = probs.max().item() * min_p\n    return torch.multinomial(probs, 1)\n"

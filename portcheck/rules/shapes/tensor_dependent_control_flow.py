@@ -109,6 +109,12 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # fairseq's speech generator: the model runs through a forward_* method
+            "import torch\nfor step in range(max_iter):\n    out, eos, extra = model.forward_decoder(prev, encoder_out=enc)\n"
+            "    finished = finished | (torch.sigmoid(eos) > 0.5)\n    if finished.all():\n        break\n",
+            lines=[5],
+            message="a step loop",
+        ),
         Invalid(  # a stop test in a helper the decoding loop's `while` calls every step
             "import torch\ndef decode(model, ids, eos, n):\n    def should_stop(tok):\n        if (tok == eos).all():\n"
             "            return True\n        return ids.shape[1] >= n\n    while not should_stop(ids[:, -1:]):\n"
