@@ -5,7 +5,8 @@ answers, for every rule and for the fixer, the two questions a single call canno
 
 - guards: which code runs only on CUDA (`if torch.cuda.is_available():`, `x.is_cuda`,
   `device == "cuda"`, `"cuda" in device`, `torch.version.hip` or `.cuda` (set only in those
-  builds), `assert ...`, an early `return` when not on CUDA, a test skipped off CUDA), and
+  builds), `assert ...`, an early `return` when not on CUDA, a test skipped off CUDA or
+  gated on GPUs: `@pytest.mark.gpu`, `@require_torch_gpu`, `RunIf(min_cuda_gpus=1)`), and
   which check protects it. A fix rewrites a check together with what it protects, or
   neither; a finding reached only under such a check cannot run on another target as written.
 - device indexes: which expressions hold an integer device (`device = 0`, a `rank` handed to
@@ -95,6 +96,12 @@ _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 _SKIPS = frozenset({"pytest.skip"})  # calls that skip a test (they raise)
 _SKIP_UNLESS = frozenset({"unittest.skipUnless", "unittest.case.skipUnless"})  # decorators that skip on False
 _SKIP_IF = frozenset({"unittest.skipIf", "unittest.case.skipIf", "pytest.mark.skipif"})  # decorators that skip on True
+_GPU_MARKS = frozenset({"pytest.mark.gpu", "pytest.mark.cuda"})
+_GPU_GATE = re.compile(
+    r"_?(requires?|needs?|only)_(torch_)?(multi_)?(cuda|gpus?)(_\w+)?|skip_(if_no|unless)_(cuda|gpus?)\w*"
+)
+_GPU_COUNTS = frozenset({"min_cuda_gpus", "min_gpus"})  # Lightning's RunIf(min_cuda_gpus=1)
+_PARAMS = frozenset({"pytest.param"})
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
@@ -234,9 +241,14 @@ class DeviceFlow:
 
     def _skip_decorators(self, node: cst.FunctionDef | cst.ClassDef) -> None:
         """A test or test class that runs only on CUDA: `@unittest.skipUnless(<cuda>, ...)`,
-        `@unittest.skipIf(not <cuda>, ...)`, `@pytest.mark.skipif(not <cuda>, ...)`."""
+        `@unittest.skipIf(not <cuda>, ...)`, `@pytest.mark.skipif(not <cuda>, ...)`, or a
+        test suite's own GPU gate (`@pytest.mark.gpu`, `@require_torch_gpu`,
+        `@RunIf(min_cuda_gpus=1)`)."""
         for decorator in node.decorators:
             call = decorator.decorator
+            if self._gates_on_gpu(call):
+                self._add(Guard(call, (node.body,), skips=True))
+                continue
             if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None:
                 continue
             names = self.resolver.qualified_names(call.func)
@@ -244,6 +256,35 @@ class DeviceFlow:
             test = call.args[0].value
             if wanted is not None and self.cuda_check(test) is wanted:
                 self._add(Guard(self._source(test), (node.body,), skips=True))
+
+    def _gates_on_gpu(self, mark: cst.BaseExpression) -> bool:
+        """A test mark that runs a test only where an NVIDIA GPU is: `pytest.mark.gpu`, a gate
+        named for it (`require_torch_gpu`, `requires_cuda`, `skip_if_no_cuda`), or one given a
+        number of CUDA GPUs (Lightning's `RunIf(min_cuda_gpus=1)`)."""
+        func = mark.func if isinstance(mark, cst.Call) else mark
+        if isinstance(mark, cst.Call) and any(
+            arg.keyword is not None and arg.keyword.value in _GPU_COUNTS and not _is_zero(arg.value)
+            for arg in mark.args
+        ):
+            return True
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return False
+        if self.resolver.qualified_names(func) & _GPU_MARKS:
+            return True
+        name = func.value if isinstance(func, cst.Name) else func.attr.value
+        return _GPU_GATE.fullmatch(name) is not None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        marks = patterns.keyword(node, "marks")
+        if marks is not None and self.resolver.qualified_names(node.func) & _PARAMS:
+            listed = (
+                [e.value for e in marks.value.elements]
+                if isinstance(marks.value, (cst.List, cst.Tuple))
+                else [marks.value]
+            )
+            if any(self._gates_on_gpu(mark) for mark in listed):  # `pytest.param(torch.device("cuda"), marks=[...])`
+                self._add(Guard(marks.value, tuple(arg for arg in node.args if arg is not marks), skips=True))
+        self._note_call(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         holds = self.cuda_check(node.test)
@@ -801,7 +842,9 @@ class DeviceFlow:
             self._functions[node.name.value] = node
         self._skip_decorators(node)
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def _note_call(self, node: cst.Call) -> None:
+        """Note a call of the module's own functions (by name or through `self.`), and the
+        function that `mp.spawn` starts."""
         func = node.func
         if isinstance(func, cst.Name):
             self._calls.setdefault(func.value, []).append(_Site(node, self.resolver.scope, tuple(self.ancestors)))
@@ -1203,6 +1246,10 @@ def _is_number(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression
     return isinstance(node, _NUMBERS)
+
+
+def _is_zero(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Integer) and node.evaluated_value == 0
 
 
 def _exits(body: cst.BaseSuite, resolver: Resolver) -> bool:

@@ -159,6 +159,39 @@ def test_a_test_skipped_without_cuda_runs_only_on_cuda(guard: str) -> None:
     assert found == {"PC201": Severity.WARNING, "PC203": Severity.INFO}
 
 
+@pytest.mark.parametrize(
+    "gate",
+    [
+        "@pytest.mark.gpu",
+        "@_RunIf(min_cuda_gpus=2)",
+        "@require_torch_gpu",
+        "@requires_cuda",
+        "@testing_utils.require_torch_multi_gpu",
+    ],
+)
+def test_a_test_suite_gate_for_gpus_runs_its_test_only_on_cuda(gate: str) -> None:
+    source = f"import pytest\nimport torch\n{gate}\ndef test_op():\n    x = torch.ones(2, device='cuda')\n"
+    source += "    assert x.device.type == 'cuda'\n"
+    found = {code: severity for (_, code), (severity, _, _) in findings(source).items()}
+    assert found == {"PC101": Severity.INFO, "PC105": Severity.INFO}
+
+
+def test_a_parameter_set_marked_for_gpus_holds_cuda_only_values() -> None:
+    source = """\
+    import pytest
+    import torch
+    @pytest.mark.parametrize("device", [torch.device("cpu"), pytest.param(torch.device("cuda"), marks=[_RunIf(min_cuda_gpus=1)])])
+    def test_op(device):
+        pass
+    @_RunIf(min_cuda_gpus=0)
+    def test_cpu():
+        x = torch.ones(2, device="cuda")
+    """
+    found = findings(source)
+    assert found[(3, "PC101")][0] is Severity.INFO
+    assert found[(8, "PC101")][0] is Severity.ERROR
+
+
 def test_a_device_string_with_a_cuda_index_prefix_is_a_check() -> None:
     source = """\
     import torch

@@ -36,6 +36,8 @@ class CudaDeviceComparison(Rule):
 
     ## Targets
     A warning on every target but ROCm: it runs, but may run differently from what was meant.
+    Info where only CUDA reaches it (under another CUDA check, or in a test gated on GPUs):
+    as written it never runs on the target.
 
     ## Fix safety
     Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
@@ -66,6 +68,7 @@ class CudaDeviceComparison(Rule):
     severity = per_target(WARNING, rocm=OFF)
     fix_safety = FixSafety.UNSAFE
     triggers = (b"cuda",)
+    cuda_only = True
 
     VALID = [
         Valid('import torch\nif x.device.type != "cpu":\n    pass\n'),
