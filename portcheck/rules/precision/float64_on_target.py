@@ -39,8 +39,10 @@ class _Follow:
 class Float64OnTarget(Rule):
     """## What it does
     Reports float64 tensors: `torch.float64` / `torch.double` (and complex128),
-    `.double()` calls, `torch.DoubleTensor`, and `dtype="float64"` strings, except float64 that
-    demonstrably stays in host memory (portcheck.flow follows it):
+    `.double()` calls, `torch.DoubleTensor`, and `dtype="float64"` strings (not where a dtype
+    is compared, nor one of several listed in a dict, list, tuple or set: a table that names
+    dtypes makes nothing), except float64 that demonstrably stays in host memory
+    (portcheck.flow follows it):
     - made there on purpose (`x.cpu().double()`, `device="cpu"`, `torch.from_numpy`), unless it
       is then moved to a device or into a module's buffers or parameters;
     - made by a factory on the default device (`torch.linspace(..., dtype=torch.float64)`, in a
@@ -94,6 +96,10 @@ class Float64OnTarget(Rule):
     watched_names = _FLOAT64_NAMES
 
     VALID = [
+        Valid(  # tables that name the dtypes (nanotron's str_to_dtype, DALLE2's float check)
+            "import torch\nSTR_TO_DTYPE = {'float64': torch.float64, 'float32': torch.float32, 'bfloat16': torch.bfloat16}\n"
+            "def is_float_dtype(dtype):\n    return any(dtype == f for f in (torch.float64, torch.float32, torch.float16))\n"
+        ),
         Valid("import torch\nx = torch.ones(3, dtype=torch.float32)\n"),
         Valid("import numpy as np\nx = np.zeros(3, dtype=np.float64)\n"),
         Valid("def f(torch):\n    return torch.float64\n"),
@@ -199,8 +205,24 @@ class Float64OnTarget(Rule):
         self._judged: set[int] = set()  # the calls of awaited functions whose results were followed
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
-        if not _in_comparison(self.ctx.ancestors):
+        if not _in_comparison(self.ctx.ancestors) and not self._in_dtype_table(node):
             self._check(node, f"`{qualified_name}`")
+
+    def _in_dtype_table(self, node: cst.CSTNode) -> bool:
+        """One of several dtypes listed together (`{"float64": torch.float64, "float32": ...}`,
+        `for dt in (torch.float64, torch.float32)`): a table that names them, creating nothing.
+        What is made with the one picked from it is where float64 would be chosen."""
+        ancestors, flow = self.ctx.ancestors, self.ctx.flow
+        if flow is None or len(ancestors) < 2 or not isinstance(ancestors[-1], (cst.DictElement, cst.Element)):
+            return False
+        table = ancestors[-2]
+        if isinstance(table, cst.Dict):
+            listed = [e.value for e in table.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(table, (cst.List, cst.Tuple, cst.Set)):
+            listed = [e.value for e in table.elements]
+        else:
+            return False
+        return sum(1 for value in listed if value is not node and flow.is_dtype(value)) >= 1
 
     def visit_Call(self, node: cst.Call) -> None:
         if patterns.method_name(node) == "double" and not node.args:

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid
+from portcheck.rules.precision import chooses_float16, under_test
 
 _SCALERS = frozenset(
     {
@@ -16,6 +18,7 @@ _SCALERS = frozenset(
     }
 )
 # Where `enabled` comes by position: after `device` in torch.amp's scaler, first-but-one in the old ones.
+_FLOAT16 = frozenset({"torch.float16", "torch.half"})
 _ENABLED_POSITION = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5}
 _ENABLED_POSITION_OLD = 4
 
@@ -23,7 +26,9 @@ _ENABLED_POSITION_OLD = 4
 class GradScalerOnBf16Target(Rule):
     """## What it does
     Reports creating a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`) when
-    a selected target trains natively in bfloat16.
+    a selected target trains natively in bfloat16. A scaler made or enabled only for float16
+    (`enabled=(dtype == "float16")`, under `if need_scaler:` where `need_scaler = dtype is
+    torch.float16`) is left alone: where the dtype is chosen is the finding (PC206, PC308).
 
     ## Why is this bad?
     Loss scaling exists because float16 gradients underflow. bfloat16 has float32's exponent
@@ -73,6 +78,12 @@ class GradScalerOnBf16Target(Rule):
         Valid("import torch\nscaler = torch.amp.GradScaler('cuda')\n", options={"targets": ["mps", "xpu", "rocm"]}),
         Valid("import torch\nscaler = torch.amp.GradScaler('tpu', enabled=False)\n"),
         Valid("def f(torch):\n    return torch.amp.GradScaler()\n"),
+        # made, or enabled, only for float16: the dtype choice is the finding (PC206, PC308)
+        Valid("import torch\nscaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))\n"),
+        Valid(
+            "import torch\nneed_scaler = cfg.autocast and autocast_dtype is torch.float16\nif need_scaler:\n"
+            "    scaler = torch.cuda.amp.GradScaler()\n"
+        ),
         Valid("class GradScaler:\n    pass\nscaler = GradScaler()\n"),
     ]
     INVALID = [
@@ -126,7 +137,24 @@ class GradScalerOnBf16Target(Rule):
             if arg.keyword is not None and arg.keyword.value == "enabled" and isinstance(arg.value, cst.Name):
                 if arg.value.value == "False":
                     return
+            if arg.keyword is not None and arg.keyword.value == "enabled" and self._about_float16(arg.value):
+                return  # `enabled=(dtype == "float16")`: off wherever the target's bfloat16 is used
+        if under_test(self.ctx.ancestors, self._about_float16):
+            return  # `if need_scaler:` with `need_scaler = amp_dtype is torch.float16`
         self.report(node, edit=self._edit(node, names))
+
+    def _about_float16(self, test: cst.BaseExpression, depth: int = 0) -> bool:
+        """A test that asks for float16 (`dtype == "float16"`, `amp_dtype is torch.float16`,
+        `args.fp16`), directly, in `and`/`or`/`not`, or through a name bound to one."""
+        if chooses_float16(test):
+            return True
+        if isinstance(test, cst.Name) and depth < 2:
+            bound = self.ctx.assigned_value(test)
+            return bound is not None and self._about_float16(bound, depth + 1)
+        return any(
+            self.ctx.qualified_names(node) & _FLOAT16 or patterns.string_value(node) in ("float16", "fp16")
+            for node in _parts(test)
+        )
 
     def _edit(self, call: cst.Call, names: frozenset[str]) -> edits.Edit | None:
         if not self.ctx.fix_target.bf16_native or amp.has_star(call):
@@ -142,3 +170,14 @@ class GradScalerOnBf16Target(Rule):
                 return edits.Edit(call, call.with_changes(args=args), FixSafety.UNSAFE, title)
         fixed = amp.insert_args(call, len(args), [calls.keyword_arg("enabled", false)])
         return edits.Edit(call, fixed, FixSafety.UNSAFE, title)
+
+
+def _parts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a test's comparisons and boolean operations."""
+    if isinstance(test, cst.BooleanOperation):
+        return [*_parts(test.left), *_parts(test.right)]
+    if isinstance(test, cst.UnaryOperation):
+        return _parts(test.expression)
+    if isinstance(test, cst.Comparison):
+        return [test.left, *(link.comparator for link in test.comparisons)]
+    return [test]

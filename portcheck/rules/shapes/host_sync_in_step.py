@@ -22,26 +22,25 @@ _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
 
 class HostSyncInStep(StepRule):
     """## What it does
-    Reports `.item()`, `.tolist()`, `.cpu()` and `.numpy()` inside a module's `forward` or
-    inside a step loop, where they run every step: a `for` loop over a DataLoader (a name bound
-    to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that trains
-    (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
-    batch getter) or decodes (samples tokens), in its body or `while` test, directly or through
-    the module's functions (Mamba's `get_logits()` and `sample()`; not one with a step loop of
-    its own, which makes an epoch loop); and inside the module's functions that one of
-    those calls every step (`self.log_step()` from the loop, a loss helper from `forward`, and
-    what they call in turn; a method through `self.` in its own class; not what runs only `if
-    flag:` where the flag defaults to False or None and the calls leave it so; not around the
-    loop of a function with a step loop of its own); and inside the functions and methods of the
-    repository's other modules that a step loop calls (`utils.clip_gradients(model)`,
-    `metric_logger.update(acc=acc)`: what runs there only `if isinstance(v, torch.Tensor):`
-    counts where a call passes a tensor). Calls on the error path (in a `raise`, or an `if`
-    body that ends raising), under an `if step % N == 0:` (reading back every N steps, also
-    where a function is called) or an `if i < 3:` on the loop's index or a count it keeps (the
-    first steps only) are left alone, and so are those that decide a branch (PC504) or a slice
-    length (PC505), and those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors in
-    host memory (copied there, made from Python data where nothing sets a default device, or
-    in a dataset's methods or a collate function), which live on the host.
+    Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")` and `.numpy()` inside a module's
+    `forward` or inside a step loop, where they run every step: a `for` loop over a DataLoader (a
+    name bound to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that
+    trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
+    batch getter) or decodes (samples tokens), in its body or `while` test, directly or through the
+    module's functions (Mamba's `get_logits()` and `sample()`; not one with a step loop of its own,
+    which makes an epoch loop); and inside the module's functions that one of those calls every step
+    (`self.log_step()` from the loop, a loss helper from `forward`, and what they call in turn; a
+    method through `self.` in its own class; not what runs only `if flag:` where the flag defaults
+    to False or None and the calls leave it so; not around the loop of a function with a step loop
+    of its own); and inside the functions and methods of the repository's other modules that a step
+    loop calls (`utils.clip_gradients(model)`, `metric_logger.update(acc=acc)`: what runs there only
+    `if isinstance(v, torch.Tensor):` counts where a call passes a tensor). Calls on the error path
+    (in a `raise`, or an `if` body that ends raising), under an `if step % N == 0:` (reading back
+    every N steps, also where a function is called) or an `if i < 3:` on the loop's index or a count
+    it keeps (the first steps only) are left alone, and so are those that decide a branch (PC504) or
+    a slice length (PC505), and those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors
+    in host memory (copied there, made from Python data where nothing sets a default device, or in a
+    dataset's methods or a collate function), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -78,10 +77,10 @@ class HostSyncInStep(StepRule):
 
     code = "PC503"
     name = "host-sync-in-step"
-    message = "`.{method}()` in {where} copies a tensor to the host and waits for the device every step"
+    message = "`.{method}` in {where} copies a tensor to the host and waits for the device every step"
     hint = "keep values on the device (accumulate tensors, use torch.where) and read them back every N steps"
     severity = SYNC_SEVERITY
-    triggers = (b".item", b".tolist", b".cpu", b".numpy")
+    triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"')
 
     VALID = [
         Valid("import torch\nfor batch in loader:\n    loss = step(batch)\nprint(loss.item())\n"),
@@ -171,6 +170,12 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # nanotron's GroupedMLP: counts copied to the host in forward
+            "import torch\nclass GroupedMLP(torch.nn.Module):\n    def forward(self, x, num_tokens_per_expert):\n"
+            "        counts = num_tokens_per_expert.to('cpu')\n        return self.ops(x, counts)\n",
+            lines=[4],
+            message='`.to("cpu")` in forward()',
+        ),
         Invalid(  # fairseq_cli/train.py: a step by its name
             "import torch\nfor i, samples in enumerate(progress):\n    log_output = trainer.train_step(samples)\n"
             "    stats = {k: v.item() for k, v in log_output.items()}\n",
@@ -271,7 +276,7 @@ class HostSyncInStep(StepRule):
         if self._loops:
             self.note_step_call(node)
         method = patterns.method_name(node)
-        if method not in _SYNCS or not tensor_method(self.ctx, node, _SYNCS):
+        if not _syncs(node) or not tensor_method(self.ctx, node, _SYNCS | {"to"}):
             return
         ancestors = self.ctx.ancestors
         if _inside_outer_sync(ancestors):
@@ -279,7 +284,7 @@ class HostSyncInStep(StepRule):
         where = self.step_context(ancestors)
         if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, _copied(node)):
             return
-        self.report_in_step(node, where, method=method)
+        self.report_in_step(node, where, method='to("cpu")' if method == "to" else f"{method}()")
 
     def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call) -> bool:
         """A tensor-valued slice bound (PC505) or a tensor-valued test (PC504)."""
@@ -292,12 +297,23 @@ class HostSyncInStep(StepRule):
         return tests_tensor_value(self.ctx, part)
 
 
+def _syncs(call: cst.CSTNode) -> bool:
+    """`.item()`, `.tolist()`, `.cpu()`, `.numpy()` or `.to("cpu")`: a copy to the host."""
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+        return False
+    method = call.func.attr.value
+    if method == "to":
+        places = [arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "device"]
+        return any(patterns.string_value(place) == "cpu" for place in places)
+    return method in _SYNCS
+
+
 def _copied(node: cst.Call) -> cst.BaseExpression:
     """The tensor a chain of syncs copies to the host: `x` in `x.cpu().float().numpy()`."""
     assert isinstance(node.func, cst.Attribute)
     copied = current = node.func.value
     while isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
-        if current.func.attr.value in _SYNCS:
+        if _syncs(current):
             copied = current.func.value
         current = current.func.value
     return copied
@@ -312,7 +328,7 @@ def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:
             return False
         if child is not None and attribute.value is not child:
             return False
-        if attribute.attr.value in _SYNCS:
+        if _syncs(call):
             return True
         index, child = index - 2, call
     return False
