@@ -195,5 +195,5 @@ def _checks_availability(test: cst.BaseExpression, ctx: FileContext) -> bool:
         return False
     if ctx.qualified_names(test.func) & _FIND_SPEC:
         return True
-    name = test.func.attr.value if isinstance(test.func, cst.Attribute) else getattr(test.func, "value", "")
-    return isinstance(name, str) and _AVAILABILITY_NAME.fullmatch(name) is not None
+    name = patterns.target_name(test.func) if isinstance(test.func, (cst.Name, cst.Attribute)) else None
+    return name is not None and _AVAILABILITY_NAME.fullmatch(name) is not None

@@ -9,6 +9,7 @@ import libcst as cst
 
 from portcheck import patterns
 
+FLOAT16 = frozenset({"torch.float16", "torch.half"})  # the dtype's qualified names
 _FLOAT16_CHOICES = frozenset({"fp16", "float16", "half", "16"})  # how settings name float16
 _FLOAT16_FLAG = re.compile(r"(^|_)(fp16|half|float16)$", re.IGNORECASE)  # `args.fp16`, `use_half`
 

@@ -10,14 +10,13 @@ from portcheck import targets as target_data
 from portcheck.flow import ANYWHERE, Reach
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
-from portcheck.rules.precision import chooses_float16, tests_equal, under_test
+from portcheck.rules.precision import FLOAT16, chooses_float16, tests_equal, under_test
 from portcheck.wording import verb
 
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
 _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
 _HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
-_FLOAT16 = frozenset({"torch.float16", "torch.half"})
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
 _PASS_THROUGH = frozenset({"to", "eval", "train", "requires_grad_"})  # `m.to(dev).half()` is `m.half()`
@@ -308,7 +307,7 @@ class Float16OnBf16Target(Rule):
 
     def _is_float16(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.Name, cst.Attribute)):
-            return bool(self.ctx.qualified_names(node) & _FLOAT16)
+            return bool(self.ctx.qualified_names(node) & FLOAT16)
         return patterns.string_value(node) in _FLOAT16_STRINGS
 
     def _is_model(self, receiver: cst.BaseExpression) -> bool:

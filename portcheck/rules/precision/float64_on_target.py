@@ -222,7 +222,7 @@ class Float64OnTarget(Rule):
             listed = [e.value for e in table.elements]
         else:
             return False
-        return sum(1 for value in listed if value is not node and flow.is_dtype(value)) >= 1
+        return any(value is not node and flow.is_dtype(value) for value in listed)
 
     def visit_Call(self, node: cst.Call) -> None:
         if patterns.method_name(node) == "double" and not node.args:

@@ -7,7 +7,7 @@ from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid
-from portcheck.rules.precision import chooses_float16, under_test
+from portcheck.rules.precision import FLOAT16, chooses_float16, under_test
 
 _SCALERS = frozenset(
     {
@@ -18,7 +18,6 @@ _SCALERS = frozenset(
     }
 )
 # Where `enabled` comes by position: after `device` in torch.amp's scaler, first-but-one in the old ones.
-_FLOAT16 = frozenset({"torch.float16", "torch.half"})
 _ENABLED_POSITION = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5}
 _ENABLED_POSITION_OLD = 4
 
@@ -152,7 +151,7 @@ class GradScalerOnBf16Target(Rule):
             bound = self.ctx.assigned_value(test)
             return bound is not None and self._about_float16(bound, depth + 1)
         return any(
-            self.ctx.qualified_names(node) & _FLOAT16 or patterns.string_value(node) in ("float16", "fp16")
+            self.ctx.qualified_names(node) & FLOAT16 or patterns.string_value(node) in ("float16", "fp16")
             for node in _parts(test)
         )
 
