@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 
@@ -377,7 +377,8 @@ def _results(
     only on targets not selected. CUDA-only code reached only under such a check does not run
     on another target as written: info there (the check is the finding)."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
-    ranges = positions(tree, nodes) if tree is not None else {}
+    methods = [_method_name(r.node) for rule in rules for r in rule.reports if _method_name(r.node) is not None]
+    ranges = positions(tree, [*nodes, *methods]) if tree is not None else {}
     placements: dict[FindingKey, Placement] = {}
     lines = text.splitlines()
     pairs = []
@@ -386,7 +387,7 @@ def _results(
         for report in rule.reports:
             placement = NOWHERE
             if report.node is not None:
-                span = _span(ranges[id(report.node)])
+                span = _anchored(report.node, ranges)
                 placement = flow.placement(report.chain, report.node) if flow is not None else NOWHERE
             else:
                 assert report.span is not None
@@ -410,6 +411,24 @@ def _results(
             first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
             facts.append(Fact(record.kind, record.name, path, first, last, record.details))
     return pairs, facts, placements, elsewhere
+
+
+def _method_name(node: cst.CSTNode | None) -> cst.Name | None:
+    """The method name of a method call (`.cuda` in `x.unsqueeze(0).cuda()`)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.attr
+    return None
+
+
+def _anchored(node: cst.CSTNode, ranges: Mapping[int, tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    """A finding's span: the node's, but a method call chained over several lines starts at
+    its method's line, where the reader (and a `# portcheck: ignore` at the line's end) looks."""
+    span = _span(ranges[id(node)])
+    method = _method_name(node)
+    if method is not None and ranges[id(method)][0] > span[0]:
+        line, column = ranges[id(method)][:2]
+        span = (line, column + 1, span[2], span[3])
+    return span
 
 
 def _span(position: tuple[int, int, int, int]) -> tuple[int, int, int, int]:

@@ -112,8 +112,8 @@ _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|w
 # What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
 # inference or test steps, whose loops read each result back as their product).
 _STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
-# Methods that run a model: `model.forward_decoder(...)`, `model.decode(z)`.
-_MODEL_RUN = re.compile(r"^(forward|decode)(_\w+)?$")
+# Methods that run a model or its halves: `model.forward_decoder(...)`, `model.decode(z)`, `model.decoder(x)`.
+_MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
@@ -132,6 +132,7 @@ class Guard:
     protected: tuple[cst.CSTNode, ...]
     asserts: bool = False  # an `assert`: it stops the program where the check fails
     skips: bool = False  # it skips a test where the check fails
+    tells_only: bool = False  # what it guards only logs or frees cached memory, and there is no else
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,29 @@ class _Site:
     scope: Scope
     ancestors: tuple[cst.CSTNode, ...]  # the nodes from the module down to the call
     skipped: int = 0  # leading parameters the call does not pass (`self`)
+    receiver: cst.BaseExpression | None = None  # `self.decoder` in `self.decoder.update(...)`
+
+
+@dataclass(frozen=True)
+class _Class:
+    """A top-level class of the module: its bases (by name) and its methods."""
+
+    bases: tuple[str, ...]
+    methods: dict[str, cst.FunctionDef]
+
+
+def _is_object(node: cst.BaseExpression) -> bool:
+    """A receiver that may hold an instance of the module's classes: a local name (not `self`)
+    or an attribute of `self`."""
+    return (isinstance(node, cst.Name) and node.value != "self") or _self_attribute(node)
+
+
+def _self_attribute(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _binds(target: cst.BaseExpression, name: str) -> bool:
+    return isinstance(target, cst.Name) and target.value == name
 
 
 @dataclass
@@ -216,6 +240,8 @@ class DeviceFlow:
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
     _functions: dict[str, cst.FunctionDef] = field(default_factory=dict)  # the functions seen so far, by name
     _helpers: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (function id, depth) -> its marker
+    _classes: dict[str, _Class] = field(default_factory=dict)  # the module's top-level classes seen so far
+    _self_items: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # appended
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -230,13 +256,18 @@ class DeviceFlow:
             return
         test = self._source(node.test)
         if holds:
-            self._add(Guard(test, (node.body,)))
+            self._add(
+                Guard(test, (node.body,), tells_only=node.orelse is None and _tells_only(node.body, self.resolver))
+            )
         elif node.orelse is not None:
             self._add(Guard(test, (node.orelse,)))
         elif _exits(node.body, self.resolver):
             self._add(Guard(test, self._following(node), skips=_skips(node.body, self.resolver)))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if len(self.ancestors) == 1:  # in the module itself
+            bases = tuple(arg.value.value for arg in node.bases if isinstance(arg.value, cst.Name))
+            self._classes[node.name.value] = _Class(bases, {})
         self._skip_decorators(node)
 
     def _skip_decorators(self, node: cst.FunctionDef | cst.ClassDef) -> None:
@@ -723,7 +754,11 @@ class DeviceFlow:
             off_path = self.in_scope(site.scope, partial(off_the_step_path, site.ancestors, self.resolver))
             if off_path or not all(_gives(site, function, gate) for gate in gates):
                 continue
-            if owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
+            if site.receiver is not None:
+                owners = self.in_scope(site.scope, partial(self._owners, site.receiver, title, site.ancestors))
+                if owner is None or owner not in owners:
+                    continue
+            elif owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
                 continue
             where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
             if where is None:
@@ -795,10 +830,64 @@ class DeviceFlow:
             return "step"  # `model.forward_decoder(...)`, `self.model.decode(z)`
         if _BATCH_GETTER.search(name) and (depth == 0 or name != "next"):
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
-        helper = self._functions.get(name) if isinstance(call.func, cst.Name) else None
-        if helper is None or depth >= 2 or name.startswith("test_"):
+        if isinstance(call.func, cst.Name):
+            helpers = [self._functions[name]] if name in self._functions else []
+        elif isinstance(call.func, cst.Attribute) and _is_object(call.func.value) and depth < 2:
+            helpers = self._resolved_methods(call.func.value, call.func.attr.value)  # `self.inference.logits(...)`
+        else:
+            helpers = []
+        if depth >= 2 or name.startswith("test_"):
             return None  # a test function run from a loop over cases is no step
-        return self._helper_marker(helper, depth)
+        found = {self._helper_marker(helper, depth) for helper in helpers}
+        return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
+
+    # --- objects of the module's classes ---------------------------------------------------------
+
+    def _instances(self, node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> set[str]:
+        """The module's classes whose instances `node` (below `ancestors`) may hold:
+        `Greedy(...)`, a choice of those, a name or `self.` attribute bound to one, an item of a
+        list of them, a loop variable over such a list (`for f in self.filters:`)."""
+        if depth > 3:
+            return set()
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            return {node.func.value} if node.func.value in self._classes else set()
+        if isinstance(node, cst.IfExp):
+            return self._instances(node.body, ancestors, depth + 1) | self._instances(node.orelse, ancestors, depth + 1)
+        if isinstance(node, (cst.List, cst.Tuple)):
+            return {kind for element in node.elements for kind in self._instances(element.value, ancestors, depth + 1)}
+        if isinstance(node, cst.Attribute) and _self_attribute(node):
+            values = [*self._self_attributes.get(node.attr.value, []), *self._self_items.get(node.attr.value, [])]
+            return {
+                kind
+                for value, scope in values
+                for kind in self.in_scope(scope, partial(self._instances, value, (), depth + 1))
+            }
+        if isinstance(node, cst.Name):
+            values = self.resolver.assigned_values(node)
+            kinds = {kind for value in values for kind in self._instances(value, ancestors, depth + 1)}
+            loop = next(
+                (a for a in reversed(ancestors) if isinstance(a, cst.For) and _binds(a.target, node.value)), None
+            )
+            return kinds | (self._instances(loop.iter, ancestors, depth + 1) if loop is not None else set())
+        return set()
+
+    def _defining(self, kind: str, title: str, depth: int = 0) -> str | None:
+        """The class whose method `title` an instance of `kind` runs: its own, else a base's."""
+        known = self._classes.get(kind)
+        if known is None or depth > 5:
+            return None
+        if title in known.methods:
+            return kind
+        return next((found for base in known.bases if (found := self._defining(base, title, depth + 1))), None)
+
+    def _owners(self, receiver: cst.BaseExpression, title: str, ancestors: Sequence[cst.CSTNode]) -> set[str]:
+        """The classes whose method `title` a call on `receiver` (below `ancestors`) may run."""
+        kinds = self._instances(receiver, ancestors)
+        return {owner for kind in kinds if (owner := self._defining(kind, title)) is not None}
+
+    def _resolved_methods(self, receiver: cst.BaseExpression, title: str) -> list[cst.FunctionDef]:
+        owners = self._owners(receiver, title, self.ancestors)
+        return [self._classes[owner].methods[title] for owner in sorted(owners)]
 
     def _helper_marker(self, function: cst.FunctionDef, depth: int) -> str | None:
         """What a function of the module defined before the call does every time it is called
@@ -840,6 +929,8 @@ class DeviceFlow:
         self._methods[id(node)] = holder.name.value if isinstance(holder, cst.ClassDef) else None
         if holder is None or not isinstance(holder, cst.ClassDef):
             self._functions[node.name.value] = node
+        elif holder.name.value in self._classes and len(self.ancestors) == 3:
+            self._classes[holder.name.value].methods[node.name.value] = node
         self._skip_decorators(node)
 
     def _note_call(self, node: cst.Call) -> None:
@@ -851,6 +942,15 @@ class DeviceFlow:
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
+        elif isinstance(func, cst.Attribute) and _is_object(func.value):
+            site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1, func.value)
+            self._calls.setdefault(func.attr.value, []).append(site)  # `self.decoder.update(...)`
+            if func.attr.value in ("append", "extend") and node.args and _self_attribute(func.value):
+                assert isinstance(func.value, cst.Attribute)
+                item = node.args[0].value
+                items = item.elements if func.attr.value == "extend" and isinstance(item, (cst.List, cst.Tuple)) else ()
+                for each in [e.value for e in items] or [item]:
+                    self._self_items.setdefault(func.value.attr.value, []).append((each, self.resolver.scope))
         spawns = isinstance(func, cst.Attribute) and func.attr.value in ("spawn", "start_processes")
         if spawns and node.args and self.resolver.qualified_names(func) & _SPAWNERS:
             spawned = node.args[0].value
@@ -1033,7 +1133,7 @@ def _exits_only(body: cst.BaseSuite) -> bool:
 
 
 def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], resolver: Resolver | None) -> bool:
-    """`i < N` (alone or in an `and`) where `i` counts the steps of an enclosing loop
+    """`i < N` or `i == N` (alone or in an `and`) where `i` counts the steps of an enclosing loop
     (`for i, batch in enumerate(loader)`, `for i in range(n)`, `count += 1` in its body), or is
     bound once to that count plus more (`ni = i + nb * epoch`, with a `resolver`)."""
     if isinstance(test, cst.BooleanOperation):
@@ -1043,7 +1143,10 @@ def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], res
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.left, cst.Name):
         return False
     link = test.comparisons[0]
-    if not (isinstance(link.operator, (cst.LessThan, cst.LessThanEqual)) and isinstance(link.comparator, cst.Integer)):
+    if not (
+        isinstance(link.operator, (cst.LessThan, cst.LessThanEqual, cst.Equal))
+        and isinstance(link.comparator, cst.Integer)
+    ):
         return False
     counters = {_counter(loop, resolver) for loop in ancestors if isinstance(loop, cst.For)} - {None}
     counters.update(name for loop in ancestors if isinstance(loop, (cst.For, cst.While)) for name in _counted(loop))
@@ -1259,6 +1362,30 @@ def _exits(body: cst.BaseSuite, resolver: Resolver) -> bool:
     if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and isinstance(last.body[-1], _EXITS):
         return True
     return _skips(body, resolver)
+
+
+# Calls that only free memory the allocator caches: skipping them off CUDA changes no result.
+_FREES_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "gc.collect"})
+
+
+def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
+    """A block of calls that only tell the user something (`logger.warning(...)`, `print`) or
+    free cached memory (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where
+    it is skipped, the program computes the same."""
+    calls = []
+    for line in body.body:
+        if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return False
+        for statement in line.body:
+            if not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
+                return False
+            calls.append(statement.value)
+    names = [resolver.qualified_names(call.func) for call in calls]
+    frees = any(each & _FREES_CACHE for each in names)
+    return bool(calls) and all(
+        patterns.is_logging_call(call) or each & _FREES_CACHE or (frees and "torch.cuda.synchronize" in each)
+        for call, each in zip(calls, names)
+    )
 
 
 def _skips(body: cst.BaseSuite, resolver: Resolver) -> bool:

@@ -269,6 +269,19 @@ _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "
 _EXITS = frozenset({"exit", "quit", "sys.exit", "os._exit"})
 
 
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
+
+
+def is_logging_call(call: cst.Call) -> bool:
+    """`print(...)`, `warnings.warn(...)`, `logging.error(...)`, `logger.info(...)`,
+    `self.log.warning(...)`: a call that only tells the user something."""
+    name = dotted(call.func)
+    if name in ("print", "warnings.warn", "warn"):
+        return True
+    receiver, _, method = name.rpartition(".")
+    return method in _LOG_LEVELS and "log" in receiver.rpartition(".")[2].lower()
+
+
 def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
     """An `except` that catches ImportError and neither raises nor exits: the program goes on
     without what the `try` imports."""

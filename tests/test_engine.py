@@ -116,6 +116,24 @@ def test_the_reported_severity_is_the_worst_over_the_selected_targets() -> None:
     assert scan_source(source, config=Config(targets=("rocm",))) == []
 
 
+def test_a_method_call_chained_over_lines_is_reported_on_its_method_line() -> None:
+    source = (
+        "import torch\nids = (\n    tokenize(prompt)\n    .unsqueeze(0)\n    .cuda()  # portcheck: ignore[PC102]\n)\n"
+    )
+    assert scan_source(source, config=Config(targets=("tpu",))) == []
+    (finding,) = scan_source(source.replace("  # portcheck: ignore[PC102]", ""), config=Config(targets=("tpu",)))
+    assert (finding.code, finding.line, finding.column) == ("PC102", 5, 6)
+
+
+def test_an_import_whose_handler_only_logs_is_not_optional() -> None:
+    logs = "import logging\ntry:\n    import xformers.ops\nexcept ImportError:\n    logging.error('no xformers')\n"
+    (finding,) = scan_source(logs, config=Config(targets=("tpu",)))
+    assert finding.severity.label == "error" and "optional" not in finding.message
+    falls_back = logs.replace("logging.error('no xformers')", "xformers = None")
+    (optional,) = scan_source(falls_back, config=Config(targets=("tpu",)))
+    assert optional.severity.label == "info" and "optional: guarded by try/except ImportError" in optional.message
+
+
 def test_hints_follow_the_selected_targets() -> None:
     source = "import torch\ntorch.cuda.synchronize()\n"
     (xla,) = scan_source(source, config=Config(targets=("xla",)))
@@ -154,3 +172,11 @@ def test_invalid_escapes_in_the_scanned_code_raise_no_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [finding.code for finding in scan_source(source, config=Config(targets=("tpu",)))] == ["PC102"]
+
+
+def test_a_fixed_choice_of_gpus_is_info_and_a_per_process_one_a_warning() -> None:
+    fixed = 'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n'
+    (finding,) = scan_source(fixed, config=Config(targets=("tpu",)))
+    assert finding.severity.label == "info" and "fixed CUDA devices" in finding.hint
+    (per_rank,) = scan_source(fixed.replace('"0"', "str(rank)"), config=Config(targets=("tpu",)))
+    assert per_rank.severity.label == "warning"

@@ -114,7 +114,7 @@ def test_what_an_and_runs_only_after_a_cuda_check_is_info_inside_a_check_too() -
     source = """\
     import torch
     if torch.cuda.is_available() and torch.cuda.memory_allocated() > 0:
-        torch.cuda.empty_cache()
+        model = model.cuda()
     FLASH = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
     """
     found = findings(source)
@@ -309,6 +309,55 @@ def test_an_epoch_loop_around_a_step_loop_is_no_step_loop() -> None:
         print(loss.item())
     """
     assert not [key for key in findings(source) if key[1] == "PC503"]
+
+
+def test_methods_run_on_objects_of_the_module_classes_are_followed_from_a_step_loop() -> None:
+    source = """\
+    import torch
+
+    class Inference:
+        def __init__(self, model):
+            self.model = model
+        def logits(self, tokens):
+            return self.model.decoder(tokens)
+
+    class Decoder:
+        def update(self, tokens, logits):
+            return tokens, bool(tokens[0, -1].item() == 0)
+
+    class Greedy(Decoder):
+        pass
+
+    class Beam(Decoder):
+        def update(self, tokens, logits):
+            return tokens, logits.max().item() > 0
+
+    class Blank:
+        def apply(self, logits, tokens):
+            return tokens.tolist()
+
+    class Unused:
+        def update(self, tokens, logits):
+            return tokens.tolist()
+
+    class Task:
+        def __init__(self, model, beam):
+            self.inference = Inference(model)
+            self.decoder = Beam() if beam else Greedy()
+            self.filters = []
+            self.filters.append(Blank())
+
+        def run(self, tokens):
+            for i in range(100):
+                logits = self.inference.logits(tokens)
+                for f in self.filters:
+                    f.apply(logits, tokens)
+                tokens, done = self.decoder.update(tokens, logits)
+                if i == 0:
+                    first = logits.tolist()
+    """
+    lines = {line for line, code in findings(source) if code == "PC503"}
+    assert lines == {11, 18, 22}  # Decoder's (run by Greedy), Beam's, Blank's; not Unused's, not the first step
 
 
 def test_a_branch_reaches_the_targets_whose_device_type_takes_it() -> None:

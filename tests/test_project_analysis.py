@@ -167,6 +167,14 @@ def evaluate(model, loader):
     write(tmp_path, {"engine.py": "import json\n", "evaluate.py": evaluate})  # floats reach update() now
     found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
     assert found == {("evaluate.py", 7), ("utils.py", 11)}
+    losses = evaluate.replace("logger.update(loss=model(x, y).item())", "logger.update(**scaled)")
+    losses = losses.replace(
+        "    for x, y in loader:\n",
+        "    for x, y in loader:\n        scaled = {k: v * w[k] for k, v in model(x, y).items()}\n",
+    )
+    write(tmp_path, {"evaluate.py": losses})  # detr: a dict of losses passed as **kwargs
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {("utils.py", 7), ("utils.py", 11)}
     annotated = "from utils import MetricLogger\n\ndef train(logger: MetricLogger, loader):\n"
     annotated += "    for x in loader:\n        logger.log(x)\n"
     write(tmp_path, {"evaluate.py": annotated})  # the logger is a parameter, known by its annotation

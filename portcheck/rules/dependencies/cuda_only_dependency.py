@@ -71,7 +71,7 @@ class CudaOnlyDependency(Rule):
         Invalid("[options]\ninstall_requires =\n    torch\n    mamba-ssm\n", lines=[4], path="setup.cfg"),
         Invalid(
             "dependencies:\n  - pytorch=2.1\n  - pytorch-cuda=12.1\n  - pip:\n    - deepspeed\n    - liger-kernel\n",
-            lines=[3, 6],
+            lines=[3, 5, 6],
             path="environment.yml",
         ),
     ]

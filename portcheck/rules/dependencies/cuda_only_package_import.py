@@ -55,9 +55,11 @@ class CudaOnlyPackageImport(Rule):
     an export format: onnx, tensorrt, trt, coreml, tflite, openvino), which runs only when a
     model is exported for another runtime, not when it trains or serves on the target; or one
     under an availability check (`if is_flash_attn_2_available():`, any `is_..._available()`,
-    or `importlib.util.find_spec(...)`). A package is reported once per module, at its first
-    import (unguarded first: a guarded import of a package the module also imports unguarded
-    is not optional).
+    or `importlib.util.find_spec(...)`). A handler that only logs (`logging.error("install
+    xformers")`) is no path without the package: the names stay unbound and the first use
+    raises NameError. Each import statement is reported once, as each is a line the port
+    removes; a guarded import of a package the module also imports unguarded is not reported
+    apart.
 
     ## Fix safety
     No automatic fix.
@@ -72,7 +74,7 @@ class CudaOnlyPackageImport(Rule):
 
     VALID = [
         Valid("import torch\nimport torch.nn.functional as F\n"),
-        Valid("import deepspeed\nengine = deepspeed.initialize(model=model)\n"),
+        Valid("import deepspeed\nengine = deepspeed.initialize(model=model)\n", options={"targets": ["xpu", "hpu"]}),
         Valid("from .flash_attn import attention\nfrom mypkg.apex_utils import helper\n"),
         Valid("def f(torch, apex):\n    return apex.amp\n"),
     ]
@@ -108,8 +110,18 @@ class CudaOnlyPackageImport(Rule):
         Invalid(
             "try:\n    import apex\nexcept (ImportError, OSError): sys.exit(1)\n", lines=[2], message="NVIDIA Apex"
         ),
-        # one finding per package: its submodules are the same dependency
-        Invalid("import torch\nimport cutlass\nimport cutlass.cute as cute\nfrom cutlass import Float32\n", lines=[2]),
+        # one finding per import statement: each is a line the port removes
+        Invalid(
+            "import torch\nimport cutlass\nimport cutlass.cute as cute, cutlass.utils\nfrom cutlass import Float32\n",
+            lines=[2, 3, 4],
+        ),
+        Invalid("import deepspeed\nfrom deepspeed.ops.adam import FusedAdam\n", lines=[1, 2], message="DeepSpeed"),
+        Invalid(  # LLaVA's xformers patch: a handler that only logs leaves `xformers` unbound
+            "import logging\ntry:\n    import xformers.ops\nexcept ImportError:\n"
+            '    logging.error("xformers not found! Please install it.")\n',
+            lines=[3],
+            message="xFormers",
+        ),
         Invalid(  # guarded by an availability check: optional; unguarded below: not
             "from transformers.utils import is_flash_attn_2_available\nif is_flash_attn_2_available():\n"
             "    from flash_attn import flash_attn_func\n",
@@ -130,7 +142,9 @@ class CudaOnlyPackageImport(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._reported: dict[tuple[str, bool], int] = {}  # (package, optional) -> its first report
+        self._reported: set[tuple[str, int]] = set()  # (package, import statement)
+        self._optional: dict[str, list[int]] = {}  # package -> its optional imports' reports
+        self._required: set[str] = set()  # packages imported unguarded somewhere
 
     def visit_Import(self, node: cst.Import) -> None:
         self._check(node)
@@ -147,21 +161,22 @@ class CudaOnlyPackageImport(Rule):
             optional = _optional_import(self.ctx.ancestors, self.ctx)
             written = module.split(".", 1)[0]
             self.record(project.DEPENDENCY, package.key, node, written=written, optional=optional)
-            if (package.key, bool(optional)) in self._reported:
-                continue  # `import cutlass` then `import cutlass.cute`: one dependency to replace
-            self._reported[package.key, bool(optional)] = len(self.reports)
+            if (package.key, id(node)) in self._reported:
+                continue  # `import cutlass.cute, cutlass.utils`: one line to change
+            self._reported.add((package.key, id(node)))
             severity, what = package.severities(), package.what
             if optional:
+                self._optional.setdefault(package.key, []).append(len(self.reports))
                 severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
                 what = f"{what} (optional: {optional})"
+            else:
+                self._required.add(package.key)
             self.report(node, severity=severity, module=module, what=what, instead=package.instead)
 
     def leave_Module(self, node: cst.Module) -> None:
         """A package the module also imports unguarded is not optional there: its guarded
         imports are not reported apart."""
-        dropped = {
-            index for (key, optional), index in self._reported.items() if optional and (key, False) in self._reported
-        }
+        dropped = {index for key in self._required for index in self._optional.get(key, ())}
         self.reports[:] = [report for index, report in enumerate(self.reports) if index not in dropped]
 
 
@@ -175,7 +190,7 @@ def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext) -> str:
         if (
             isinstance(parent, cst.Try)
             and child is parent.body
-            and any(patterns.carries_on_without_import(h) for h in parent.handlers)
+            and any(patterns.carries_on_without_import(h) and not _only_logs(h) for h in parent.handlers)
         ):
             return "guarded by try/except ImportError"
         if isinstance(parent, cst.If) and child is parent.body and _checks_availability(parent.test, ctx):
@@ -184,6 +199,25 @@ def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext) -> str:
         if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
             return f"only in the export function `{node.name.value}`"
     return ""
+
+
+def _only_logs(handler: cst.ExceptHandler) -> bool:
+    """A handler whose every statement is a call of a logger, `print` or `warnings.warn`: it
+    binds no fallback, so the module goes on without the names the `try` imports."""
+    lines = [handler.body] if isinstance(handler.body, cst.SimpleStatementSuite) else handler.body.body
+    statements = [
+        statement
+        for line in lines
+        for statement in (
+            line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [line]
+        )
+    ]
+    return bool(statements) and all(
+        isinstance(statement, cst.Expr)
+        and isinstance(statement.value, cst.Call)
+        and patterns.is_logging_call(statement.value)
+        for statement in statements
+    )
 
 
 def _checks_availability(test: cst.BaseExpression, ctx: FileContext) -> bool:

@@ -37,7 +37,9 @@ class CudaEnvironmentVariable(Rule):
 
     ## Targets
     A warning for device visibility and NCCL settings, info for debugging and allocator
-    switches that just stop having an effect; off on ROCm, which honours them.
+    switches that just stop having an effect, and for a fixed choice of GPUs
+    (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`), which pins no process to its own device;
+    off on ROCm, which honours them.
 
     ## Fix safety
     No automatic fix. An environment variable is process state that any library, launcher or
@@ -71,13 +73,39 @@ class CudaEnvironmentVariable(Rule):
             lines=[3],
         ),
         Invalid('import torch\nimport os\nif "PYTORCH_CUDA_ALLOC_CONF" in os.environ:\n    pass\n', lines=[3]),
+        Invalid(
+            'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\nos.environ.setdefault("CUDA_VISIBLE_DEVICES", "0,1")\n',
+            lines=[2, 3],
+            message="CUDA_VISIBLE_DEVICES",
+        ),
     ]
+
+    def _fixed_choice(self, node: cst.SimpleString) -> bool:
+        """`os.environ["CUDA_VISIBLE_DEVICES"] = "0"` (or `setdefault(..., "0,1")`): one fixed
+        choice of GPUs, which pins nothing per process, unlike `str(rank)`."""
+        ancestors = self.ctx.ancestors
+        for parent, child in zip(reversed(ancestors), (node, *reversed(ancestors))):
+            if isinstance(parent, cst.Assign):
+                return child is not parent.value and _device_list(parent.value)
+            if isinstance(parent, cst.Call):
+                value = patterns.positional(parent, 1)
+                return patterns.method_name(parent) == "setdefault" and value is not None and _device_list(value.value)
+            if isinstance(parent, cst.BaseStatement):
+                return False
+        return False
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = patterns.string_value(node)
         if value is None:
             return
-        if value == _VISIBILITY or value.startswith("NCCL_") and value[5:].isupper():
+        if value == _VISIBILITY and self._fixed_choice(node):
+            self.report(
+                node,
+                severity=per_target(INFO, rocm=OFF),
+                variable=value,
+                advice="drop it for other targets: it picks fixed CUDA devices, and the target's process uses its own",
+            )
+        elif value == _VISIBILITY or value.startswith("NCCL_") and value[5:].isupper():
             self.report(node, variable=value, advice=_visibility_advice(self.ctx.targets, value))
         elif value in _NO_EFFECT:
             self.report(
@@ -86,6 +114,12 @@ class CudaEnvironmentVariable(Rule):
                 variable=value,
                 advice="drop it for other targets; it only affects CUDA debugging or allocation",
             )
+
+
+def _device_list(node: cst.BaseExpression) -> bool:
+    """`"0"`, `"0,1"`: a literal list of device indexes."""
+    value = patterns.string_value(node)
+    return value is not None and value != "" and all(part.strip().isdigit() for part in value.split(","))
 
 
 def _visibility_advice(selected: tuple[str, ...], variable: str) -> str:

@@ -35,8 +35,10 @@ class Float16OnBf16Target(Rule):
     `torch_dtype="float16"`, also per component in a dict) in `from_pretrained`-style calls
     and `transformers.pipeline(...)`, also through `**kwargs` of a dict built in the module,
     Hugging Face's `torch_dtype` wherever it is set (`kwargs["torch_dtype"] = torch.float16`,
-    `dict(torch_dtype=...)`), and `.half()` on models, when a selected target computes natively
-    in bfloat16.
+    `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, `.half()` and
+    `.to(torch.float16)` on models, and tensors moved to the device in float16
+    (`x.to(device, dtype=torch.float16)`, `x.half().cuda()`), when a selected target computes
+    natively in bfloat16.
 
     ## Why is this bad?
     float16 is the half precision of NVIDIA GPUs. TPU, Trainium, XLA and Gaudi compute in
@@ -65,7 +67,10 @@ class Float16OnBf16Target(Rule):
     user asks for it (`if args.fp16:`, `elif precision == "fp16":`): the setting's default is
     what a port changes (PC309 reports `mixed_precision="fp16"` and `fp16=True`).
     `from_pretrained` counts when its class comes from transformers or diffusers, from a
-    relative import, or from nowhere portcheck can see.
+    relative import, or from nowhere portcheck can see. Nor is float16 in a conversion script,
+    which loads and saves weights and places nothing on a device (no `.cuda()`, `.to(device)`,
+    `device=` or `device_map=` but the CPU), or a model loaded with `device_map="cpu"`: the
+    dtype there is the checkpoint's, and what runs on the target loads it again.
 
     ## Fix safety
     No automatic fix: changing a dtype changes numerics.
@@ -73,7 +78,7 @@ class Float16OnBf16Target(Rule):
 
     code = "PC308"
     name = "float16-on-bf16-target"
-    message = "{what} runs the model in float16, but {targets} {compute} natively in bfloat16"
+    message = "{what} {runs} in float16, but {targets} {compute} natively in bfloat16"
     hint = "use torch.bfloat16 on {targets}: the same memory as float16, with float32's range"
     severity = {name: WARNING if t.amp_dtype == "bfloat16" else OFF for name, t in target_data.all_targets().items()}
     triggers = (b"float16", b"half")
@@ -137,6 +142,18 @@ class Float16OnBf16Target(Rule):
             "unet = UNet2DConditionModel.from_pretrained('x', torch_dtype=dtype)\n"
             "assert dtype_kwargs('float16') == {'torch_dtype': 'float16'}\n"
         ),
+        # a cast on the host, a move to the CPU
+        Valid('import torch\nx = x.to(torch.float16)\ny = y.to("cpu", dtype=torch.float16)\nz = z.half().cpu()\n'),
+        # conversion scripts: weights loaded on the host and saved (LLaVA's apply_delta, alpaca-lora's export)
+        Valid(
+            "import torch\nfrom transformers import AutoModelForCausalLM\n"
+            "base = AutoModelForCausalLM.from_pretrained(p, torch_dtype=torch.float16, low_cpu_mem_usage=True)\n"
+            "base.half()\nbase.save_pretrained(out)\n"
+        ),
+        Valid(
+            "import torch\nfrom transformers import LlamaForCausalLM\n"
+            'm = LlamaForCausalLM.from_pretrained(p, torch_dtype=torch.float16, device_map={"": "cpu"})\n'
+        ),
     ]
     INVALID = [
         Invalid(
@@ -191,15 +208,58 @@ class Float16OnBf16Target(Rule):
             'm = AutoModel.from_pretrained("x", **kw)\n',
             lines=[8, 10, 11],
         ),
+        # casts: a model, a tensor moved to the device in float16 (LLaVA's serving code)
+        Invalid(
+            "import torch\nmodel.to(torch.float16)\nimages = images.to(model.device, dtype=torch.float16)\n"
+            "x = x.half().cuda()\ny = y.cuda().half()\nz = z.to(device, torch.half)\n",
+            lines=[2, 3, 4, 5, 6],
+        ),
+        Invalid(  # AutoGPTQ's loader: the parameter's default is the dtype every caller gets
+            "import torch\ndef from_quantized(path, device=None, torch_dtype: torch.dtype = torch.float16):\n"
+            "    return load(path, torch_dtype=torch_dtype)\n",
+            lines=[2],
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._reported: set[int] = set()
+        self._places = False  # the module moves something to a device
+        self._saves = False  # the module writes weights
+
+    def _note_placement(self, node: cst.Call) -> None:
+        method = patterns.method_name(node) or patterns.target_name(node.func)
+        if method in _SAVES:
+            self._saves = True
+        elif not self._places:
+            self._places = _places(node) or any(
+                arg.keyword is not None and arg.keyword.value in _PLACEMENT_KEYWORDS and not _on_cpu(arg.value)
+                for arg in node.args
+            )
+
+    def _moved_next(self, node: cst.Call) -> bool:
+        """`x.half().cuda()`: the call's result is moved to a device."""
+        ancestors = self.ctx.ancestors
+        return (
+            len(ancestors) > 1
+            and isinstance(ancestors[-1], cst.Attribute)
+            and ancestors[-1].value is node
+            and isinstance(ancestors[-2], cst.Call)
+            and ancestors[-2].func is ancestors[-1]
+            and _places(ancestors[-2])
+        )
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """A conversion script loads, casts and saves weights on the host: its float16 is the
+        checkpoint's, and nothing of it runs on the target."""
+        if self._saves and not self._places:
+            self.reports.clear()
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._loads_model(node):
             options = kwargs.call_options(self.ctx, node)  # also what `**model_kwargs` holds
+            if any(_on_cpu(value) for value in options.values("device_map")):
+                return  # loaded into host memory: the dtype is the checkpoint's (an export script)
             for keyword in _DTYPE_KEYWORDS:
                 for value in options.values(keyword):
                     self._check_dtype(node, keyword, value)
@@ -207,15 +267,32 @@ class Float16OnBf16Target(Rule):
             arg = patterns.keyword(node, _HF_DTYPE)
             if arg is not None:
                 self._check_dtype(node, _HF_DTYPE, arg.value)
-        elif patterns.method_name(node) == "half" and not node.args and isinstance(node.func, cst.Attribute):
-            if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(node.func)):
+        elif patterns.method_name(node) in ("half", "to") and isinstance(node.func, cst.Attribute):
+            self._check_cast(node, node.func)
+        self._note_placement(node)
+
+    def _check_cast(self, node: cst.Call, method: cst.Attribute) -> None:
+        """`.half()` or `.to(torch.float16)` on a model, and a tensor moved to the device in
+        float16 (`x.to(device, dtype=torch.float16)`, `x.half().cuda()`)."""
+        if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(method)):
+            return
+        if method.attr.value == "half":
+            if node.args:
                 return
-            if (
-                self._is_model(node.func.value)
-                and not self._expects_error()
-                and not under_test(self.ctx.ancestors, self._keeps_float16)
-            ):
-                self._report(node, "`.half()`", self._reach(node))
+            what, dtype = "`.half()`", node
+        else:
+            dtype = _to_dtype(node)
+            if dtype is None or not self._is_float16(dtype):
+                return
+            what = f"`.to({min(self.ctx.qualified_names(dtype), default='float16')})`"
+        placed = _places(node) or _places(method.value) or self._moved_next(node)
+        model = self._is_model(method.value)
+        if (model or placed) and not self._expects_error() and not under_test(self.ctx.ancestors, self._keeps_float16):
+            self._report(dtype, what, self._reach(node), "runs the model" if model else "puts the tensor on the device")
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.default is not None and node.name.value == _HF_DTYPE:
+            self._check_dtype(node, _HF_DTYPE, node.default)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         key = patterns.string_value(node.key)
@@ -331,7 +408,7 @@ class Float16OnBf16Target(Rule):
             )
         return False
 
-    def _report(self, node: cst.CSTNode, what: str, reach: Reach) -> None:
+    def _report(self, node: cst.CSTNode, what: str, reach: Reach, runs: str = "runs the model") -> None:
         """Report for the targets whose device type can take the branch `node` is in: float16 is
         the right choice in code that only CUDA (or MPS...) runs."""
         if id(node) in self._reported:
@@ -345,10 +422,64 @@ class Float16OnBf16Target(Rule):
         }
         affected = [t for t in self.ctx.targets if severity[t] > OFF]
         names = "/".join(affected) or "the selected targets"
-        self.report(node, severity=severity, what=what, targets=names, compute=verb(affected, "computes", "compute"))
+        compute = verb(affected, "computes", "compute")
+        self.report(node, severity=severity, what=what, runs=runs, targets=names, compute=compute)
 
 
 def _instantiates_class(call: cst.Call) -> bool:
     """`Net(...)`, `nn.Linear(...)`: a CamelCase callee, but not a tensor type."""
     name = patterns.target_name(call.func)
     return name is not None and name[:1].isupper() and not name.isupper() and not name.endswith("Tensor")
+
+
+_SAVES = frozenset({"save_pretrained", "save", "save_file", "save_model", "save_checkpoint"})
+_PLACEMENT_KEYWORDS = frozenset({"device", "device_map"})
+_DTYPE_NAMES = frozenset(
+    {"float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "int32", "int64", "long", "bool"}
+)
+
+
+def _to_dtype(call: cst.Call) -> cst.BaseExpression | None:
+    """The dtype a `.to(...)` casts to: `dtype=`, or a positional argument that is not the
+    device (`.to(torch.float16)`, `.to(device, torch.float16)`)."""
+    keyword = patterns.keyword(call, "dtype")
+    if keyword is not None:
+        return keyword.value
+    second = patterns.positional(call, 1)
+    if second is not None:
+        return second.value
+    first = patterns.positional(call, 0)
+    return first.value if first is not None and _spells_dtype(first.value) else None
+
+
+def _places(node: cst.CSTNode | None) -> bool:
+    """A call that moves its receiver to a device: `.cuda()`, `.to(device)`,
+    `.to(device, dtype)`, `.to(device=...)` (not a cast alone, not to the CPU)."""
+    if not isinstance(node, cst.Call):
+        return False
+    method = patterns.method_name(node)
+    if method == "cuda":
+        return True
+    if method != "to":
+        return False
+    device = patterns.keyword(node, "device")
+    if device is not None:
+        return not _on_cpu(device.value)
+    first = patterns.positional(node, 0)
+    return first is not None and not _spells_dtype(first.value) and not _on_cpu(first.value)
+
+
+def _spells_dtype(node: cst.BaseExpression) -> bool:
+    """`torch.float16`, `th.half`, `dtype`, `self.dtype`, `x.dtype`: a cast, not a device."""
+    last = patterns.dotted(node).rpartition(".")[2]
+    return last in _DTYPE_NAMES or "dtype" in last
+
+
+def _on_cpu(node: cst.BaseExpression) -> bool:
+    """`"cpu"`, `{"": "cpu"}`, `torch.device("cpu")`."""
+    if isinstance(node, cst.Dict):
+        values = [e.value for e in node.elements if isinstance(e, cst.DictElement)]
+        return bool(values) and all(_on_cpu(value) for value in values)
+    if isinstance(node, cst.Call) and patterns.target_name(node.func) == "device" and node.args:
+        return _on_cpu(node.args[0].value)
+    return patterns.string_value(node) == "cpu"

@@ -9,7 +9,7 @@ from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
 from portcheck.flow import Guard
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import ERROR, OFF, WARNING, Invalid, SeverityMap, Valid
+from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid
 from portcheck.targets import api
 
 # Names that hold how many processes to start (`world_size = torch.cuda.device_count()`).
@@ -28,7 +28,9 @@ class CudaAvailabilityCheck(CudaApiRule):
     takes its CPU path on a TPU or Trainium host: it runs, slowly, and nothing says why. A
     test that skips itself without CUDA (`@pytest.mark.skipif(not torch.cuda.is_available(),
     ...)`, `pytest.skip(...)`, `self.skipTest(...)`) is a warning: it goes untested there,
-    and what it runs is reported at info, as under any CUDA check.
+    and what it runs is reported at info, as under any CUDA check. A check that guards only
+    messages or freeing cached memory (`if torch.cuda.is_available(): logger.warning(...)`,
+    `torch.cuda.empty_cache()`), with no `else`, is info: skipping that changes no result.
 
     ## Example
     ```python
@@ -73,8 +75,8 @@ class CudaAvailabilityCheck(CudaApiRule):
         test skipped without CUDA runs nothing wrong, it only goes untested."""
         usual = super().severities(node, entry)
         check = self._check(node)
-        if check is not None and (check.asserts or check.skips):
-            level = ERROR if check.asserts else WARNING
+        if check is not None and (check.asserts or check.skips or check.tells_only):
+            level = ERROR if check.asserts else WARNING if check.skips else INFO
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
         return usual
 
@@ -84,6 +86,8 @@ class CudaAvailabilityCheck(CudaApiRule):
             return "returns False, so this assert stops the program on every other device"
         if check is not None and check.skips:
             return "returns False, so this test is skipped on every other device"
+        if check is not None and check.tells_only:
+            return "returns False, which here only skips a message or freeing cached memory"
         return super().effect(node, name, entry)
 
     def _check(self, node: cst.CSTNode) -> Guard | None:
@@ -192,4 +196,15 @@ class CudaAvailabilityCheck(CudaApiRule):
         Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], options={"torch-version": "2.5"}),
         Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], device="xla"),
         Invalid("from torch.cuda import device_count\ndef f(torch):\n    return device_count()\n", lines=[3]),
+        # a check that only guards a message or freeing cached memory (bark, whisper): info
+        Invalid(
+            "import torch, warnings\nif torch.cuda.is_available():\n    warnings.warn('CUDA is available')\n"
+            "def clear():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n"
+            "        torch.cuda.synchronize()\n",
+            lines=[2, 5],
+            message="only skips a message or freeing cached memory",
+            fixed="import torch, warnings\nif torch.accelerator.is_available():\n    warnings.warn('CUDA is available')\n"
+            "def clear():\n    if torch.accelerator.is_available():\n        torch.cuda.empty_cache()\n"
+            "        torch.cuda.synchronize()\n",
+        ),
     ]

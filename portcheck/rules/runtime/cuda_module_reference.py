@@ -59,6 +59,8 @@ class CudaModuleReference(Rule):
         Valid("def f(torch):\n    return torch.cuda\n"),
         Valid('import torch\nname = getattr(torch, "__version__")\n'),
         Valid("cuda = object()\nholder = cuda\n"),
+        # a probe hands out nothing (bark: `hasattr(torch.cuda, "amp")`)
+        Valid('import torch\nif hasattr(torch.cuda, "amp") and hasattr(torch.cuda.amp, "autocast"):\n    pass\n'),
     ]
     INVALID = [
         Invalid("import torch\nbackend = torch.cuda\n", lines=[2]),
@@ -71,8 +73,16 @@ class CudaModuleReference(Rule):
     ]
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
-        if qualified_name == "torch.cuda":
+        if qualified_name == "torch.cuda" and not self._probed(node):
             self.report(node, what="`torch.cuda` used as a value")
+
+    def _probed(self, node: cst.CSTNode) -> bool:
+        """`hasattr(torch.cuda, "amp")`: a question about the module, which keeps nothing of it."""
+        ancestors = self.ctx.ancestors
+        if len(ancestors) < 2 or not isinstance(ancestors[-1], cst.Arg) or ancestors[-1].value is not node:
+            return False
+        call = ancestors[-2]
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "hasattr"
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func)

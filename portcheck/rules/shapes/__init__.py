@@ -435,8 +435,24 @@ class StepRule(TensorRule):
             return  # a constructor's loop builds the model: no step
         where = module_flow.step_loop(ancestors)
         if where is not None and not flow.off_the_step_path(ancestors, module_flow.resolver):
-            tensors = "yes" if any(self._may_be_tensor(arg.value) for arg in call.args) else "no"
+            tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
             self.record(project.STEP_CALL, callee, call, where=f"{where} in {self.ctx.path}", tensors=tensors)
+
+    def _may_pass_tensor(self, arg: cst.Arg) -> bool:
+        """An argument that may be a tensor; for `**losses`, a dict built by a comprehension
+        whose values are not read back to numbers (detr: `{k: v * weight_dict[k] for ...}`)."""
+        if arg.star != "**":
+            return self._may_be_tensor(arg.value)
+        value = arg.value
+        if isinstance(value, cst.Name):
+            value = self.ctx.assigned_value(value) or value
+        if not isinstance(value, cst.DictComp):
+            return False
+        item = value.value
+        return not (
+            isinstance(item, cst.Call)
+            and (patterns.method_name(item) == "item" or patterns.dotted(item.func) in ("float", "int"))
+        )
 
     def _may_be_tensor(self, value: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> bool:
         """A tensor (or what a tensor method returns: `(a == b).float().mean()`), or a name

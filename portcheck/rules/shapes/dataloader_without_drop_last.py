@@ -28,8 +28,8 @@ class DataloaderWithoutDropLast(Rule):
     function's) says val, valid, validation, eval, test, predict or inference is taken for
     training only with `shuffle=True`. Options passed as
     `**kwargs` are read from the dicts the module builds (a literal, `dict(...)`, `{**a, **b}`,
-    `.update(...)`, `kwargs["key"] = ...`). Loaders with `batch_size=None`, a `batch_sampler=`
-    or a non-literal `drop_last=`, and those given a `**kwargs` that cannot be read that way,
+    `.update(...)`, `kwargs["key"] = ...`). Loaders with `batch_size=None` or `batch_size=1`
+    (no smaller last batch), a `batch_sampler=` or a non-literal `drop_last=`, and those given a `**kwargs` that cannot be read that way,
     are left alone.
 
     ## Why is this bad?
@@ -72,6 +72,7 @@ class DataloaderWithoutDropLast(Rule):
             "eval_loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))\n"
         ),
         Valid("from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=None, shuffle=True)\n"),
+        Valid("from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, batch_size=1, shuffle=True)\n"),
         Valid("from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, **loader_kwargs)\n"),
         Valid("from torch.utils.data import DataLoader\ntrain_dl = DataLoader(ds, batch_sampler=buckets)\n"),
         Valid("def f(torch, ds):\n    return torch.utils.data.DataLoader(ds, shuffle=True)\n"),
@@ -131,8 +132,11 @@ class DataloaderWithoutDropLast(Rule):
         options = kwargs.call_options(self.ctx, node)
         if not options.complete:
             return  # a `**kwargs` that cannot be read may set anything
-        if any(_is_none(value) for value in _option(node, options, _BATCH_SIZE, "batch_size")):
+        sizes = _option(node, options, _BATCH_SIZE, "batch_size")
+        if any(_is_none(value) for value in sizes):
             return  # no automatic batching
+        if sizes and all(isinstance(value, cst.Integer) and value.evaluated_value == 1 for value in sizes):
+            return  # batches of one: the last is as full as the others
         if _option(node, options, _BATCH_SAMPLER, "batch_sampler"):
             return  # the batch sampler decides batch sizes
         if any(not _is_false(value) for value in _option(node, options, _DROP_LAST, "drop_last")):

@@ -30,14 +30,17 @@ class HostSyncInStep(StepRule):
     module's functions (Mamba's `get_logits()` and `sample()`; not one with a step loop of its own,
     which makes an epoch loop); and inside the module's functions that one of those calls every step
     (`self.log_step()` from the loop, a loss helper from `forward`, and what they call in turn; a
-    method through `self.` in its own class; not what runs only `if flag:` where the flag defaults
+    method through `self.` in its own class, or on an object of the module's classes
+    (`self.decoder.update(...)` where `self.decoder` is made `GreedyDecoder()` or
+    `BeamSearchDecoder()`, `for f in self.filters: f.apply(...)`, a base class's method where the
+    subclass has none); not what runs only `if flag:` where the flag defaults
     to False or None and the calls leave it so; not around the loop of a function with a step loop
     of its own); and inside the functions and methods of the repository's other modules that a step
     loop calls (`utils.clip_gradients(model)`, `metric_logger.update(acc=acc)`: what runs there only
     `if isinstance(v, torch.Tensor):` counts where a call passes a tensor). Calls on the error path
     (in a `raise`, or an `if` body that ends raising), under an `if step % N == 0:` (reading back
-    every N steps, also where a function is called) or an `if i < 3:` on the loop's index or a count
-    it keeps (the first steps only) are left alone, and so are those that decide a branch (PC504) or
+    every N steps, also where a function is called) or an `if i < 3:` or `if i == 0:` on the loop's
+    index or a count it keeps (the first steps only) are left alone, and so are those that decide a branch (PC504) or
     a slice length (PC505), and those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors
     in host memory (copied there, made from Python data where nothing sets a default device, or in a
     dataset's methods or a collate function), which live on the host.

@@ -29,7 +29,9 @@ class PadToLongestBatching(Rule):
     `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`; of classes, only
     collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), and
     `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`. Calls that
-    also pass `pad_to_multiple_of=` already bucket lengths and are left alone.
+    also pass `pad_to_multiple_of=` already bucket lengths and are left alone, and so is a
+    tokenizer given one item of a loop or comprehension (`[tok(t, padding="longest") for t in
+    texts]`), which has nothing to pad against.
 
     ## Why is this bad?
     Every batch gets the length of its longest member, so the input shape changes from step to
@@ -80,6 +82,10 @@ class PadToLongestBatching(Rule):
         Valid("from torch import nn\nconv = nn.Conv2d(3, 8, 3, padding=True)\nx = nn.functional.pad(x, (0, 1))\n"),
         Valid("import torch\nlayer = WeightOnlyInt4Linear(4096, 4096, groupsize=128, padding=True)\n"),
         Valid("from torch.nn.utils.rnn import pad_sequence\ndef encode(seqs):\n    return pad_sequence(seqs)\n"),
+        Valid(  # one text per call: nothing to pad against (LLaVA's _tokenize_fn)
+            "import torch\ndef _tokenize_fn(strings, tokenizer):\n"
+            "    return [tokenizer(text, padding='longest', truncation=True) for text in strings]\n"
+        ),
         Valid("import transformers\nc = transformers.DataCollatorWithPadding(tok, padding='max_length')\n"),
         Valid(
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tok, pad_to_multiple_of=128)\n"
@@ -169,8 +175,28 @@ class PadToLongestBatching(Rule):
         padding = keywords.get("padding")
         if bounded or bucketed or (padding is not None and patterns.string_value(padding) == "max_length"):
             self._scopes[-1].encodes_for_the_model = True
-        if padding is not None and _pads_to_longest(padding) and not bucketed:
+        if padding is not None and _pads_to_longest(padding) and not bucketed and not self._one_item(node):
             self._scopes[-1].longest.append((node, f"`padding={_code(padding)}`", not bounded))
+
+    def _one_item(self, node: cst.Call) -> bool:
+        """`[tokenizer(text, padding="longest") for text in strings]`: each call gets one text,
+        which padding leaves as it is (LLaVA's `_tokenize_fn`)."""
+        first = patterns.positional(node, 0)
+        if first is None or not isinstance(first.value, cst.Name):
+            return False
+        for ancestor in reversed(self.ctx.ancestors):
+            if isinstance(ancestor, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+                comp_for: cst.CompFor | None = ancestor.for_in
+                while comp_for is not None:
+                    if isinstance(comp_for.target, cst.Name) and comp_for.target.value == first.value.value:
+                        return True
+                    comp_for = comp_for.inner_for_in
+            elif isinstance(ancestor, cst.For):
+                if isinstance(ancestor.target, cst.Name) and ancestor.target.value == first.value.value:
+                    return True
+            elif isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return False
+        return False
 
     def _longest(self, size: cst.BaseExpression, depth: int = 0) -> bool:
         """`max(lengths)`, `max(len(c) for c in caps) + 1`, or a name bound once to one of those."""
