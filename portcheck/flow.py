@@ -205,12 +205,6 @@ class _Class:
     methods: dict[str, cst.FunctionDef]
 
 
-def _is_object(node: cst.BaseExpression) -> bool:
-    """A receiver that may hold an instance of the module's classes: a local name (not `self`)
-    or an attribute of `self`."""
-    return (isinstance(node, cst.Name) and node.value != "self") or _self_attribute(node)
-
-
 def _self_attribute(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
@@ -242,6 +236,7 @@ class DeviceFlow:
     _helpers: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (function id, depth) -> its marker
     _classes: dict[str, _Class] = field(default_factory=dict)  # the module's top-level classes seen so far
     _self_items: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # appended
+    _titles: set[str] = field(default_factory=set)  # the names of those classes' methods seen so far
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -832,7 +827,12 @@ class DeviceFlow:
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
         if isinstance(call.func, cst.Name):
             helpers = [self._functions[name]] if name in self._functions else []
-        elif isinstance(call.func, cst.Attribute) and _is_object(call.func.value) and depth < 2:
+        elif (
+            isinstance(call.func, cst.Attribute)
+            and method in self._titles
+            and depth < 2
+            and self._may_hold_instance(call.func.value)
+        ):
             helpers = self._resolved_methods(call.func.value, call.func.attr.value)  # `self.inference.logits(...)`
         else:
             helpers = []
@@ -842,6 +842,14 @@ class DeviceFlow:
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
 
     # --- objects of the module's classes ---------------------------------------------------------
+
+    def _may_hold_instance(self, node: cst.BaseExpression) -> bool:
+        """A receiver that may hold an instance of the module's classes: an attribute of `self`,
+        or a name bound here to a value (not `self`, not an import). Asked for calls of a method
+        name of the classes seen so far: a class defined after its caller is not followed."""
+        if isinstance(node, cst.Name):
+            return node.value != "self" and self.resolver.holds_value(node.value)
+        return _self_attribute(node)
 
     def _instances(self, node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> set[str]:
         """The module's classes whose instances `node` (below `ancestors`) may hold:
@@ -931,6 +939,7 @@ class DeviceFlow:
             self._functions[node.name.value] = node
         elif holder.name.value in self._classes and len(self.ancestors) == 3:
             self._classes[holder.name.value].methods[node.name.value] = node
+            self._titles.add(node.name.value)
         self._skip_decorators(node)
 
     def _note_call(self, node: cst.Call) -> None:
@@ -942,15 +951,18 @@ class DeviceFlow:
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
-        elif isinstance(func, cst.Attribute) and _is_object(func.value):
-            site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1, func.value)
-            self._calls.setdefault(func.attr.value, []).append(site)  # `self.decoder.update(...)`
-            if func.attr.value in ("append", "extend") and node.args and _self_attribute(func.value):
+        elif isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and node.args:
+            if _self_attribute(func.value):  # `self.filters.append(Blank())`
                 assert isinstance(func.value, cst.Attribute)
                 item = node.args[0].value
                 items = item.elements if func.attr.value == "extend" and isinstance(item, (cst.List, cst.Tuple)) else ()
                 for each in [e.value for e in items] or [item]:
                     self._self_items.setdefault(func.value.attr.value, []).append((each, self.resolver.scope))
+        elif (
+            isinstance(func, cst.Attribute) and func.attr.value in self._titles and self._may_hold_instance(func.value)
+        ):
+            site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1, func.value)
+            self._calls.setdefault(func.attr.value, []).append(site)  # `self.decoder.update(...)`
         spawns = isinstance(func, cst.Attribute) and func.attr.value in ("spawn", "start_processes")
         if spawns and node.args and self.resolver.qualified_names(func) & _SPAWNERS:
             spawned = node.args[0].value

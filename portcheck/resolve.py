@@ -233,6 +233,11 @@ class Resolver:
                     return name
         return None
 
+    def holds_value(self, name: str) -> bool:
+        """Whether `name` is bound here by something other than an import (`decoder = ...`)."""
+        owner = self._owner(name)
+        return owner is not None and name not in owner.imports
+
     def is_free(self, name: str) -> bool:
         """Whether `name` is bound nowhere visible from here (so an import may bind it)."""
         return self._owner(name) is None and name not in self.module.bound
