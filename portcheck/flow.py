@@ -1385,7 +1385,8 @@ def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
     free cached memory (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where
     it is skipped, the program computes the same."""
     calls = []
-    for line in body.body:
+    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body  # `if ok: print(...)`
+    for line in lines:
         if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             return False
         for statement in line.body:

@@ -200,11 +200,11 @@ class CudaAvailabilityCheck(CudaApiRule):
         Invalid(
             "import torch, warnings\nif torch.cuda.is_available():\n    warnings.warn('CUDA is available')\n"
             "def clear():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n"
-            "        torch.cuda.synchronize()\n",
-            lines=[2, 5],
+            "        torch.cuda.synchronize()\nif torch.cuda.is_available(): print('on a GPU')\n",
+            lines=[2, 5, 8],
             message="only skips a message or freeing cached memory",
             fixed="import torch, warnings\nif torch.accelerator.is_available():\n    warnings.warn('CUDA is available')\n"
             "def clear():\n    if torch.accelerator.is_available():\n        torch.cuda.empty_cache()\n"
-            "        torch.cuda.synchronize()\n",
+            "        torch.cuda.synchronize()\nif torch.accelerator.is_available(): print('on a GPU')\n",
         ),
     ]
