@@ -377,7 +377,7 @@ def _results(
     only on targets not selected. CUDA-only code reached only under such a check does not run
     on another target as written: info there (the check is the finding)."""
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
-    methods = [_method_name(r.node) for rule in rules for r in rule.reports if _method_name(r.node) is not None]
+    methods = [method for rule in rules for r in rule.reports if (method := _method_name(r.node)) is not None]
     ranges = positions(tree, [*nodes, *methods]) if tree is not None else {}
     placements: dict[FindingKey, Placement] = {}
     lines = text.splitlines()

@@ -1385,14 +1385,10 @@ def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
     free cached memory (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where
     it is skipped, the program computes the same."""
     calls = []
-    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body  # `if ok: print(...)`
-    for line in lines:
-        if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+    for statement in patterns.simple_statements(body):
+        if not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
             return False
-        for statement in line.body:
-            if not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
-                return False
-            calls.append(statement.value)
+        calls.append(statement.value)
     names = [resolver.qualified_names(call.func) for call in calls]
     frees = any(each & _FREES_CACHE for each in names)
     return bool(calls) and all(

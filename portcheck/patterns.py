@@ -282,6 +282,19 @@ def is_logging_call(call: cst.Call) -> bool:
     return method in _LOG_LEVELS and "log" in receiver.rpartition(".")[2].lower()
 
 
+def simple_statements(body: cst.BaseSuite) -> list[cst.CSTNode]:
+    """The statements of a block in order, those on one line one by one (`a(); b()`, and the
+    block of `if ok: print(x)`); a compound statement stands for itself."""
+    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body
+    return [
+        statement
+        for line in lines
+        for statement in (
+            line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [line]
+        )
+    ]
+
+
 def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
     """An `except` that catches ImportError and neither raises nor exits: the program goes on
     without what the `try` imports."""
@@ -290,13 +303,10 @@ def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
     names = {dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
     if caught is not None and not names & _IMPORT_ERRORS:
         return False
-    body = handler.body
-    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body
-    for line in lines:
-        for statement in line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ():
-            if isinstance(statement, cst.Raise):
-                return False
-            call = statement.value if isinstance(statement, cst.Expr) else None
-            if isinstance(call, cst.Call) and dotted(call.func) in _EXITS:
-                return False
+    for statement in simple_statements(handler.body):
+        if isinstance(statement, cst.Raise):
+            return False
+        call = statement.value if isinstance(statement, cst.Expr) else None
+        if isinstance(call, cst.Call) and dotted(call.func) in _EXITS:
+            return False
     return True

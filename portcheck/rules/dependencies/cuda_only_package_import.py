@@ -204,14 +204,7 @@ def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext) -> str:
 def _only_logs(handler: cst.ExceptHandler) -> bool:
     """A handler whose every statement is a call of a logger, `print` or `warnings.warn`: it
     binds no fallback, so the module goes on without the names the `try` imports."""
-    lines = [handler.body] if isinstance(handler.body, cst.SimpleStatementSuite) else handler.body.body
-    statements = [
-        statement
-        for line in lines
-        for statement in (
-            line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [line]
-        )
-    ]
+    statements = patterns.simple_statements(handler.body)
     return bool(statements) and all(
         isinstance(statement, cst.Expr)
         and isinstance(statement.value, cst.Call)

@@ -232,8 +232,8 @@ class Float16OnBf16Target(Rule):
         if method in _SAVES:
             self._saves = True
         elif not self._places:
-            self._places = _places(node) or any(
-                arg.keyword is not None and arg.keyword.value in _PLACEMENT_KEYWORDS and not _on_cpu(arg.value)
+            self._places = self._moves_to_device(node) or any(
+                arg.keyword is not None and arg.keyword.value in _PLACEMENT_KEYWORDS and not self._on_cpu(arg.value)
                 for arg in node.args
             )
 
@@ -246,8 +246,49 @@ class Float16OnBf16Target(Rule):
             and ancestors[-1].value is node
             and isinstance(ancestors[-2], cst.Call)
             and ancestors[-2].func is ancestors[-1]
-            and _places(ancestors[-2])
+            and self._moves_to_device(ancestors[-2])
         )
+
+    def _to_dtype(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The dtype a `.to(...)` casts to: `dtype=`, or a positional argument that is not the
+        device (`.to(torch.float16)`, `.to(device, torch.float16)`)."""
+        keyword = patterns.keyword(call, "dtype")
+        if keyword is not None:
+            return keyword.value
+        second = patterns.positional(call, 1)
+        if second is not None:
+            return second.value
+        first = patterns.positional(call, 0)
+        return first.value if first is not None and self._spells_dtype(first.value) else None
+
+    def _moves_to_device(self, node: cst.CSTNode | None) -> bool:
+        """A call that moves its receiver to a device: `.cuda()`, `.to(device)`,
+        `.to(device, dtype)`, `.to(device=...)` (not a cast alone, not to the CPU)."""
+        if not isinstance(node, cst.Call):
+            return False
+        method = patterns.method_name(node)
+        if method == "cuda":
+            return True
+        if method != "to":
+            return False
+        device = patterns.keyword(node, "device")
+        if device is not None:
+            return not self._on_cpu(device.value)
+        first = patterns.positional(node, 0)
+        return first is not None and not self._spells_dtype(first.value) and not self._on_cpu(first.value)
+
+    def _spells_dtype(self, node: cst.BaseExpression) -> bool:
+        """`torch.float16`, `th.half` (as the flow knows dtypes), `dtype`, `self.dtype`: a cast."""
+        flow = self.ctx.flow
+        return (flow is not None and flow.is_dtype(node)) or "dtype" in patterns.dotted(node).rpartition(".")[2]
+
+    def _on_cpu(self, node: cst.BaseExpression) -> bool:
+        """`"cpu"`, `torch.device("cpu")` (as the flow knows them), `{"": "cpu"}`."""
+        if isinstance(node, cst.Dict):
+            values = [e.value for e in node.elements if isinstance(e, cst.DictElement)]
+            return bool(values) and all(self._on_cpu(value) for value in values)
+        flow = self.ctx.flow
+        return flow is not None and flow.is_cpu(node)
 
     def leave_Module(self, node: cst.Module) -> None:
         """A conversion script loads, casts and saves weights on the host: its float16 is the
@@ -258,7 +299,7 @@ class Float16OnBf16Target(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self._loads_model(node):
             options = kwargs.call_options(self.ctx, node)  # also what `**model_kwargs` holds
-            if any(_on_cpu(value) for value in options.values("device_map")):
+            if any(self._on_cpu(value) for value in options.values("device_map")):
                 return  # loaded into host memory: the dtype is the checkpoint's (an export script)
             for keyword in _DTYPE_KEYWORDS:
                 for value in options.values(keyword):
@@ -281,11 +322,11 @@ class Float16OnBf16Target(Rule):
                 return
             what, dtype = "`.half()`", node
         else:
-            dtype = _to_dtype(node)
+            dtype = self._to_dtype(node)
             if dtype is None or not self._is_float16(dtype):
                 return
             what = f"`.to({min(self.ctx.qualified_names(dtype), default='float16')})`"
-        placed = _places(node) or _places(method.value) or self._moved_next(node)
+        placed = self._moves_to_device(node) or self._moves_to_device(method.value) or self._moved_next(node)
         model = self._is_model(method.value)
         if (model or placed) and not self._expects_error() and not under_test(self.ctx.ancestors, self._keeps_float16):
             self._report(dtype, what, self._reach(node), "runs the model" if model else "puts the tensor on the device")
@@ -434,52 +475,3 @@ def _instantiates_class(call: cst.Call) -> bool:
 
 _SAVES = frozenset({"save_pretrained", "save", "save_file", "save_model", "save_checkpoint"})
 _PLACEMENT_KEYWORDS = frozenset({"device", "device_map"})
-_DTYPE_NAMES = frozenset(
-    {"float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "int32", "int64", "long", "bool"}
-)
-
-
-def _to_dtype(call: cst.Call) -> cst.BaseExpression | None:
-    """The dtype a `.to(...)` casts to: `dtype=`, or a positional argument that is not the
-    device (`.to(torch.float16)`, `.to(device, torch.float16)`)."""
-    keyword = patterns.keyword(call, "dtype")
-    if keyword is not None:
-        return keyword.value
-    second = patterns.positional(call, 1)
-    if second is not None:
-        return second.value
-    first = patterns.positional(call, 0)
-    return first.value if first is not None and _spells_dtype(first.value) else None
-
-
-def _places(node: cst.CSTNode | None) -> bool:
-    """A call that moves its receiver to a device: `.cuda()`, `.to(device)`,
-    `.to(device, dtype)`, `.to(device=...)` (not a cast alone, not to the CPU)."""
-    if not isinstance(node, cst.Call):
-        return False
-    method = patterns.method_name(node)
-    if method == "cuda":
-        return True
-    if method != "to":
-        return False
-    device = patterns.keyword(node, "device")
-    if device is not None:
-        return not _on_cpu(device.value)
-    first = patterns.positional(node, 0)
-    return first is not None and not _spells_dtype(first.value) and not _on_cpu(first.value)
-
-
-def _spells_dtype(node: cst.BaseExpression) -> bool:
-    """`torch.float16`, `th.half`, `dtype`, `self.dtype`, `x.dtype`: a cast, not a device."""
-    last = patterns.dotted(node).rpartition(".")[2]
-    return last in _DTYPE_NAMES or "dtype" in last
-
-
-def _on_cpu(node: cst.BaseExpression) -> bool:
-    """`"cpu"`, `{"": "cpu"}`, `torch.device("cpu")`."""
-    if isinstance(node, cst.Dict):
-        values = [e.value for e in node.elements if isinstance(e, cst.DictElement)]
-        return bool(values) and all(_on_cpu(value) for value in values)
-    if isinstance(node, cst.Call) and patterns.target_name(node.func) == "device" and node.args:
-        return _on_cpu(node.args[0].value)
-    return patterns.string_value(node) == "cpu"
