@@ -47,6 +47,7 @@ class Target:
     # raises (ValueError, the device is not among those it allows) | ignored (no autocast, no
     # scaler: float32) | runs
     fp16_mixed_precision: str
+    lightning_accelerator: str  # Lightning's accelerator name for this device; "" where Lightning has none
     float64: str  # native | slow | unsupported
     cuda_graphs: str  # what replaces CUDA graph capture
     compile_backend: str  # empty: torch.compile's default is right
