@@ -65,20 +65,23 @@ def scan_source(source: str | bytes, *, path: str = "<string>", config: Config |
 
     data = _as_bytes(source)
     config = config or Config()
-    results = [scan_bytes(data, path, config)]
-    known = Project().with_facts(results[0].facts)
-    if known.needs_second_pass:
-        results.append(scan_bytes(data, path, config, project=known))
-    for result in results:
+    first = scan_bytes(data, path, config)
+    known = Project().with_facts(first.facts)
+    second = [scan_bytes(data, path, config, project=known)] if known.needs_second_pass else []
+    for result in (first, *second):
         if result.internal_error:
             raise RuntimeError(result.internal_error)
-    return with_fingerprints(_findings(results))
+    return with_fingerprints(_findings([first], second))
 
 
-def _findings(results: Sequence[FileResult]) -> list[Finding]:
-    """Every result's findings, less the unused-suppression reports a second pass retracted."""
-    retracted = {_place(finding) for result in results for finding in result.retracted}
-    return [finding for result in results for finding in result.findings if _place(finding) not in retracted]
+def _findings(first: Sequence[FileResult], second: Sequence[FileResult]) -> list[Finding]:
+    """Both passes' findings, less the unused-suppression reports the second pass retracted.
+    Where both report one rule at one place, the second's stands: it knows the whole project
+    (a step loop in another file makes an info of the first pass's an error)."""
+    retracted = {_place(finding) for result in second for finding in result.retracted}
+    restated = {_place(finding) for result in second for finding in result.findings}
+    kept = [f for result in first for f in result.findings if _place(f) not in retracted | restated]
+    return kept + [f for result in second for f in result.findings if _place(f) not in retracted]
 
 
 def _place(finding: Finding) -> tuple[str, str, int | None, int, int]:
@@ -145,7 +148,7 @@ def _summary(
     broken = [r for r in every if r.internal_error]
     return ScanReport(
         config=config,
-        findings=tuple(with_fingerprints(_findings(every), locations)),
+        findings=tuple(with_fingerprints(_findings(results, second), locations)),
         facts=tuple(sorted(facts, key=lambda f: (f.path, f.line, f.kind, f.name))),
         files=len(results),
         skipped=sum(r.skipped for r in results),
@@ -399,4 +402,6 @@ def _with_second_pass(path: Path, outcome: FixOutcome, config: Config, known: Pr
     found = scan_bytes(outcome.source, outcome.path, config, project=known, module=module_path(path)).findings
     if not found:
         return outcome
-    return replace(outcome, remaining=tuple(sorted((*outcome.remaining, *found), key=lambda f: f.sort_key)))
+    restated = {_place(finding) for finding in found}
+    remaining = [finding for finding in outcome.remaining if _place(finding) not in restated]
+    return replace(outcome, remaining=tuple(sorted((*remaining, *found), key=lambda f: f.sort_key)))

@@ -60,6 +60,10 @@ class Context:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.bindings(node)
 
+    def parameter_annotation(self, node: cst.Name) -> cst.BaseExpression | None:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.parameter_annotation(node)
+
     def values_before_updates(self, node: cst.Name) -> list[cst.BaseExpression]:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.values_before_updates(node)

@@ -100,7 +100,7 @@ def discover(paths: Sequence[Path], config: Config) -> Discovery:
     return Discovery(tuple(sorted(files)), tuple(errors))
 
 
-_READ_KINDS = "Python, Jupyter notebooks, CUDA/C++ sources, requirements, pyproject.toml, setup.cfg, environment.yml"
+_READ_KINDS = "Python, Jupyter notebooks, CUDA/C++ sources, requirements, pyproject.toml, setup.cfg, conda environment files, Dockerfiles, cog.yaml"
 
 
 def _why_unusable(path: Path, error: OSError) -> str:

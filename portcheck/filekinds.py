@@ -1,8 +1,9 @@
 """Which kind of source a file is, from its name: rules declare the kinds they read.
 
 Python files are parsed with libcst, and so are the code cells of Jupyter notebooks, which the
-Python rules read as one module (portcheck.notebooks); the others (CUDA and C++ sources, dependency manifests)
-are read as text by the rules that understand them. Nothing is ever executed or imported.
+Python rules read as one module (portcheck.notebooks); the others (CUDA and C++ sources, dependency
+manifests, Dockerfiles) are read as text by the rules that understand them. Nothing is ever
+executed or imported.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ PYPROJECT = "pyproject"
 SETUP_CFG = "setup-cfg"
 CONDA = "conda"  # environment.yml
 NOTEBOOK = "notebook"  # .ipynb: its code cells are read by the rules that read Python
-ALL = (PYTHON, CUDA, CPP, REQUIREMENTS, PYPROJECT, SETUP_CFG, CONDA, NOTEBOOK)
+DOCKERFILE = "dockerfile"  # Dockerfile, Containerfile: base images and what RUN installs
+COG = "cog"  # Replicate's cog.yaml: a CUDA version and Python packages
+ALL = (PYTHON, CUDA, CPP, REQUIREMENTS, PYPROJECT, SETUP_CFG, CONDA, NOTEBOOK, DOCKERFILE, COG)
 
 _BY_SUFFIX = {
     ".py": PYTHON,
@@ -43,6 +46,15 @@ _BY_NAME = (
     ("constraints*.txt", REQUIREMENTS),
     ("environment*.yml", CONDA),
     ("environment*.yaml", CONDA),
+    ("*conda*.yml", CONDA),  # conda.yaml, conda-extras.yaml (dinov2)
+    ("*conda*.yaml", CONDA),
+    *(
+        (f"{prefix}{name}{suffix}", DOCKERFILE)
+        for name in ("Dockerfile", "dockerfile")
+        for prefix, suffix in (("", ""), ("", ".*"), ("", "-*"), ("*.", ""))
+    ),
+    ("Containerfile", DOCKERFILE),
+    ("cog.yaml", COG),
 )
 
 

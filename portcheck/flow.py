@@ -121,6 +121,24 @@ _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
 _T = TypeVar("_T")
+# Methods frameworks run once per step: Lightning (and its batch hooks), the Hugging Face
+# Trainer, MMEngine/MMCV runners.
+_FRAMEWORK_STEP = re.compile(
+    r"^(?:(?:training|validation|test|predict|prediction|train|val)_step|compute_loss|forward_(?:train|test)"
+    r"|on_(?:train|validation|test|predict)_batch_(?:start|end)|on_before_(?:backward|optimizer_step)"
+    r"|on_after_backward)$"
+)
+_DECODE_CALLBACKS = frozenset(
+    {
+        "transformers.StoppingCriteria",
+        "transformers.generation.StoppingCriteria",
+        "transformers.generation.stopping_criteria.StoppingCriteria",
+        "transformers.LogitsProcessor",
+        "transformers.generation.LogitsProcessor",
+        "transformers.generation.logits_process.LogitsProcessor",
+        "transformers.LogitsWarper",
+    }
+)
 _CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
 
 
@@ -205,7 +223,8 @@ class _Class:
     methods: dict[str, cst.FunctionDef]
 
 
-def _self_attribute(node: cst.BaseExpression) -> bool:
+def is_self_attribute(node: cst.BaseExpression) -> bool:
+    """`self.name`."""
     return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
@@ -727,7 +746,29 @@ class DeviceFlow:
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """Where the code below `ancestors` runs once per step: "forward()" or the step loop
         around it (whether it is off the step path, `off_the_step_path` says)."""
-        return "forward()" if in_forward(ancestors) else self.step_loop(ancestors)
+        if in_forward(ancestors):
+            return "forward()"
+        return self._framework_step(ancestors) or self.step_loop(ancestors)
+
+    def _framework_step(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
+        """A method a framework calls once per step: Lightning's `training_step()` and batch
+        hooks, the Hugging Face Trainer's `compute_loss()`, MMEngine's `train_step()` and
+        `forward_train()`; the `__call__` of a Hugging Face stopping criterion or logits
+        processor, which `generate()` calls for every token."""
+        for index in range(2, len(ancestors) - 1):
+            method, holder = ancestors[index], ancestors[index - 2]
+            if not (isinstance(method, cst.FunctionDef) and isinstance(holder, cst.ClassDef)):
+                continue
+            if ancestors[index + 1] is not method.body:
+                return None
+            title = method.name.value
+            if _FRAMEWORK_STEP.match(title):
+                return f"`{title}()` (run every step by the framework)"
+            if title == "__call__" and any(
+                self.resolver.qualified_names(base.value) & _DECODE_CALLBACKS for base in holder.bases
+            ):
+                return "`__call__()` of a generation callback (run for every token)"
+        return None
 
     def called_every_step(self, function: cst.FunctionDef, gates: tuple[str, ...] = (), depth: int = 0) -> str | None:
         """The step context ("forward()", "a training loop"...) from which the module calls
@@ -762,6 +803,34 @@ class DeviceFlow:
             if where is not None:
                 return None if self.runs_steps(function) else where
         return None
+
+    def callers(self, function: cst.FunctionDef) -> list[cst.FunctionDef]:
+        """The module's functions that call `function`, directly or through others
+        (`optimize()` calls `self._optimize()`, which calls `self._norms()`), nearest first;
+        a method counts the calls `self.name(...)` in its own class. Asked after the walk."""
+        found: list[cst.FunctionDef] = []
+        wave = [function]
+        for _ in range(_CALL_DEPTH):
+            following = []
+            for callee in wave:
+                title, owner = callee.name.value, self._methods.get(id(callee))
+                for site in self._sites(title, owner):
+                    if site.receiver is not None or (owner is not None and _class_name(site.ancestors) != owner):
+                        continue
+                    caller = enclosing_function(site.ancestors)
+                    if caller is not None and caller is not function and caller not in found:
+                        found.append(caller)
+                        following.append(caller)
+            wave = following
+        return found
+
+    def owner_class(self, function: cst.FunctionDef) -> str | None:
+        """The class `function` is a method of, if any."""
+        return self._methods.get(id(function))
+
+    def self_attribute_values(self, attribute: str) -> list[tuple[cst.BaseExpression, Scope]]:
+        """What the module assigns to `self.<attribute>`, with the scope of each assignment."""
+        return self._self_attributes.get(attribute, [])
 
     def runs_steps(self, function: cst.FunctionDef) -> bool:
         """Whether a function holds a step loop of its own."""
@@ -849,7 +918,7 @@ class DeviceFlow:
         name of the classes seen so far: a class defined after its caller is not followed."""
         if isinstance(node, cst.Name):
             return node.value != "self" and self.resolver.holds_value(node.value)
-        return _self_attribute(node)
+        return is_self_attribute(node)
 
     def _instances(self, node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> set[str]:
         """The module's classes whose instances `node` (below `ancestors`) may hold:
@@ -863,7 +932,7 @@ class DeviceFlow:
             return self._instances(node.body, ancestors, depth + 1) | self._instances(node.orelse, ancestors, depth + 1)
         if isinstance(node, (cst.List, cst.Tuple)):
             return {kind for element in node.elements for kind in self._instances(element.value, ancestors, depth + 1)}
-        if isinstance(node, cst.Attribute) and _self_attribute(node):
+        if isinstance(node, cst.Attribute) and is_self_attribute(node):
             values = [*self._self_attributes.get(node.attr.value, []), *self._self_items.get(node.attr.value, [])]
             return {
                 kind
@@ -952,7 +1021,7 @@ class DeviceFlow:
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
         elif isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and node.args:
-            if _self_attribute(func.value):  # `self.filters.append(Blank())`
+            if is_self_attribute(func.value):  # `self.filters.append(Blank())`
                 assert isinstance(func.value, cst.Attribute)
                 item = node.args[0].value
                 items = item.elements if func.attr.value == "extend" and isinstance(item, (cst.List, cst.Tuple)) else ()

@@ -1,7 +1,9 @@
-"""What a dependency manifest declares: requirements and package indexes, with their lines.
+"""What a dependency manifest declares: requirements, package indexes and base images, with
+their lines.
 
 Reads pip requirement files, pyproject.toml (PEP 621, Poetry, dependency groups, build
-requirements, uv indexes), setup.cfg and conda environment files, as text. Nothing is
+requirements, uv indexes), setup.cfg, conda environment files, Dockerfiles (`FROM` and the
+packages `RUN pip/uv/conda install` installs) and Cog's cog.yaml, as text. Nothing is
 installed, resolved or executed; a line that does not parse becomes a `Problem`.
 """
 
@@ -9,9 +11,10 @@ from __future__ import annotations
 
 import configparser
 import re
+import shlex
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
@@ -25,6 +28,51 @@ else:  # pragma: no cover
 
 _INDEX_OPTIONS = ("--index-url", "--extra-index-url", "-i", "--find-links", "-f")
 _CONDA_SPEC = re.compile(r"^\s*([A-Za-z0-9][\w.-]*)\s*(?:[=<>!~].*)?$")
+_INSTALLERS = frozenset({"pip", "pip3", "uv", "conda", "mamba", "micromamba"})  # before `install`
+_CONDA_TOOLS = frozenset({"conda", "mamba", "micromamba"})
+# pip's and uv's options that take a value (the value is no requirement)
+_INSTALL_OPTIONS_WITH_VALUES = frozenset(
+    {
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-e",
+        "--editable",
+        "-t",
+        "--target",
+        "--prefix",
+        "--root",
+        "--src",
+        "--upgrade-strategy",
+        "-C",
+        "--config-settings",
+        "--global-option",
+        "--python",
+        "-p",
+        "--platform",
+        "--python-version",
+        "--implementation",
+        "--abi",
+        "--trusted-host",
+        "--cache-dir",
+        "--progress-bar",
+        "--log",
+        "--timeout",
+        "--retries",
+        "--proxy",
+        "--cert",
+        "--client-cert",
+        "--no-binary",
+        "--only-binary",
+        "--index-strategy",
+        "--torch-backend",
+        "-n",
+        "--name",
+        "--file",
+        *_INDEX_OPTIONS,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +96,7 @@ class Located:
 class Manifest:
     requirements: list[Declared] = field(default_factory=list)
     indexes: list[Located] = field(default_factory=list)  # index URLs and conda channels
+    images: list[Located] = field(default_factory=list)  # base images and declared CUDA toolkits
     problems: list[Located] = field(default_factory=list)  # what could not be read, and why
 
     def keep(self, found: Declared | Located) -> None:
@@ -63,6 +112,8 @@ def read(kind: str, text: str) -> Manifest:
         filekinds.PYPROJECT: _pyproject,
         filekinds.SETUP_CFG: _setup_cfg,
         filekinds.CONDA: _conda,
+        filekinds.DOCKERFILE: _dockerfile,
+        filekinds.COG: _cog,
     }[kind]
     manifest = Manifest()
     try:
@@ -83,19 +134,22 @@ def parse_requirement(text: str, line: int) -> Declared | Located:
 
 def _requirements(text: str, manifest: Manifest) -> None:
     for number, raw in _logical_lines(text):
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        if not line:
-            continue
-        if line.startswith("-"):
-            option, _, value = line.partition(" ")
-            option, _, inline = option.partition("=")
-            if option in _INDEX_OPTIONS:
-                manifest.indexes.append(Located((inline or value).strip(), number))
-            continue  # -r, -c, -e and other options name files, not projects
-        if "://" in line and "@" not in line:
-            continue  # a direct URL without a name
-        found = parse_requirement(line.split(" --", 1)[0].strip(), number)
-        manifest.keep(found)
+        _requirement_line(re.sub(r"(^|\s)#.*$", "", raw).strip(), number, manifest)
+
+
+def _requirement_line(line: str, number: int, manifest: Manifest) -> None:
+    """One line of a pip requirements file (also an entry of a conda file's `pip:` list)."""
+    if not line:
+        return
+    if line.startswith("-"):
+        option, _, value = line.partition(" ")
+        option, _, inline = option.partition("=")
+        if option in _INDEX_OPTIONS:
+            manifest.indexes.append(Located((inline or value).strip(), number))
+        return  # -r, -c, -e and other options name files, not projects
+    if "://" in line and "@" not in line:
+        return  # a direct URL without a name
+    manifest.keep(parse_requirement(line.split(" --", 1)[0].strip(), number))
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -222,8 +276,83 @@ def _conda(text: str, manifest: Manifest) -> None:
                 for sub_key, sub_value in item.value:
                     if sub_key.value == "pip" and isinstance(sub_value, yaml.SequenceNode):
                         for pip in sub_value.value:
-                            found = parse_requirement(str(pip.value), pip.start_mark.line + 1)
-                            manifest.keep(found)
+                            _requirement_line(str(pip.value).strip(), pip.start_mark.line + 1, manifest)
+
+
+def _dockerfile(text: str, manifest: Manifest) -> None:
+    """`FROM` images (a `pytorch/pytorch:2.1.0-...` tag also declares its torch) and what `RUN`
+    installs with pip, uv or conda. Arguments that are no requirement (`.`, `-r file`, `$VAR`)
+    are skipped: a Dockerfile is not a requirements file."""
+    lines = text.splitlines()
+    for number, logical in _logical_lines(text):
+        instruction, _, rest = logical.strip().partition(" ")
+        if instruction.upper() == "FROM":
+            image = next((word for word in rest.split() if not word.startswith("--")), "")
+            manifest.images.append(Located(image, number))
+            version = re.match(r"pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)\b", image)
+            if version:
+                manifest.requirements.append(Declared("torch", f"=={version.group(1)}", number, image))
+        elif instruction.upper() == "RUN":
+            for command in re.split(r"&&|\|\||;|\|", rest):
+                _install_command(command, number, lines, manifest)
+
+
+def _install_command(command: str, start: int, lines: list[str], manifest: Manifest) -> None:
+    """The requirements and indexes of one `pip install ...` / `conda install ...` command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return  # unbalanced quotes: a shell construct, not an install
+    conda = bool(words) and words[0] in _CONDA_TOOLS
+    at = next((i for i, word in enumerate(words) if word == "install"), None)
+    if at is None or not any(word in _INSTALLERS for word in words[:at]):
+        return
+    arguments = iter(words[at + 1 :])
+    for word in arguments:
+        if word.startswith("-"):
+            option, _, inline = word.partition("=")
+            takes_value = option in _INSTALL_OPTIONS_WITH_VALUES or (conda and option in ("-c", "--channel"))
+            value = inline or (next(arguments, "") if takes_value and not inline else "")
+            if option in _INDEX_OPTIONS or (conda and option in ("-c", "--channel")):
+                manifest.indexes.append(Located(value, _line_of(value, start, lines)))
+            continue
+        if "$" in word or "/" in word or word.startswith("."):
+            continue  # a variable, a path or a URL
+        spec = word.split("::")[-1]
+        match = _CONDA_SPEC.match(spec) if conda else None
+        if conda and match:
+            rest = spec[match.end(1) :].strip()
+            found: Declared | Located = Declared(match.group(1), _conda_specifier(rest), 0, spec, conda=True)
+        else:
+            found = parse_requirement(word, 0)
+        if isinstance(found, Declared):
+            manifest.requirements.append(replace(found, line=_line_of(word, start, lines)))
+
+
+def _line_of(word: str, start: int, lines: list[str]) -> int:
+    """The line of a continued instruction (from `start`) that holds `word`."""
+    for number in range(start, len(lines) + 1):
+        if word in lines[number - 1]:
+            return number
+        if not lines[number - 1].endswith("\\"):
+            break
+    return start
+
+
+def _cog(text: str, manifest: Manifest) -> None:
+    """Cog's `build:` section: `cuda:` (a CUDA toolkit in the image) and `python_packages`."""
+    root = yaml.compose(text)
+    if not isinstance(root, yaml.MappingNode):
+        return
+    build = next((value for key, value in root.value if key.value == "build"), None)
+    if not isinstance(build, yaml.MappingNode):
+        return
+    for key, value in build.value:
+        if key.value == "cuda" and isinstance(value, yaml.ScalarNode):
+            manifest.images.append(Located(f"CUDA {value.value}", key.start_mark.line + 1))
+        elif key.value == "python_packages" and isinstance(value, yaml.SequenceNode):
+            for item in value.value:
+                _requirement_line(str(item.value).strip(), item.start_mark.line + 1, manifest)
 
 
 def _conda_specifier(rest: str) -> str:

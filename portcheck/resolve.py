@@ -265,6 +265,19 @@ class Resolver:
         values = owner.values.get(node.value, [])
         return [] if any(value is None for value in values) else list(values)  # type: ignore[arg-type]
 
+    def parameter_annotation(self, node: cst.Name) -> cst.BaseExpression | None:
+        """The annotation of the parameter a name is, where nothing else binds it
+        (`def forward(self, pos: torch.Tensor)`)."""
+        owner = self._owner(node.value)
+        function = owner.owner if owner is not None else None
+        if not isinstance(function, cst.FunctionDef) or len(owner.values.get(node.value, ())) != 1:  # type: ignore[union-attr]
+            return None
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == node.value:
+                return param.annotation.annotation if param.annotation is not None else None
+        return None
+
     def bindings(self, node: cst.Name) -> int:
         """How many times the scope that owns the name binds it (a parameter is once)."""
         owner = self._owner(node.value)

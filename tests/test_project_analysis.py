@@ -182,6 +182,80 @@ def evaluate(model, loader):
     assert found == {("utils.py", 11)}
 
 
+def test_steps_reach_methods_of_objects_held_by_self_and_what_those_call(tmp_path: Path) -> None:
+    """guided-diffusion: `self.mp_trainer.optimize()` every step runs `_norms()` through
+    `_optimize()`; an `isinstance` check narrows `self.sampler` to the class whose method runs;
+    a loss object called every step runs its `__call__`. What the first pass saw only as info
+    (a mask outside any step of its own file) the second pass makes an error."""
+    fp16 = """\
+import torch
+
+class Trainer:
+    def optimize(self, opt):
+        self._optimize(opt)
+
+    def _optimize(self, opt):
+        print(self._norms())
+        opt.step()
+
+    def _norms(self):
+        return [p.grad.norm().item() for p in self.params]
+
+    def unused(self, x):
+        return x.item()
+"""
+    sampling = """\
+import torch
+
+class Sampler:
+    def weights(self):
+        return torch.ones(3)
+
+class LossAware(Sampler):
+    def update(self, losses):
+        return [x.item() for x in losses]
+"""
+    losses = """\
+import torch
+
+class Loss:
+    def __call__(self, pred, targets):
+        return pred[targets > 0].sum()
+"""
+    train = """\
+import torch
+from fp16 import Trainer
+from sampling import LossAware, Sampler
+from losses import Loss
+
+class Loop:
+    def __init__(self, model, sampler=None):
+        self.trainer = Trainer()
+        self.sampler = sampler or Sampler()
+        self.loss_fn = Loss()
+
+    def run(self, loader, opt):
+        for batch in loader:
+            self.step(batch, opt)
+
+    def step(self, batch, opt):
+        loss = self.loss_fn(self.model(batch), batch)
+        loss.backward()
+        self.trainer.optimize(opt)
+        if isinstance(self.sampler, LossAware):
+            self.sampler.update(loss.detach())
+"""
+    write(tmp_path, {"fp16.py": fp16, "sampling.py": sampling, "losses.py": losses, "train.py": train})
+    found = {(f.path, f.line, f.code): f for f in scan(tmp_path).findings if f.code in ("PC502", "PC503")}
+    assert set(found) == {("fp16.py", 12, "PC503"), ("sampling.py", 9, "PC503"), ("losses.py", 5, "PC502")}
+    assert "`_norms()`, called from `optimize()`, called from `step()`" in found[("fp16.py", 12, "PC503")].message
+    mask = found[("losses.py", 5, "PC502")]
+    assert mask.severity == Severity.ERROR and "info" not in mask.message
+    write(tmp_path, {"train.py": "import json\n"})  # nothing runs the loss every step now
+    (alone,) = [f for f in scan(tmp_path).findings if f.code == "PC502"]
+    assert alone.severity == Severity.INFO and "(info: no step loop" in alone.message
+
+
 def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
     write(
         tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "", "script.py": ""}

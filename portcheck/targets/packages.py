@@ -75,11 +75,12 @@ def by_import(module: str) -> Package | None:
 
 
 def by_distribution(distribution: str) -> Package | None:
-    """The package a declared requirement names; unlisted `nvidia-*` and CUDA-suffixed wheels
-    count as CUDA runtime libraries."""
+    """The package a declared requirement names (also as a CUDA build, `cuml-cu11`); unlisted
+    `nvidia-*` and CUDA-suffixed wheels count as CUDA runtime libraries."""
     name = normalize(distribution)
+    base = re.sub(r"-cu1\d\d?$", "", name)  # RAPIDS' `cuml-cu11` is cuml built for CUDA 11
     for package in packages():
-        if name in package.pip:
+        if name in package.pip or base in package.pip:
             return package
     if _CUDA_WHEEL.match(name):
         return next(p for p in packages() if p.key == "cuda_runtime_wheels")

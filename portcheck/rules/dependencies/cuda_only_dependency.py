@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from portcheck import filekinds, manifests, project
@@ -8,13 +10,20 @@ from portcheck.rules.dependencies import SETUP_CALLS, setup_requirements
 from portcheck.rules.tool.unreadable_manifest import MANIFEST_KINDS
 from portcheck.targets import packages
 
+# A base image that ships CUDA: NVIDIA's own and NGC's, and tags that name a CUDA or cuDNN build
+# (`pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime`, `...:2.2.2-cu121`); Cog's `CUDA 11.8`.
+_CUDA_IMAGE = re.compile(r"^(?:nvidia/|nvcr\.io/nvidia/)|\bcuda\b|cuda\d|cudnn|[:-]cu\d{2,3}\b|^CUDA ", re.IGNORECASE)
+
 
 class CudaOnlyDependency(Rule):
     """## What it does
     Reports CUDA-only packages declared as dependencies: in requirements files, pyproject.toml
     (project dependencies, optional dependencies, dependency groups, build requirements,
-    Poetry), setup.cfg, `setup(install_requires=..., extras_require=...)` in setup.py, and conda
-    environment files; including the `nvidia-*` runtime wheels, `cupy-cuda*` and `pytorch-cuda`.
+    Poetry), setup.cfg, `setup(install_requires=..., extras_require=...)` in setup.py, conda
+    environment files, what a Dockerfile's `RUN pip/uv/conda install` installs and Cog's
+    `python_packages`; including the `nvidia-*` runtime wheels, `cupy-cuda*` and `pytorch-cuda`.
+    A Dockerfile's CUDA base image (`FROM nvidia/cuda:...`, `pytorch/pytorch:...-cuda12.1-...`,
+    NVIDIA's NGC images) and Cog's `build.cuda` count as the CUDA runtime libraries.
 
     ## Why is this bad?
     The environment for the target cannot be built from these declarations: the wheels either
@@ -48,6 +57,11 @@ class CudaOnlyDependency(Rule):
     triggers = (b"setup",)
 
     VALID = [
+        Valid(
+            "FROM python:3.11-slim\nRUN pip install -r requirements.txt && pip install -e .[train] $EXTRA\n"
+            "FROM rocm/pytorch:rocm6.2_ubuntu22.04_py3.10_pytorch_release_2.3.0\n",
+            path="Dockerfile",
+        ),
         Valid("torch>=2.1\nnumpy\n", path="requirements.txt"),
         Valid("from setuptools import setup\nsetup(name='x', install_requires=['torch', 'numpy'])\n"),
         Valid("def setup(**kwargs):\n    pass\nsetup(install_requires=['flash-attn'])\n"),
@@ -57,6 +71,24 @@ class CudaOnlyDependency(Rule):
         ),
     ]
     INVALID = [
+        Invalid(
+            "FROM nvidia/cuda:12.1.0-cudnn8-runtime-ubuntu22.04\n"
+            "RUN pip install --no-cache-dir -U pip && pip install torch==2.5.1 \\\n"
+            "    flash-attn==2.6.3 --no-build-isolation\n",
+            lines=[1, 3],
+            path="Dockerfile",
+        ),
+        Invalid(
+            'build:\n  gpu: true\n  cuda: "11.8"\n  python_packages:\n    - "torch==2.1.0"\n    - "xformers==0.0.22"\n',
+            lines=[3, 6],
+            path="cog.yaml",
+        ),
+        Invalid(  # dinov2's conda.yaml: a channel-qualified spec, a pip section, a RAPIDS CUDA build
+            "dependencies:\n  - pytorch::pytorch-cuda=11.7.0\n  - pip:\n"
+            "    - git+https://github.com/facebookincubator/submitit\n    - cuml-cu11\n",
+            lines=[2, 5],
+            path="conda.yaml",
+        ),
         Invalid("torch==2.5.1\nflash-attn==2.6.3\nnvidia-cudnn-cu12>=9\n", lines=[2, 3], path="requirements.txt"),
         Invalid(
             '[project]\nname = "x"\ndependencies = ["torch"]\n[project.optional-dependencies]\nfast = ["xformers>=0.0.25"]\n',
@@ -87,13 +119,15 @@ class CudaOnlyDependency(Rule):
 
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
-        for declared in manifests.read(self.ctx.kind, text).requirements:
-            package = packages.by_distribution(declared.name)
+        manifest = manifests.read(self.ctx.kind, text)
+        found = [(d.name, d.line, packages.by_distribution(d.name)) for d in manifest.requirements]
+        runtime = packages.by_key("cuda_runtime_wheels")
+        found += [(image.text, image.line, runtime) for image in manifest.images if _CUDA_IMAGE.search(image.text)]
+        for name, line, package in found:
             if package is not None:
-                width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
-                span = (declared.line, 1, declared.line, width + 1)
-                self.record(project.DEPENDENCY, package.key, (declared.line, declared.line), written=declared.name)
-                self.report_span(span, severity=package.severities(), **_fields(declared.name, package))
+                width = len(lines[line - 1]) if 0 < line <= len(lines) else 1
+                self.record(project.DEPENDENCY, package.key, (line, line), written=name)
+                self.report_span((line, 1, line, width + 1), severity=package.severities(), **_fields(name, package))
 
 
 def _fields(name: str, package: packages.Package) -> dict[str, str]:

@@ -52,6 +52,12 @@ class CudaPackageIndex(Rule):
     ]
     INVALID = [
         Invalid(
+            "FROM python:3.11\nRUN pip install torch --index-url https://download.pytorch.org/whl/cu121\n"
+            "RUN conda install -y pytorch -c nvidia\n",
+            lines=[2, 3],
+            path="Dockerfile.train",
+        ),
+        Invalid(
             "--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.5.1+cu121\n",
             lines=[1, 2],
             path="requirements.txt",

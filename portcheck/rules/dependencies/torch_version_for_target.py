@@ -17,7 +17,7 @@ from portcheck.targets import packages
 # Every torch release line the comparison considers (patch releases .0 to .3 of each minor).
 _RELEASES = [
     Version(f"{major}.{minor}.{patch}")
-    for major, minor in ((1, 13), *((2, m) for m in range(17)))
+    for major, minor in (*((1, m) for m in range(14)), *((2, m) for m in range(17)))
     for patch in range(4)
 ]
 _TORCH = frozenset({"torch", "pytorch"})
@@ -83,6 +83,8 @@ class TorchVersionForTarget(Rule):
         ),
     ]
     INVALID = [
+        Invalid("FROM pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime\n", lines=[1], path="Dockerfile"),
+        Invalid("dependencies:\n  - python=3.8.5\n  - pytorch=1.12.1\n", lines=[3], path="environment.yaml"),
         Invalid(
             "torch==2.5.1\n",
             lines=[1],

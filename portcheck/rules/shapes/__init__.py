@@ -42,6 +42,10 @@ SYNC_SEVERITY = _with_a_device(_by_dynamic_shapes({"unsupported": ERROR, "recomp
 RECOMPILE_SEVERITY = _by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": OFF})
 
 
+# Why a finding of a step rule is info: the code runs on no step path the analysis follows.
+_OFF_STEP = " (info: no step loop or forward() that portcheck follows reaches it)"
+
+
 def advice(targets: Sequence[str]) -> str:
     """A hint tail for shape hazards on the selected targets: which of them compile only static
     shapes, and which offer bounded dynamism. Empty when none of that applies."""
@@ -262,6 +266,9 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     return tensor_valued(ctx, node)
 
 
+_OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
+
+
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`...), a tensor method, index or comparison of one, or a name
@@ -298,8 +305,25 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         if node.value in seen:
             return True
         values, seen = ctx.values_before_updates(node), seen | {node.value}
-        return bool(values) and all(tensor_valued(ctx, value, depth + 1, seen) for value in values)
+        if not values:
+            return _annotated_tensor(ctx, ctx.parameter_annotation(node))
+        return all(tensor_valued(ctx, value, depth + 1, seen) for value in values)
     return False
+
+
+def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression | None) -> bool:
+    """`torch.Tensor`, `Optional[torch.Tensor]`, `torch.Tensor | None`: a tensor where it is
+    not None (a test of it for None is no test of its values)."""
+    if annotation is None:
+        return False
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return _annotated_tensor(ctx, annotation.left) or _annotated_tensor(ctx, annotation.right)
+    if isinstance(annotation, cst.Subscript) and ctx.qualified_names(annotation.value) & _OPTIONAL:
+        return any(
+            isinstance(element.slice, cst.Index) and _annotated_tensor(ctx, element.slice.value)
+            for element in annotation.slice
+        )
+    return "torch.Tensor" in ctx.qualified_names(annotation)
 
 
 def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
@@ -393,6 +417,8 @@ class StepRule(TensorRule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._in_functions: list[_InFunction] = []
+        # calls of other modules' functions made in a function: step calls if it runs every step
+        self._calls_in_functions: list[tuple[str, cst.Call, cst.FunctionDef, str]] = []
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
@@ -422,21 +448,27 @@ class StepRule(TensorRule):
 
     def note_step_call(self, call: cst.Call) -> None:
         """In the first pass, record a call of another module's function (or a method of its
-        class) made in a step loop here (asked for calls in loops)."""
+        class) made every step here: in a step loop or forward() now; in a function, once the
+        end of the module shows it called every step."""
         module_flow = self.ctx.flow
         if self.ctx.project.complete or module_flow is None or not self.ctx.project.local_packages:
             return
         ancestors = self.ctx.ancestors
-        callee = self._local_callee(call)
-        if callee is None or callee.startswith(self.ctx.module.name + "."):
-            return
         function = flow.enclosing_function(ancestors)
         if function is not None and function.name.value == "__init__":
-            return  # a constructor's loop builds the model: no step
-        where = module_flow.step_loop(ancestors)
-        if where is not None and not flow.off_the_step_path(ancestors, module_flow.resolver):
-            tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
+            return  # a constructor builds the model: no step
+        where = module_flow.step_context(ancestors)
+        if (where is None and function is None) or flow.off_the_step_path(ancestors, module_flow.resolver):
+            return
+        callee = self._local_callee(call, function, ancestors)
+        if callee is None or callee.startswith(self.ctx.module.name + "."):
+            return
+        tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
+        if where is not None:
             self.record(project.STEP_CALL, callee, call, where=f"{where} in {self.ctx.path}", tensors=tensors)
+        else:
+            assert function is not None
+            self._calls_in_functions.append((callee, call, function, tensors))
 
     def _may_pass_tensor(self, arg: cst.Arg) -> bool:
         """An argument that may be a tensor; for `**losses`, a dict built by a comprehension
@@ -467,32 +499,70 @@ class StepRule(TensorRule):
             return self._may_be_tensor(value.body, seen) or self._may_be_tensor(value.orelse, seen)
         return tensor_valued(self.ctx, value) or tensor_method(self.ctx, value, _TENSOR_RESULTS)
 
-    def _local_callee(self, call: cst.Call) -> str | None:
+    def _local_callee(
+        self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
+    ) -> str | None:
         """`pkg.utils.clip_gradients` for `utils.clip_gradients(...)`, `pkg.utils.Logger.update`
-        for `logger.update(...)` after `logger = utils.Logger()` or in a function given
-        `logger: Logger`: a name of the repository."""
+        for `logger.update(...)` after `logger = utils.Logger()`, in a function given
+        `logger: Logger`, or for `self.logger.update(...)` after `self.logger = Logger()`
+        (`given or Logger()`, or under `isinstance(self.logger, Logger)`), and
+        `pkg.loss.Loss.__call__` for `loss_fn(...)` after `loss_fn = Loss()`: a name of the
+        repository."""
         func, known = call.func, self.ctx.project
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return None
         names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
-        if not names and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            made = self.ctx.assigned_value(func.value)
-            kind = made.func if isinstance(made, cst.Call) else self._annotation(func.value.value)
-            if kind is not None:
-                classes = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(kind)}
-                names = {f"{name}.{func.attr.value}" for name in classes if name.rpartition(".")[2][:1].isupper()}
+        if not names:  # a method of an object, or calling the object: `loss_fn(pred, y)` runs `__call__`
+            called = isinstance(func, cst.Name) or flow.is_self_attribute(func)
+            receiver, method = (func, "__call__") if called else (func.value, func.attr.value)  # type: ignore[union-attr]
+            classes = {self.ctx.module.absolute(name) for name in self._receiver_classes(receiver, function, ancestors)}
+            names = {f"{name}.{method}" for name in classes if name.rpartition(".")[2][:1].isupper()}
         local = sorted(name for name in names if "." in name and known.is_local(name))
         return local[0] if local else None
 
-    def _annotation(self, name: str) -> cst.BaseExpression | None:
-        """The annotation of the enclosing function's parameter `name` (`trainer: Trainer`)."""
-        function = flow.enclosing_function(self.ctx.ancestors)
-        if function is None:
-            return None
-        params = function.params
-        every = (*params.posonly_params, *params.params, *params.kwonly_params)
-        param = next((each for each in every if each.name.value == name), None)
-        return param.annotation.annotation if param is not None and param.annotation is not None else None
+    def _receiver_classes(
+        self, receiver: cst.BaseExpression, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
+    ) -> set[str]:
+        """The qualified names of the classes whose instance `receiver` may hold."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        found: set[str] = set()
+        if isinstance(receiver, cst.Name):
+            made = self.ctx.assigned_value(receiver)
+            if made is not None:
+                found |= self._classes_made(made)
+            elif (kind := _annotation(function, receiver.value)) is not None:
+                found |= self.ctx.qualified_names(kind)
+        elif flow.is_self_attribute(receiver):
+            assert isinstance(receiver, cst.Attribute)
+            for value, scope in module_flow.self_attribute_values(receiver.attr.value):
+                found |= module_flow.in_scope(scope, partial(self._classes_made, value))
+        else:
+            return found
+        return found | self._narrowed(receiver, ancestors)
+
+    def _classes_made(self, value: cst.BaseExpression, depth: int = 0) -> set[str]:
+        """The classes `Logger(...)`, `given or Logger(...)`, `A() if c else B()` instantiate."""
+        if isinstance(value, cst.Call):
+            return set(self.ctx.qualified_names(value.func))
+        if isinstance(value, cst.BooleanOperation) and depth < 3:
+            return self._classes_made(value.left, depth + 1) | self._classes_made(value.right, depth + 1)
+        if isinstance(value, cst.IfExp) and depth < 3:
+            return self._classes_made(value.body, depth + 1) | self._classes_made(value.orelse, depth + 1)
+        return set()
+
+    def _narrowed(self, receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> set[str]:
+        """The classes an enclosing `if isinstance(receiver, C):` narrows the receiver to."""
+        spelled = get_full_name_for_node(receiver)
+        found: set[str] = set()
+        for node, child in zip(ancestors, ancestors[1:]):
+            test = node.test if isinstance(node, cst.If) and child is node.body else None
+            if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
+                continue
+            subject, kind = patterns.positional(test, 0), patterns.positional(test, 1)
+            if subject is not None and kind is not None and get_full_name_for_node(subject.value) == spelled:
+                found |= self.ctx.qualified_names(kind.value)
+        return found
 
     def report_in_step(
         self, node: cst.CSTNode, where: str | cst.FunctionDef, holds: Callable[[], bool] | None = None, **fields: object
@@ -510,27 +580,90 @@ class StepRule(TensorRule):
         gates = flow.parameter_gates(chain, where)
         self._in_functions.append(_InFunction(where, gates, node, chain, fields, holds, module_flow.scope))
 
+    def report_by_reach(
+        self,
+        node: cst.CSTNode,
+        severity: dict[str, Severity] | None = None,
+        holds: Callable[[], bool] | None = None,
+        **fields: object,
+    ) -> None:
+        """Report `node` at the rule's severity where it runs every step (see `report_in_step`),
+        and as info elsewhere: what no step reaches (plots, metrics, data preparation,
+        exports) runs on host data or once, where a dynamic shape costs one compilation at
+        most. The message's `{reach}` says which. `severity`: the report's own, if not the
+        rule's; `holds`: a test asked at the end of the module (in a function only)."""
+        module_flow = self.ctx.flow
+        ancestors = self.ctx.ancestors
+        if module_flow is None:
+            return
+        off_path = flow.off_the_step_path(ancestors, module_flow.resolver)
+        local = None if off_path else module_flow.step_context(ancestors)
+        function = flow.enclosing_function(ancestors)
+        if function is None or off_path or (local is not None and holds is None):
+            if self.ctx.project.complete:
+                return  # the first pass reported it
+            if local is not None:
+                in_branch = self._severity_in_branch(self.ctx.chain(node), node, severity)
+                self.report(node, severity=in_branch or severity, reach="", **fields)
+            else:
+                self.report(node, severity=self._off_step_severity(severity), reach=_OFF_STEP, **fields)
+            return
+        chain = self.ctx.chain(node)
+        gates = () if local is not None else flow.parameter_gates(chain, function)
+        fields = {**fields, "reach": ""}
+        self._in_functions.append(
+            _InFunction(function, gates, node, chain, fields, holds, module_flow.scope, True, severity, local)
+        )
+
+    def _off_step_severity(self, severity: dict[str, Severity] | None = None) -> dict[str, Severity]:
+        assert isinstance(self.severity, dict)
+        return {name: INFO if level > OFF else OFF for name, level in (severity or self.severity).items()}
+
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
+        for callee, call, function, tensors in self._calls_in_functions if module_flow is not None else ():
+            where = module_flow.called_every_step(function)
+            if where is not None:
+                where = f"`{function.name.value}()`, called from {where}, in {self.ctx.path}"
+                self.record(project.STEP_CALL, callee, call, where=where, tensors=tensors)
         for deferred in self._in_functions if module_flow is not None else ():
-            caller = module_flow.called_every_step(deferred.function, deferred.gates)
+            caller = deferred.local or module_flow.called_every_step(deferred.function, deferred.gates)
             if self.ctx.project.complete:
-                local = caller is not None or deferred.gates or module_flow.runs_steps(deferred.function)
+                # gates stay unjudged: another file's call may well give the flag
+                local = caller is not None or module_flow.runs_steps(deferred.function)
                 caller = None if local else self._called_elsewhere(deferred)
-            if caller is not None and (deferred.holds is None or module_flow.in_scope(deferred.scope, deferred.holds)):
-                where = f"`{deferred.function.name.value}()`, called from {caller},"
-                severity = module_flow.in_scope(
-                    deferred.scope, partial(self._severity_in_branch, deferred.chain, deferred.node)
+                if caller is None:
+                    continue
+            elif caller is None and not deferred.info_off_step:
+                continue
+            if deferred.holds is not None and not module_flow.in_scope(deferred.scope, deferred.holds):
+                continue
+            if caller is not None:
+                where = deferred.local or f"`{deferred.function.name.value}()`, called from {caller},"
+                severity = (
+                    module_flow.in_scope(
+                        deferred.scope,
+                        partial(self._severity_in_branch, deferred.chain, deferred.node, deferred.severity),
+                    )
+                    or deferred.severity
                 )
                 report = self.report_here(
                     deferred.node, severity=severity, chain=deferred.chain, where=where, **deferred.fields
                 )
                 self.reports.append(report)
+            else:
+                fields = {**deferred.fields, "reach": _OFF_STEP}
+                severity = self._off_step_severity(deferred.severity)
+                report = self.report_here(deferred.node, severity=severity, chain=deferred.chain, **fields)
+                self.reports.append(report)
         super().leave_Module(node)
 
-    def _severity_in_branch(self, chain: Sequence[cst.CSTNode], node: cst.CSTNode) -> dict[str, Severity] | None:
+    def _severity_in_branch(
+        self, chain: Sequence[cst.CSTNode], node: cst.CSTNode, severity: dict[str, Severity] | None = None
+    ) -> dict[str, Severity] | None:
         """Off for the targets that a branch for other devices, not CUDA, keeps the node from
-        (`if mps:` where `mps = "mps" in device.type`); None (the rule's own) elsewhere."""
+        (`if mps:` where `mps = "mps" in device.type`); None (`severity`, else the rule's own)
+        elsewhere."""
         module_flow = self.ctx.flow
         reach = module_flow.reach(chain, node) if module_flow is not None else flow.ANYWHERE
         if reach.includes("cuda"):
@@ -538,17 +671,29 @@ class StepRule(TensorRule):
         assert isinstance(self.severity, dict)
         return {
             name: level if reach.includes(target_data.get(name).device_type) else OFF
-            for name, level in self.severity.items()
+            for name, level in (severity or self.severity).items()
         }
 
     def _called_elsewhere(self, deferred: _InFunction) -> str | None:
-        """The step loop of another file that calls the function every step (second pass); for
-        what runs only `if isinstance(v, torch.Tensor):`, one whose call passes a tensor."""
-        chain = deferred.chain
-        around = chain[: chain.index(deferred.function)] if deferred.function in chain else ()
-        owners = [node.name.value for node in around if isinstance(node, cst.ClassDef)]
-        name = ".".join([self.ctx.module.name, *owners[-1:], deferred.function.name.value])
-        return self.ctx.project.step_caller(name, passing_tensors=self._tensor_only(chain))
+        """The step loop of another file that calls the function every step (second pass),
+        directly or through functions of this module that call it (`optimize()` calls
+        `self._norms()`); for what runs only `if isinstance(v, torch.Tensor):`, one whose call
+        passes a tensor."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        tensor_only = self._tensor_only(deferred.chain)
+        for function in (deferred.function, *module_flow.callers(deferred.function)):
+            where = self.ctx.project.step_caller(self._qualified(function), passing_tensors=tensor_only)
+            if where is not None:
+                return where if function is deferred.function else f"`{function.name.value}()`, called from {where}"
+        return None
+
+    def _qualified(self, function: cst.FunctionDef) -> str:
+        """`pkg.mod.Class.method` for a method, else `pkg.mod.function`."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        owner = module_flow.owner_class(function)
+        return ".".join([self.ctx.module.name, *([owner] if owner else []), function.name.value])
 
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the node runs only `if isinstance(v, torch.Tensor):` (MetricLogger.update)."""
@@ -559,6 +704,16 @@ class StepRule(TensorRule):
                 if kind is not None and "torch.Tensor" in self.ctx.qualified_names(kind.value):
                     return True
         return False
+
+
+def _annotation(function: cst.FunctionDef | None, name: str) -> cst.BaseExpression | None:
+    """The annotation of `function`'s parameter `name` (`trainer: Trainer`)."""
+    if function is None:
+        return None
+    params = function.params
+    every = (*params.posonly_params, *params.params, *params.kwonly_params)
+    param = next((each for each in every if each.name.value == name), None)
+    return param.annotation.annotation if param is not None and param.annotation is not None else None
 
 
 @dataclass(frozen=True)
@@ -572,3 +727,6 @@ class _InFunction:
     fields: dict[str, object]
     holds: Callable[[], bool] | None
     scope: Scope
+    info_off_step: bool = False  # reported as info where no step reaches it (`report_by_reach`)
+    severity: dict[str, Severity] | None = None  # the report's own, if not the rule's
+    local: str | None = None  # the step context the node is in, where only `holds` was left to ask

@@ -7,10 +7,10 @@ import libcst as cst
 
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
-from portcheck.rule import OFF, WARNING, FileContext, Invalid, Report, Valid
+from portcheck.rule import OFF, WARNING, FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
-    TensorRule,
+    StepRule,
     advice,
     in_host_memory,
     is_bool_mask,
@@ -34,7 +34,7 @@ _SCALAR_BUILTINS = frozenset({"float", "int", "bool", "abs", "round", "len", "mi
 _ZERO_DIM = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 
 
-class BooleanMaskIndexing(TensorRule):
+class BooleanMaskIndexing(StepRule):
     """## What it does
     Reports indexing with a boolean mask, `x[mask]`, where the index is a comparison
     (`x[x > 0]`), a `~`, `&` or `|` combination of masks, a call that makes one (`.bool()`,
@@ -77,6 +77,13 @@ class BooleanMaskIndexing(TensorRule):
     sync); off on cpu, which computes on the host: nothing to copy or wait for. A scalar
     assigned through a mask: a warning on tpu, neuron, xla, npu and hpu, off elsewhere.
 
+    These severities hold in step code: forward(), a step loop, a method a framework runs every
+    step (Lightning's `training_step`, the Hugging Face Trainer's `compute_loss`, MMEngine's
+    `train_step`), and the functions and methods those call, in this module or, through
+    imported names and objects, in another of the repository. Elsewhere (plotting, metrics,
+    data preparation, export, what nothing in the scan calls every step) the finding is info:
+    that code runs once or on host data, where a dynamic shape costs one compilation at most.
+
     ## Fix safety
     No automatic fix: the masked form changes what later code receives (a full-size tensor),
     and `masked_fill` broadcasts the mask from the right where indexing applies it from the
@@ -86,7 +93,7 @@ class BooleanMaskIndexing(TensorRule):
 
     code = "PC502"
     name = "boolean-mask-indexing"
-    message = "{problem}"
+    message = "{problem}{reach}"
     hint = "keep the shape: {instead}{advice}"
     severity = SYNC_SEVERITY
     # The rule reports only in files that import torch, so "torch" is in every one of them.
@@ -132,6 +139,12 @@ class BooleanMaskIndexing(TensorRule):
         ),
     ]
     INVALID = [
+        # plotting code nothing runs every step: info (yolov5's plot_images)
+        Invalid(
+            "import torch\ndef plot(targets, i):\n    return targets[targets[:, 0] == i]\n",
+            lines=[3],
+            message="(info: no step loop",
+        ),
         Invalid(  # TRL's PPO: a list of device scores concatenated along a dimension
             "import torch\nscores = []\nfor batch in batches:\n    scores.append(reward_model(batch))\n"
             "scores = torch.cat(scores, 0)\nhas_eos = torch.any(responses == eos_id, dim=-1)\n"
@@ -187,7 +200,6 @@ class BooleanMaskIndexing(TensorRule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._by_parameter: list[tuple[Report, str, int, str]] = []  # (report, function, position, parameter)
         self._calls: dict[str, list[tuple[cst.Call, Scope]]] = {}  # by the name called, with its scope
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -202,14 +214,14 @@ class BooleanMaskIndexing(TensorRule):
         if isinstance(parent, cst.AssignTarget) and len(ancestors) > 1 and isinstance(ancestors[-2], cst.Assign):
             if not self._is_tensor(ancestors[-2].value):
                 instead = "x = x.masked_fill(mask, v), the mask shaped as x (it broadcasts from the right)"
-                self.report(node, severity=FILL_SEVERITY, problem=_FILL, instead=instead, advice="")
+                self.report_by_reach(node, severity=FILL_SEVERITY, problem=_FILL, instead=instead, advice="")
                 return
             problem, instead = _WRITE, "x = torch.where(mask, y, x)"
         elif self._in_masked_store([*ancestors, node]):
             return  # x[m] = f(y[m]): one finding, on the assignment
         else:
             problem, instead = _READ, "torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions"
-        self.report(node, problem=problem, instead=instead, advice=advice(self.ctx.targets))
+        self.report_by_reach(node, problem=problem, instead=instead, advice=advice(self.ctx.targets))
 
     def _note_parameter_index(self, node: cst.Subscript) -> None:
         """`x[keep]` where `keep` is a parameter of the enclosing function: reported at the end
@@ -222,13 +234,13 @@ class BooleanMaskIndexing(TensorRule):
         found = _parameter(self.ctx.ancestors, index.value)
         if found is not None and self.ctx.bindings(index) == 1:  # not rebound in the function
             function, position = found
-            report = self.report_here(
+            self.report_by_reach(
                 node,
+                holds=partial(self._given_mask, function, position, index.value),
                 problem=f"{_READ} (a caller passes a boolean mask as `{index.value}`)",
                 instead="torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions",
                 advice=advice(self.ctx.targets),
             )
-            self._by_parameter.append((report, function, position, index.value))
 
     def visit_Call(self, node: cst.Call) -> None:
         """Note the calls of the module's own functions (by name or through `self.`), whose
@@ -244,13 +256,10 @@ class BooleanMaskIndexing(TensorRule):
         if flow is not None and node.args:
             self._calls.setdefault(name, []).append((node, flow.scope))
 
-    def leave_Module(self, node: cst.Module) -> None:
-        for report, function, position, parameter in self._by_parameter:
-            if any(
-                self._passes_mask(call, scope, position, parameter) for call, scope in self._calls.get(function, ())
-            ):
-                self.reports.append(report)
-        super().leave_Module(node)
+    def _given_mask(self, function: str, position: int, parameter: str) -> bool:
+        """Whether a call of `function` in the module passes a mask as `parameter` (asked at
+        the end of the module, when all calls are known)."""
+        return any(self._passes_mask(call, scope, position, parameter) for call, scope in self._calls.get(function, ()))
 
     def _passes_mask(self, call: cst.Call, scope: Scope, position: int, parameter: str) -> bool:
         """Whether a call gives a mask as the argument at `position` or keyword `parameter`,

@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, TensorRule, advice, in_host_memory, tensor_method
+from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, advice, in_host_memory, tensor_method
 
 _DATA_SHAPED = "has an output shape that depends on tensor values"
 
@@ -50,7 +50,7 @@ _METHODS = frozenset(_OPS) - {"where"}  # Tensor.where(cond, other) always keeps
 _TENSOR_RESULTS = frozenset({"long", "int", "to", "sum", "cumsum", "diff", "flatten", "view", "reshape", "clamp"})
 
 
-class DataDependentShapeOp(TensorRule):
+class DataDependentShapeOp(StepRule):
     """## What it does
     Reports operators whose output shape depends on tensor values: `nonzero`, `argwhere`,
     one-argument `torch.where`, `masked_select`, `unique`, `unique_consecutive`, `bincount`,
@@ -82,13 +82,20 @@ class DataDependentShapeOp(TensorRule):
     recompilation); info on mps, xpu and rocm, where the op still waits for the device to learn
     the size; off on cpu, which computes on the host: there is no device to wait for.
 
+    These severities hold in step code: forward(), a step loop, a method a framework runs every
+    step (Lightning's `training_step`, the Hugging Face Trainer's `compute_loss`, MMEngine's
+    `train_step`), and the functions and methods those call, in this module or, through
+    imported names and objects, in another of the repository. Elsewhere (plotting, metrics,
+    data preparation, export, what nothing in the scan calls every step) the finding is info:
+    that code runs once or on host data, where a dynamic shape costs one compilation at most.
+
     ## Fix safety
     No automatic fix: the replacements need a size bound that only the author knows.
     """
 
     code = "PC501"
     name = "data-dependent-shape-op"
-    message = "`{what}` {problem}"
+    message = "`{what}` {problem}{reach}"
     hint = "use {instead}{advice}"
     severity = SYNC_SEVERITY
     triggers = (b"nonzero", b"argwhere", b"where", b"masked_select", b"unique", b"repeat_interleave", b"bincount",
@@ -113,6 +120,11 @@ class DataDependentShapeOp(TensorRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a metric computed once after evaluation: info
+            "import torch\ndef summarize(labels):\n    return torch.unique(labels)\n",
+            lines=[3],
+            message="(info: no step loop",
+        ),
         Invalid("import torch\nidx = torch.nonzero(x > 0)\n", lines=[2], message="depends on tensor values"),
         Invalid("import torch as T\nrows, cols = T.where(mask)\n", lines=[2], message="one argument"),
         Invalid("from torch import unique, bincount\nu = unique(x)\nc = bincount(y)\n", lines=[2, 3]),
@@ -157,7 +169,7 @@ class DataDependentShapeOp(TensorRule):
         if subject is not None and in_host_memory(self.ctx, subject):
             return
         what = f".{op}()" if offset else f"torch.{op}"
-        self.report(
+        self.report_by_reach(
             node, what=what, problem=_OPS[op].problem, instead=_OPS[op].instead, advice=advice(self.ctx.targets)
         )
 

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
@@ -173,6 +173,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # methods a framework runs every step, and a generation callback every token
+            "import torch\nimport lightning as L\nfrom transformers import StoppingCriteria\n"
+            "class M(L.LightningModule):\n    def training_step(self, batch, i):\n        loss = self.model(batch)\n"
+            "        self.log('loss', loss.item())\n        return loss\n"
+            "class Stop(StoppingCriteria):\n    def __call__(self, ids, scores, **kw):\n        return ids[0, -1].item() == 2\n",
+            lines=[7, 11],
+            message="every step",
+        ),
         Invalid(  # nanotron's GroupedMLP: counts copied to the host in forward
             "import torch\nclass GroupedMLP(torch.nn.Module):\n    def forward(self, x, num_tokens_per_expert):\n"
             "        counts = num_tokens_per_expert.to('cpu')\n        return self.ops(x, counts)\n",
@@ -259,25 +267,8 @@ class HostSyncInStep(StepRule):
         ),
     ]
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._loops = 0  # how many loops the walk is in
-
-    def visit_For(self, node: cst.For) -> None:
-        self._loops += 1
-
-    def leave_For(self, node: cst.For) -> None:
-        self._loops -= 1
-
-    def visit_While(self, node: cst.While) -> None:
-        self._loops += 1
-
-    def leave_While(self, node: cst.While) -> None:
-        self._loops -= 1
-
     def visit_Call(self, node: cst.Call) -> None:
-        if self._loops:
-            self.note_step_call(node)
+        self.note_step_call(node)
         method = patterns.method_name(node)
         if not _syncs(node) or not tensor_method(self.ctx, node, _SYNCS | {"to"}):
             return

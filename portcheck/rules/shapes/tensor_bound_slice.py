@@ -5,7 +5,7 @@ import libcst as cst
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
-    TensorRule,
+    StepRule,
     advice,
     in_host_memory,
     read_in_host_memory,
@@ -15,7 +15,7 @@ from portcheck.rules.shapes import (
 _SHOWN = 40  # characters of the bound quoted in the message
 
 
-class TensorBoundSlice(TensorRule):
+class TensorBoundSlice(StepRule):
     """## What it does
     Reports slices whose bounds come from tensor values: `x[:n]` where `n` is `t.item()`,
     `int(t.sum())`, `lengths.max()`, `mask.sum()`, an expression using one, a tensor itself
@@ -48,13 +48,20 @@ class TensorBoundSlice(TensorRule):
     An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm (a host
     sync); off on cpu, which computes on the host: nothing to copy or wait for.
 
+    These severities hold in step code: forward(), a step loop, a method a framework runs every
+    step (Lightning's `training_step`, the Hugging Face Trainer's `compute_loss`, MMEngine's
+    `train_step`), and the functions and methods those call, in this module or, through
+    imported names and objects, in another of the repository. Elsewhere (plotting, metrics,
+    data preparation, export, what nothing in the scan calls every step) the finding is info:
+    that code runs once or on host data, where a dynamic shape costs one compilation at most.
+
     ## Fix safety
     No automatic fix: the fixed size and the masking depend on the model.
     """
 
     code = "PC505"
     name = "tensor-bound-slice"
-    message = "slice bound `{bound}` comes from tensor values: a host sync and a data-dependent length"
+    message = "slice bound `{bound}` comes from tensor values: a host sync and a data-dependent length{reach}"
     hint = "slice to a fixed size and mask the rest (torch.arange(N) < n), or pad to a few bucket sizes{advice}"
     severity = SYNC_SEVERITY
     # The rule reports only in files that import torch, so "torch" is in every one of them.
@@ -100,7 +107,7 @@ class TensorBoundSlice(TensorRule):
                 continue
             if read_in_host_memory(self.ctx, bound) and self._slices_host_data():
                 continue
-            self.report(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
+            self.report_by_reach(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
             return  # one finding per slice: `x[start:end]` has one length to fix
 
     def _slices_host_data(self) -> bool:

@@ -109,6 +109,12 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a parameter annotated as a tensor (lit-llama's input_pos)
+            "import torch\nfrom typing import Optional\nclass Attention(torch.nn.Module):\n"
+            "    def forward(self, x, input_pos: Optional[torch.Tensor] = None):\n"
+            "        if input_pos is not None and input_pos[-1] >= self.max_len:\n            x = x[:1]\n        return x\n",
+            lines=[5],
+        ),
         Invalid(  # fairseq's speech generator: the model runs through a forward_* method
             "import torch\nfor step in range(max_iter):\n    out, eos, extra = model.forward_decoder(prev, encoder_out=enc)\n"
             "    finished = finished | (torch.sigmoid(eos) > 0.5)\n    if finished.all():\n        break\n",

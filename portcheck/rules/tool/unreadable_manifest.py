@@ -3,7 +3,14 @@ from __future__ import annotations
 from portcheck import filekinds, manifests
 from portcheck.rule import WARNING, Invalid, Rule, Valid, per_target
 
-MANIFEST_KINDS = (filekinds.REQUIREMENTS, filekinds.PYPROJECT, filekinds.SETUP_CFG, filekinds.CONDA)
+MANIFEST_KINDS = (
+    filekinds.REQUIREMENTS,
+    filekinds.PYPROJECT,
+    filekinds.SETUP_CFG,
+    filekinds.CONDA,
+    filekinds.DOCKERFILE,
+    filekinds.COG,
+)
 
 
 class UnreadableManifest(Rule):
