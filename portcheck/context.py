@@ -60,7 +60,7 @@ class Context:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.bindings(node)
 
-    def parameter_annotation(self, node: cst.Name) -> cst.BaseExpression | None:
+    def parameter_annotation(self, node: cst.Name) -> tuple[cst.BaseExpression, list[cst.BaseExpression]] | None:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.parameter_annotation(node)
 

@@ -47,7 +47,8 @@ from libcst.helpers import get_full_name_for_node
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.resolve import Resolver, Scope
-from portcheck.walk import child_fields, is_reference
+from portcheck.targets import packages
+from portcheck.walk import child_fields, descendants, is_reference
 
 _AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.is_initialized"})
 _COUNT = "torch.cuda.device_count"
@@ -82,7 +83,14 @@ _DTYPE_NAMES = frozenset(
     {"float16", "float32", "float64", "bfloat16", "half", "float", "double", "int8", "int16", "int32", "int64",
      "uint8", "long", "int", "short", "bool", "complex64", "complex128", "cfloat", "cdouble"}
 )  # fmt: skip
-_HOST_FACTORIES = frozenset({"torch.from_numpy", "torch.frombuffer"})  # always in host memory
+# Always in host memory: NumPy's data, and the legacy CPU tensor types (`torch.DoubleTensor([n])`)
+_HOST_FACTORIES = frozenset(
+    {"torch.from_numpy", "torch.frombuffer"}
+    | {
+        f"torch.{kind}Tensor"
+        for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
+    }
+)
 _DEVICE_METHODS = frozenset({"cuda", "to", "type", "xpu", "mps", "npu", "hpu", "ipu"})
 _NUMBERS = (cst.Integer, cst.Float, cst.Imaginary)
 _INT_BUILTINS = frozenset({"int", "len", "min", "max", "abs"})
@@ -139,6 +147,8 @@ _DECODE_CALLBACKS = frozenset(
         "transformers.LogitsWarper",
     }
 )
+# Parameters that count steps where a framework or a loop calls a function every step.
+_STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
 _CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
 
 
@@ -150,7 +160,10 @@ class Guard:
     protected: tuple[cst.CSTNode, ...]
     asserts: bool = False  # an `assert`: it stops the program where the check fails
     skips: bool = False  # it skips a test where the check fails
-    tells_only: bool = False  # what it guards only logs or frees cached memory, and there is no else
+    tells_only: bool = False  # what it guards only logs or frees cached memory (as does its else, if any)
+    # what it guards calls a CUDA-only library or reads CUDA's own facts (flash_attn, a device's
+    # name or memory): right to keep from the target, where the code after it goes on portably
+    guards_cuda_library: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,9 +283,10 @@ class DeviceFlow:
             return
         test = self._source(node.test)
         if holds:
-            self._add(
-                Guard(test, (node.body,), tells_only=node.orelse is None and _tells_only(node.body, self.resolver))
-            )
+            other = node.orelse.body if isinstance(node.orelse, cst.Else) else None
+            tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
+            library = _uses_cuda_library(node.body, self.resolver)
+            self._add(Guard(test, (node.body,), tells_only=tells, guards_cuda_library=library))
         elif node.orelse is not None:
             self._add(Guard(test, (node.orelse,)))
         elif _exits(node.body, self.resolver):
@@ -869,7 +883,7 @@ class DeviceFlow:
         for part in parts:
             if part is None:
                 continue
-            for node in (part, *_descendants(part, _NESTED_SCOPES + (cst.For, cst.While))):
+            for node in (part, *descendants(part, _NESTED_SCOPES + (cst.For, cst.While))):
                 if isinstance(node, cst.Call):
                     found.add(self._step_marker(node, depth))
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
@@ -974,7 +988,7 @@ class DeviceFlow:
         if key not in self._helpers:
             self._helpers[key] = None  # a recursive call says nothing more
             loops = [
-                node for node in _descendants(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))
+                node for node in descendants(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))
             ]
             looped = any(self.loop_step(loop) for loop in loops)
             self._helpers[key] = None if looped else self._markers(function.body, depth=depth + 1)
@@ -1215,8 +1229,9 @@ def _exits_only(body: cst.BaseSuite) -> bool:
 
 def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], resolver: Resolver | None) -> bool:
     """`i < N` or `i == N` (alone or in an `and`) where `i` counts the steps of an enclosing loop
-    (`for i, batch in enumerate(loader)`, `for i in range(n)`, `count += 1` in its body), or is
-    bound once to that count plus more (`ni = i + nb * epoch`, with a `resolver`)."""
+    (`for i, batch in enumerate(loader)`, `for i in range(n)`, `count += 1` in its body), is
+    bound once to that count plus more (`ni = i + nb * epoch`, with a `resolver`), or is a
+    parameter named for the step count (`batch_idx`)."""
     if isinstance(test, cst.BooleanOperation):
         return isinstance(test.operator, cst.And) and (
             _first_steps(test.left, ancestors, resolver) or _first_steps(test.right, ancestors, resolver)
@@ -1231,7 +1246,7 @@ def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], res
         return False
     counters = {_counter(loop, resolver) for loop in ancestors if isinstance(loop, cst.For)} - {None}
     counters.update(name for loop in ancestors if isinstance(loop, (cst.For, cst.While)) for name in _counted(loop))
-    if test.left.value in counters:
+    if test.left.value in counters or _step_parameter(test.left.value, ancestors):
         return True
     bound = resolver.assigned_value(test.left) if resolver is not None else None
     return (
@@ -1239,6 +1254,16 @@ def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], res
         and isinstance(bound.operator, cst.Add)
         and any(isinstance(side, cst.Name) and side.value in counters for side in (bound.left, bound.right))
     )
+
+
+def _step_parameter(name: str, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """A parameter of the enclosing function that counts steps (`batch_idx` of Lightning's
+    `training_step`, `ni` of a batch-end callback), by its conventional name."""
+    function = next((node for node in reversed(ancestors) if isinstance(node, cst.FunctionDef)), None)
+    if function is None or not _STEP_COUNTER.fullmatch(name):
+        return False
+    params = function.params
+    return any(param.name.value == name for param in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def _counter(loop: cst.For, resolver: Resolver | None) -> str | None:
@@ -1382,16 +1407,6 @@ def name_reads(root: cst.CSTNode, names: frozenset[str]) -> Iterator[tuple[cst.N
                     stack.append(child)
 
 
-def _descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> Iterator[cst.CSTNode]:
-    """Every node under `node`, not entering nodes of the `apart` types."""
-    for name in child_fields(type(node)):
-        value = getattr(node, name)
-        for child in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(child, cst.CSTNode) and not isinstance(child, apart):
-                yield child
-                yield from _descendants(child, apart)
-
-
 def _references(
     node: cst.CSTNode, name: str, path: tuple[cst.CSTNode, ...], found: list[tuple[cst.Name, tuple[cst.CSTNode, ...]]]
 ) -> bool:
@@ -1405,7 +1420,7 @@ def _references(
             if isinstance(child, cst.Name) and child.value == name and reads(child, node):
                 found.append((child, (*path, node)))
             elif isinstance(child, (*_NESTED_SCOPES, cst.BaseComp)):
-                if any(isinstance(n, cst.Name) and n.value == name for n in _descendants(child, ())):
+                if any(isinstance(n, cst.Name) and n.value == name for n in descendants(child, ())):
                     return False
             elif not _references(child, name, (*path, node), found):
                 return False
@@ -1450,20 +1465,66 @@ _FREES_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "g
 
 
 def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
-    """A block of calls that only tell the user something (`logger.warning(...)`, `print`) or
-    free cached memory (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where
-    it is skipped, the program computes the same."""
-    calls = []
-    for statement in patterns.simple_statements(body):
+    """A block of calls that only tell the user something (`logger.warning(...)`, `print`,
+    adding a string to a message: `parts.append("max mem: {mem}")`) or free cached memory
+    (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where it is skipped, the
+    program computes the same."""
+    calls, statements = [], patterns.simple_statements(body)
+    for statement in statements:
         if not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
             return False
-        calls.append(statement.value)
+        if not _adds_text(statement.value):
+            calls.append(statement.value)
     names = [resolver.qualified_names(call.func) for call in calls]
     frees = any(each & _FREES_CACHE for each in names)
-    return bool(calls) and all(
+    return bool(statements) and all(
         patterns.is_logging_call(call) or each & _FREES_CACHE or (frees and "torch.cuda.synchronize" in each)
         for call, each in zip(calls, names)
     )
+
+
+def _adds_text(call: cst.Call) -> bool:
+    """`parts.append("max mem: {memory:.0f}")`: a string added to a list, for a message."""
+    return (
+        patterns.method_name(call) == "append"
+        and len(call.args) == 1
+        and isinstance(call.args[0].value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+    )
+
+
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel"})
+# What CUDA alone can answer: the device's name, capability and memory.
+_CUDA_FACTS = re.compile(r"^torch\.cuda\.(get_device_(name|properties|capability)|(max_)?memory_\w+|mem_get_info)$")
+
+
+def _uses_cuda_library(body: cst.BaseSuite, resolver: Resolver) -> bool:
+    """A block that imports or calls a CUDA-only package (`from flash_attn import ...`,
+    `xformers.ops...`), wraps a model for several GPUs (`nn.DataParallel`) or asks CUDA for
+    its own facts (`torch.cuda.get_device_name()`), and places nothing on CUDA (`.cuda()`,
+    `"cuda"`): where the target skips it, only a CUDA extra is lost."""
+    nodes = list(descendants(body, ()))
+    places = any(
+        (isinstance(node, cst.Call) and patterns.method_name(node) == "cuda") or patterns.is_cuda_device_literal(node)
+        for node in nodes
+    )
+    return not places and any(_cuda_library_use(node, resolver) for node in nodes)
+
+
+def _cuda_library_use(node: cst.CSTNode, resolver: Resolver) -> bool:
+    """An import of a CUDA-only package, or a call of one, of `nn.DataParallel` or of a
+    `torch.cuda` query of the device's own facts."""
+    if isinstance(node, cst.Import):
+        return any(packages.by_import(patterns.dotted(alias.name)) is not None for alias in node.names)
+    if isinstance(node, cst.ImportFrom):
+        return (
+            node.module is not None
+            and not node.relative
+            and packages.by_import(patterns.dotted(node.module)) is not None
+        )
+    if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+        names = resolver.qualified_names(node.func)
+        return bool(names & _DATA_PARALLEL) or any(_CUDA_FACTS.match(n) or packages.by_import(n) for n in names)
+    return False
 
 
 def _skips(body: cst.BaseSuite, resolver: Resolver) -> bool:
@@ -1512,7 +1573,7 @@ def _bound_names(statement: cst.CSTNode) -> frozenset[str]:
     """The names a statement binds in any way (not in the functions, classes and
     comprehensions it defines, which have names of their own)."""
     found: set[str] = set()
-    for node in (statement, *_descendants(statement, (*_NESTED_SCOPES, cst.BaseComp))):
+    for node in (statement, *descendants(statement, (*_NESTED_SCOPES, cst.BaseComp))):
         if isinstance(node, cst.Assign):
             for target in node.targets:
                 _collect_names(target.target, found)

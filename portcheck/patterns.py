@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import libcst as cst
 
 _CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
-_DEVICE_NAME = re.compile(r"(^|_)(device|devices|dev|device_str|device_name)($|_)", re.IGNORECASE)
+_DEVICE_NAME = re.compile(r"(^|_)(device|devices|dev|device_str|device_name)($|_)|^location$", re.IGNORECASE)
 _BACKEND_NAME = re.compile(r"(^|_)(backend|dist_backend|process_group_backend)($|_)", re.IGNORECASE)
 _DEVICE_MAP_NAME = re.compile(r"(^|_)device_map$", re.IGNORECASE)
 
@@ -112,7 +112,8 @@ def device_literals_through_names(
 
 
 def is_device_name(name: str) -> bool:
-    """Whether an identifier names a device: `device`, `dev`, `train_device`, `DEVICE`..."""
+    """Whether an identifier names a device: `device`, `dev`, `train_device`, `DEVICE`, a
+    loader's `location`..."""
     return _DEVICE_NAME.search(name) is not None
 
 
@@ -273,10 +274,10 @@ _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception
 
 
 def is_logging_call(call: cst.Call) -> bool:
-    """`print(...)`, `warnings.warn(...)`, `logging.error(...)`, `logger.info(...)`,
-    `self.log.warning(...)`: a call that only tells the user something."""
+    """`print(...)`, `fabric.print(...)`, `warnings.warn(...)`, `logging.error(...)`,
+    `logger.info(...)`, `self.log.warning(...)`: a call that only tells the user something."""
     name = dotted(call.func)
-    if name in ("print", "warnings.warn", "warn"):
+    if name in ("print", "warnings.warn", "warn") or name.endswith(".print"):  # `fabric.print(...)`
         return True
     receiver, _, method = name.rpartition(".")
     return method in _LOG_LEVELS and "log" in receiver.rpartition(".")[2].lower()

@@ -265,17 +265,21 @@ class Resolver:
         values = owner.values.get(node.value, [])
         return [] if any(value is None for value in values) else list(values)  # type: ignore[arg-type]
 
-    def parameter_annotation(self, node: cst.Name) -> cst.BaseExpression | None:
-        """The annotation of the parameter a name is, where nothing else binds it
-        (`def forward(self, pos: torch.Tensor)`)."""
+    def parameter_annotation(self, node: cst.Name) -> tuple[cst.BaseExpression, list[cst.BaseExpression]] | None:
+        """The annotation of the parameter a name is (`def forward(self, pos: torch.Tensor)`),
+        with the values `=` binds it to besides (`pos = torch.tensor(n - 1)`); None where it
+        is no annotated parameter, or is bound otherwise too (a loop, `+=`)."""
         owner = self._owner(node.value)
         function = owner.owner if owner is not None else None
-        if not isinstance(function, cst.FunctionDef) or len(owner.values.get(node.value, ())) != 1:  # type: ignore[union-attr]
+        if owner is None or not isinstance(function, cst.FunctionDef) or owner.updated.get(node.value):
+            return None
+        values = owner.values.get(node.value, [])
+        if sum(value is None for value in values) != 1:
             return None
         params = function.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.name.value == node.value:
-                return param.annotation.annotation if param.annotation is not None else None
+            if param.name.value == node.value and param.annotation is not None:
+                return param.annotation.annotation, [value for value in values if value is not None]
         return None
 
     def bindings(self, node: cst.Name) -> int:

@@ -10,7 +10,7 @@ ancestors so rules can ask for a node's parent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Protocol
 
@@ -51,6 +51,16 @@ def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
         for f in dataclasses.fields(node_type)
         if f.name not in _PUNCTUATION_FIELDS and not f.name.startswith("whitespace")
     )
+
+
+def descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...] = ()) -> Iterator[cst.CSTNode]:
+    """Every node under `node`, not entering nodes of the `apart` types."""
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        for child in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(child, cst.CSTNode) and not isinstance(child, apart):
+                yield child
+                yield from descendants(child, apart)
 
 
 @cache

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from portcheck import patterns, project
+from portcheck import patterns, project, walk
 from portcheck.findings import Severity
 from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, per_target
 from portcheck.targets import packages
@@ -71,6 +71,7 @@ class CudaOnlyPackageImport(Rule):
     hint = "instead: {instead}"
     severity = per_target(ERROR)
     triggers = tuple(sorted({name.split(".")[-1].encode() for p in packages.packages() for name in p.imports}))
+    cuda_only = True
 
     VALID = [
         Valid("import torch\nimport torch.nn.functional as F\n"),
@@ -79,6 +80,16 @@ class CudaOnlyPackageImport(Rule):
         Valid("def f(torch, apex):\n    return apex.amp\n"),
     ]
     INVALID = [
+        # lit-llama: DeepSpeed's checkpoint converter, imported where the strategy is DeepSpeed's;
+        # TinyLlama: flash-attn under a CUDA check, with SDPA after it
+        Invalid(
+            "import torch\nfrom lightning.fabric.strategies import DeepSpeedStrategy\n"
+            "def save(fabric, path):\n    if isinstance(fabric.strategy, DeepSpeedStrategy):\n"
+            "        from deepspeed.utils.zero_to_fp32 import convert_zero_checkpoint_to_fp32_state_dict\n"
+            "def attend(q, k, v):\n    if q.device.type == 'cuda':\n        from flash_attn import flash_attn_func\n"
+            "        return flash_attn_func(q, k, v)\n    return torch.nn.functional.scaled_dot_product_attention(q, k, v)\n",
+            lines=[5, 8],
+        ),
         Invalid("from flash_attn import flash_attn_func\n", lines=[1], message="FlashAttention"),
         Invalid("import torch\nimport xformers.ops as xops\n", lines=[2]),
         Invalid("import torch as T\nfrom apex.optimizers import FusedAdam\n", lines=[2]),
@@ -158,7 +169,7 @@ class CudaOnlyPackageImport(Rule):
                 continue  # the repository's own package (e.g. scanning mamba_ssm itself)
             package = packages.by_import(module)
             assert package is not None
-            optional = _optional_import(self.ctx.ancestors, self.ctx)
+            optional = _optional_import(self.ctx.ancestors, self.ctx, package)
             written = module.split(".", 1)[0]
             self.record(project.DEPENDENCY, package.key, node, written=written, optional=optional)
             if (package.key, id(node)) in self._reported:
@@ -180,11 +191,12 @@ class CudaOnlyPackageImport(Rule):
         self.reports[:] = [report for index, report in enumerate(self.reports) if index not in dropped]
 
 
-def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext) -> str:
+def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext, package: packages.Package) -> str:
     """Why an import the walk is at is optional (the program runs on without the package), or
-    empty: guarded by a `try` whose handler catches ImportError and carries on, or by an
-    availability check (`if is_flash_attn_2_available():`, `if find_spec("apex"):`), or inside
-    a function named for exporting."""
+    empty: guarded by a `try` whose handler catches ImportError and carries on, by an
+    availability check (`if is_flash_attn_2_available():`, `if find_spec("apex"):`) or a test
+    that selects the package (`if args.deepspeed:`, `if isinstance(strategy, DeepSpeedStrategy):`),
+    or inside a function named for exporting."""
     path = list(ancestors)
     for parent, child in zip(path, path[1:]):
         if (
@@ -195,10 +207,27 @@ def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext) -> str:
             return "guarded by try/except ImportError"
         if isinstance(parent, cst.If) and child is parent.body and _checks_availability(parent.test, ctx):
             return f"only under `if {cst.Module([]).code_for_node(parent.test)}:`"
+        if isinstance(parent, cst.If) and child is parent.body and _selects(parent.test, package):
+            return f"only where `if {cst.Module([]).code_for_node(parent.test)}:` selects it"
     for node in reversed(path):
         if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
             return f"only in the export function `{node.name.value}`"
     return ""
+
+
+def _selects(test: cst.BaseExpression, package: packages.Package) -> bool:
+    """A test that names the package, as an option or a choice of it does (`args.deepspeed`,
+    `use_flash_attn`, `DeepSpeedStrategy`): the import runs only where the user picked it."""
+    wanted = {_squeezed(name.split(".")[0]) for name in package.imports} | {_squeezed(package.key)}
+    for node in (test, *walk.descendants(test)):
+        named = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+        if named and any(each in _squeezed(named) for each in wanted):
+            return True
+    return False
+
+
+def _squeezed(name: str) -> str:
+    return name.replace("_", "").lower()
 
 
 def _only_logs(handler: cst.ExceptHandler) -> bool:

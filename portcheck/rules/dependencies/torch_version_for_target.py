@@ -21,6 +21,10 @@ _RELEASES = [
     for patch in range(4)
 ]
 _TORCH = frozenset({"torch", "pytorch"})
+# torchvision's minor release -> the torch minor release it is built for (0.5 for 1.4 ... 0.14 for
+# 1.13, 0.15 for 2.0 ... 0.29 for 2.14): a torchvision pin pins torch too.
+_PINNING = _TORCH | {"torchvision"}
+_VISION_TORCH = {(0, m): (1, m - 1) if m < 15 else (2, m - 15) for m in range(5, 32)}
 _REPLACEMENTS_NEED = ">=2.6"  # torch.accelerator, which most suggested replacements use
 
 
@@ -36,8 +40,11 @@ def _severity() -> dict:
 class TorchVersionForTarget(Rule):
     """## What it does
     Compares the torch version a project declares (requirements, pyproject.toml, setup.cfg,
-    setup.py, conda environment) with the releases each target's backend supports: TorchNeuron
-    needs torch 2.14, TorchTPU supports 2.11 to 2.15, torch_npu and Gaudi track their own ranges.
+    setup.py, conda environment, a Dockerfile's `pytorch/pytorch` image or pip installs, Cog's
+    python_packages) with the releases each target's backend supports: TorchNeuron needs torch
+    2.14, TorchTPU supports 2.11 to 2.15, torch_npu and Gaudi track their own ranges. A
+    torchvision pin counts as a pin of the torch release it is built for (0.11 for 1.10, 0.29
+    for 2.14).
 
     ## Why is this bad?
     A backend plugin is built against specific torch releases: with another one it fails to
@@ -73,6 +80,7 @@ class TorchVersionForTarget(Rule):
     triggers = (b"setup",)
 
     VALID = [
+        Valid("torch==2.14.1\ntorchvision==0.29.1\n", path="requirements.txt"),
         Valid("torch==2.14.0\n", path="requirements.txt"),
         Valid("numpy>=1.26\n", path="requirements.txt"),
         Valid("torch\ntorchvision\n", path="requirements.txt"),
@@ -83,6 +91,7 @@ class TorchVersionForTarget(Rule):
         ),
     ]
     INVALID = [
+        Invalid('build:\n  python_packages:\n    - "torchvision==0.11.1"\n', lines=[3], path="cog.yaml"),
         Invalid("FROM pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime\n", lines=[1], path="Dockerfile"),
         Invalid("dependencies:\n  - python=3.8.5\n  - pytorch=1.12.1\n", lines=[3], path="environment.yaml"),
         Invalid(
@@ -118,7 +127,7 @@ class TorchVersionForTarget(Rule):
         if self.ctx.qualified_names(node.func) & SETUP_CALLS:
             for string, text in setup_requirements(node):
                 found = manifests.parse_requirement(text, 0)
-                if isinstance(found, manifests.Declared) and packages.normalize(found.name) in _TORCH:
+                if isinstance(found, manifests.Declared) and packages.normalize(found.name) in _PINNING:
                     verdict = self._verdict(found)
                     if verdict:
                         self.report(string, severity=verdict[0], declared=found.text, mismatches=verdict[1])
@@ -126,7 +135,7 @@ class TorchVersionForTarget(Rule):
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
         for declared in manifests.read(self.ctx.kind, text).requirements:
-            if packages.normalize(declared.name) in _TORCH:
+            if packages.normalize(declared.name) in _PINNING:
                 verdict = self._verdict(declared)
                 if verdict:
                     width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
@@ -142,7 +151,7 @@ class TorchVersionForTarget(Rule):
             wanted = SpecifierSet(re.sub(r"\+[\w.]+", "", declared.specifier))
         except InvalidSpecifier:
             return None
-        allowed = {v for v in _RELEASES if v in wanted}
+        allowed = _torch_allowed(declared.name, wanted)
         severity = dict.fromkeys(target_data.TARGET_ORDER, OFF)
         mismatches: dict[str, list[str]] = {}
         for target in self.ctx.targets:
@@ -159,3 +168,17 @@ class TorchVersionForTarget(Rule):
         if not mismatches:
             return None
         return severity, "; ".join(f"{'/'.join(names)}: {text}" for text, names in mismatches.items())
+
+
+def _torch_allowed(name: str, wanted: SpecifierSet) -> set[Version]:
+    """The torch releases a declaration admits: of torch itself, or those the torchvision
+    releases it admits are built for."""
+    if packages.normalize(name) in _TORCH:
+        return {v for v in _RELEASES if v in wanted}
+    minors = {
+        torch
+        for (major, minor), torch in _VISION_TORCH.items()
+        for patch in range(4)
+        if Version(f"{major}.{minor}.{patch}") in wanted
+    }
+    return {v for v in _RELEASES if (v.major, v.minor) in minors}

@@ -63,6 +63,11 @@ class CudaEnvironmentVariable(Rule):
         Valid("def f(torch, os):\n    return os.environ.get('HOME')\n"),
     ]
     INVALID = [
+        Invalid(  # yolov5: hiding every GPU for a CPU run
+            'import os\nimport torch\nif cpu:\n    os.environ["CUDA_VISIBLE_DEVICES"] = "-1"\n',
+            lines=[4],
+            message="other backends ignore it",
+        ),
         Invalid('import os\nos.environ["CUDA_VISIBLE_DEVICES"] = str(rank)\n', lines=[2]),
         Invalid('import os\nimport torch as T\ndebug = os.getenv("CUDA_LAUNCH_BLOCKING") == "1"\n', lines=[3]),
         Invalid(
@@ -117,9 +122,11 @@ class CudaEnvironmentVariable(Rule):
 
 
 def _device_list(node: cst.BaseExpression) -> bool:
-    """`"0"`, `"0,1"`: a literal list of device indexes."""
+    """`"0"`, `"0,1"`, `"-1"` (none): a literal list of device indexes."""
     value = patterns.string_value(node)
-    return value is not None and value != "" and all(part.strip().isdigit() for part in value.split(","))
+    return (
+        value is not None and value != "" and all(part.strip().removeprefix("-").isdigit() for part in value.split(","))
+    )
 
 
 def _visibility_advice(selected: tuple[str, ...], variable: str) -> str:

@@ -30,7 +30,8 @@ class DataParallel(Rule):
     ```
 
     ## Targets
-    A warning on every target but ROCm.
+    A warning on every target but ROCm; info under a CUDA check (`if torch.cuda.device_count()
+    > 1: model = nn.DataParallel(model)`), which keeps it on CUDA: the check is the finding.
 
     ## Fix safety
     No automatic fix. Where DataParallel finds no CUDA GPU it just calls the module, but
@@ -45,6 +46,7 @@ class DataParallel(Rule):
     hint = "use DistributedDataParallel or FSDP with one process per device"
     severity = per_target(WARNING, rocm=OFF)
     triggers = (b"DataParallel",)
+    cuda_only = True
 
     VALID = [
         Valid("import torch\nmodel = torch.nn.parallel.DistributedDataParallel(model)\n"),
@@ -52,6 +54,11 @@ class DataParallel(Rule):
         Valid("class DataParallel:\n    pass\nm = DataParallel()\n"),
     ]
     INVALID = [
+        Invalid(  # yolov5: several GPUs only
+            "import torch\nif torch.cuda.device_count() > 1:\n    model = torch.nn.DataParallel(model)\n",
+            lines=[3],
+            message="reached only under a CUDA check",
+        ),
         Invalid("import torch\nmodel = torch.nn.DataParallel(model)\n", lines=[2]),
         Invalid("import torch as T\nmodel = T.nn.DataParallel(model, device_ids=[0, 1])\n", lines=[2]),
         Invalid("from torch import nn\nmodel = nn.DataParallel(model)\n", lines=[2]),

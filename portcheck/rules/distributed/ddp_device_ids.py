@@ -54,7 +54,8 @@ class DdpDeviceIds(Rule):
 
     ## Targets
     An error on cpu (raises); a warning on one-device-per-process targets (tpu, xla, mps); info
-    elsewhere; off on ROCm.
+    elsewhere; off on ROCm. Info under a CUDA check (`if torch.cuda.is_available(): model =
+    DDP(model, device_ids=[rank])`): it runs only on CUDA, and the check is the finding.
 
     ## Fix safety
     Safe on cpu: `device_ids` and `output_device` go (a positional one that later positional
@@ -81,6 +82,7 @@ class DdpDeviceIds(Rule):
     severity = _severity()
     fix_safety = FixSafety.SAFE
     triggers = (b"DistributedDataParallel",)
+    cuda_only = True
 
     VALID = [
         Valid("import torch\nmodel = torch.nn.parallel.DistributedDataParallel(model.to(device))\n"),
@@ -92,6 +94,15 @@ class DdpDeviceIds(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # guided-diffusion: DDP on CUDA only, behind the check that is the finding
+            "import torch as th\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "if th.cuda.is_available():\n    model = DDP(model, device_ids=[rank], output_device=rank)\n",
+            lines=[4],
+            message="reached only under a CUDA check",
+            fixed="import torch as th\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "if th.cuda.is_available():\n    model = DDP(model, device_ids=[th.accelerator.current_device_index()], "
+            "output_device=th.accelerator.current_device_index())\n",
+        ),
         Invalid(
             "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=[rank])\n",
             lines=[2],

@@ -6,11 +6,13 @@ from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit, replace_nodes
-from portcheck.rule import ERROR, OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
 
 _EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
+_GUARDS_MESSAGE = "which here only keeps a message (or freeing cached memory) from other devices"
+_GUARDS_LIBRARY = "which rightly keeps a CUDA-only library or CUDA's own facts from other devices"
 
 
 class CudaDeviceComparison(Rule):
@@ -37,7 +39,11 @@ class CudaDeviceComparison(Rule):
     ## Targets
     A warning on every target but ROCm: it runs, but may run differently from what was meant.
     Info where only CUDA reaches it (under another CUDA check, or in a test gated on GPUs):
-    as written it never runs on the target.
+    as written it never runs on the target. Info too where the check guards only a message
+    or freeing cached memory (`if x.device.type == "cuda": print(torch.cuda.max_memory_allocated())`),
+    or a CUDA-only library or CUDA's own facts (`from flash_attn import ...`,
+    `torch.cuda.get_device_name()`), which it is right to keep from the target; the portable
+    code after it runs there.
 
     ## Fix safety
     Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
@@ -77,6 +83,16 @@ class CudaDeviceComparison(Rule):
         Valid('def f(torch, device):\n    return device == "mps"\n'),
     ]
     INVALID = [
+        # guards only a message, or a CUDA-only library with a portable path after it: info
+        Invalid(
+            'import torch\ndef report(x, fabric):\n    if fabric.device.type == "cuda":\n'
+            '        fabric.print(f"Memory used: {torch.cuda.max_memory_allocated() / 1e9:.02f} GB")\n'
+            'def attend(q, k, v):\n    if q.device.type == "cuda" and q.dtype == torch.bfloat16:\n'
+            "        from flash_attn import flash_attn_func\n        return flash_attn_func(q, k, v, causal=True)\n"
+            "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
+            lines=[3, 6],
+            message="from other devices",
+        ),
         Invalid(
             'import torch\nuse_amp = x.device.type == "cuda"\n',
             lines=[2],
@@ -194,6 +210,9 @@ class CudaDeviceComparison(Rule):
         check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
         if check is not None and check.asserts:
             self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), consequence=_ASSERTED)
+        elif check is not None and (check.tells_only or check.guards_cuda_library):
+            consequence = _GUARDS_MESSAGE if check.tells_only else _GUARDS_LIBRARY
+            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), consequence=consequence)
         else:
             self.report(node, edit=edit, consequence=_FALSE_ELSEWHERE)
 

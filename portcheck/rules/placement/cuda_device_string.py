@@ -75,6 +75,11 @@ class CudaDeviceString(SettingValueRule):
         Valid('import torch\ndevice = torch.device("cuda")\n', options={"targets": ["rocm"]}),
     ]
     INVALID = [
+        Invalid(  # ControlNet: a loader's own parameter, handed on to torch.load(map_location=...)
+            "import torch\nsd = load_state_dict('./models/control_sd15_canny.pth', location='cuda')\n",
+            lines=[2],
+            fixed="import torch\nsd = load_state_dict('./models/control_sd15_canny.pth', location='tpu')\n",
+        ),
         Invalid(
             'import torch\nx = torch.zeros(3, device="cuda")\n',
             lines=[2],

@@ -17,6 +17,9 @@ _UNMAPPED = frozenset({"torch.load", "torch.serialization.load"})  # loaders tha
 # A path that names a checkpoint (`args.resume`, "best_model.pth"), when it is not the very path saved to.
 _UNKNOWN_ORIGIN = per_target(WARNING, rocm=OFF)  # a checkpoint this module does not write
 _CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|resume|weight|model|state|best|last|\.pth?\b|\.tar\b", re.IGNORECASE)
+# A path that names a dataset rather than a checkpoint (lit-llama's `data_dir / "train.pt"`).
+_DATA_WORDS = re.compile(r"data|\b(?:train|test|val|valid|validation)\.pt\b|tokens|features", re.IGNORECASE)
+_MODEL_WORDS = re.compile(r"ckpt|checkpoint|resume|weight|model|state_dict", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,11 @@ class CudaMapLocation(Rule):
     cuda_only = True
 
     VALID = [
+        Valid(  # lit-llama: datasets saved with torch.save, loaded by a module that saves its model from CUDA
+            "import os\nimport torch\ndef load_datasets(data_dir):\n"
+            '    return torch.load(os.path.join(data_dir, "train.pt")), torch.load(os.path.join(data_dir, "test.pt"))\n'
+            "def save(model, path):\n    model.cuda()\n    torch.save(model.state_dict(), path)\n"
+        ),
         Valid(
             "import torch\nfeatures = torch.load(args.features)\nmodel = model.cuda()\n"
         ),  # no checkpoint by its name
@@ -273,7 +281,7 @@ class CudaMapLocation(Rule):
             if save is not None:
                 why = f": this module writes its checkpoints from CUDA (`torch.save(..., {_path_code(save, 1)})`)"
                 self.report(load.call, edit=load.edit, what="`torch.load` without map_location", why=why)
-            elif not self._saves and _CHECKPOINT_WORDS.search(_path_code(load.call, 0)):
+            elif not self._saves and _names_checkpoint(_path_code(load.call, 0)):
                 why = " if it was saved from one, as checkpoints of a module that runs on CUDA often are"
                 what = "`torch.load` without map_location"
                 self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=what, why=why)
@@ -283,7 +291,7 @@ class CudaMapLocation(Rule):
         that names a checkpoint, the module's first."""
         path = _path_code(load, 0)
         same = next((save for save in self._saves if _path_code(save, 1) == path and path), None)
-        if same is not None or not _CHECKPOINT_WORDS.search(path):
+        if same is not None or not _names_checkpoint(path):
             return same
         return self._saves[0] if self._saves else None
 
@@ -345,6 +353,14 @@ class CudaMapLocation(Rule):
             spelling, safety = Spelling(node), FixSafety.UNSAFE
         where = cst.Module([]).code_for_node(spelling.node)
         return spelling.edit(original, safety, f"map_location -> {where}")
+
+
+def _names_checkpoint(path: str) -> bool:
+    """A path that names a checkpoint (`args.resume`, "best_model.pth"), not a dataset saved
+    with torch (`os.path.join(data_dir, "train.pt")`)."""
+    if not _CHECKPOINT_WORDS.search(path):
+        return False
+    return not _DATA_WORDS.search(path) or bool(_MODEL_WORDS.search(path))
 
 
 def _describe_function(function: cst.CSTNode) -> str:

@@ -18,6 +18,7 @@ _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, th
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
 _HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
+_WIDENING = frozenset({"float", "double", "bfloat16"})  # casts that leave float16
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
 _PASS_THROUGH = frozenset({"to", "eval", "train", "requires_grad_"})  # `m.to(dev).half()` is `m.half()`
 # Receivers of `.half()` taken for models: names that end in a model-ish word (`unet`,
@@ -84,6 +85,9 @@ class Float16OnBf16Target(Rule):
     triggers = (b"float16", b"half")
 
     VALID = [
+        Valid(  # yolov5: anchors rounded through float16, the model kept in float32
+            "import torch\nmodel = Model(cfg).to(device)\nmodel.half().float()\n"
+        ),
         Valid(
             "import torch\nfrom transformers import AutoModel\n"
             'm = AutoModel.from_pretrained("x", torch_dtype=torch.bfloat16)\n'
@@ -249,6 +253,20 @@ class Float16OnBf16Target(Rule):
             and self._moves_to_device(ancestors[-2])
         )
 
+    def _cast_back_next(self, node: cst.Call) -> bool:
+        """`x.half().float()`: the call's result is cast straight to another dtype."""
+        ancestors = self.ctx.ancestors
+        if not (len(ancestors) > 1 and isinstance(ancestors[-1], cst.Attribute) and ancestors[-1].value is node):
+            return False
+        outer = ancestors[-2]
+        if not (isinstance(outer, cst.Call) and outer.func is ancestors[-1]):
+            return False
+        method = ancestors[-1].attr.value
+        if method in _WIDENING:
+            return True
+        dtype = self._to_dtype(outer) if method == "to" else None
+        return dtype is not None and self._spells_dtype(dtype) and not self._is_float16(dtype)
+
     def _to_dtype(self, call: cst.Call) -> cst.BaseExpression | None:
         """The dtype a `.to(...)` casts to: `dtype=`, or a positional argument that is not the
         device (`.to(torch.float16)`, `.to(device, torch.float16)`)."""
@@ -326,6 +344,8 @@ class Float16OnBf16Target(Rule):
             if dtype is None or not self._is_float16(dtype):
                 return
             what = f"`.to({min(self.ctx.qualified_names(dtype), default='float16')})`"
+        if self._cast_back_next(node):
+            return  # `model.half().float()`: rounded through float16, kept in float32
         placed = self._moves_to_device(node) or self._moves_to_device(method.value) or self._moved_next(node)
         model = self._is_model(method.value)
         if (model or placed) and not self._expects_error() and not under_test(self.ctx.ancestors, self._keeps_float16):

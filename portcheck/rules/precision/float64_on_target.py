@@ -43,8 +43,9 @@ class Float64OnTarget(Rule):
     is compared, nor one of several listed in a dict, list, tuple or set: a table that names
     dtypes makes nothing), except float64 that demonstrably stays in host memory
     (portcheck.flow follows it):
-    - made there on purpose (`x.cpu().double()`, `device="cpu"`, `torch.from_numpy`), unless it
-      is then moved to a device or into a module's buffers or parameters;
+    - made there on purpose (`x.cpu().double()`, `device="cpu"`, `torch.from_numpy`, the legacy
+      CPU type `torch.DoubleTensor(...)`), unless it is then moved to a device or into a
+      module's buffers or parameters;
     - made by a factory on the default device (`torch.linspace(..., dtype=torch.float64)`, in a
       module that never sets another), when every use of it, through a function's local names
       and host computations, casts it to another dtype (`.float()`, `.to(torch.float32)`) or
@@ -96,6 +97,10 @@ class Float64OnTarget(Rule):
     watched_names = _FLOAT64_NAMES
 
     VALID = [
+        Valid(  # a FLOP counter in a profiling hook: the legacy CPU type (guided-diffusion)
+            "import torch as th\ndef count_flops_attn(model, _x, y):\n"
+            "    model.total_ops += th.DoubleTensor([int(y[0].numel())])\n"
+        ),
         Valid(  # tables that name the dtypes (nanotron's str_to_dtype, DALLE2's float check)
             "import torch\nSTR_TO_DTYPE = {'float64': torch.float64, 'float32': torch.float32, 'bfloat16': torch.bfloat16}\n"
             "def is_float_dtype(dtype):\n    return any(dtype == f for f in (torch.float64, torch.float32, torch.float16))\n"
@@ -138,6 +143,7 @@ class Float64OnTarget(Rule):
         ),
     ]
     INVALID = [
+        Invalid("import torch\nx = torch.DoubleTensor([1.0]).to(device)\n", lines=[2]),
         Invalid("import torch\nx = torch.ones(3, dtype=torch.float64)\n", lines=[2], options={"targets": ["mps"]}),
         Invalid("import torch as T\ny = T.randn(2).double()\n", lines=[2]),
         Invalid("from torch import double\nz = torch.zeros(1, dtype=double)\n", lines=[2]),
@@ -494,9 +500,12 @@ def _in_comparison(ancestors: Sequence[cst.CSTNode]) -> bool:
 
 def _made(node: cst.CSTNode, chain: Sequence[cst.CSTNode]) -> tuple[cst.Call, Sequence[cst.CSTNode]] | None:
     """The call that makes the float64 tensor, and the nodes above it: `node` itself (a
-    `.double()`), or the call it is the `dtype=` of (or the positional dtype of `.to()`)."""
+    `.double()`), the call it is the `dtype=` of (or the positional dtype of `.to()`), or the
+    call of it (`torch.DoubleTensor([n])`)."""
     if isinstance(node, cst.Call):
         return node, chain
+    if chain and isinstance(chain[-1], cst.Call) and chain[-1].func is node:
+        return chain[-1], chain[:-1]
     if len(chain) < 2 or not isinstance(chain[-1], cst.Arg) or not isinstance(chain[-2], cst.Call):
         return None
     arg, call = chain[-1], chain[-2]

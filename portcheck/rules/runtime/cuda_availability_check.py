@@ -75,7 +75,7 @@ class CudaAvailabilityCheck(CudaApiRule):
         test skipped without CUDA runs nothing wrong, it only goes untested."""
         usual = super().severities(node, entry)
         check = self._check(node)
-        if check is not None and (check.asserts or check.skips or check.tells_only):
+        if check is not None and (check.asserts or check.skips or check.tells_only or check.guards_cuda_library):
             level = ERROR if check.asserts else WARNING if check.skips else INFO
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
         return usual
@@ -88,6 +88,8 @@ class CudaAvailabilityCheck(CudaApiRule):
             return "returns False, so this test is skipped on every other device"
         if check is not None and check.tells_only:
             return "returns False, which here only skips a message or freeing cached memory"
+        if check is not None and check.guards_cuda_library:
+            return "returns False, which here rightly keeps a CUDA-only library or CUDA's own facts from other devices"
         return super().effect(node, name, entry)
 
     def _check(self, node: cst.CSTNode) -> Guard | None:

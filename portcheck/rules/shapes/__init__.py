@@ -9,6 +9,7 @@ import torch, and one for rules about what runs every step (step contexts are po
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -16,7 +17,7 @@ from functools import partial
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from portcheck import flow, patterns, project
+from portcheck import flow, patterns, project, walk
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
@@ -80,6 +81,10 @@ _MASK_OPS = frozenset(
      "greater_equal", "less_equal", "not_equal", "any", "all"}
 )  # fmt: skip
 _TORCH_MASK_OPS = frozenset(f"torch.{name}" for name in _MASK_OPS - {"bool"})
+_JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.vstack", "torch.hstack"})
+# Methods that give the same elements another shape or place: a mask stays a mask.
+_VIEWS = frozenset({"view", "reshape", "flatten", "contiguous", "clone", "detach", "expand", "expand_as", "squeeze",
+                    "unsqueeze"})  # fmt: skip
 # torch functions that return a tensor, for telling a tensor from a Python value in a test.
 _TENSOR_MAKERS = frozenset(
     f"torch.{name}" for name in (
@@ -219,7 +224,71 @@ def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
 
 
 def _through_name(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | None:
-    return ctx.assigned_value(node) if isinstance(node, cst.Name) else None
+    """The value a name holds: its one binding, else the last one before the statement the
+    walk is in (`j = r < t; x = x[j]; j, k = m.T; y = y[j]`)."""
+    if not isinstance(node, cst.Name):
+        return None
+    return ctx.assigned_value(node) or _reaching_value(ctx.ancestors, node.value)
+
+
+def _reaching_value(path: Sequence[cst.CSTNode], name: str) -> cst.BaseExpression | None:
+    """The value of the last statement before the walk's own, in its block or an enclosing
+    one of the same function, that binds `name` by `=` (for `a, b = v`, `v`); None where the
+    nearest binding is of another kind, or in a compound statement (a branch may skip it)."""
+    for index in range(len(path) - 1, 0, -1):
+        block, statement = path[index - 1], path[index]
+        if isinstance(block, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return None
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            continue
+        position = next((i for i, each in enumerate(block.body) if each is statement), None)
+        for previous in reversed(block.body[:position] if position is not None else ()):
+            bound = _binds_by_assignment(previous, name)
+            if bound is not None:
+                return bound or None
+    return None
+
+
+def _binds_by_assignment(statement: cst.CSTNode, name: str) -> cst.BaseExpression | bool | None:
+    """The value a statement assigns `name` (False where it binds it otherwise or may), None
+    where it does not bind it."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in reversed(statement.body):
+            if isinstance(small, cst.Assign) and any(_target_names(t.target, name) for t in small.targets):
+                return small.value
+            if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and _target_names(small.target, name):
+                return False
+        return None
+    binds = any(
+        isinstance(node, (cst.AssignTarget, cst.For, cst.WithItem, cst.AugAssign, cst.AnnAssign))
+        for node in walk.descendants(statement)
+        if any(isinstance(n, cst.Name) and n.value == name for n in _bound_names(node))
+    )
+    return False if binds else None
+
+
+def _target_names(target: cst.BaseExpression, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_target_names(element.value, name) for element in target.elements)
+    return False
+
+
+def _bound_names(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The names a binding node binds (its target, flattened)."""
+    target = (
+        node.target
+        if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign))
+        else node.asname.name
+        if isinstance(node, cst.WithItem) and node.asname is not None
+        else None
+    )
+    if target is None:
+        return []
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [element.value for element in target.elements]
+    return [target]
 
 
 def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
@@ -267,6 +336,7 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
 
 
 _OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
+_TENSOR_TYPE = re.compile(r"torch\.(?:[A-Z]\w*)?Tensor")  # torch.Tensor, torch.LongTensor...
 
 
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
@@ -306,16 +376,19 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
             return True
         values, seen = ctx.values_before_updates(node), seen | {node.value}
         if not values:
-            return _annotated_tensor(ctx, ctx.parameter_annotation(node))
+            annotated = ctx.parameter_annotation(node)
+            return (
+                annotated is not None
+                and _annotated_tensor(ctx, annotated[0])
+                and all(tensor_valued(ctx, value, depth + 1, seen) for value in annotated[1])
+            )
         return all(tensor_valued(ctx, value, depth + 1, seen) for value in values)
     return False
 
 
-def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression | None) -> bool:
-    """`torch.Tensor`, `Optional[torch.Tensor]`, `torch.Tensor | None`: a tensor where it is
-    not None (a test of it for None is no test of its values)."""
-    if annotation is None:
-        return False
+def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression) -> bool:
+    """`torch.Tensor`, `torch.LongTensor`, `Optional[torch.Tensor]`, `torch.Tensor | None`: a
+    tensor where it is not None (a test of it for None is no test of its values)."""
     if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
         return _annotated_tensor(ctx, annotation.left) or _annotated_tensor(ctx, annotation.right)
     if isinstance(annotation, cst.Subscript) and ctx.qualified_names(annotation.value) & _OPTIONAL:
@@ -323,13 +396,17 @@ def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression | None) -
             isinstance(element.slice, cst.Index) and _annotated_tensor(ctx, element.slice.value)
             for element in annotation.slice
         )
-    return "torch.Tensor" in ctx.qualified_names(annotation)
+    return any(_TENSOR_TYPE.fullmatch(name) for name in ctx.qualified_names(annotation))
 
 
-def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
-    """Whether an index expression is a boolean mask: `x > 0`, `~valid`, `(a > 0) & (b < 1)`,
+def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether an index expression is a boolean mask (`depth`: the names looked through): `x > 0`, `~valid`, `(a > 0) & (b < 1)`,
     `m.bool()`, `torch.isnan(x)`, a tensor made or cast with `dtype=torch.bool`
-    (`torch.ones(n, dtype=torch.bool)`, `m.to(torch.bool)`), or a name bound once to one of those."""
+    (`torch.ones(n, dtype=torch.bool)`, `m.to(torch.bool)`), a view of one (`m.view(-1)`,
+    `m.T`), masks stacked (`torch.stack((j, k))`), a name holding one of those (`_through_name`),
+    or an attribute of `self` the module binds only to those
+    (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`; `seen`: the attributes being looked
+    through)."""
     if depth > _DEPTH:
         return False
     if isinstance(node, cst.Comparison):
@@ -337,11 +414,31 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
         return True  # `~` on an index is a negated mask; integer tensors would index from the end
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _MASK_OPERATORS):
-        return is_bool_mask(ctx, node.left, depth + 1) or is_bool_mask(ctx, node.right, depth + 1)
+        return is_bool_mask(ctx, node.left, depth, seen) or is_bool_mask(ctx, node.right, depth, seen)
     if tensor_method(ctx, node, _MASK_OPS) or resolved_call(ctx, node, _TORCH_MASK_OPS) or _of_bool_dtype(ctx, node):
         return True
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _VIEWS:
+        return is_bool_mask(ctx, node.func.value, depth, seen)
+    if isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
+        return is_bool_mask(ctx, node.value, depth, seen)
+    if resolved_call(ctx, node, _JOINS):  # `torch.stack((ones_like(j), j, k))`: masks joined
+        assert isinstance(node, cst.Call)
+        parts = node.args[0].value if node.args else None
+        return isinstance(parts, (cst.Tuple, cst.List)) and any(
+            is_bool_mask(ctx, element.value, depth, seen) for element in parts.elements
+        )
+    if flow.is_self_attribute(node) and ctx.flow is not None:
+        assert isinstance(node, cst.Attribute)
+        name = node.attr.value
+        if name in seen:
+            return True
+        values = ctx.flow.self_attribute_values(name)
+        return bool(values) and all(
+            ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen | {name}))
+            for value, scope in values
+        )
     inner = _through_name(ctx, node)
-    return inner is not None and is_bool_mask(ctx, inner, depth + 1)
+    return inner is not None and is_bool_mask(ctx, inner, depth + 1, seen)
 
 
 def _of_bool_dtype(ctx: FileContext, node: cst.CSTNode) -> bool:

@@ -139,6 +139,14 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # lit-llama's LoRA: a mask kept on self, assigned through in a forward helper
+            "import torch\nclass MergedLinear(torch.nn.Linear):\n    def __init__(self, n):\n"
+            "        self.lora_ind = self.weight.new_zeros((n,), dtype=torch.bool).view(n, -1)\n"
+            "        self.lora_ind = self.lora_ind.view(-1)\n    def zero_pad(self, x):\n"
+            "        result = x.new_zeros((len(x), 8))\n        result[:, self.lora_ind] = x\n        return result\n"
+            "    def forward(self, x):\n        return self.zero_pad(x)\n",
+            lines=[8],
+        ),
         # plotting code nothing runs every step: info (yolov5's plot_images)
         Invalid(
             "import torch\ndef plot(targets, i):\n    return targets[targets[:, 0] == i]\n",

@@ -86,6 +86,11 @@ class HostSyncInStep(StepRule):
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"')
 
     VALID = [
+        Valid(  # the first step only, counted by the framework's own parameter
+            "import torch\nimport lightning as L\nclass M(L.LightningModule):\n"
+            "    def training_step(self, batch, batch_idx):\n        out = self.model(batch)\n"
+            "        if batch_idx == 0:\n            self.logger.log_image(out.cpu())\n        return out.mean()\n"
+        ),
         Valid("import torch\nfor batch in loader:\n    loss = step(batch)\nprint(loss.item())\n"),
         Valid(
             "import torch\nfor i, batch in enumerate(loader):\n    loss = step(batch)\n"
