@@ -114,14 +114,14 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datalo
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
 _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
-_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module)$", re.IGNORECASE)
+_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor)$", re.IGNORECASE)
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
 # What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
 # inference or test steps, whose loops read each result back as their product).
 _STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
 # Methods that run a model or its halves: `model.forward_decoder(...)`, `model.decode(z)`, `model.decoder(x)`.
-_MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder)(_\w+)?$")
+_MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder|predict)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
@@ -241,6 +241,10 @@ def is_self_attribute(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
+def _is_self(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "self"
+
+
 def _binds(target: cst.BaseExpression, name: str) -> bool:
     return isinstance(target, cst.Name) and target.value == name
 
@@ -259,6 +263,8 @@ class DeviceFlow:
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
+    _loop_classes: dict[int, str | None] = field(default_factory=dict)  # loop id -> the class it is in
+    _marking_class: str | None = None  # the class of the loop `_step_of` is judging
     _every_step: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)  # (function id, gates)
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
@@ -871,6 +877,7 @@ class DeviceFlow:
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
             return "a loop over a DataLoader"
+        self._marking_class = self._loop_classes.get(id(loop))
         found = self._markers(loop.test if isinstance(loop, cst.While) else None, loop.body)
         if found is None:
             return None
@@ -910,6 +917,8 @@ class DeviceFlow:
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
         if isinstance(call.func, cst.Name):
             helpers = [self._functions[name]] if name in self._functions else []
+        elif isinstance(call.func, cst.Attribute) and _is_self(call.func.value) and depth < 2:
+            helpers = self._own_methods(call.func.attr.value)  # `self._process_batch(points)`
         elif (
             isinstance(call.func, cst.Attribute)
             and method in self._titles
@@ -980,6 +989,13 @@ class DeviceFlow:
         owners = self._owners(receiver, title, self.ancestors)
         return [self._classes[owner].methods[title] for owner in sorted(owners)]
 
+    def _own_methods(self, title: str) -> list[cst.FunctionDef]:
+        """The method `title` that `self.title(...)` runs in the class of the loop being judged
+        (its own, else a base's)."""
+        owner = self._marking_class
+        defining = self._defining(owner, title) if owner is not None else None
+        return [self._classes[defining].methods[title]] if defining is not None else []
+
     def _helper_marker(self, function: cst.FunctionDef, depth: int) -> str | None:
         """What a function of the module defined before the call does every time it is called
         (`get_logits()` runs the model, `sample()` samples a token): nothing where it runs a
@@ -1031,9 +1047,11 @@ class DeviceFlow:
         func = node.func
         if isinstance(func, cst.Name):
             self._calls.setdefault(func.value, []).append(_Site(node, self.resolver.scope, tuple(self.ancestors)))
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        elif isinstance(func, cst.Attribute) and _is_self(func.value):
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
+            if func.attr.value == "register_buffer":
+                self._note_buffer(node)
         elif isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and node.args:
             if is_self_attribute(func.value):  # `self.filters.append(Blank())`
                 assert isinstance(func.value, cst.Attribute)
@@ -1052,6 +1070,13 @@ class DeviceFlow:
             if isinstance(spawned, cst.Name) and node.args[0].keyword is None:
                 self._spawned.add(spawned.value)
 
+    def _note_buffer(self, call: cst.Call) -> None:
+        """`self.register_buffer("queue_ptr", torch.zeros(1))`: `self.queue_ptr` holds that tensor."""
+        name, value = patterns.positional(call, 0), patterns.argument(call, 1, "tensor")
+        buffer = patterns.string_value(name.value) if name is not None else None
+        if buffer and value is not None:
+            self._self_attributes.setdefault(buffer, []).append((value.value, self.resolver.scope))
+
     def visit_For(self, node: cst.For) -> None:
         self._note_loop(node)
 
@@ -1059,7 +1084,9 @@ class DeviceFlow:
         self._note_loop(node)
 
     def _note_loop(self, loop: cst.For | cst.While) -> None:
-        """Note the loops of each function, for `called_every_step`."""
+        """Note the loops of each function, for `called_every_step`, and the class each is in,
+        for the methods its body calls through `self.`."""
+        self._loop_classes[id(loop)] = _class_name(self.ancestors)
         function = enclosing_function(self.ancestors)
         if function is not None:
             self._loops.setdefault(id(function), []).append((loop, self.resolver.scope))

@@ -371,6 +371,16 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         return tensor_valued(ctx, node.left, depth + 1, seen) or tensor_valued(ctx, node.right, depth + 1, seen)
     if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
         return tensor_valued(ctx, node.expression, depth + 1, seen)
+    if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
+        assert isinstance(node, cst.Attribute)
+        key = f"self.{node.attr.value}"
+        if key in seen:
+            return True
+        bound = ctx.flow.self_attribute_values(node.attr.value)
+        return bool(bound) and all(
+            ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, seen | {key}))
+            for value, scope in bound
+        )
     if isinstance(node, cst.Name):
         if node.value in seen:
             return True
@@ -514,8 +524,7 @@ class StepRule(TensorRule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._in_functions: list[_InFunction] = []
-        # calls of other modules' functions made in a function: step calls if it runs every step
-        self._calls_in_functions: list[tuple[str, cst.Call, cst.FunctionDef, str]] = []
+        self._step_calls: list[_CallSite] = []  # calls of other modules' functions, for `note_step_call`
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
@@ -544,9 +553,9 @@ class StepRule(TensorRule):
         return flow.enclosing_function(ancestors)
 
     def note_step_call(self, call: cst.Call) -> None:
-        """In the first pass, record a call of another module's function (or a method of its
-        class) made every step here: in a step loop or forward() now; in a function, once the
-        end of the module shows it called every step."""
+        """In the first pass, note a call of another module's function (or a method of its
+        class); the end of the module records it where it runs every step (in a step loop,
+        forward(), or a function called from those), once the methods a loop calls are known."""
         module_flow = self.ctx.flow
         if self.ctx.project.complete or module_flow is None or not self.ctx.project.local_packages:
             return
@@ -554,18 +563,14 @@ class StepRule(TensorRule):
         function = flow.enclosing_function(ancestors)
         if function is not None and function.name.value == "__init__":
             return  # a constructor builds the model: no step
-        where = module_flow.step_context(ancestors)
-        if (where is None and function is None) or flow.off_the_step_path(ancestors, module_flow.resolver):
+        looped = any(isinstance(node, (cst.For, cst.While)) for node in ancestors)
+        if (function is None and not looped) or flow.off_the_step_path(ancestors, module_flow.resolver):
             return
         callee = self._local_callee(call, function, ancestors)
         if callee is None or callee.startswith(self.ctx.module.name + "."):
             return
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
-        if where is not None:
-            self.record(project.STEP_CALL, callee, call, where=f"{where} in {self.ctx.path}", tensors=tensors)
-        else:
-            assert function is not None
-            self._calls_in_functions.append((callee, call, function, tensors))
+        self._step_calls.append(_CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope))
 
     def _may_pass_tensor(self, arg: cst.Arg) -> bool:
         """An argument that may be a tensor; for `**losses`, a dict built by a comprehension
@@ -718,11 +723,14 @@ class StepRule(TensorRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
-        for callee, call, function, tensors in self._calls_in_functions if module_flow is not None else ():
-            where = module_flow.called_every_step(function)
+        for site in self._step_calls if module_flow is not None else ():
+            where = module_flow.in_scope(site.scope, partial(module_flow.step_context, site.ancestors))
+            if where is None and site.function is not None:
+                caller = module_flow.called_every_step(site.function)
+                where = f"`{site.function.name.value}()`, called from {caller}," if caller else None
             if where is not None:
-                where = f"`{function.name.value}()`, called from {where}, in {self.ctx.path}"
-                self.record(project.STEP_CALL, callee, call, where=where, tensors=tensors)
+                where = f"{where} in {self.ctx.path}"
+                self.record(project.STEP_CALL, site.callee, site.call, where=where, tensors=site.tensors)
         for deferred in self._in_functions if module_flow is not None else ():
             caller = deferred.local or module_flow.called_every_step(deferred.function, deferred.gates)
             if self.ctx.project.complete:
@@ -811,6 +819,18 @@ def _annotation(function: cst.FunctionDef | None, name: str) -> cst.BaseExpressi
     every = (*params.posonly_params, *params.params, *params.kwonly_params)
     param = next((each for each in every if each.name.value == name), None)
     return param.annotation.annotation if param is not None and param.annotation is not None else None
+
+
+@dataclass(frozen=True)
+class _CallSite:
+    """A call of another module's function or method, to record if it runs every step."""
+
+    callee: str  # its qualified name
+    call: cst.Call
+    function: cst.FunctionDef | None  # the function it is made in
+    tensors: str  # "yes" where it may pass a tensor
+    ancestors: tuple[cst.CSTNode, ...]
+    scope: Scope
 
 
 @dataclass(frozen=True)

@@ -9,20 +9,24 @@ from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
+    builtin_call,
     controlling_part,
     in_host_memory,
     read_in_host_memory,
     reads_tensor_value,
     tensor_method,
+    tensor_valued,
     tests_tensor_value,
 )
 
 _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
+_CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
 
 
 class HostSyncInStep(StepRule):
     """## What it does
-    Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")` and `.numpy()` inside a module's
+    Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()` and `int()`, `float()`,
+    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`) inside a module's
     `forward` or inside a step loop, where they run every step: a `for` loop over a DataLoader (a
     name bound to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that
     trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
@@ -80,7 +84,7 @@ class HostSyncInStep(StepRule):
 
     code = "PC503"
     name = "host-sync-in-step"
-    message = "`.{method}` in {where} copies a tensor to the host and waits for the device every step"
+    message = "`{call}` in {where} copies a tensor to the host and waits for the device every step"
     hint = "keep values on the device (accumulate tensors, use torch.where) and read them back every N steps"
     severity = SYNC_SEVERITY
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"')
@@ -178,6 +182,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # BLIP: a queue pointer kept in a buffer, read as a Python int every step
+            "import torch\nclass Blip(torch.nn.Module):\n    def __init__(self):\n"
+            "        self.register_buffer('queue_ptr', torch.zeros(1, dtype=torch.long))\n"
+            "    def _enqueue(self, feats):\n        ptr = int(self.queue_ptr)\n        self.queue_ptr[0] = ptr + 1\n"
+            "    def forward(self, x):\n        self._enqueue(x)\n        return x\n",
+            lines=[6],
+            message="`int()` in `_enqueue()`, called from forward()",
+        ),
         Invalid(  # methods a framework runs every step, and a generation callback every token
             "import torch\nimport lightning as L\nfrom transformers import StoppingCriteria\n"
             "class M(L.LightningModule):\n    def training_step(self, batch, i):\n        loss = self.model(batch)\n"
@@ -275,15 +287,20 @@ class HostSyncInStep(StepRule):
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)
         method = patterns.method_name(node)
-        if not _syncs(node) or not tensor_method(self.ctx, node, _SYNCS | {"to"}):
+        converted = builtin_call(self.ctx, node, _CONVERSIONS)
+        if converted is not None and tensor_valued(self.ctx, converted):
+            copied, call = converted, f"{patterns.dotted(node.func)}()"  # `int(self.queue_ptr)`
+        elif _syncs(node) and tensor_method(self.ctx, node, _SYNCS | {"to"}):
+            copied, call = _copied(node), '.to("cpu")' if method == "to" else f".{method}()"
+        else:
             return
         ancestors = self.ctx.ancestors
         if _inside_outer_sync(ancestors):
             return
         where = self.step_context(ancestors)
-        if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, _copied(node)):
+        if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, copied):
             return
-        self.report_in_step(node, where, method='to("cpu")' if method == "to" else f"{method}()")
+        self.report_in_step(node, where, call=call)
 
     def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call) -> bool:
         """A tensor-valued slice bound (PC505) or a tensor-valued test (PC504)."""

@@ -143,7 +143,7 @@ class TensorDependentControlFlow(StepRule):
             "    def optimize_fp16(self):\n        if any(not th.isfinite(p.grad).all() for p in self.params):\n"
             "            self.scale -= 1\n",
             lines=[12],
-            message="`if` in `optimize_fp16()`, called from a step loop,",
+            message="`if` in `optimize_fp16()`, called from a training loop,",
         ),
         Invalid(
             "import torch\nimport torch.nn.functional as F\ndef generate(model, idx, eos):\n"
