@@ -22,7 +22,9 @@ KERNEL = "kernel"  # name: qualified name of a custom kernel; details kind, loc
 SOURCE = "source"  # name: a CUDA/C++ source file; detail loc
 CALL = "call"  # name: qualified name a call site calls; detail fallback (evidence) when guarded
 REFERENCE = "reference"  # name: qualified name of a function that looks like a reference implementation
-DEPENDENCY = "dependency"  # name: the key of a CUDA-bound package (targets/packages.toml) used or declared
+# name: the key of a CUDA-bound package (targets/packages.toml) used or declared; detail
+# `declared`: "yes" where a manifest or setup.py declares it (an environment installs it)
+DEPENDENCY = "dependency"
 # name: a module; details `module`: a local module (or triton) it imports unguarded when it is
 # imported, `statement`: the first line of that import statement as written
 IMPORT = "import"
@@ -55,6 +57,8 @@ class Project:
     # What another file's step loop calls every step: (qualified name, the loop and its file,
     # whether the call passes a tensor).
     step_calls: frozenset[tuple[str, str, bool]] = frozenset()
+    # The CUDA-bound packages (targets/packages.toml keys) the project declares as dependencies.
+    declared_packages: frozenset[str] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -71,12 +75,20 @@ class Project:
             step_calls=frozenset(
                 (f.name, f.detail("where"), f.detail("tensors") == "yes") for f in facts if f.kind == STEP_CALL
             ),
+            declared_packages=frozenset(
+                f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
+            ),
         )
 
     @property
     def needs_second_pass(self) -> bool:
         return bool(
-            self.cuda_only_ops or self.cuda_extensions or self.kernels or self.import_failures or self.step_calls
+            self.cuda_only_ops
+            or self.cuda_extensions
+            or self.kernels
+            or self.import_failures
+            or self.step_calls
+            or self.declared_packages
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:

@@ -256,6 +256,24 @@ class Loop:
     assert alone.severity == Severity.INFO and "(info: no step loop" in alone.message
 
 
+def test_a_guarded_cuda_only_package_the_project_declares_is_called_on_the_target(tmp_path: Path) -> None:
+    """dinov2: xFormers is in requirements.txt, so its guarded import succeeds on a TPU host
+    and the call in forward() runs there; without the declaration the call is info."""
+    layer = (
+        "import torch\ntry:\n    from xformers.ops import memory_efficient_attention\nexcept ImportError:\n"
+        "    memory_efficient_attention = None\n\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v):\n"
+        "        if memory_efficient_attention is None:\n            return q\n"
+        "        return memory_efficient_attention(q, k, v)\n"
+    )
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/layers.py": layer, "requirements.txt": "torch\nxformers==0.0.18\n"})
+    (call,) = [f for f in scan(tmp_path).findings if f.code == "PC707"]
+    assert (call.path, call.line, call.severity) == ("pkg/layers.py", 11, Severity.ERROR)
+    assert "the project declares xformers" in call.message
+    write(tmp_path, {"requirements.txt": "torch\n"})
+    (call,) = [f for f in scan(tmp_path).findings if f.code == "PC707"]
+    assert call.severity == Severity.INFO
+
+
 def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
     write(
         tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "", "script.py": ""}

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import patterns, walk
+from portcheck.rule import FileContext
+from portcheck.targets import packages
 
 SETUP_CALLS = frozenset({"setuptools.setup", "distutils.core.setup"})
+# Functions that tell whether a package is installed (Transformers' `is_flash_attn_2_available`).
+_AVAILABILITY_NAME = re.compile(r"is_\w+_available")
+_FIND_SPEC = frozenset({"importlib.util.find_spec"})
+# Function names that say the function exports the model: the word `export`, or an export format.
+_EXPORT_NAME = re.compile(r"(^|_)(export|exporter|onnx|tensorrt|trt|coreml|tflite|openvino)(_|$)")
 _REQUIREMENT_KEYWORDS = ("install_requires", "setup_requires")
 
 
@@ -31,3 +39,67 @@ def _strings(node: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, str]]:
             value = patterns.string_value(element.value)
             if value is not None:
                 yield element.value, value
+
+
+def optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext, package: packages.Package) -> str:
+    """Why an import the walk is at is optional (the program runs on without the package), or
+    empty: guarded by a `try` whose handler catches ImportError and carries on, by an
+    availability check (`if is_flash_attn_2_available():`, `if find_spec("apex"):`) or a test
+    that selects the package (`if args.deepspeed:`, `if isinstance(strategy, DeepSpeedStrategy):`),
+    or inside a function named for exporting."""
+    path = list(ancestors)
+    for parent, child in zip(path, path[1:]):
+        if (
+            isinstance(parent, cst.Try)
+            and child is parent.body
+            and any(patterns.carries_on_without_import(h) and not _only_logs(h) for h in parent.handlers)
+        ):
+            return "guarded by try/except ImportError"
+        if isinstance(parent, cst.If) and child is parent.body and _checks_availability(parent.test, ctx):
+            return f"only under `if {cst.Module([]).code_for_node(parent.test)}:`"
+        if isinstance(parent, cst.If) and child is parent.body and _selects(parent.test, package):
+            return f"only where `if {cst.Module([]).code_for_node(parent.test)}:` selects it"
+    for node in reversed(path):
+        if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
+            return f"only in the export function `{node.name.value}`"
+    return ""
+
+
+def _selects(test: cst.BaseExpression, package: packages.Package) -> bool:
+    """A test that names the package, as an option or a choice of it does (`args.deepspeed`,
+    `use_flash_attn`, `DeepSpeedStrategy`): the import runs only where the user picked it."""
+    wanted = {_squeezed(name.split(".")[0]) for name in package.imports} | {_squeezed(package.key)}
+    for node in (test, *walk.descendants(test)):
+        named = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+        if named and any(each in _squeezed(named) for each in wanted):
+            return True
+    return False
+
+
+def _squeezed(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def _only_logs(handler: cst.ExceptHandler) -> bool:
+    """A handler whose every statement is a call of a logger, `print` or `warnings.warn`: it
+    binds no fallback, so the module goes on without the names the `try` imports."""
+    statements = patterns.simple_statements(handler.body)
+    return bool(statements) and all(
+        isinstance(statement, cst.Expr)
+        and isinstance(statement.value, cst.Call)
+        and patterns.is_logging_call(statement.value)
+        for statement in statements
+    )
+
+
+def _checks_availability(test: cst.BaseExpression, ctx: FileContext) -> bool:
+    """`is_apex_available()`, `find_spec("apex")` (alone or in an `and`): a test that holds only
+    where a package is installed."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _checks_availability(test.left, ctx) or _checks_availability(test.right, ctx)
+    if not isinstance(test, cst.Call):
+        return False
+    if ctx.qualified_names(test.func) & _FIND_SPEC:
+        return True
+    name = patterns.target_name(test.func) if isinstance(test.func, (cst.Name, cst.Attribute)) else None
+    return name is not None and _AVAILABILITY_NAME.fullmatch(name) is not None

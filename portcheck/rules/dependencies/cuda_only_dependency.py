@@ -114,7 +114,7 @@ class CudaOnlyDependency(Rule):
                 found = manifests.parse_requirement(text, 0)
                 package = packages.by_distribution(found.name) if isinstance(found, manifests.Declared) else None
                 if package is not None:
-                    self.record(project.DEPENDENCY, package.key, string, written=found.name)
+                    self.record(project.DEPENDENCY, package.key, string, written=found.name, declared="yes")
                     self.report(string, severity=package.severities(), **_fields(found.name, package))
 
     def check_text(self, text: str) -> None:
@@ -126,7 +126,7 @@ class CudaOnlyDependency(Rule):
         for name, line, package in found:
             if package is not None:
                 width = len(lines[line - 1]) if 0 < line <= len(lines) else 1
-                self.record(project.DEPENDENCY, package.key, (line, line), written=name)
+                self.record(project.DEPENDENCY, package.key, (line, line), written=name, declared="yes")
                 self.report_span((line, 1, line, width + 1), severity=package.severities(), **_fields(name, package))
 
 

@@ -1,20 +1,12 @@
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-
 import libcst as cst
 
-from portcheck import patterns, project, walk
+from portcheck import patterns, project
 from portcheck.findings import Severity
 from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rules.dependencies import optional_import
 from portcheck.targets import packages
-
-# Functions that tell whether a package is installed (Transformers' `is_flash_attn_2_available`).
-_AVAILABILITY_NAME = re.compile(r"is_\w+_available")
-_FIND_SPEC = frozenset({"importlib.util.find_spec"})
-# Function names that say the function exports the model: the word `export`, or an export format.
-_EXPORT_NAME = re.compile(r"(^|_)(export|exporter|onnx|tensorrt|trt|coreml|tflite|openvino)(_|$)")
 
 
 class CudaOnlyPackageImport(Rule):
@@ -59,7 +51,8 @@ class CudaOnlyPackageImport(Rule):
     xformers")`) is no path without the package: the names stay unbound and the first use
     raises NameError. Each import statement is reported once, as each is a line the port
     removes; a guarded import of a package the module also imports unguarded is not reported
-    apart.
+    apart. What code calls through a guarded import, cuda-only-package-call (PC707) reports:
+    the guard lets it run wherever the package is installed.
 
     ## Fix safety
     No automatic fix.
@@ -169,7 +162,7 @@ class CudaOnlyPackageImport(Rule):
                 continue  # the repository's own package (e.g. scanning mamba_ssm itself)
             package = packages.by_import(module)
             assert package is not None
-            optional = _optional_import(self.ctx.ancestors, self.ctx, package)
+            optional = optional_import(self.ctx.ancestors, self.ctx, package)
             written = module.split(".", 1)[0]
             self.record(project.DEPENDENCY, package.key, node, written=written, optional=optional)
             if (package.key, id(node)) in self._reported:
@@ -189,67 +182,3 @@ class CudaOnlyPackageImport(Rule):
         imports are not reported apart."""
         dropped = {index for key in self._required for index in self._optional.get(key, ())}
         self.reports[:] = [report for index, report in enumerate(self.reports) if index not in dropped]
-
-
-def _optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext, package: packages.Package) -> str:
-    """Why an import the walk is at is optional (the program runs on without the package), or
-    empty: guarded by a `try` whose handler catches ImportError and carries on, by an
-    availability check (`if is_flash_attn_2_available():`, `if find_spec("apex"):`) or a test
-    that selects the package (`if args.deepspeed:`, `if isinstance(strategy, DeepSpeedStrategy):`),
-    or inside a function named for exporting."""
-    path = list(ancestors)
-    for parent, child in zip(path, path[1:]):
-        if (
-            isinstance(parent, cst.Try)
-            and child is parent.body
-            and any(patterns.carries_on_without_import(h) and not _only_logs(h) for h in parent.handlers)
-        ):
-            return "guarded by try/except ImportError"
-        if isinstance(parent, cst.If) and child is parent.body and _checks_availability(parent.test, ctx):
-            return f"only under `if {cst.Module([]).code_for_node(parent.test)}:`"
-        if isinstance(parent, cst.If) and child is parent.body and _selects(parent.test, package):
-            return f"only where `if {cst.Module([]).code_for_node(parent.test)}:` selects it"
-    for node in reversed(path):
-        if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
-            return f"only in the export function `{node.name.value}`"
-    return ""
-
-
-def _selects(test: cst.BaseExpression, package: packages.Package) -> bool:
-    """A test that names the package, as an option or a choice of it does (`args.deepspeed`,
-    `use_flash_attn`, `DeepSpeedStrategy`): the import runs only where the user picked it."""
-    wanted = {_squeezed(name.split(".")[0]) for name in package.imports} | {_squeezed(package.key)}
-    for node in (test, *walk.descendants(test)):
-        named = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
-        if named and any(each in _squeezed(named) for each in wanted):
-            return True
-    return False
-
-
-def _squeezed(name: str) -> str:
-    return name.replace("_", "").lower()
-
-
-def _only_logs(handler: cst.ExceptHandler) -> bool:
-    """A handler whose every statement is a call of a logger, `print` or `warnings.warn`: it
-    binds no fallback, so the module goes on without the names the `try` imports."""
-    statements = patterns.simple_statements(handler.body)
-    return bool(statements) and all(
-        isinstance(statement, cst.Expr)
-        and isinstance(statement.value, cst.Call)
-        and patterns.is_logging_call(statement.value)
-        for statement in statements
-    )
-
-
-def _checks_availability(test: cst.BaseExpression, ctx: FileContext) -> bool:
-    """`is_apex_available()`, `find_spec("apex")` (alone or in an `and`): a test that holds only
-    where a package is installed."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _checks_availability(test.left, ctx) or _checks_availability(test.right, ctx)
-    if not isinstance(test, cst.Call):
-        return False
-    if ctx.qualified_names(test.func) & _FIND_SPEC:
-        return True
-    name = patterns.target_name(test.func) if isinstance(test.func, (cst.Name, cst.Attribute)) else None
-    return name is not None and _AVAILABILITY_NAME.fullmatch(name) is not None

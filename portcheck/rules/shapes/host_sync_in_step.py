@@ -87,7 +87,7 @@ class HostSyncInStep(StepRule):
     message = "`{call}` in {where} copies a tensor to the host and waits for the device every step"
     hint = "keep values on the device (accumulate tensors, use torch.where) and read them back every N steps"
     severity = SYNC_SEVERITY
-    triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"')
+    triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
 
     VALID = [
         Valid(  # the first step only, counted by the framework's own parameter

@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.findings import Severity
+from portcheck.project import Project
+from portcheck.rule import ERROR, INFO, OFF, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rules.dependencies import optional_import
+from portcheck.targets import packages
+
+_DECLARED = (
+    "whose import is guarded, but the project declares {package}: installed on the target, the import "
+    "succeeds and this call runs there without CUDA"
+)
+_UNDECLARED = "behind a guarded import; the project does not declare {package}, so the target takes the other path"
+
+
+class CudaOnlyPackageCall(Rule):
+    """## What it does
+    Reports calls into a CUDA-only package (the table of cuda-only-package-import, PC701)
+    whose import is optional: inside `try/except ImportError`, under an availability check or
+    a test that selects the package (`xformers.ops.memory_efficient_attention(q, k, v)` after
+    `try: import xformers.ops`). Where the repository declares the package as a dependency
+    (requirements, pyproject.toml, setup.py, a conda file, a Dockerfile), at the package's
+    severity; elsewhere info.
+
+    ## Why is this bad?
+    The guard only asks whether the package is installed, not whether there is a CUDA device.
+    Installed from the project's own requirements on a TPU or Trainium host, the import
+    succeeds (xFormers and bitsandbytes import without a GPU), the code takes the CUDA path,
+    and the call fails there: "No operator found for `memory_efficient_attention_forward`".
+    The portable path the guard was written for never runs.
+
+    ## Example
+    ```python
+    try:
+        from xformers.ops import memory_efficient_attention
+        XFORMERS = True
+    except ImportError:
+        XFORMERS = False
+
+    def attend(q, k, v):
+        if XFORMERS:
+            return memory_efficient_attention(q, k, v)
+        return F.scaled_dot_product_attention(q, k, v)
+    ```
+
+    ## Use instead
+    Choose the path by the device as well (`q.is_cuda and XFORMERS`), or use the portable
+    call alone (each package's alternative is named in the finding), and move the package to
+    an optional CUDA extra.
+
+    ## Targets
+    The package's severity where the project declares it (an error where it has no backend, a
+    warning where a partial one exists); info where it does not, since the target's
+    environment then lacks it and the guard takes the portable path. Under a CUDA check (`if
+    q.is_cuda:`) it is info: the check keeps the call on CUDA.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "PC707"
+    name = "cuda-only-package-call"
+    message = "calls `{called}` of {package}, {declared}"
+    hint = "{what}: choose the path by the device too (`x.is_cuda and ...`), or use instead: {instead}"
+    severity = per_target(ERROR)
+    triggers = tuple(sorted({name.split(".")[0].encode() for p in packages.packages() for name in p.imports}))
+    cuda_only = True
+
+    VALID = [
+        Valid(  # an unguarded import fails first: cuda-only-package-import (PC701) reports it
+            "import torch\nfrom xformers.ops import memory_efficient_attention\n"
+            "def attend(q, k, v):\n    return memory_efficient_attention(q, k, v)\n"
+        ),
+        Valid(  # a parameter of the imported name's spelling
+            "try:\n    import xformers\nexcept ImportError:\n    xformers = None\n"
+            "def attend(xformers, q, torch):\n    return xformers.ops.memory_efficient_attention(q, q, q)\n"
+        ),
+        Valid(
+            "import torch as T\nimport torch.nn.functional as F\nfrom torch.nn import Linear as L\nfrom torch import nn\n"
+            "try:\n    import xformers.ops as xops\nexcept ImportError:\n    xops = None\n"
+            "def attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"
+        ),
+    ]
+    INVALID = [
+        # dinov2: xFormers declared in requirements.txt, imported under try, called in forward
+        Invalid(
+            "import torch\ntry:\n    from xformers.ops import memory_efficient_attention, unbind\n"
+            "    XFORMERS_AVAILABLE = True\nexcept ImportError:\n    XFORMERS_AVAILABLE = False\n"
+            "class MemEffAttention(torch.nn.Module):\n    def forward(self, q, k, v):\n"
+            "        if not XFORMERS_AVAILABLE:\n            return super().forward(q)\n"
+            "        return memory_efficient_attention(q, k, v)\n",
+            lines=[11],
+            message="the project does not declare xformers",
+        ),
+        Invalid(  # the device decides too: only CUDA takes the xFormers path
+            "import torch\ntry:\n    import xformers.ops as xops\nexcept ImportError:\n    xops = None\n"
+            "def attend(q, k, v):\n    if q.is_cuda and xops is not None:\n"
+            "        return xops.memory_efficient_attention(q, k, v)\n    return q\n",
+            lines=[8],
+            message="reached only under a CUDA check",
+        ),
+    ]
+
+    @classmethod
+    def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
+        """The import names of the CUDA-only packages the project declares."""
+        return tuple(
+            sorted(
+                {
+                    name.split(".")[0].encode()
+                    for key in known.declared_packages
+                    for name in packages.by_key(key).imports
+                }
+            )
+        )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._optional: dict[str, packages.Package] = {}  # local names an optional import binds
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            package = packages.by_import(patterns.dotted(alias.name))
+            if package is not None and alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self._note(alias.asname.name.value, package)
+            elif package is not None:
+                self._note(patterns.dotted(alias.name).split(".")[0], package)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = patterns.dotted(node.module)
+        for alias in node.names:
+            package = packages.by_import(f"{module}.{patterns.dotted(alias.name)}") or packages.by_import(module)
+            local = alias.asname.name if alias.asname is not None else alias.name
+            if package is not None and isinstance(local, cst.Name):
+                self._note(local.value, package)
+
+    def _note(self, name: str, package: packages.Package) -> None:
+        """A name an import binds, where the import is optional (else PC701's finding stands)."""
+        if self.ctx.project.is_local(name):
+            return
+        if optional_import(self.ctx.ancestors, self.ctx, package):
+            self._optional[name] = package
+        else:
+            self._optional.pop(name, None)  # also imported for sure: the import fails first
+
+    def visit_Call(self, node: cst.Call) -> None:
+        called = patterns.dotted(node.func)
+        package = self._optional.get(called.split(".")[0])
+        if "__" in called:
+            return  # `trt.__version__.split(".")`: no call into the package
+        if package is None or not self.ctx.qualified_names(node.func):
+            return  # not the imported name here (a parameter or local of the same name)
+        declared = package.key in self.ctx.project.declared_packages
+        if self.ctx.project.complete and not declared:
+            return  # the first pass reported it as info
+        severity = package.severities() if declared else _info(package.severities())
+        self.report(
+            node.func,
+            severity=severity,
+            called=called,
+            package=package.key,
+            declared=_DECLARED.format(package=package.key) if declared else _UNDECLARED.format(package=package.key),
+            what=package.what,
+            instead=package.instead,
+        )
+
+
+def _info(severities: dict[str, Severity]) -> dict[str, Severity]:
+    return {target: INFO if level > OFF else OFF for target, level in severities.items()}
