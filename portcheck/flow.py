@@ -1117,7 +1117,11 @@ class DeviceFlow:
             func = node.func
             if isinstance(func, cst.Name) and func.value in _INT_BUILTINS and not self._bound_in(func.value, scope):
                 return True
-            return bool(self.resolver.qualified_names(func) & _INDEX_CALLS)
+            names = self.resolver.qualified_names(func)
+            if names & _INDEX_CALLS:
+                return True
+            # `distributed.get_local_rank()` (dinov2's own), `hvd.local_rank()`: named for what it returns
+            return any(_INDEX_NAME.match(name.rpartition(".")[2].removeprefix("get_")) for name in names)
         if isinstance(node, cst.Name):
             return self._name_holds_index(node.value, scope, depth)
         if isinstance(node, cst.Attribute):

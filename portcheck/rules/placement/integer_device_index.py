@@ -12,10 +12,20 @@ from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule
 _OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
 
 
+_FSDP = frozenset(
+    {
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+    }
+)
+_FUNCTOOLS_PARTIAL = frozenset({"functools.partial"})
+
+
 class IntegerDeviceIndex(Rule):
     """## What it does
     Reports an integer given where a device goes: `.to(0)`, `.to(rank)`,
-    `torch.zeros(3, device=local_rank)`, `model.to(self.gpu_id)`. The integer is followed
+    `torch.zeros(3, device=local_rank)`, `model.to(self.gpu_id)`, FSDP's
+    `device_id=local_rank` (also through `functools.partial(FSDP, ...)`). The integer is followed
     through the module: `device = 0`, the `rank` that `mp.spawn` passes to its function,
     `int(os.environ["LOCAL_RANK"])`, a parameter every caller passes an index to, an attribute
     set from one (`self.gpu_id = gpu_id`), or a parameter named for one (`rank`, `gpu_id`)
@@ -76,6 +86,14 @@ class IntegerDeviceIndex(Rule):
         Valid("def f(torch, x):\n    return x.to(torch.distributed.get_rank())\n"),
     ]
     INVALID = [
+        Invalid(  # dinov2: FSDP's device_id names a CUDA device by its index
+            "import os\nfrom functools import partial\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "local_rank = int(os.environ['LOCAL_RANK'])\nwrap = partial(FSDP, device_id=local_rank, use_orig_params=True)\n",
+            lines=[5],
+            device="cpu",
+            fixed="import os\nfrom functools import partial\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "local_rank = int(os.environ['LOCAL_RANK'])\nwrap = partial(FSDP, device_id=\"cpu\", use_orig_params=True)\n",
+        ),
         Invalid(
             "import torch\nx = torch.ones(2).to(0)\n",
             lines=[2],
@@ -132,6 +150,8 @@ class IntegerDeviceIndex(Rule):
         device = patterns.keyword(node, "device")
         if device is None and patterns.method_name(node) == "to":
             device = patterns.positional(node, 0)
+        if device is None and self._wraps_fsdp(node):
+            device = patterns.keyword(node, "device_id")  # FSDP's CUDA device, by index
         if device is None or not _may_be_index(device.value):
             return
         names = self.ctx.qualified_names(node.func)
@@ -146,6 +166,13 @@ class IntegerDeviceIndex(Rule):
             self.report(value, edit=self._edit(value), **_fields(value))
         elif isinstance(value, (cst.Name, cst.Attribute)):  # a parameter or attribute: callers may say
             self._pending.append((value, flow.scope, self.ctx.chain(value)))
+
+    def _wraps_fsdp(self, call: cst.Call) -> bool:
+        """`FSDP(model, device_id=...)`, or `partial(FSDP, device_id=...)` (dinov2)."""
+        names = self.ctx.qualified_names(call.func)
+        if names & _FUNCTOOLS_PARTIAL and call.args and call.args[0].keyword is None:
+            names = self.ctx.qualified_names(call.args[0].value)
+        return bool(names & _FSDP)
 
     def leave_Module(self, node: cst.Module) -> None:
         """Values the module's later code decides (a callee defined before its callers)."""

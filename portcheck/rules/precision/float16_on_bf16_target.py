@@ -37,7 +37,8 @@ class Float16OnBf16Target(Rule):
     and `transformers.pipeline(...)`, also through `**kwargs` of a dict built in the module,
     Hugging Face's `torch_dtype` wherever it is set (`kwargs["torch_dtype"] = torch.float16`,
     `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, `.half()` and
-    `.to(torch.float16)` on models, and tensors moved to the device in float16
+    `.to(torch.float16)` on models and on their parameters' data (`l.weight.data.half()`), and
+    tensors moved to the device in float16
     (`x.to(device, dtype=torch.float16)`, `x.half().cuda()`), when a selected target computes
     natively in bfloat16.
 
@@ -160,6 +161,11 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # guided diffusion's convert_module_to_f16, applied to the model's layers
+            "import torch.nn as nn\ndef convert_module_to_f16(l):\n    if isinstance(l, (nn.Conv1d, nn.Conv2d)):\n"
+            "        l.weight.data = l.weight.data.half()\n        if l.bias is not None:\n            l.bias.data = l.bias.data.half()\n",
+            lines=[4, 6],
+        ),
         Invalid(
             "import torch\nfrom transformers import AutoModelForCausalLM\n"
             'm = AutoModelForCausalLM.from_pretrained("x", torch_dtype=torch.float16)\n',
@@ -347,7 +353,7 @@ class Float16OnBf16Target(Rule):
         if self._cast_back_next(node):
             return  # `model.half().float()`: rounded through float16, kept in float32
         placed = self._moves_to_device(node) or self._moves_to_device(method.value) or self._moved_next(node)
-        model = self._is_model(method.value)
+        model = self._is_model(method.value) or _parameter_data(method.value)
         if (model or placed) and not self._expects_error() and not under_test(self.ctx.ancestors, self._keeps_float16):
             self._report(dtype, what, self._reach(node), "runs the model" if model else "puts the tensor on the device")
 
@@ -485,6 +491,15 @@ class Float16OnBf16Target(Rule):
         names = "/".join(affected) or "the selected targets"
         compute = verb(affected, "computes", "compute")
         self.report(node, severity=severity, what=what, runs=runs, targets=names, compute=compute)
+
+
+def _parameter_data(receiver: cst.BaseExpression) -> bool:
+    """`l.weight.data`, `p.data`: a module's parameters, cast in place (CLIP's and guided
+    diffusion's `convert_weights`)."""
+    if not (isinstance(receiver, cst.Attribute) and receiver.attr.value == "data"):
+        return False
+    owner = receiver.value
+    return isinstance(owner, cst.Name) or (isinstance(owner, cst.Attribute) and owner.attr.value in ("weight", "bias"))
 
 
 def _instantiates_class(call: cst.Call) -> bool:

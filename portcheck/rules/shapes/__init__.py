@@ -371,6 +371,8 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         return tensor_valued(ctx, node.left, depth + 1, seen) or tensor_valued(ctx, node.right, depth + 1, seen)
     if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
         return tensor_valued(ctx, node.expression, depth + 1, seen)
+    if isinstance(node, cst.IfExp):
+        return tensor_valued(ctx, node.body, depth + 1, seen) and tensor_valued(ctx, node.orelse, depth + 1, seen)
     if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
         assert isinstance(node, cst.Attribute)
         key = f"self.{node.attr.value}"

@@ -25,8 +25,9 @@ _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another nam
 
 class HostSyncInStep(StepRule):
     """## What it does
-    Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()` and `int()`, `float()`,
-    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`) inside a module's
+    Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
+    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`) and `min()` /
+    `max()` comparing one (`min(self.decay, n / 10)`) inside a module's
     `forward` or inside a step loop, where they run every step: a `for` loop over a DataLoader (a
     name bound to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that
     trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
@@ -182,6 +183,13 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # ControlNet's EMA: Python's min() compares a buffer with a number every step
+            "import torch\nclass LitEma(torch.nn.Module):\n    def __init__(self, decay):\n"
+            "        self.register_buffer('decay', torch.tensor(decay, dtype=torch.float32))\n"
+            "    def forward(self, model):\n        return min(self.decay, 0.999)\n",
+            lines=[6],
+            message="`min()` in forward()",
+        ),
         Invalid(  # BLIP: a queue pointer kept in a buffer, read as a Python int every step
             "import torch\nclass Blip(torch.nn.Module):\n    def __init__(self):\n"
             "        self.register_buffer('queue_ptr', torch.zeros(1, dtype=torch.long))\n"
@@ -287,9 +295,9 @@ class HostSyncInStep(StepRule):
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)
         method = patterns.method_name(node)
-        converted = builtin_call(self.ctx, node, _CONVERSIONS)
+        converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._compared_tensor(node)
         if converted is not None and tensor_valued(self.ctx, converted):
-            copied, call = converted, f"{patterns.dotted(node.func)}()"  # `int(self.queue_ptr)`
+            copied, call = converted, f"{patterns.dotted(node.func)}()"  # `int(self.queue_ptr)`, `min(t, 1)`
         elif _syncs(node) and tensor_method(self.ctx, node, _SYNCS | {"to"}):
             copied, call = _copied(node), '.to("cpu")' if method == "to" else f".{method}()"
         else:
@@ -301,6 +309,15 @@ class HostSyncInStep(StepRule):
         if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, copied):
             return
         self.report_in_step(node, where, call=call)
+
+    def _compared_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
+        """The tensor among the arguments of `min(a, b)` / `max(a, b)`: Python compares them,
+        reading the tensor's value on the host."""
+        if not (isinstance(node.func, cst.Name) and node.func.value in ("min", "max")) or len(node.args) < 2:
+            return None
+        if self.ctx.qualified_names(node.func) or any(arg.star or arg.keyword for arg in node.args):
+            return None
+        return next((arg.value for arg in node.args if tensor_valued(self.ctx, arg.value)), None)
 
     def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call) -> bool:
         """A tensor-valued slice bound (PC505) or a tensor-valued test (PC504)."""
