@@ -877,8 +877,11 @@ class DeviceFlow:
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
             return "a loop over a DataLoader"
-        self._marking_class = self._loop_classes.get(id(loop))
-        found = self._markers(loop.test if isinstance(loop, cst.While) else None, loop.body)
+        judging, self._marking_class = self._marking_class, self._loop_classes.get(id(loop))
+        try:
+            found = self._markers(loop.test if isinstance(loop, cst.While) else None, loop.body)
+        finally:
+            self._marking_class = judging  # a helper's loop judged on the way has its own class
         if found is None:
             return None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]

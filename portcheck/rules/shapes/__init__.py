@@ -412,13 +412,13 @@ def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression) -> bool:
 
 
 def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
-    """Whether an index expression is a boolean mask (`depth`: the names looked through): `x > 0`, `~valid`, `(a > 0) & (b < 1)`,
+    """Whether an index expression is a boolean mask: `x > 0`, `~valid`, `(a > 0) & (b < 1)`,
     `m.bool()`, `torch.isnan(x)`, a tensor made or cast with `dtype=torch.bool`
     (`torch.ones(n, dtype=torch.bool)`, `m.to(torch.bool)`), a view of one (`m.view(-1)`,
-    `m.T`), masks stacked (`torch.stack((j, k))`), a name holding one of those (`_through_name`),
-    or an attribute of `self` the module binds only to those
-    (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`; `seen`: the attributes being looked
-    through)."""
+    `m.T`), masks stacked (`torch.stack((j, k))`), a name holding one of those
+    (`_through_name`), or an attribute of `self` the module binds only to those
+    (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`). `depth`: the names looked through;
+    `seen`: the attributes being looked through."""
     if depth > _DEPTH:
         return False
     if isinstance(node, cst.Comparison):

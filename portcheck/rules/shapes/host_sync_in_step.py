@@ -26,8 +26,9 @@ _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another nam
 class HostSyncInStep(StepRule):
     """## What it does
     Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
-    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`) and `min()` /
-    `max()` comparing one (`min(self.decay, n / 10)`) inside a module's
+    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`), `min()` /
+    `max()` comparing one (`min(self.decay, n / 10)`) and a tensor formatted into text
+    (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) inside a module's
     `forward` or inside a step loop, where they run every step: a `for` loop over a DataLoader (a
     name bound to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that
     trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
@@ -183,6 +184,15 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # yolov5's progress bar: the running losses formatted every step
+            "import torch\nimport torch.nn.functional as F\nmloss = torch.zeros(3, device=device)\n"
+            "for i, (imgs, targets) in enumerate(loader):\n"
+            "    loss = F.cross_entropy(model(imgs), targets)\n    loss.backward()\n"
+            "    mloss = (mloss * i + loss) / (i + 1)\n    pbar.set_description(('%11.4g' * 3) % (*mloss,))\n"
+            "    print(f'loss {loss:.4f}')\nprint(mloss.sum().item())\n",
+            lines=[8, 9],
+            message="formatting",
+        ),
         Invalid(  # ControlNet's EMA: Python's min() compares a buffer with a number every step
             "import torch\nclass LitEma(torch.nn.Module):\n    def __init__(self, decay):\n"
             "        self.register_buffer('decay', torch.tensor(decay, dtype=torch.float32))\n"
@@ -310,6 +320,27 @@ class HostSyncInStep(StepRule):
             return
         self.report_in_step(node, where, call=call)
 
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
+        """`f"loss {loss:.4f}"`: formatting a tensor reads its value on the host."""
+        if tensor_valued(self.ctx, node.expression):
+            self._report_formatted(node.expression)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """`"%11.4g" * 3 % (*mloss, n)`: %-formatting reads each tensor's value on the host."""
+        if not isinstance(node.operator, cst.Modulo) or not _is_text(node.left):
+            return
+        right = node.right
+        values = [element.value for element in right.elements] if isinstance(right, cst.Tuple) else [right]
+        formatted = next((value for value in values if tensor_valued(self.ctx, value)), None)
+        if formatted is not None:
+            self._report_formatted(formatted)
+
+    def _report_formatted(self, tensor: cst.BaseExpression) -> None:
+        ancestors = self.ctx.ancestors
+        where = self.step_context(ancestors)
+        if where is not None and not in_host_memory(self.ctx, tensor):
+            self.report_in_step(tensor, where, call=f"formatting {cst.Module([]).code_for_node(tensor)}")
+
     def _compared_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
         """The tensor among the arguments of `min(a, b)` / `max(a, b)`: Python compares them,
         reading the tensor's value on the host."""
@@ -328,6 +359,13 @@ class HostSyncInStep(StepRule):
         if isinstance(holder, cst.Slice):
             return reads_tensor_value(self.ctx, part) and not read_in_host_memory(self.ctx, part)
         return tests_tensor_value(self.ctx, part)
+
+
+def _is_text(node: cst.BaseExpression) -> bool:
+    """A string literal, or one repeated or joined (`"%11s" * 2 + "%11.4g" * 5`)."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    return isinstance(node, cst.BinaryOperation) and (_is_text(node.left) or _is_text(node.right))
 
 
 def _syncs(call: cst.CSTNode) -> bool:
