@@ -97,6 +97,14 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # BLIP's VQA: the answers are padded to the longest, then fed to the model
+            "import torch\nclass BlipVQA(torch.nn.Module):\n    def forward(self, image, question, answer):\n"
+            "        q = self.tokenizer(question, padding='longest', truncation=True, max_length=35,\n"
+            "                           return_tensors='pt').to(image.device)\n"
+            "        a = self.tokenizer(answer, padding='longest', return_tensors='pt').to(image.device)\n"
+            "        return self.decoder(a.input_ids, q.input_ids)\n",
+            lines=[4, 6],
+        ),
         Invalid(
             "import torch\nenc = tokenizer(texts, padding=True, return_tensors='pt')\n",
             lines=[2],
@@ -176,7 +184,18 @@ class PadToLongestBatching(Rule):
         if bounded or bucketed or (padding is not None and patterns.string_value(padding) == "max_length"):
             self._scopes[-1].encodes_for_the_model = True
         if padding is not None and _pads_to_longest(padding) and not bucketed and not self._one_item(node):
-            self._scopes[-1].longest.append((node, f"`padding={_code(padding)}`", not bounded))
+            side_check = not bounded and not self._moved_to_device(node)
+            self._scopes[-1].longest.append((node, f"`padding={_code(padding)}`", side_check))
+
+    def _moved_to_device(self, node: cst.Call) -> bool:
+        """`tokenizer(answers, padding="longest", return_tensors="pt").to(device)`: the model's input."""
+        ancestors = self.ctx.ancestors
+        return (
+            len(ancestors) > 1
+            and isinstance(ancestors[-1], cst.Attribute)
+            and ancestors[-1].value is node
+            and ancestors[-1].attr.value in ("to", "cuda")
+        )
 
     def _one_item(self, node: cst.Call) -> bool:
         """`[tokenizer(text, padding="longest") for text in strings]`: each call gets one text,
@@ -233,9 +252,9 @@ class PadToLongestBatching(Rule):
         """Report a scope's pad-to-longest calls. A call with neither `max_length=` nor
         `truncation=` in a function that also encodes with one of them is a side check, not
         the model's input (diffusers' `untruncated_ids = tokenizer(prompt, padding="longest")`
-        truncation warning), and is left alone."""
-        for call, what, unbounded in scope.longest:
-            if not (unbounded and scope.encodes_for_the_model):
+        truncation warning), and is left alone, unless it goes to the device (`.to(device)`)."""
+        for call, what, side_check in scope.longest:
+            if not (side_check and scope.encodes_for_the_model):
                 self.report(call, what=what, advice=advice(self.ctx.targets))
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -250,7 +269,7 @@ class _Scope:
     """What one function (or the module body) does with tokenizer padding."""
 
     encodes_for_the_model: bool = False  # a call with max_length=, truncation= or padding="max_length"
-    longest: list[tuple[cst.Call, str, bool]] = field(default_factory=list)  # call, label, without max_length
+    longest: list[tuple[cst.Call, str, bool]] = field(default_factory=list)  # call, label, maybe a side check
 
 
 def _sizes(call: cst.Call) -> list[cst.BaseExpression]:
