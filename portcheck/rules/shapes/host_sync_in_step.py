@@ -28,28 +28,38 @@ class HostSyncInStep(StepRule):
     Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
     `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`), `min()` /
     `max()` comparing one (`min(self.decay, n / 10)`) and a tensor formatted into text
-    (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) inside a module's
-    `forward` or inside a step loop, where they run every step: a `for` loop over a DataLoader (a
-    name bound to `DataLoader(...)`, or one that says "loader"), or any `for` or `while` loop that
-    trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model, `next(...)` or a
-    batch getter) or decodes (samples tokens), in its body or `while` test, directly or through the
-    module's functions (Mamba's `get_logits()` and `sample()`; not one with a step loop of its own,
-    which makes an epoch loop); and inside the module's functions that one of those calls every step
-    (`self.log_step()` from the loop, a loss helper from `forward`, and what they call in turn; a
-    method through `self.` in its own class, or on an object of the module's classes
-    (`self.decoder.update(...)` where `self.decoder` is made `GreedyDecoder()` or
-    `BeamSearchDecoder()`, `for f in self.filters: f.apply(...)`, a base class's method where the
-    subclass has none); not what runs only `if flag:` where the flag defaults
-    to False or None and the calls leave it so; not around the loop of a function with a step loop
-    of its own); and inside the functions and methods of the repository's other modules that a step
-    loop calls (`utils.clip_gradients(model)`, `metric_logger.update(acc=acc)`: what runs there only
-    `if isinstance(v, torch.Tensor):` counts where a call passes a tensor). Calls on the error path
-    (in a `raise`, or an `if` body that ends raising), under an `if step % N == 0:` (reading back
-    every N steps, also where a function is called) or an `if i < 3:` or `if i == 0:` on the loop's
-    index or a count it keeps (the first steps only) are left alone, and so are those that decide a branch (PC504) or
-    a slice length (PC505), and those on NumPy arrays (made by `numpy` or `.numpy()`) or on tensors
-    in host memory (copied there, made from Python data where nothing sets a default device, or in a
-    dataset's methods or a collate function), which live on the host.
+    (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) where they run every step. That is step code:
+    - a module's `forward`, and a method a framework runs every step (Lightning's
+      `training_step` and batch hooks, the Hugging Face Trainer's `compute_loss`, MMEngine's
+      `train_step` and `forward_train`; the `__call__` of a `StoppingCriteria` or
+      `LogitsProcessor`, run for every generated token);
+    - a step loop: a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one
+      that says "loader"), or any `for` or `while` loop that trains (`.backward()`, an
+      optimizer's `.step()`), evaluates (calls the model or a predictor's `predict_*()`,
+      `next(...)` or a batch getter) or decodes (samples tokens), in its body or `while` test,
+      directly or through the module's functions and the methods of its class (Mamba's
+      `get_logits()`, segment-anything's `self._process_batch()`; not one with a step loop of
+      its own, which makes an epoch loop);
+    - the module's functions that step code calls every step (`self.log_step()` from the loop,
+      a loss helper from `forward`, and what they call in turn; a method through `self.` in its
+      own class, or on an object of the module's classes: `self.decoder.update(...)` where
+      `self.decoder` is made `GreedyDecoder()` or `BeamSearchDecoder()`, `for f in
+      self.filters: f.apply(...)`, a base class's method where the subclass has none); not what
+      runs only `if flag:` where the flag defaults to False or None and the calls leave it so;
+    - the functions and methods of the repository's other modules that step code calls, and
+      what those call in their own module: `utils.clip_gradients(model)`,
+      `metric_logger.update(acc=acc)`, `self.mp_trainer.optimize(opt)` where `self.mp_trainer =
+      MixedPrecisionTrainer(...)` (also `given or Default()`, or narrowed by `isinstance`), and
+      an object called (`compute_loss(pred, targets)` runs `ComputeLoss.__call__`); what runs
+      there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor.
+
+    Left alone: calls on the error path (in a `raise`, or an `if` body that ends raising),
+    under an `if step % N == 0:` (reading back every N steps, also where a function is called)
+    or an `if i < 3:` / `if i == 0:` on the loop's index, a count it keeps or a parameter named
+    for the step (`batch_idx`: the first steps only); those that decide a branch (PC504) or a
+    slice length (PC505); and those on NumPy arrays (made by `numpy` or `.numpy()`) or on
+    tensors in host memory (copied there, made from Python data where nothing sets a default
+    device, or in a dataset's methods or a collate function), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued

@@ -48,12 +48,9 @@ class TensorBoundSlice(StepRule):
     An error on neuron; a warning on tpu, xla, npu and hpu; info on mps, xpu and rocm (a host
     sync); off on cpu, which computes on the host: nothing to copy or wait for.
 
-    These severities hold in step code: forward(), a step loop, a method a framework runs every
-    step (Lightning's `training_step`, the Hugging Face Trainer's `compute_loss`, MMEngine's
-    `train_step`), and the functions and methods those call, in this module or, through
-    imported names and objects, in another of the repository. Elsewhere (plotting, metrics,
-    data preparation, export, what nothing in the scan calls every step) the finding is info:
-    that code runs once or on host data, where a dynamic shape costs one compilation at most.
+    These severities hold in step code as host-sync-in-step (PC503) finds it, across the
+    repository; elsewhere (plots, metrics, data preparation, export) it is info: that code
+    runs once or on host data, where a dynamic shape costs one compilation at most.
 
     ## Fix safety
     No automatic fix: the fixed size and the masking depend on the model.
