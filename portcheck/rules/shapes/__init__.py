@@ -17,7 +17,7 @@ from functools import partial
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from portcheck import flow, patterns, project, walk
+from portcheck import flow, patterns, project
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
@@ -228,10 +228,12 @@ def _through_name(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | N
     walk is in (`j = r < t; x = x[j]; j, k = m.T; y = y[j]`)."""
     if not isinstance(node, cst.Name):
         return None
-    return ctx.assigned_value(node) or _reaching_value(ctx.ancestors, node.value)
+    if ctx.flow is None:
+        return ctx.assigned_value(node)
+    return ctx.assigned_value(node) or _reaching_value(ctx.ancestors, node.value, ctx.flow)
 
 
-def _reaching_value(path: Sequence[cst.CSTNode], name: str) -> cst.BaseExpression | None:
+def _reaching_value(path: Sequence[cst.CSTNode], name: str, module_flow: flow.DeviceFlow) -> cst.BaseExpression | None:
     """The value of the last statement before the walk's own, in its block or an enclosing
     one of the same function, that binds `name` by `=` (for `a, b = v`, `v`); None where the
     nearest binding is of another kind, or in a compound statement (a branch may skip it)."""
@@ -243,13 +245,15 @@ def _reaching_value(path: Sequence[cst.CSTNode], name: str) -> cst.BaseExpressio
             continue
         position = next((i for i, each in enumerate(block.body) if each is statement), None)
         for previous in reversed(block.body[:position] if position is not None else ()):
-            bound = _binds_by_assignment(previous, name)
+            bound = _binds_by_assignment(previous, name, module_flow)
             if bound is not None:
                 return bound or None
     return None
 
 
-def _binds_by_assignment(statement: cst.CSTNode, name: str) -> cst.BaseExpression | bool | None:
+def _binds_by_assignment(
+    statement: cst.CSTNode, name: str, module_flow: flow.DeviceFlow
+) -> cst.BaseExpression | bool | None:
     """The value a statement assigns `name` (False where it binds it otherwise or may), None
     where it does not bind it."""
     if isinstance(statement, cst.SimpleStatementLine):
@@ -259,12 +263,9 @@ def _binds_by_assignment(statement: cst.CSTNode, name: str) -> cst.BaseExpressio
             if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and _target_names(small.target, name):
                 return False
         return None
-    binds = any(
-        isinstance(node, (cst.AssignTarget, cst.For, cst.WithItem, cst.AugAssign, cst.AnnAssign))
-        for node in walk.descendants(statement)
-        if any(isinstance(n, cst.Name) and n.value == name for n in _bound_names(node))
-    )
-    return False if binds else None
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return False if statement.name.value == name else None  # its body is a scope of its own
+    return False if name in module_flow.names_bound_in(statement) else None
 
 
 def _target_names(target: cst.BaseExpression, name: str) -> bool:
@@ -273,22 +274,6 @@ def _target_names(target: cst.BaseExpression, name: str) -> bool:
     if isinstance(target, (cst.Tuple, cst.List)):
         return any(_target_names(element.value, name) for element in target.elements)
     return False
-
-
-def _bound_names(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The names a binding node binds (its target, flattened)."""
-    target = (
-        node.target
-        if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign))
-        else node.asname.name
-        if isinstance(node, cst.WithItem) and node.asname is not None
-        else None
-    )
-    if target is None:
-        return []
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [element.value for element in target.elements]
-    return [target]
 
 
 def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
