@@ -364,9 +364,10 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         if key in seen:
             return True
         bound = ctx.flow.self_attribute_values(node.attr.value)
+        # the names seen so far are another scope's: only the attributes carry over
+        carried = frozenset(each for each in seen if each.startswith("self.")) | {key}
         return bool(bound) and all(
-            ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, seen | {key}))
-            for value, scope in bound
+            ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, carried)) for value, scope in bound
         )
     if isinstance(node, cst.Name):
         if node.value in seen:

@@ -70,6 +70,12 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # a dict kept on self from another method's `**kwargs`: no tensor (ChatGLM's Seq2SeqTrainer)
+            "import torch\nclass T(torch.nn.Module):\n    def evaluate(self, **gen_kwargs):\n"
+            "        gen_kwargs = gen_kwargs.copy()\n        self._gen_kwargs = gen_kwargs\n"
+            "    def forward(self, x):\n        gen_kwargs = self._gen_kwargs.copy()\n"
+            "        if x.shape[-1] < gen_kwargs['max_length']:\n            x = x[:, :3]\n        return x\n"
+        ),
         Valid(
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x, mask=None):\n"
             "        if self.training and mask is not None:\n            x = x * mask\n"
