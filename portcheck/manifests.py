@@ -311,9 +311,10 @@ def _install_command(command: str, start: int, lines: list[str], manifest: Manif
     for word in arguments:
         if word.startswith("-"):
             option, _, inline = word.partition("=")
-            takes_value = option in _INSTALL_OPTIONS_WITH_VALUES or (conda and option in ("-c", "--channel"))
-            value = inline or (next(arguments, "") if takes_value and not inline else "")
-            if option in _INDEX_OPTIONS or (conda and option in ("-c", "--channel")):
+            channel = conda and option in ("-c", "--channel")
+            takes_value = channel or option in _INSTALL_OPTIONS_WITH_VALUES
+            value = inline or (next(arguments, "") if takes_value else "")
+            if channel or option in _INDEX_OPTIONS:
                 manifest.indexes.append(Located(value, _line_of(value, start, lines)))
             continue
         if "$" in word or "/" in word or word.startswith("."):
