@@ -29,7 +29,7 @@ from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.results import UNKNOWN_PROJECT, FileResult, Source
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import FindingLimit, Rule, SeverityMap
+from portcheck.rule import FindingLimit, Rule, SeverityMap, at_most_info
 from portcheck.sources import decode_python, decode_text
 from portcheck.targets import Target
 from portcheck.walk import Walker
@@ -395,7 +395,7 @@ def _results(
             message, severity = report.message, report.severity
             if rule.cuda_only and placement.protected_by:
                 message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
-                severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
+                severity = at_most_info(severity)
             finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)
             if finding is None:
                 elsewhere.append((rule.code, span[0]))

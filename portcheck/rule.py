@@ -40,6 +40,11 @@ def per_target(default: Severity, **overrides: Severity) -> dict[str, Severity]:
     return {name: overrides.get(name, default) for name in target_data.TARGET_ORDER}
 
 
+def at_most_info(severity: Mapping[str, Severity]) -> dict[str, Severity]:
+    """The same targets, none above info: for what runs only where the finding cannot bite."""
+    return {target: min(level, INFO) for target, level in severity.items()}
+
+
 @dataclass(frozen=True)
 class Valid:
     """Source that the rule must not report."""

@@ -3,9 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.findings import Severity
 from portcheck.project import Project
-from portcheck.rule import ERROR, INFO, OFF, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, at_most_info, per_target
 from portcheck.rules.dependencies import optional_import
 from portcheck.targets import packages
 
@@ -124,10 +123,11 @@ class CudaOnlyPackageCall(Rule):
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             package = packages.by_import(patterns.dotted(alias.name))
+            module = patterns.dotted(alias.name)
             if package is not None and alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self._note(alias.asname.name.value, package)
+                self._note(alias.asname.name.value, module, package)
             elif package is not None:
-                self._note(patterns.dotted(alias.name).split(".")[0], package)
+                self._note(module.split(".")[0], module, package)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
@@ -137,11 +137,12 @@ class CudaOnlyPackageCall(Rule):
             package = packages.by_import(f"{module}.{patterns.dotted(alias.name)}") or packages.by_import(module)
             local = alias.asname.name if alias.asname is not None else alias.name
             if package is not None and isinstance(local, cst.Name):
-                self._note(local.value, package)
+                self._note(local.value, module, package)
 
-    def _note(self, name: str, package: packages.Package) -> None:
-        """A name an import binds, where the import is optional (else PC701's finding stands)."""
-        if self.ctx.project.is_local(name):
+    def _note(self, name: str, module: str, package: packages.Package) -> None:
+        """A name an import of `module` binds, where the import is optional (else PC701's
+        finding stands); not the repository's own package (scanning xformers itself)."""
+        if self.ctx.project.is_local(module):
             return
         if optional_import(self.ctx.ancestors, self.ctx, package):
             self._optional[name] = package
@@ -158,7 +159,7 @@ class CudaOnlyPackageCall(Rule):
         declared = package.key in self.ctx.project.declared_packages
         if self.ctx.project.complete and not declared:
             return  # the first pass reported it as info
-        severity = package.severities() if declared else _info(package.severities())
+        severity = package.severities() if declared else at_most_info(package.severities())
         self.report(
             node.func,
             severity=severity,
@@ -168,7 +169,3 @@ class CudaOnlyPackageCall(Rule):
             what=package.what,
             instead=package.instead,
         )
-
-
-def _info(severities: dict[str, Severity]) -> dict[str, Severity]:
-    return {target: INFO if level > OFF else OFF for target, level in severities.items()}

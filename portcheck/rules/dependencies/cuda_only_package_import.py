@@ -3,8 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns, project
-from portcheck.findings import Severity
-from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, at_most_info, per_target
 from portcheck.rules.dependencies import optional_import
 from portcheck.targets import packages
 
@@ -171,7 +170,7 @@ class CudaOnlyPackageImport(Rule):
             severity, what = package.severities(), package.what
             if optional:
                 self._optional.setdefault(package.key, []).append(len(self.reports))
-                severity = {target: min(level, Severity.INFO) for target, level in severity.items()}
+                severity = at_most_info(severity)
                 what = f"{what} (optional: {optional})"
             else:
                 self._required.add(package.key)

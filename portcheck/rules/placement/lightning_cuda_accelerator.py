@@ -197,10 +197,11 @@ class LightningCudaAccelerator(SettingValueRule):
         if not self._uses_lightning or not is_lightning_entry(self.ctx.qualified_names(node.func)):
             return
         accelerator = patterns.keyword(node, "accelerator")
-        if isinstance(accelerator_call := accelerator and accelerator.value, cst.Call) and any(
-            name.rsplit(".", 1)[-1] in _CUDA_CLASSES for name in self.ctx.qualified_names(accelerator_call.func)
+        made = accelerator.value if accelerator is not None else None
+        if isinstance(made, cst.Call) and any(
+            name.rsplit(".", 1)[-1] in _CUDA_CLASSES for name in self.ctx.qualified_names(made.func)
         ):
-            self._report(accelerator_call, "`CUDAAccelerator()`", "cuda", None)
+            self._report(made, "`CUDAAccelerator()`", "cuda", None)
         gpus = patterns.keyword(node, "gpus")
         if gpus is not None and _asks_for_gpus(gpus.value):
             code = cst.Module([]).code_for_node(gpus.value)

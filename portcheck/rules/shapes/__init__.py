@@ -20,7 +20,7 @@ from libcst.helpers import get_full_name_for_node
 from portcheck import flow, patterns, project
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
-from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity
+from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity, at_most_info
 from portcheck.wording import verb
 
 # --- severities ------------------------------------------------------------------------------
@@ -707,7 +707,7 @@ class StepRule(TensorRule):
 
     def _off_step_severity(self, severity: dict[str, Severity] | None = None) -> dict[str, Severity]:
         assert isinstance(self.severity, dict)
-        return {name: INFO if level > OFF else OFF for name, level in (severity or self.severity).items()}
+        return at_most_info(severity or self.severity)
 
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
