@@ -89,7 +89,7 @@ def discover(paths: Sequence[Path], config: Config) -> Discovery:
                 continue
             base = real  # asked for by name: its contents count from here, as if it were a root
         if not is_dir:
-            if kind_of(given.name) is None and given.suffix not in ("", ".txt"):
+            if kind_of(given.name) is None and given.suffix not in ("", ".txt", ".yaml", ".yml"):
                 errors.append(f"{given}: not a kind of file portcheck reads ({_READ_KINDS})")
             else:
                 files[given] = None
@@ -100,7 +100,7 @@ def discover(paths: Sequence[Path], config: Config) -> Discovery:
     return Discovery(tuple(sorted(files)), tuple(errors))
 
 
-_READ_KINDS = "Python, Jupyter notebooks, CUDA/C++ sources, requirements, pyproject.toml, setup.cfg, conda environment files, Dockerfiles, cog.yaml"
+_READ_KINDS = "Python, Jupyter notebooks, CUDA/C++ sources, requirements, pyproject.toml, setup.cfg, conda environment files, Dockerfiles, cog.yaml, YAML configs"
 
 
 def _why_unusable(path: Path, error: OSError) -> str:

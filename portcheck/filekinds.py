@@ -2,7 +2,7 @@
 
 Python files are parsed with libcst, and so are the code cells of Jupyter notebooks, which the
 Python rules read as one module (portcheck.notebooks); the others (CUDA and C++ sources, dependency
-manifests, Dockerfiles) are read as text by the rules that understand them. Nothing is ever
+manifests, Dockerfiles, YAML configs) are read as text by the rules that understand them. Nothing is ever
 executed or imported.
 """
 
@@ -21,7 +21,8 @@ CONDA = "conda"  # environment.yml
 NOTEBOOK = "notebook"  # .ipynb: its code cells are read by the rules that read Python
 DOCKERFILE = "dockerfile"  # Dockerfile, Containerfile: base images and what RUN installs
 COG = "cog"  # Replicate's cog.yaml: a CUDA version and Python packages
-ALL = (PYTHON, CUDA, CPP, REQUIREMENTS, PYPROJECT, SETUP_CFG, CONDA, NOTEBOOK, DOCKERFILE, COG)
+CONFIG = "config"  # other YAML: training recipes, launcher configs (portcheck.configs)
+ALL = (PYTHON, CUDA, CPP, REQUIREMENTS, PYPROJECT, SETUP_CFG, CONDA, NOTEBOOK, DOCKERFILE, COG, CONFIG)
 
 _BY_SUFFIX = {
     ".py": PYTHON,
@@ -35,7 +36,23 @@ _BY_SUFFIX = {
     ".h": CPP,
     ".hpp": CPP,
     ".hh": CPP,
+    ".yaml": CONFIG,
+    ".yml": CONFIG,
 }
+# YAML that configures tools around the code (CI, hooks, docs, containers), not the program.
+_TOOL_CONFIGS = (
+    ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
+    "mkdocs.y*ml",
+    ".readthedocs.y*ml",
+    "readthedocs.y*ml",
+    "*compose*.y*ml",
+    ".gitlab-ci.yml",
+    "*codecov.y*ml",
+    "dependabot.y*ml",
+    "*-lock.yaml",
+)
+_TOOL_FOLDERS = frozenset({".github", ".gitlab", ".circleci", ".azure-pipelines"})
 _BY_NAME = (
     ("pyproject.toml", PYPROJECT),
     ("setup.cfg", SETUP_CFG),
@@ -67,10 +84,18 @@ def kind_of(path: str) -> str | None:
             return kind
     if pure.parent.name == "requirements" and pure.suffix in (".txt", ".in"):
         return REQUIREMENTS
-    return _BY_SUFFIX.get(pure.suffix)
+    kind = _BY_SUFFIX.get(pure.suffix)
+    if kind == CONFIG and (
+        any(fnmatch.fnmatchcase(name, pattern) for pattern in _TOOL_CONFIGS) or _TOOL_FOLDERS & set(pure.parts)
+    ):
+        return None
+    return kind
 
 
 def given_kind(path: str) -> str:
     """The kind of a file named on the command line that `kind_of` does not recognise: a
-    script without a suffix is Python, any other `.txt` a requirements file."""
-    return REQUIREMENTS if path.endswith(".txt") else PYTHON
+    script without a suffix is Python, any other `.txt` a requirements file, a tool's YAML
+    (`.pre-commit-config.yaml`, which a hook may be handed) a config."""
+    if path.endswith(".txt"):
+        return REQUIREMENTS
+    return CONFIG if path.endswith((".yaml", ".yml")) else PYTHON

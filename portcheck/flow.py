@@ -136,17 +136,20 @@ _FRAMEWORK_STEP = re.compile(
     r"|on_(?:train|validation|test|predict)_batch_(?:start|end)|on_before_(?:backward|optimizer_step)"
     r"|on_after_backward)$"
 )
-_DECODE_CALLBACKS = frozenset(
-    {
-        "transformers.StoppingCriteria",
-        "transformers.generation.StoppingCriteria",
-        "transformers.generation.stopping_criteria.StoppingCriteria",
-        "transformers.LogitsProcessor",
-        "transformers.generation.LogitsProcessor",
-        "transformers.generation.logits_process.LogitsProcessor",
-        "transformers.LogitsWarper",
-    }
-)
+_TOKEN_CALLBACK = ("__call__", "`__call__()` of a generation callback (run for every token)")
+_METRIC_UPDATE = ("update", "`update()` of a torchmetrics metric (run every step)")
+# Base classes whose subclasses a framework calls every step or token, with the method it calls.
+_CALLBACK_BASES = {
+    "transformers.StoppingCriteria": _TOKEN_CALLBACK,
+    "transformers.generation.StoppingCriteria": _TOKEN_CALLBACK,
+    "transformers.generation.stopping_criteria.StoppingCriteria": _TOKEN_CALLBACK,
+    "transformers.LogitsProcessor": _TOKEN_CALLBACK,
+    "transformers.generation.LogitsProcessor": _TOKEN_CALLBACK,
+    "transformers.generation.logits_process.LogitsProcessor": _TOKEN_CALLBACK,
+    "transformers.LogitsWarper": _TOKEN_CALLBACK,
+    "torchmetrics.Metric": _METRIC_UPDATE,
+    "torchmetrics.metric.Metric": _METRIC_UPDATE,
+}
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
 _CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
@@ -785,7 +788,7 @@ class DeviceFlow:
         """A method a framework calls once per step: Lightning's `training_step()` and batch
         hooks, the Hugging Face Trainer's `compute_loss()`, MMEngine's `train_step()` and
         `forward_train()`; the `__call__` of a Hugging Face stopping criterion or logits
-        processor, which `generate()` calls for every token."""
+        processor, which `generate()` calls for every token; a torchmetrics metric's `update()`."""
         for index in range(2, len(ancestors) - 1):
             method, holder = ancestors[index], ancestors[index - 2]
             if not (isinstance(method, cst.FunctionDef) and isinstance(holder, cst.ClassDef)):
@@ -795,10 +798,11 @@ class DeviceFlow:
             title = method.name.value
             if _FRAMEWORK_STEP.match(title):
                 return f"`{title}()` (run every step by the framework)"
-            if title == "__call__" and any(
-                self.resolver.qualified_names(base.value) & _DECODE_CALLBACKS for base in holder.bases
-            ):
-                return "`__call__()` of a generation callback (run for every token)"
+            for base in holder.bases:
+                for name in self.resolver.qualified_names(base.value):
+                    method_and_why = _CALLBACK_BASES.get(name)
+                    if method_and_why is not None and method_and_why[0] == title:
+                        return method_and_why[1]
         return None
 
     def called_every_step(self, function: cst.FunctionDef, gates: tuple[str, ...] = (), depth: int = 0) -> str | None:

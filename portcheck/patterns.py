@@ -54,11 +54,16 @@ def _simple_string_value(text: str) -> str | None:
     return text[start + quote : len(text) - quote]
 
 
+def is_cuda_device_string(text: str) -> bool:
+    """`cuda` or `cuda:N`, the whole text."""
+    return _CUDA_DEVICE.fullmatch(text) is not None
+
+
 def is_cuda_device_literal(node: cst.CSTNode) -> bool:
     """`"cuda"`, `"cuda:0"`, `f"cuda:{i}"`, `"cuda:" + str(i)`, `"cuda:%d" % i`, `"cuda:{}".format(i)`."""
     value = string_value(node)
     if value is not None:
-        return _CUDA_DEVICE.fullmatch(value) is not None
+        return is_cuda_device_string(value)
     if isinstance(node, cst.FormattedString):
         parts = node.parts
         head = parts[0] if parts else None

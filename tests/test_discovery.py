@@ -6,6 +6,7 @@ from pathlib import Path
 
 from portcheck.config import Config
 from portcheck.discovery import discover
+from portcheck.filekinds import CONFIG, given_kind
 
 SOURCE = "import torch\n"
 
@@ -196,8 +197,12 @@ def test_only_the_kinds_portcheck_reads_are_collected_from_directories(tmp_path:
         "csrc/ops.cpp",
         "csrc/ops.h",
         "config.yml",
+        ".pre-commit-config.yaml",
+        ".github/workflows/ci.yml",
+        "mkdocs.yml",
     )
     assert found([tmp_path], Config(root=tmp_path)) == [
+        "config.yml",  # a training or launcher config; not the tools' own YAML
         "csrc/kernel.cu",
         "csrc/kernel.cuh",
         "csrc/ops.cpp",
@@ -210,6 +215,14 @@ def test_only_the_kinds_portcheck_reads_are_collected_from_directories(tmp_path:
         "setup.cfg",
         "stubs.pyi",
     ]
+
+
+def test_a_tools_yaml_named_on_the_command_line_is_read_as_a_config(tmp_path: Path) -> None:
+    """What a pre-commit hook hands over is read, not refused: a config has only settings."""
+    write(tmp_path, ".pre-commit-config.yaml", "mkdocs.yml")
+    given = [tmp_path / ".pre-commit-config.yaml", tmp_path / "mkdocs.yml"]
+    assert found(given, Config(root=tmp_path)) == [".pre-commit-config.yaml", "mkdocs.yml"]
+    assert given_kind(".pre-commit-config.yaml") == CONFIG
 
 
 def test_output_is_sorted_whatever_the_order_of_the_given_paths(tmp_path: Path) -> None:

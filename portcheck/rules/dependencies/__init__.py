@@ -20,25 +20,40 @@ _EXPORT_NAME = re.compile(r"(^|_)(export|exporter|onnx|tensorrt|trt|coreml|tflit
 _REQUIREMENT_KEYWORDS = ("install_requires", "setup_requires")
 
 
-def setup_requirements(call: cst.Call) -> Iterator[tuple[cst.CSTNode, str]]:
-    """The literal requirement strings of a `setup(...)` call, with their nodes: install and
-    setup requirements and every extra. Computed values are not evaluated (nothing runs)."""
+def setup_requirements(call: cst.Call, ctx: FileContext) -> Iterator[tuple[cst.CSTNode, str]]:
+    """The requirement strings of a `setup(...)` call, with their nodes: install and setup
+    requirements and every extra, written in the call, through names bound once and lists
+    added up, and Hugging Face's table lookups (`deps["bitsandbytes"]`, where the key is the
+    requirement's name). Other computed values are not evaluated (nothing runs)."""
     for arg in call.args:
         if arg.keyword is None:
             continue
         if arg.keyword.value in _REQUIREMENT_KEYWORDS:
-            yield from _strings(arg.value)
+            yield from _strings(arg.value, ctx)
         elif arg.keyword.value == "extras_require" and isinstance(arg.value, cst.Dict):
             for element in arg.value.elements:
-                yield from _strings(element.value)
+                yield from _strings(element.value, ctx)
 
 
-def _strings(node: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, str]]:
-    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+def _strings(node: cst.BaseExpression, ctx: FileContext, depth: int = 0) -> Iterator[tuple[cst.CSTNode, str]]:
+    if depth > 3:
+        return
+    if isinstance(node, cst.Name):
+        bound = ctx.assigned_value(node)
+        if bound is not None:
+            yield from _strings(bound, ctx, depth + 1)
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        yield from _strings(node.left, ctx, depth + 1)
+        yield from _strings(node.right, ctx, depth + 1)
+    elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         for element in node.elements:
-            value = patterns.string_value(element.value)
-            if value is not None:
-                yield element.value, value
+            value = element.value
+            if isinstance(value, cst.Subscript) and len(value.slice) == 1:
+                index = value.slice[0].slice
+                value = index.value if isinstance(index, cst.Index) else value
+            text = patterns.string_value(value)
+            if text is not None:
+                yield element.value, text
 
 
 def optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext, package: packages.Package) -> str:

@@ -19,7 +19,8 @@ class CudaOnlyDependency(Rule):
     """## What it does
     Reports CUDA-only packages declared as dependencies: in requirements files, pyproject.toml
     (project dependencies, optional dependencies, dependency groups, build requirements,
-    Poetry), setup.cfg, `setup(install_requires=..., extras_require=...)` in setup.py, conda
+    Poetry), setup.cfg, `setup(install_requires=..., extras_require=...)` in setup.py (also
+    through a name, and Hugging Face's table `install_requires = [deps["bitsandbytes"]]`), conda
     environment files, what a Dockerfile's `RUN pip/uv/conda install` installs and Cog's
     `python_packages`; including the `nvidia-*` runtime wheels, `cupy-cuda*` and `pytorch-cuda`.
     A Dockerfile's CUDA base image (`FROM nvidia/cuda:...`, `pytorch/pytorch:...-cuda12.1-...`,
@@ -101,6 +102,13 @@ class CudaOnlyDependency(Rule):
             lines=[3, 4],
         ),
         Invalid("[options]\ninstall_requires =\n    torch\n    mamba-ssm\n", lines=[4], path="setup.cfg"),
+        Invalid(  # alignment-handbook's setup.py: Hugging Face's dependency table
+            "import re\nfrom setuptools import setup\n_deps = ['bitsandbytes>=0.46.1', 'black', 'torch>=2.6.0']\n"
+            "deps = {b: a for a, b in (re.findall(r'^(([^!=<>~ ]+)(?:[!=<>~ ].*)?$)', x)[0] for x in _deps)}\n"
+            "install_requires = [\n    deps['bitsandbytes'],\n    deps['torch'],\n]\n"
+            "setup(name='alignment', install_requires=install_requires + ['liger-kernel'])\n",
+            lines=[6, 9],
+        ),
         Invalid(
             "dependencies:\n  - pytorch=2.1\n  - pytorch-cuda=12.1\n  - pip:\n    - deepspeed\n    - liger-kernel\n",
             lines=[3, 5, 6],
@@ -110,7 +118,7 @@ class CudaOnlyDependency(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualified_names(node.func) & SETUP_CALLS:
-            for string, text in setup_requirements(node):
+            for string, text in setup_requirements(node, self.ctx):
                 found = manifests.parse_requirement(text, 0)
                 package = packages.by_distribution(found.name) if isinstance(found, manifests.Declared) else None
                 if package is not None:

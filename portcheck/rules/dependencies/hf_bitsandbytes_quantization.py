@@ -4,9 +4,9 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from portcheck import patterns, project
+from portcheck import configs, filekinds, patterns, project
 from portcheck.findings import Severity
-from portcheck.rule import ERROR, OFF, WARNING, Invalid, Valid
+from portcheck.rule import ERROR, OFF, WARNING, Invalid, Span, Valid
 from portcheck.setting_rule import SettingValueRule
 from portcheck.targets import TARGET_ORDER, packages
 
@@ -56,7 +56,8 @@ class HfBitsandbytesQuantization(SettingValueRule):
     (unless plainly `False`) in `from_pretrained(...)` or a kwargs dict, the Trainer's
     bitsandbytes optimizers (`optim="paged_adamw_8bit"`, `"adamw_bnb_8bit"`, `"lion_8bit"`...,
     also as a field or argparse default), and PEFT's `prepare_model_for_kbit_training(...)`
-    (`prepare_model_for_int8_training` in older releases).
+    (`prepare_model_for_int8_training` in older releases). YAML configs (TRL recipes) are read
+    for the flags and the optimizer: `load_in_4bit: true`, `optim: paged_adamw_32bit`.
 
     ## Why is this bad?
     Each makes transformers or PEFT import bitsandbytes, whose 8-bit and 4-bit kernels are
@@ -97,6 +98,7 @@ class HfBitsandbytesQuantization(SettingValueRule):
     hint = "{advice}"
     severity = _bitsandbytes().severities()
     triggers = (b"BitsAndBytes", b"4bit", b"8bit", b"32bit", b"kbit", b"int8_training", b"rmsprop_bnb", b"ademamix")
+    file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
     cuda_only = True
 
     VALID = [
@@ -115,6 +117,7 @@ class HfBitsandbytesQuantization(SettingValueRule):
             options={"targets": ["cpu", "rocm", "xpu", "hpu"]},
         ),
         Valid("def load(torch, cuda):\n    return torch.load(cuda, load_in_8bit=None)\n"),
+        Valid("load_in_4bit: false\noptim: adamw_torch\nnote: adamw_8bit\n", path="recipes/dpo/config.yaml"),
     ]
     INVALID = [
         Invalid(
@@ -147,6 +150,12 @@ class HfBitsandbytesQuantization(SettingValueRule):
             'args = TrainingArguments("out", optim="adamw_8bit")\nkwargs = {"load_in_8bit": True}\n'
             'kwargs["load_in_4bit"] = True\nkwargs["load_in_8bit"] = False\n',
             lines=[7, 9, 10, 11],
+        ),
+        Invalid(  # alignment-handbook's QLoRA recipe
+            "model_name_or_path: mistralai/Mistral-7B-v0.1\nload_in_4bit: true\nuse_peft: true\n"
+            "optim: paged_adamw_32bit\n",
+            lines=[2, 4],
+            path="recipes/zephyr-7b-beta/dpo/config_qlora.yaml",
         ),
         Invalid(
             "import torch\nfrom transformers import BitsAndBytesConfig\n"
@@ -201,11 +210,26 @@ class HfBitsandbytesQuantization(SettingValueRule):
         if _may_be_true(value):
             self._report(node, f"`{flag}=`", "quantises the model with bitsandbytes")
 
-    def _report(self, node: cst.CSTNode, what: str, doing: str, advice: str | None = None) -> None:
+    def check_text(self, text: str) -> None:
+        for setting in configs.settings(text):
+            what = f"`{setting.key}: {setting.value}`"
+            if setting.key in _LOAD_FLAGS and setting.is_true:
+                self._report(setting.span, what, "quantises the model with bitsandbytes")
+            elif self.names_setting(setting.key) and setting.value in _OPTIMIZERS:
+                self._report(
+                    setting.span, what, "is a bitsandbytes optimizer", 'use "adamw_torch" (or "adamw_torch_fused")'
+                )
+
+    def _report(self, where: cst.CSTNode | Span, what: str, doing: str, advice: str | None = None) -> None:
         package = _bitsandbytes()
-        self.record(project.DEPENDENCY, package.key, node, written="bitsandbytes")
         problem = f"{doing}, {_support(self.ctx.targets, package.severities())}"
-        self.report(node, what=what, problem=problem, advice=advice or f"instead: {package.instead}")
+        fields = {"what": what, "problem": problem, "advice": advice or f"instead: {package.instead}"}
+        if isinstance(where, cst.CSTNode):
+            self.record(project.DEPENDENCY, package.key, where, written="bitsandbytes")
+            self.report(where, **fields)
+        else:
+            self.record(project.DEPENDENCY, package.key, (where[0], where[2]), written="bitsandbytes")
+            self.report_span(where, **fields)
 
     def _report_preparer(self, call: cst.Call, name: str) -> None:
         self.report(

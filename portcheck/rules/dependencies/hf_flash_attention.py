@@ -5,10 +5,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from portcheck import patterns, project
+from portcheck import configs, filekinds, patterns, project
 from portcheck.findings import FixSafety
 from portcheck.rewrites.edits import Edit, string_like
-from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.rule import FileContext, Invalid, Span, Valid
 from portcheck.setting_rule import SettingValueRule
 from portcheck.targets import packages
 
@@ -38,7 +38,8 @@ class HfFlashAttention(SettingValueRule):
     found wherever it is written: `from_pretrained(...)`, `AutoConfig.from_pretrained(...)`,
     `model_kwargs=dict(...)`, `model_kwargs["attn_implementation"] = ...`,
     `config.attn_implementation = ...`, `model.set_attn_implementation(...)`, a dataclass field
-    or parameter default, an argparse default, and through a name bound once.
+    or parameter default, an argparse default, and through a name bound once; also in YAML
+    configs (`attn_implementation: flash_attention_2` in a TRL recipe), which are not fixed.
 
     ## Why is this bad?
     Transformers then imports `flash_attn` (PC701) or downloads a kernel built for CUDA: on
@@ -79,6 +80,7 @@ class HfFlashAttention(SettingValueRule):
     severity = _flash_attn().severities()
     fix_safety = FixSafety.UNSAFE
     triggers = (b"flash_attention", b"flash-attn", b"flash_attn")
+    file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
     cuda_only = True
 
     VALID = [
@@ -91,6 +93,14 @@ class HfFlashAttention(SettingValueRule):
         Valid(
             "import argparse\np = argparse.ArgumentParser()\n"
             'p.add_argument("--attn_implementation", choices=["sdpa", "flash_attention_2"], default="sdpa")\n'
+        ),
+        Valid(  # a recipe that asks for SDPA, and a note that names the kernel
+            "model_name_or_path: x\nattn_implementation: sdpa\nnote: 'flash_attention_2 needs CUDA'\n"
+            "use_flash_attention_2: false\n",
+            path="recipes/sft/config.yaml",
+        ),
+        Valid(  # a template is not YAML: no settings, no finding
+            "attn_implementation: {% if cuda %}flash_attention_2{% endif %}\n", path="templates/recipe.yaml"
         ),
     ]
     INVALID = [
@@ -151,6 +161,13 @@ class HfFlashAttention(SettingValueRule):
             lines=[4, 8],
             message="attn_implementation='flash_attention_2'",
         ),
+        Invalid(  # alignment-handbook's TRL recipes
+            "model_name_or_path: HuggingFaceTB/SmolLM2-1.7B\ntorch_dtype: bfloat16\n"
+            "attn_implementation: flash_attention_2\nmodel:\n  use_flash_attention_2: true\n",
+            lines=[3, 5],
+            path="recipes/smollm2/sft/config.yaml",
+            message="makes transformers load flash_attn",
+        ),
         Invalid(
             "from torch.cuda import is_available as has_cuda\n"
             'impl = "flash_attention_2" if has_cuda() else "sdpa"\nm = AutoModel.from_pretrained("x", attn_implementation=impl)\n',
@@ -197,9 +214,22 @@ class HfFlashAttention(SettingValueRule):
             edit = Edit(node, fixed, FixSafety.UNSAFE, 'use_flash_attention_2=True -> attn_implementation="sdpa"')
             self._report(node, "`use_flash_attention_2=True`", "flash_attn", edit)
 
-    def _report(self, node: cst.CSTNode, what: str, kernel: str, edit: Edit | None) -> None:
-        self.record(project.DEPENDENCY, _flash_attn().key, node, written="flash_attn")
-        self.report(node, what=what, kernel=kernel, edit=edit)
+    def check_text(self, text: str) -> None:
+        for setting in configs.settings(text):
+            native = _NATIVE.match(setting.value) is not None
+            if self.names_setting(setting.key) and (native or _HUB.match(setting.value)):
+                kernel = "flash_attn" if native else "a Hub kernel"
+                self._report(setting.span, f"`{setting.key}: {setting.value}`", kernel, None)
+            elif setting.key == "use_flash_attention_2" and setting.is_true:
+                self._report(setting.span, f"`{setting.key}: {setting.value}`", "flash_attn", None)
+
+    def _report(self, where: cst.CSTNode | Span, what: str, kernel: str, edit: Edit | None) -> None:
+        if isinstance(where, cst.CSTNode):
+            self.record(project.DEPENDENCY, _flash_attn().key, where, written="flash_attn")
+            self.report(where, what=what, kernel=kernel, edit=edit)
+        else:
+            self.record(project.DEPENDENCY, _flash_attn().key, (where[0], where[2]), written="flash_attn")
+            self.report_span(where, what=what, kernel=kernel)
 
     def _edit(self, literal: cst.CSTNode, value: str) -> Edit:
         sdpa = value.replace(value.rpartition("|")[2], "sdpa")

@@ -125,7 +125,7 @@ class TorchVersionForTarget(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualified_names(node.func) & SETUP_CALLS:
-            for string, text in setup_requirements(node):
+            for string, text in setup_requirements(node, self.ctx):
                 found = manifests.parse_requirement(text, 0)
                 if isinstance(found, manifests.Declared) and packages.normalize(found.name) in _PINNING:
                     verdict = self._verdict(found)

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import configs, filekinds, patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits
@@ -21,8 +21,8 @@ class CudaDeviceString(SettingValueRule):
     `torch.device(...)`, `.to(...)`, any `device=` keyword, `torch.set_default_device`, the
     default of a `device` parameter, `--device` option or dataclass field, an assignment to a
     name, attribute or dict key called `device`, and a string bound to a name that is later
-    used as a device. A
-    Hugging Face `device_map` is hf-cuda-device-map's (PC106).
+    used as a device; in YAML configs, a key named for a device (`device: cuda` in a runner's
+    config, reported but not fixed). A Hugging Face `device_map` is hf-cuda-device-map's (PC106).
 
     ## Why is this bad?
     Without CUDA, `torch.zeros(3, device="cuda")` raises `AssertionError: Torch not compiled
@@ -59,6 +59,7 @@ class CudaDeviceString(SettingValueRule):
     severity = per_target(ERROR, rocm=OFF)
     fix_safety = FixSafety.SAFE
     triggers = (b"cuda",)
+    file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
     cuda_only = True
 
     VALID = [
@@ -73,8 +74,15 @@ class CudaDeviceString(SettingValueRule):
         Valid('import torch as T\nwith T.amp.autocast(device_type="cuda"):\n    pass\n'),
         Valid('import torch\nx = torch.zeros(3, device="cuda_graph_pool")\n'),
         Valid('import torch\ndevice = torch.device("cuda")\n', options={"targets": ["rocm"]}),
+        Valid("run:\n  device: cpu\n  backend: cuda\n  note: cuda:0\n", path="train_configs/stage1.yaml"),
     ]
     INVALID = [
+        Invalid(  # MiniGPT-4's runner config
+            'run:\n  task: image_text_pretrain\n  device: "cuda"\n  eval_device: cuda:1\n',
+            lines=[3, 4],
+            path="train_configs/minigpt4_stage1_pretrain.yaml",
+            message="hard-codes a CUDA device",
+        ),
         Invalid(  # ControlNet: a loader's own parameter, handed on to torch.load(map_location=...)
             "import torch\nsd = load_state_dict('./models/control_sd15_canny.pth', location='cuda')\n",
             lines=[2],
@@ -217,6 +225,11 @@ class CudaDeviceString(SettingValueRule):
 
     def skips_call(self, names: frozenset[str]) -> bool:
         return bool(names & _OWNED_ELSEWHERE) or any(name.startswith("torch.cuda.") for name in names)
+
+    def check_text(self, text: str) -> None:
+        for setting in configs.settings(text):
+            if self.names_setting(setting.key) and patterns.is_cuda_device_string(setting.value):
+                self.report_span(setting.span, literal=repr(setting.value), advice=device_advice(self.ctx.targets))
 
     def positional_setting(self, call: cst.Call, names: frozenset[str]) -> cst.Arg | None:
         if names & _DEVICE_FIRST_ARGUMENT or patterns.method_name(call) == "to":

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import configs, filekinds, patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 from portcheck.rewrites.edits import Edit, string_like
@@ -34,7 +34,7 @@ def _is_fp16(node: cst.CSTNode) -> bool:
     return patterns.string_value(node) == "fp16"
 
 
-def _takes_training_arguments(names: frozenset[str], call: cst.Call) -> bool:
+def takes_training_arguments(names: frozenset[str], call: cst.Call) -> bool:
     """`TrainingArguments(...)`, `Seq2SeqTrainingArguments(...)` and other subclasses named so
     (sentence-transformers, optimum), and TRL's trainer configs (`SFTConfig`, `DPOConfig`...)."""
     spelled = names or frozenset(filter(None, [patterns.target_name(call.func)]))
@@ -50,7 +50,8 @@ class HfFp16MixedPrecision(SettingValueRule):
     (`SFTConfig`...), an argparse `--fp16` that defaults to True where the module hands an
     option to `fp16=` (`fp16=args.fp16`), and `mixed_precision="fp16"` given to
     `Accelerator(...)`, an argparse option, a config field or `ACCELERATE_MIXED_PRECISION`,
-    when a selected target computes in bfloat16.
+    when a selected target computes in bfloat16. YAML configs count too: `fp16: true` in a TRL
+    recipe, `mixed_precision: fp16` in an accelerate config (reported, not fixed).
 
     ## Why is this bad?
     float16 mixed precision is CUDA's: autocast to float16 plus a GradScaler for gradients
@@ -102,6 +103,7 @@ class HfFp16MixedPrecision(SettingValueRule):
     severity = {name: _severity(t) for name, t in target_data.all_targets().items()}
     fix_safety = FixSafety.SAFE
     triggers = (b"fp16",)
+    file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
     cuda_only = True
 
     VALID = [
@@ -128,6 +130,7 @@ class HfFp16MixedPrecision(SettingValueRule):
             'p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"], default=None)\n'
             "args = TrainingArguments('out', fp16=torch.cuda.is_available(), bf16=args.bf16)\n"
         ),
+        Valid("compute_environment: LOCAL_MACHINE\nmixed_precision: bf16\nfp16: false\nbf16: true\n", path="ddp.yaml"),
     ]
     INVALID = [
         Invalid(
@@ -193,6 +196,11 @@ class HfFp16MixedPrecision(SettingValueRule):
             lines=[4],
             message="`--fp16` defaulting to True",
         ),
+        Invalid(  # an accelerate config and a recipe
+            "distributed_type: MULTI_GPU\nmixed_precision: fp16\n---\nlearning_rate: 2.0e-05\nfp16: true\n",
+            lines=[2, 5],
+            path="recipes/accelerate_configs/ddp.yaml",
+        ),
         # auto may run on a float16 GPU; **kwargs may hold bf16
         Invalid(
             'from transformers import TrainingArguments\nargs = TrainingArguments("out", fp16=True)\n',
@@ -234,7 +242,7 @@ class HfFp16MixedPrecision(SettingValueRule):
         super().visit_Call(node)
         if patterns.method_name(node) == "add_argument":
             self._note_option_default(node)
-        if not _takes_training_arguments(self.ctx.qualified_names(node.func), node):
+        if not takes_training_arguments(self.ctx.qualified_names(node.func), node):
             return
         for arg in node.args:
             if arg.keyword is None or arg.keyword.value not in _FLAGS:
@@ -284,6 +292,14 @@ class HfFp16MixedPrecision(SettingValueRule):
 
     def _report(self, node: cst.CSTNode, what: str, edit: Edit | None) -> None:
         self.report(node, what=what, problem=_problem(self.ctx.targets), edit=edit)
+
+    def check_text(self, text: str) -> None:
+        for setting in configs.settings(text):
+            flag = setting.key in _FLAGS and setting.is_true
+            if flag or (self.names_setting(setting.key) and setting.value == "fp16"):
+                self.report_span(
+                    setting.span, what=f"`{setting.key}: {setting.value}`", problem=_problem(self.ctx.targets)
+                )
 
 
 def _problem(selected: tuple[str, ...]) -> str:

@@ -223,31 +223,58 @@ def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
     return False
 
 
-def _through_name(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | None:
-    """The value a name holds: its one binding, else the last one before the statement the
+def _through_name(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
+    """The values a name may hold: its one binding, else those that reach the statement the
     walk is in (`j = r < t; x = x[j]; j, k = m.T; y = y[j]`)."""
     if not isinstance(node, cst.Name):
-        return None
-    if ctx.flow is None:
-        return ctx.assigned_value(node)
-    return ctx.assigned_value(node) or _reaching_value(ctx.ancestors, node.value, ctx.flow)
+        return ()
+    bound = ctx.assigned_value(node)
+    if bound is not None or ctx.flow is None:
+        return () if bound is None else (bound,)
+    return _reaching_values(ctx.ancestors, node.value, ctx.flow)
 
 
-def _reaching_value(path: Sequence[cst.CSTNode], name: str, module_flow: flow.DeviceFlow) -> cst.BaseExpression | None:
-    """The value of the last statement before the walk's own, in its block or an enclosing
-    one of the same function, that binds `name` by `=` (for `a, b = v`, `v`); None where the
-    nearest binding is of another kind, or in a compound statement (a branch may skip it)."""
+def _reaching_values(
+    path: Sequence[cst.CSTNode], name: str, module_flow: flow.DeviceFlow
+) -> tuple[cst.BaseExpression, ...]:
+    """The values that reach the walk's statement from the last statements before it, in its
+    block or an enclosing one of the same function, that bind `name` by `=` (for `a, b = v`,
+    `v`): that of a plain assignment, and those of an `if` without `else` whose body assigns
+    the name last (`m = t > 0` then `if cap: m = m & (t < cap)`), with what reaches the `if`.
+    None where a binding of another kind, or another compound statement, may come last."""
+    found: list[cst.BaseExpression] = []
     for index in range(len(path) - 1, 0, -1):
         block, statement = path[index - 1], path[index]
         if isinstance(block, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            return None
+            return ()
         if not isinstance(block, (cst.IndentedBlock, cst.Module)):
             continue
         position = next((i for i, each in enumerate(block.body) if each is statement), None)
         for previous in reversed(block.body[:position] if position is not None else ()):
             bound = _binds_by_assignment(previous, name, module_flow)
-            if bound is not None:
-                return bound or None
+            if isinstance(bound, cst.BaseExpression):
+                return (*found, bound)
+            if bound is None:
+                continue
+            branch = _assigned_last_in_branch(previous, name, module_flow)
+            if branch is None:
+                return ()
+            found.append(branch)
+    return ()
+
+
+def _assigned_last_in_branch(
+    statement: cst.CSTNode, name: str, module_flow: flow.DeviceFlow
+) -> cst.BaseExpression | None:
+    """The value an `if` without `else` gives `name` where its body runs: its body's last
+    statement that binds it, a plain assignment."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return None
+    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
+    for inner in reversed(body):
+        bound = _binds_by_assignment(inner, name, module_flow)
+        if bound is not None:
+            return bound if isinstance(bound, cst.BaseExpression) else None
     return None
 
 
@@ -283,9 +310,10 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
         return False
     if tensor_method(ctx, node, _REDUCTIONS) or resolved_call(ctx, node, _TORCH_REDUCTIONS):
         return True
-    inner = builtin_call(ctx, node, ("int", "float")) or _through_name(ctx, node)
-    if inner is not None:
-        return reads_tensor_scalar(ctx, inner, depth + 1)
+    inner = builtin_call(ctx, node, ("int", "float"))
+    values = (inner,) if inner is not None else _through_name(ctx, node)
+    if values:
+        return all(reads_tensor_scalar(ctx, value, depth + 1) for value in values)
     if isinstance(node, cst.BinaryOperation):
         return reads_tensor_scalar(ctx, node.left, depth + 1) or reads_tensor_scalar(ctx, node.right, depth + 1)
     if isinstance(node, cst.UnaryOperation):
@@ -356,8 +384,9 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         return tensor_valued(ctx, node.left, depth + 1, seen) or tensor_valued(ctx, node.right, depth + 1, seen)
     if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
         return tensor_valued(ctx, node.expression, depth + 1, seen)
-    if isinstance(node, cst.IfExp):
-        return tensor_valued(ctx, node.body, depth + 1, seen) and tensor_valued(ctx, node.orelse, depth + 1, seen)
+    if isinstance(node, cst.IfExp):  # a tensor either way, or one way where the other value is unknown
+        body, orelse = (tensor_valued(ctx, part, depth + 1, seen) for part in (node.body, node.orelse))
+        return (body or _unknown(node.body)) and (orelse or _unknown(node.orelse)) and (body or orelse)
     if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
         assert isinstance(node, cst.Attribute)
         key = f"self.{node.attr.value}"
@@ -384,6 +413,12 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
     return False
 
 
+def _unknown(node: cst.BaseExpression) -> bool:
+    """An attribute or call whose value portcheck cannot tell (`self.model.alphas`): not a
+    literal, a name or an expression it would know."""
+    return isinstance(node, (cst.Attribute, cst.Call, cst.Subscript))
+
+
 def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression) -> bool:
     """`torch.Tensor`, `torch.LongTensor`, `Optional[torch.Tensor]`, `torch.Tensor | None`: a
     tensor where it is not None (a test of it for None is no test of its values)."""
@@ -401,8 +436,8 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     """Whether an index expression is a boolean mask: `x > 0`, `~valid`, `(a > 0) & (b < 1)`,
     `m.bool()`, `torch.isnan(x)`, a tensor made or cast with `dtype=torch.bool`
     (`torch.ones(n, dtype=torch.bool)`, `m.to(torch.bool)`), a view of one (`m.view(-1)`,
-    `m.T`), masks stacked (`torch.stack((j, k))`), a name holding one of those
-    (`_through_name`), or an attribute of `self` the module binds only to those
+    `m.T`) or part of one (`m[i]`), masks stacked (`torch.stack((j, k))`), either value of an
+    `if` expression, a name holding one of those (`_through_name`), or an attribute of `self` the module binds only to those
     (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`). `depth`: the names looked through;
     `seen`: the attributes being looked through."""
     if depth > _DEPTH:
@@ -419,6 +454,10 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
         return is_bool_mask(ctx, node.func.value, depth, seen)
     if isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
         return is_bool_mask(ctx, node.value, depth, seen)
+    if isinstance(node, cst.Subscript):  # `xc[i]`: a row of a mask
+        return is_bool_mask(ctx, node.value, depth, seen)
+    if isinstance(node, cst.IfExp):  # `[i] if overlap else labels == i`: a mask where the test fails
+        return is_bool_mask(ctx, node.body, depth, seen) or is_bool_mask(ctx, node.orelse, depth, seen)
     if resolved_call(ctx, node, _JOINS):  # `torch.stack((ones_like(j), j, k))`: masks joined
         assert isinstance(node, cst.Call)
         parts = node.args[0].value if node.args else None
@@ -435,8 +474,8 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
             ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen | {name}))
             for value, scope in values
         )
-    inner = _through_name(ctx, node)
-    return inner is not None and is_bool_mask(ctx, inner, depth + 1, seen)
+    values = _through_name(ctx, node)
+    return bool(values) and all(is_bool_mask(ctx, value, depth + 1, seen) for value in values)
 
 
 def _of_bool_dtype(ctx: FileContext, node: cst.CSTNode) -> bool:

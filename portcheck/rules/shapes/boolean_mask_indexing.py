@@ -117,6 +117,10 @@ class BooleanMaskIndexing(StepRule):
             "w = np.bincount(c)\nw[w == 0] = 1\nw = 1 / w\nw /= w.sum()\n"
             "out = logits.argmax(0).cpu().numpy()\npred = 255 * np.ones(out.shape)\npred[out == k] = 3\n"
         ),
+        Valid(  # indices one way and the other, or a mask only before a rebinding to indices
+            "import torch\ndef pick(x, i, j, fast, ids):\n    idx = [i] if fast else [j]\n    keep = x > 0\n"
+            "    if ids is not None:\n        keep = ids\n    return x[idx], x[keep]\n"
+        ),
         Valid(  # callers pass indices, or the parameter is rebound first
             "import torch\ndef pick(x, idx):\n    return x[idx]\npick(x, torch.arange(3))\n"
             "def clean(x, m):\n    m = m.nonzero_static(size=4)\n    return x[m]\nclean(x, x > 0)\n"
@@ -194,6 +198,17 @@ class BooleanMaskIndexing(StepRule):
             "def padded(n):\n    with torch.device('cuda'):\n        ids = torch.tensor([1, 2, n])\n"
             "        return ids[ids > 1]\n",
             lines=[5, 9],
+        ),
+        Invalid(  # dinov2's depth loss, yolov5's NMS and mask selection: a mask rebound under an `if`, a row
+            # of a mask, and a mask one way of an `if` expression
+            "import torch\ndef sigloss(input, target, cap):\n    valid = target > 0\n    if cap is not None:\n"
+            "        valid = torch.logical_and(target > 0, target <= cap)\n    return input[valid]\n"
+            "def nms(prediction, thres):\n    xc = prediction[..., 4] > thres\n"
+            "    return [x[xc[i]] for i, x in enumerate(prediction)]\n"
+            "def pick(masks, targets, si, overlap):\n    midx = [si] if overlap else targets[:, 0] == si\n"
+            "    return masks[midx]\n",
+            lines=[6, 9, 12],
+            message="as many elements",
         ),
         Invalid(  # the parameter itself, then sent to the device
             "import numpy as np\nimport torch\ndef prepare(mask, device):\n    mask[mask < 0.5] = 0\n"

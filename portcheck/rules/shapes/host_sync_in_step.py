@@ -21,18 +21,30 @@ from portcheck.rules.shapes import (
 
 _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
+# Arguments that torch reads as Python numbers, (position, keyword): a tensor there is read on
+# the host, an implicit `.item()` (`torch.full(size, alphas[t])`, `one_hot(y, n_classes)`).
+_NUMBER_ARGUMENTS = {
+    "torch.full": ((1, "fill_value"),),
+    "torch.full_like": ((1, "fill_value"),),
+    "torch.arange": ((0, "start"), (1, "end"), (2, "step")),
+    "torch.nn.functional.one_hot": ((1, "num_classes"),),
+    "torch.randint": ((0, "low"), (1, "high")),
+}
 
 
 class HostSyncInStep(StepRule):
     """## What it does
     Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
     `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`), `min()` /
-    `max()` comparing one (`min(self.decay, n / 10)`) and a tensor formatted into text
-    (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) where they run every step. That is step code:
+    `max()` comparing one (`min(self.decay, n / 10)`), a tensor formatted into text
+    (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) and a tensor given where torch or Python reads a
+    number (`torch.full(size, alphas[t])`'s fill value, `torch.arange`'s and `range`'s bounds,
+    `F.one_hot`'s `num_classes`, `torch.randint`'s bounds) where they run every step. That is
+    step code:
     - a module's `forward`, and a method a framework runs every step (Lightning's
       `training_step` and batch hooks, the Hugging Face Trainer's `compute_loss`, MMEngine's
-      `train_step` and `forward_train`; the `__call__` of a `StoppingCriteria` or
-      `LogitsProcessor`, run for every generated token);
+      `train_step` and `forward_train`, a torchmetrics `Metric`'s `update`; the `__call__` of a
+      `StoppingCriteria` or `LogitsProcessor`, run for every generated token);
     - a step loop: a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one
       that says "loader"), or any `for` or `while` loop that trains (`.backward()`, an
       optimizer's `.step()`), evaluates (calls the model or a predictor's `predict_*()`,
@@ -96,7 +108,7 @@ class HostSyncInStep(StepRule):
 
     code = "PC503"
     name = "host-sync-in-step"
-    message = "`{call}` in {where} copies a tensor to the host and waits for the device every step"
+    message = "{call} in {where} copies a tensor to the host and waits for the device every step"
     hint = "keep values on the device (accumulate tensors, use torch.where) and read them back every N steps"
     severity = SYNC_SEVERITY
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
@@ -108,6 +120,10 @@ class HostSyncInStep(StepRule):
             "        if batch_idx == 0:\n            self.logger.log_image(out.cpu())\n        return out.mean()\n"
         ),
         Valid("import torch\nfor batch in loader:\n    loss = step(batch)\nprint(loss.item())\n"),
+        Valid(  # Python numbers where torch takes them
+            "import torch\nfor i in range(steps):\n    x = model(x)\n    a = torch.full((4, 1), 0.5 * i)\n"
+            "    y = torch.arange(x.shape[0], device=x.device)\n    for k in range(len(x)):\n        pass\n"
+        ),
         Valid(
             "import torch\nfor i, batch in enumerate(loader):\n    loss = step(batch)\n"
             "    if i % log_interval == 0 or last:\n        print(loss.item())\n"
@@ -232,6 +248,23 @@ class HostSyncInStep(StepRule):
             lines=[4],
             message='`.to("cpu")` in forward()',
         ),
+        Invalid(  # Latent Diffusion's DDIM step, dinov2's kNN eval: torch reads a tensor where it takes a number
+            "import torch\nimport torch.nn.functional as F\nclass Sampler:\n    def __init__(self, n):\n"
+            "        self.register_buffer('alphas', torch.linspace(0.1, 1.0, n))\n"
+            "    def sample(self, model, x, use_original, steps):\n        for i in range(steps):\n"
+            "            e = model(x)\n            alphas = self.model.alphas if use_original else self.alphas\n"
+            "            a_t = torch.full((x.shape[0], 1), alphas[i], device=x.device)\n"
+            "            n = self.alphas.argmax() + 1\n            y = F.one_hot(e.argmax(-1), num_classes=n)\n"
+            "            for k in range(n):\n                x = x - a_t * e\n",
+            lines=[10, 12, 13],
+            message="a tensor as `",
+        ),
+        Invalid(  # a torchmetrics metric's update runs every step
+            "import torch\nfrom torchmetrics import Metric\nclass Acc(Metric):\n    def update(self, preds, target):\n"
+            "        self.correct += (preds.argmax(-1) == target).sum().item()\n",
+            lines=[5],
+            message="`update()` of a torchmetrics metric",
+        ),
         Invalid(  # fairseq_cli/train.py: a step by its name
             "import torch\nfor i, samples in enumerate(progress):\n    log_output = trainer.train_step(samples)\n"
             "    stats = {k: v.item() for k, v in log_output.items()}\n",
@@ -316,10 +349,13 @@ class HostSyncInStep(StepRule):
         self.note_step_call(node)
         method = patterns.method_name(node)
         converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._compared_tensor(node)
+        number = self._tensor_as_number(node)
         if converted is not None and tensor_valued(self.ctx, converted):
-            copied, call = converted, f"{patterns.dotted(node.func)}()"  # `int(self.queue_ptr)`, `min(t, 1)`
+            copied, call = converted, f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
+        elif number is not None:
+            copied, call = number
         elif _syncs(node) and tensor_method(self.ctx, node, _SYNCS | {"to"}):
-            copied, call = _copied(node), '.to("cpu")' if method == "to" else f".{method}()"
+            copied, call = _copied(node), '`.to("cpu")`' if method == "to" else f"`.{method}()`"
         else:
             return
         ancestors = self.ctx.ancestors
@@ -349,7 +385,25 @@ class HostSyncInStep(StepRule):
         ancestors = self.ctx.ancestors
         where = self.step_context(ancestors)
         if where is not None and not in_host_memory(self.ctx, tensor):
-            self.report_in_step(tensor, where, call=f"formatting {cst.Module([]).code_for_node(tensor)}")
+            self.report_in_step(tensor, where, call=f"formatting `{cst.Module([]).code_for_node(tensor)}`")
+
+    def _tensor_as_number(self, node: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+        """The tensor given where torch or `range()` reads a Python number, and how to name it:
+        `torch.full(size, alphas[t])`, `F.one_hot(y, num_classes=labels.max() + 1)`, `range(n)`."""
+        if isinstance(node.func, cst.Name) and node.func.value == "range" and not self.ctx.qualified_names(node.func):
+            function, given = "range", [(arg.value, "bound") for arg in node.args if not arg.star]
+        else:
+            function = next((name for name in self.ctx.qualified_names(node.func) if name in _NUMBER_ARGUMENTS), "")
+            given = []
+            for position, keyword in _NUMBER_ARGUMENTS.get(function, ()):
+                arg = patterns.keyword(node, keyword) or patterns.positional(node, position)
+                if arg is not None:
+                    given.append((arg.value, keyword))
+        found = next(((value, what) for value, what in given if tensor_valued(self.ctx, value)), None)
+        if found is None:
+            return None
+        shown = function.replace("torch.nn.functional.", "F.")
+        return found[0], f"a tensor as `{shown}()`'s {found[1]}"
 
     def _compared_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
         """The tensor among the arguments of `min(a, b)` / `max(a, b)`: Python compares them,
