@@ -289,6 +289,7 @@ class DeviceFlow:
     _classes: dict[str, _Class] = field(default_factory=dict)  # the module's top-level classes seen so far
     _self_items: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # appended
     _titles: set[str] = field(default_factory=set)  # the names of those classes' methods seen so far
+    elsewhere: bool = False  # `in_scope` is resolving names in a scope the walk is not in
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
 
@@ -888,12 +889,12 @@ class DeviceFlow:
     def in_scope(self, scope: Scope, question: Callable[[], _T]) -> _T:
         """The answer to `question`, resolving names in `scope`: for what is asked after the
         walk, which has left that scope."""
-        walking = self.resolver.scope
-        self.resolver.scope = scope
+        walking, elsewhere = self.resolver.scope, self.elsewhere
+        self.resolver.scope, self.elsewhere = scope, elsewhere or scope is not walking
         try:
             return question()
         finally:
-            self.resolver.scope = walking
+            self.resolver.scope, self.elsewhere = walking, elsewhere
 
     def loop_step(self, loop: cst.For | cst.While) -> str | None:
         """What step this one loop runs (as `step_loop` says it), or None; found once per loop.
@@ -905,6 +906,8 @@ class DeviceFlow:
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
             return "a loop over a DataLoader"
+        if self._runs_epochs(loop):
+            return None
         judging, self._marking_class = self._marking_class, self._loop_classes.get(id(loop))
         try:
             found = self._markers(loop.test if isinstance(loop, cst.While) else None, loop.body)
@@ -913,6 +916,19 @@ class DeviceFlow:
         if found is None:
             return None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
+
+    def _runs_epochs(self, loop: cst.For | cst.While) -> bool:
+        """A loop around a training loop that steps no optimizer itself (yolov5's `for epoch in
+        range(epochs):` with `optimizer.zero_grad()` and `scheduler.step()` around the batch
+        loop): once per epoch. One that does step (nanoGPT's `while True:` around its gradient
+        accumulation) is the step loop."""
+        inner = [node for node in descendants(loop.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))]
+        if not any(self.loop_step(each) in ("a training loop", "a loop over a DataLoader") for each in inner):
+            return False
+        own = (
+            node for node in descendants(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if isinstance(node, cst.Call)
+        )
+        return not any(_steps_optimizer(call) for call in own)
 
     def _markers(self, *parts: cst.CSTNode | None, depth: int = 0) -> str | None:
         """The strongest step marker ("training", "decoding", "step") among the calls in
@@ -1395,6 +1411,13 @@ def _class_name(ancestors: Sequence[cst.CSTNode]) -> str | None:
     """The class whose method the node is in."""
     classes = [node for node in ancestors if isinstance(node, cst.ClassDef)]
     return classes[-1].name.value if classes else None
+
+
+def _steps_optimizer(call: cst.Call) -> bool:
+    """`optimizer.step()`, `scaler.step(optimizer)`, `loss.backward()`: a training step's own call."""
+    method = patterns.method_name(call)
+    receiver = owner_name(call.func.value) if isinstance(call.func, cst.Attribute) else ""
+    return method == "backward" or (method == "step" and _OPTIMIZER_NAME.search(receiver) is not None)
 
 
 def owner_name(node: cst.BaseExpression) -> str:

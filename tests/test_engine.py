@@ -149,8 +149,10 @@ def test_cudnn_deterministic_claims_what_is_true_on_each_target() -> None:
     (cpu,) = scan_source(source, config=Config(targets=("cpu",)))
     assert cpu.severity.label == "info" and "most CPU kernels are deterministic already" in cpu.hint
     (tpu,) = scan_source(source, config=Config(targets=("tpu",)))
-    assert tpu.severity.label == "warning" and "has no effect" in tpu.message
-    assert "not deterministic" not in tpu.message + cpu.message
+    assert tpu.severity.label == "info" and "XLA's TPU programs are deterministic by default" in tpu.hint
+    (mps,) = scan_source(source, config=Config(targets=("mps",)))
+    assert mps.severity.label == "warning" and "has no effect" in mps.message
+    assert "not deterministic" not in tpu.message + cpu.message + mps.message
 
 
 def test_a_newer_replacement_than_the_configured_torch_is_called_out() -> None:

@@ -180,6 +180,10 @@ def evaluate(model, loader):
     write(tmp_path, {"evaluate.py": annotated})  # the logger is a parameter, known by its annotation
     found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
     assert found == {("utils.py", 11)}
+    optional = annotated.replace("logger: MetricLogger", "logger: Optional[MetricLogger]")
+    write(tmp_path, {"evaluate.py": "from typing import Optional\n" + optional})  # mistral-inference's cache
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {("utils.py", 11)}
 
 
 def test_steps_reach_methods_of_objects_held_by_self_and_what_those_call(tmp_path: Path) -> None:
@@ -274,6 +278,20 @@ def test_a_guarded_cuda_only_package_the_project_declares_is_called_on_the_targe
     assert call.severity == Severity.INFO
 
 
+def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp_path: Path) -> None:
+    """MiniGPT-4 subclasses transformers' LlamaForCausalLM in its own package and loads it with
+    `torch_dtype=torch.float16`: the repository's classes count like transformers' own."""
+    loader = (
+        "import torch\nfrom minigpt4.models.modeling_llama import LlamaForCausalLM\n\n"
+        "def load(path):\n    return LlamaForCausalLM.from_pretrained(path, torch_dtype=torch.float16)\n"
+    )
+    write(tmp_path, {"minigpt4/__init__.py": "", "minigpt4/models/__init__.py": "",
+                     "minigpt4/models/modeling_llama.py": "class LlamaForCausalLM:\n    pass\n",
+                     "minigpt4/models/base_model.py": loader})  # fmt: skip
+    found = [(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC308"]
+    assert found == [("minigpt4/models/base_model.py", 5)]
+
+
 def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
     write(
         tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "", "script.py": ""}
@@ -330,7 +348,8 @@ def test_a_setup_py_that_only_works_when_executed_is_read_not_run(tmp_path: Path
         },
     )
     found = sorted((f.path, f.code) for f in scan(tmp_path).findings if f.code.startswith("PC7"))
-    assert found == [("requirements.txt", "PC702")]  # `reqs + [...]` is not a literal list: nothing evaluated
+    # the literal part of `reqs + ['apex']` is read; what `reqs` holds would need running the file
+    assert found == [("requirements.txt", "PC702"), ("setup.py", "PC702")]
 
 
 def test_malformed_manifests_are_reported_and_the_run_goes_on(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import kernels, patterns, project
+from portcheck import kernels, patterns, project, walk
 from portcheck.rule import Invalid, Rule, Valid
 
 _EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
@@ -65,6 +65,11 @@ class CudaExtensionBuild(Rule):
             lines=[3],
         ),
         Invalid("import torch\nm = torch.utils.cpp_extension.load(name='fused', sources=['fused.cu'])\n", lines=[2]),
+        Invalid(  # rosinality's stylegan2: sources joined to the module's folder
+            "import os\nfrom torch.utils.cpp_extension import load\nhere = os.path.dirname(__file__)\n"
+            "fused = load('fused', sources=[os.path.join(here, 'fused_bias_act.cpp'), os.path.join(here, 'kernel.cu')])\n",
+            lines=[4],
+        ),
         Invalid("import torch as T\nm = T.utils.cpp_extension.load('f', ['f.cpp'], with_cuda=True)\n", lines=[2]),
         Invalid(
             "from torch.utils import cpp_extension\nimport torch.cuda\n"
@@ -104,4 +109,14 @@ def _sources(call: cst.Call) -> list[str]:
     arg = patterns.argument(call, 1, "sources")
     if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
         return []
-    return [value for element in arg.value.elements if (value := patterns.string_value(element.value))]
+    return [value for element in arg.value.elements if (value := _file_name(element.value))]
+
+
+def _file_name(source: cst.BaseExpression) -> str | None:
+    """A source's file name: the string itself, or the last string written in a path built
+    from parts (`os.path.join(module_path, "kernel.cu")`, `root / "kernel.cu"`)."""
+    value = patterns.string_value(source)
+    if value is not None:
+        return value
+    parts = [text for node in walk.descendants(source) if (text := patterns.string_value(node)) is not None]
+    return parts[-1] if parts else None

@@ -25,9 +25,11 @@ class CudnnFlag(CudaApiRule):
     ```
 
     ## Targets
-    Info for the harmless switches and a warning for `deterministic`, on every target but ROCm
-    (MIOpen answers to them) and the CPU, where `deterministic` is info too: most CPU kernels are
-    deterministic already. On Trainium deterministic mode disables adaptive eager fusion.
+    Info for the harmless switches and a warning for `deterministic` on mps, xpu, npu and hpu;
+    off on ROCm (MIOpen answers to them). `deterministic` is info on the CPU, where most
+    kernels are deterministic already, on tpu and xla, whose XLA programs run the same way every
+    time, and on Trainium, where deterministic mode disables adaptive eager fusion: asking for
+    it there is a trade of speed, not a port.
 
     ## Fix safety
     No automatic fix. The switches do nothing off CUDA, but deleting an assignment changes

@@ -11,12 +11,14 @@ from portcheck.flow import ANYWHERE, Reach
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
 from portcheck.rules.precision import FLOAT16, chooses_float16, tests_equal, under_test
+from portcheck.rules.shapes import values_reaching
 from portcheck.wording import verb
 
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
 _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
 _HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
+_DTYPE_NAME = re.compile(r"(^|_)dtype$")  # `dtype`, `inputs_dtype`, `self.dtype`: what casts read
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
 _WIDENING = frozenset({"float", "double", "bfloat16"})  # casts that leave float16
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
@@ -36,11 +38,13 @@ class Float16OnBf16Target(Rule):
     `torch_dtype="float16"`, also per component in a dict) in `from_pretrained`-style calls
     and `transformers.pipeline(...)`, also through `**kwargs` of a dict built in the module,
     Hugging Face's `torch_dtype` wherever it is set (`kwargs["torch_dtype"] = torch.float16`,
-    `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, `.half()` and
-    `.to(torch.float16)` on models and on their parameters' data (`l.weight.data.half()`), and
-    tensors moved to the device in float16
-    (`x.to(device, dtype=torch.float16)`, `x.half().cuda()`), when a selected target computes
-    natively in bfloat16.
+    `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, a float16 dtype bound to a
+    name that casts read (`self.dtype = torch.float16`, `inputs_dtype = torch.half`), `.half()`
+    and `.to(torch.float16)` on models (also what a loading function returns:
+    `attempt_load(w, device).half()`) and on their parameters' data (`l.weight.data.half()`),
+    and tensors on the device in float16 (`x.to(device, dtype=torch.float16)`,
+    `x.half().cuda()`, `im.half()` after `im = im.to(device)`, `torch.empty(n,
+    dtype=torch.half, device=device)`), when a selected target computes natively in bfloat16.
 
     ## Why is this bad?
     float16 is the half precision of NVIDIA GPUs. TPU, Trainium, XLA and Gaudi compute in
@@ -65,11 +69,12 @@ class Float16OnBf16Target(Rule):
     hpu, cpu); off on float16 targets. Code in a branch that only other devices take
     (`if device.type == "cuda":`, `elif device == "mps":`, the CUDA guards of portcheck.flow,
     `torch.float16 if device.type == "cuda" else ...`) is not reported for the targets whose
-    device type never takes it: float16 is the right choice there. Nor is float16 where the
-    user asks for it (`if args.fp16:`, `elif precision == "fp16":`): the setting's default is
-    what a port changes (PC309 reports `mixed_precision="fp16"` and `fp16=True`).
-    `from_pretrained` counts when its class comes from transformers or diffusers, from a
-    relative import, or from nowhere portcheck can see. Nor is float16 in a conversion script,
+    device type never takes it: float16 is the right choice there. Float16 that the user's
+    option chooses (`if args.fp16:`, `torch.float16 if use_fp16 else torch.float32`, `elif
+    precision == "fp16":`) is reported with the option named: on these targets the
+    half-precision option should mean bfloat16. `from_pretrained` counts when its class comes
+    from transformers or diffusers, from the repository itself (MiniGPT-4's own
+    `LlamaForCausalLM`), or from nowhere portcheck can see. Nor is float16 in a conversion script,
     which loads and saves weights and places nothing on a device (no `.cuda()`, `.to(device)`,
     `device=` or `device_map=` but the CPU), or a model loaded with `device_map="cpu"`: the
     dtype there is the checkpoint's, and what runs on the target loads it again.
@@ -139,13 +144,9 @@ class Float16OnBf16Target(Rule):
             "import torch\ndef load(device):\n    if not str(device).startswith('cuda'):\n        return None\n"
             "    return Net().half()\n"
         ),
-        Valid(  # float16 where the user asks for it: the setting's default is what a port changes
-            "import torch\nfrom transformers import AutoModel\nkw = {}\nif cfg.dtype == 'float16':\n"
-            "    kw['torch_dtype'] = torch.float16\nelif cfg.dtype in ('bf16', 'bfloat16'):\n"
-            "    kw['torch_dtype'] = torch.bfloat16\nm = AutoModel.from_pretrained('x', **kw)\n"
-            "if args.fp16:\n    m.half()\ndtype = torch.float16 if args.precision == 'fp16' else torch.float32\n"
-            "unet = UNet2DConditionModel.from_pretrained('x', torch_dtype=dtype)\n"
-            "assert dtype_kwargs('float16') == {'torch_dtype': 'float16'}\n"
+        Valid(  # a comparison sets nothing; dtypes read back from a model
+            "import torch\nassert dtype_kwargs('float16') == {'torch_dtype': 'float16'}\nself.dtype = model.dtype\n"
+            "dtype = torch.bfloat16\n"
         ),
         # a cast on the host, a move to the CPU
         Valid('import torch\nx = x.to(torch.float16)\ny = y.to("cpu", dtype=torch.float16)\nz = z.half().cpu()\n'),
@@ -224,6 +225,23 @@ class Float16OnBf16Target(Rule):
             "x = x.half().cuda()\ny = y.cuda().half()\nz = z.to(device, torch.half)\n",
             lines=[2, 3, 4, 5, 6],
         ),
+        Invalid(  # float16 where the user's option asks for half precision: named in the message
+            "import torch\nfrom transformers import AutoModel\nkw = {}\nif cfg.dtype == 'float16':\n"
+            "    kw['torch_dtype'] = torch.float16\nelif cfg.dtype in ('bf16', 'bfloat16'):\n"
+            "    kw['torch_dtype'] = torch.bfloat16\nm = AutoModel.from_pretrained('x', **kw)\n"
+            "if args.fp16:\n    m.half()\ndtype = torch.float16 if args.precision == 'fp16' else torch.float32\n"
+            "unet = UNet2DConditionModel.from_pretrained('x', torch_dtype=dtype)\n",
+            lines=[5, 10, 11],
+            message="asks for half precision",
+        ),
+        Invalid(  # yolov5 and guided diffusion: inputs on the device, a loaded model, dtypes casts read
+            "import torch as th\nim = th.from_numpy(im).to(model.device)\nim = im.half() if model.fp16 else im.float()\n"
+            "model = attempt_load(weights, device).half()\n"
+            "warm = th.empty((1, 3, 64, 64), dtype=th.half if fp16 else th.float, device=device)\n"
+            "class UNet:\n    def __init__(self, use_fp16):\n        self.dtype = th.float16 if use_fp16 else th.float32\n"
+            "inputs_dtype = th.half\n",
+            lines=[3, 4, 5, 8, 9],
+        ),
         Invalid(  # AutoGPTQ's loader: the parameter's default is the dtype every caller gets
             "import torch\ndef from_quantized(path, device=None, torch_dtype: torch.dtype = torch.float16):\n"
             "    return load(path, torch_dtype=torch_dtype)\n",
@@ -301,6 +319,11 @@ class Float16OnBf16Target(Rule):
         first = patterns.positional(node, 0)
         return first is not None and not self._spells_dtype(first.value) and not self._on_cpu(first.value)
 
+    def _bound_on_device(self, receiver: cst.BaseExpression) -> bool:
+        """`im.half()` after `im = torch.from_numpy(im).to(model.device)`: a name bound to a
+        tensor moved to the device."""
+        return any(self._moves_to_device(value) for value in values_reaching(self.ctx, receiver))
+
     def _spells_dtype(self, node: cst.BaseExpression) -> bool:
         """`torch.float16`, `th.half` (as the flow knows dtypes), `dtype`, `self.dtype`: a cast."""
         flow = self.ctx.flow
@@ -334,7 +357,19 @@ class Float16OnBf16Target(Rule):
                 self._check_dtype(node, _HF_DTYPE, arg.value)
         elif patterns.method_name(node) in ("half", "to") and isinstance(node.func, cst.Attribute):
             self._check_cast(node, node.func)
+        elif self.ctx.qualified_names(node.func) & _FACTORIES:
+            self._check_factory(node)
         self._note_placement(node)
+
+    def _check_factory(self, node: cst.Call) -> None:
+        """`torch.empty(shape, dtype=torch.half if fp16 else torch.float, device=self.device)`:
+        a tensor made on the device in float16."""
+        dtype, device = patterns.keyword(node, "dtype"), patterns.keyword(node, "device")
+        if dtype is None or device is None or self._on_cpu(device.value):
+            return
+        for literal, where in self._float16_values(dtype.value, ANYWHERE):
+            shown = patterns.string_value(literal) or min(self.ctx.qualified_names(literal))
+            self._report(literal, f"`dtype={shown}`", self._reach(node, where), "puts the tensor on the device")
 
     def _check_cast(self, node: cst.Call, method: cst.Attribute) -> None:
         """`.half()` or `.to(torch.float16)` on a model, and a tensor moved to the device in
@@ -352,7 +387,12 @@ class Float16OnBf16Target(Rule):
             what = f"`.to({min(self.ctx.qualified_names(dtype), default='float16')})`"
         if self._cast_back_next(node):
             return  # `model.half().float()`: rounded through float16, kept in float32
-        placed = self._moves_to_device(node) or self._moves_to_device(method.value) or self._moved_next(node)
+        placed = (
+            self._moves_to_device(node)
+            or self._moves_to_device(method.value)
+            or self._moved_next(node)
+            or self._bound_on_device(method.value)
+        )
         model = self._is_model(method.value) or _parameter_data(method.value)
         if (model or placed) and not self._expects_error() and not under_test(self.ctx.ancestors, self._keeps_float16):
             self._report(dtype, what, self._reach(node), "runs the model" if model else "puts the tensor on the device")
@@ -373,14 +413,14 @@ class Float16OnBf16Target(Rule):
             key = patterns.setting_key(target.target) if isinstance(target.target, cst.Subscript) else None
             if key in _DTYPE_KEYWORDS:
                 self._written(node, key, node.value)
+            elif _DTYPE_NAME.search(patterns.target_name(target.target) or ""):
+                self._check_dtype(node, patterns.dotted(target.target), node.value)
 
     def _written(self, holder: cst.CSTNode, key: str, value: cst.BaseExpression) -> None:
-        """A dtype written into a dict, judged where it is written, whose branch tells whether
-        the user chose float16: reported there for Hugging Face's `torch_dtype`, and for `dtype`
-        only when a loader receives the dict."""
-        if under_test(self.ctx.ancestors, chooses_float16):
-            self._reported.update(id(literal) for literal, _ in self._float16_values(value, ANYWHERE))
-        elif key == _HF_DTYPE:
+        """A dtype written into a dict, judged where it is written: reported there for Hugging
+        Face's `torch_dtype`, and for `dtype` where the user's option chooses it (elsewhere only
+        when a loader receives the dict)."""
+        if key == _HF_DTYPE or under_test(self.ctx.ancestors, chooses_float16):
             self._check_dtype(holder, key, value)
 
     def _loads_model(self, call: cst.Call) -> bool:
@@ -389,7 +429,9 @@ class Float16OnBf16Target(Rule):
             return True
         if patterns.method_name(call) not in _LOADERS:
             return False
-        return not names or any(name.startswith(_LIBRARIES) for name in names)
+        return not names or any(
+            name.startswith(_LIBRARIES) or self.ctx.project.is_local(self.ctx.module.absolute(name)) for name in names
+        )
 
     def _reach(self, node: cst.CSTNode, narrowed: Reach = ANYWHERE) -> Reach:
         """The device types the node the walk is at can run on (portcheck.flow), within `narrowed`."""
@@ -416,8 +458,6 @@ class Float16OnBf16Target(Rule):
         (`torch.float16 if device.type == "cuda" else torch.float32`)."""
         if self._is_float16(node):
             yield node, reach
-        elif isinstance(node, cst.IfExp) and chooses_float16(node.test):
-            yield from self._float16_values(node.orelse, reach)  # the user's own choice of float16
         elif isinstance(node, cst.IfExp):
             flow = self.ctx.flow
             holds, fails = flow.condition(node.test) if flow is not None else (ANYWHERE, ANYWHERE)
@@ -464,7 +504,8 @@ class Float16OnBf16Target(Rule):
         ):
             receiver = receiver.func.value
         if isinstance(receiver, cst.Call):
-            return patterns.method_name(receiver) in _LOADERS or _instantiates_class(receiver)
+            loads = _LOADING_FUNCTION.search(patterns.target_name(receiver.func) or "") is not None
+            return loads or patterns.method_name(receiver) in _LOADERS or _instantiates_class(receiver)
         name = patterns.target_name(receiver)
         if name is not None and _MODEL_NAME.search(name):
             return True
@@ -481,8 +522,9 @@ class Float16OnBf16Target(Rule):
         if id(node) in self._reported:
             return
         self._reported.add(id(node))
-        if under_test(self.ctx.ancestors, chooses_float16):
-            return  # `if args.fp16:`: float16 where the user asks for it
+        option = _choosing_option([*self.ctx.chain(node), node])
+        if option is not None:
+            what = f"{what}, where `{option}` asks for half precision,"
         severity = {
             name: level if reach.includes(target_data.get(name).device_type) else OFF
             for name, level in self.severity.items()
@@ -491,6 +533,16 @@ class Float16OnBf16Target(Rule):
         names = "/".join(affected) or "the selected targets"
         compute = verb(affected, "computes", "compute")
         self.report(node, severity=severity, what=what, runs=runs, targets=names, compute=compute)
+
+
+def _choosing_option(chain: list[cst.CSTNode]) -> str | None:
+    """The user's option that chooses the float16 at the end of `chain`: the test of an `if`
+    whose body, or of an `if` expression whose first value, holds it (`if args.fp16:`,
+    `torch.float16 if use_fp16 else torch.float32`)."""
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, (cst.If, cst.IfExp)) and child is parent.body and chooses_float16(parent.test):
+            return cst.Module([]).code_for_node(parent.test)
+    return None
 
 
 def _parameter_data(receiver: cst.BaseExpression) -> bool:
@@ -509,4 +561,9 @@ def _instantiates_class(call: cst.Call) -> bool:
 
 
 _SAVES = frozenset({"save_pretrained", "save", "save_file", "save_model", "save_checkpoint"})
+# Functions named for loading a model (yolov5's `attempt_load(weights, device)`, `load_model(...)`).
+_LOADING_FUNCTION = re.compile(r"(^|_)load_?(model|checkpoint|pretrained|weights)?$")
+_FACTORIES = frozenset(
+    f"torch.{name}" for name in ("empty", "zeros", "ones", "full", "rand", "randn", "tensor", "as_tensor", "arange")
+)
 _PLACEMENT_KEYWORDS = frozenset({"device", "device_map"})

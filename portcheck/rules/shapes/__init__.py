@@ -223,13 +223,13 @@ def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
     return False
 
 
-def _through_name(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
+def values_reaching(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
     """The values a name may hold: its one binding, else those that reach the statement the
     walk is in (`j = r < t; x = x[j]; j, k = m.T; y = y[j]`)."""
     if not isinstance(node, cst.Name):
         return ()
     bound = ctx.assigned_value(node)
-    if bound is not None or ctx.flow is None:
+    if bound is not None or ctx.flow is None or ctx.flow.elsewhere:  # the walk's path is another scope's
         return () if bound is None else (bound,)
     return _reaching_values(ctx.ancestors, node.value, ctx.flow)
 
@@ -311,7 +311,7 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
     if tensor_method(ctx, node, _REDUCTIONS) or resolved_call(ctx, node, _TORCH_REDUCTIONS):
         return True
     inner = builtin_call(ctx, node, ("int", "float"))
-    values = (inner,) if inner is not None else _through_name(ctx, node)
+    values = (inner,) if inner is not None else values_reaching(ctx, node)
     if values:
         return all(reads_tensor_scalar(ctx, value, depth + 1) for value in values)
     if isinstance(node, cst.BinaryOperation):
@@ -419,6 +419,16 @@ def _unknown(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Attribute, cst.Call, cst.Subscript))
 
 
+def _annotated_classes(ctx: FileContext, annotation: cst.BaseExpression) -> set[str]:
+    """The classes an annotation names: `Cache`, `Optional[Cache]`, `Cache | None`."""
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return _annotated_classes(ctx, annotation.left) | _annotated_classes(ctx, annotation.right)
+    if isinstance(annotation, cst.Subscript) and ctx.qualified_names(annotation.value) & _OPTIONAL:
+        parts = [element.slice.value for element in annotation.slice if isinstance(element.slice, cst.Index)]
+        return {name for part in parts for name in _annotated_classes(ctx, part)}
+    return set(ctx.qualified_names(annotation))
+
+
 def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression) -> bool:
     """`torch.Tensor`, `torch.LongTensor`, `Optional[torch.Tensor]`, `torch.Tensor | None`: a
     tensor where it is not None (a test of it for None is no test of its values)."""
@@ -437,7 +447,7 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     `m.bool()`, `torch.isnan(x)`, a tensor made or cast with `dtype=torch.bool`
     (`torch.ones(n, dtype=torch.bool)`, `m.to(torch.bool)`), a view of one (`m.view(-1)`,
     `m.T`) or part of one (`m[i]`), masks stacked (`torch.stack((j, k))`), either value of an
-    `if` expression, a name holding one of those (`_through_name`), or an attribute of `self` the module binds only to those
+    `if` expression, a name holding one of those (`values_reaching`), or an attribute of `self` the module binds only to those
     (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`). `depth`: the names looked through;
     `seen`: the attributes being looked through."""
     if depth > _DEPTH:
@@ -474,7 +484,7 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
             ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen | {name}))
             for value, scope in values
         )
-    values = _through_name(ctx, node)
+    values = values_reaching(ctx, node)
     return bool(values) and all(is_bool_mask(ctx, value, depth + 1, seen) for value in values)
 
 
@@ -661,7 +671,7 @@ class StepRule(TensorRule):
             if made is not None:
                 found |= self._classes_made(made)
             elif (kind := _annotation(function, receiver.value)) is not None:
-                found |= self.ctx.qualified_names(kind)
+                found |= _annotated_classes(self.ctx, kind)
         elif flow.is_self_attribute(receiver):
             assert isinstance(receiver, cst.Attribute)
             for value, scope in module_flow.self_attribute_values(receiver.attr.value):

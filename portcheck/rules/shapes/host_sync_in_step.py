@@ -200,6 +200,11 @@ class HostSyncInStep(StepRule):
             "    def log(self, t):\n        pass\n    def fit(self):\n        for batch in self.loader:\n"
             "            self.log(self.model(batch))\n"
         ),
+        Valid(  # yolov5: once per epoch, around the batch loop
+            "import torch\nfor epoch in range(epochs):\n    model.train()\n    optimizer.zero_grad()\n"
+            "    cw = model.class_weights.cpu().numpy()\n    for i, (imgs, targets) in enumerate(batches):\n"
+            "        loss = model(imgs)\n        loss.backward()\n        optimizer.step()\n    scheduler.step()\n"
+        ),
         Valid(  # functions that call each other, never from a step
             "import torch\ndef f(x):\n    return g(x)\ndef g(x):\n    return f(x.item())\nfor i in range(3):\n    f(i)\n"
         ),
@@ -317,6 +322,12 @@ class HostSyncInStep(StepRule):
             "    nxt = torch.multinomial(logits.softmax(-1), 1)\n    out.extend(nxt.tolist())\n",
             lines=[5],
             message="in a decoding loop",
+        ),
+        Invalid(  # nanoGPT: gradient accumulation inside the step loop, which steps the optimizer
+            "import torch\nwhile True:\n    for micro in range(accum):\n        loss = model(X, Y)\n"
+            "        loss.backward()\n    scaler.step(optimizer)\n    lossf = loss.item()\n",
+            lines=[7],
+            message="in a training loop",
         ),
         Invalid(  # a method the training loop calls every step
             "import torch\nclass Trainer:\n    def grad_norm(self):\n        total = 0.0\n        for p in self.params:\n"
