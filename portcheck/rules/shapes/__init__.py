@@ -241,7 +241,7 @@ def _reaching_values(
     block or an enclosing one of the same function, that bind `name` by `=` (for `a, b = v`,
     `v`): that of a plain assignment, and those of an `if` without `else` whose body assigns
     the name last (`m = t > 0` then `if cap: m = m & (t < cap)`), with what reaches the `if`.
-    None where a binding of another kind, or another compound statement, may come last."""
+    Nothing where a binding of another kind, or another compound statement, may come last."""
     found: list[cst.BaseExpression] = []
     for index in range(len(path) - 1, 0, -1):
         block, statement = path[index - 1], path[index]
