@@ -250,8 +250,18 @@ class Rule:
             edit=edit,
         )
 
-    def record(self, fact: str, name: str, where: cst.CSTNode | tuple[int, int], /, **details: str) -> None:
-        """Note a project fact (a kernel, a CUDA-only op, a call site) at a node or lines."""
+    def report_at(self, where: cst.CSTNode | Span, *, severity: SeverityMap | None = None, **fields: object) -> None:
+        """Report a node of a Python file or a place in a text file (a config setting read by a
+        rule that reads both)."""
+        if isinstance(where, cst.CSTNode):
+            self.report(where, severity=severity, **fields)
+        else:
+            self.report_span(where, severity=severity, **fields)
+
+    def record(self, fact: str, name: str, where: cst.CSTNode | tuple[int, int] | Span, /, **details: str) -> None:
+        """Note a project fact (a kernel, a CUDA-only op, a call site) at a node, lines or a span."""
+        if isinstance(where, tuple) and len(where) == 4:
+            where = (where[0], where[2])
         node, lines = (None, where) if isinstance(where, tuple) else (where, (0, 0))
         self.records.append(Record(fact, name, node, lines, tuple(sorted(details.items()))))
 

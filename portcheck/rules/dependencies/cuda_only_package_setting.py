@@ -116,12 +116,8 @@ class CudaOnlyPackageSetting(Rule):
         package = _package(setting)
         written = package.pip[0] if package.pip else package.key
         fields = {"what": what, "package": written, "description": package.what, "instead": package.instead}
-        if isinstance(where, cst.CSTNode):
-            self.record(project.DEPENDENCY, package.key, where, written=written)
-            self.report(where, severity=package.severities(), **fields)
-        else:
-            self.record(project.DEPENDENCY, package.key, (where[0], where[2]), written=written)
-            self.report_span(where, severity=package.severities(), **fields)
+        self.record(project.DEPENDENCY, package.key, where, written=written)
+        self.report_at(where, severity=package.severities(), **fields)
 
 
 def _off(node: cst.BaseExpression) -> bool:

@@ -224,12 +224,8 @@ class HfBitsandbytesQuantization(SettingValueRule):
         package = _bitsandbytes()
         problem = f"{doing}, {_support(self.ctx.targets, package.severities())}"
         fields = {"what": what, "problem": problem, "advice": advice or f"instead: {package.instead}"}
-        if isinstance(where, cst.CSTNode):
-            self.record(project.DEPENDENCY, package.key, where, written="bitsandbytes")
-            self.report(where, **fields)
-        else:
-            self.record(project.DEPENDENCY, package.key, (where[0], where[2]), written="bitsandbytes")
-            self.report_span(where, **fields)
+        self.record(project.DEPENDENCY, package.key, where, written="bitsandbytes")
+        self.report_at(where, **fields)
 
     def _report_preparer(self, call: cst.Call, name: str) -> None:
         self.report(

@@ -224,12 +224,11 @@ class HfFlashAttention(SettingValueRule):
                 self._report(setting.span, f"`{setting.key}: {setting.value}`", "flash_attn", None)
 
     def _report(self, where: cst.CSTNode | Span, what: str, kernel: str, edit: Edit | None) -> None:
+        self.record(project.DEPENDENCY, _flash_attn().key, where, written="flash_attn")
         if isinstance(where, cst.CSTNode):
-            self.record(project.DEPENDENCY, _flash_attn().key, where, written="flash_attn")
             self.report(where, what=what, kernel=kernel, edit=edit)
         else:
-            self.record(project.DEPENDENCY, _flash_attn().key, (where[0], where[2]), written="flash_attn")
-            self.report_span(where, what=what, kernel=kernel)
+            self.report_span(where, what=what, kernel=kernel)  # configs are not fixed
 
     def _edit(self, literal: cst.CSTNode, value: str) -> Edit:
         sdpa = value.replace(value.rpartition("|")[2], "sdpa")
