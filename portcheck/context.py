@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from portcheck import patterns
 from portcheck.config import Config
 from portcheck.flow import DeviceFlow
 from portcheck.project import ModulePath, Project
@@ -48,6 +49,18 @@ class Context:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.qualified_names(node)
 
+    def callee_names(self, func: cst.BaseExpression) -> frozenset[str]:
+        """What a called expression refers to through imports; for a name bound once to a choice
+        of callables (`scope = autocast if amp else nullcontext`), what each choice refers to."""
+        names = self.qualified_names(func)
+        if names or not isinstance(func, cst.Name):
+            return names
+        bound = self.assigned_value(func)
+        if not isinstance(bound, (cst.IfExp, cst.BooleanOperation)):
+            return names
+        choices = patterns.value_literals(bound, lambda node: isinstance(node, (cst.Name, cst.Attribute)))
+        return frozenset(name for choice in choices for name in self.qualified_names(choice))
+
     def assigned_value(self, node: cst.Name) -> cst.BaseExpression | None:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_value(node)
@@ -55,6 +68,10 @@ class Context:
     def assigned_values(self, node: cst.Name) -> list[cst.BaseExpression]:
         assert self.resolver is not None, "only Python rules resolve names"
         return self.resolver.assigned_values(node)
+
+    def parameter_default(self, node: cst.Name) -> cst.BaseExpression | None:
+        assert self.resolver is not None, "only Python rules resolve names"
+        return self.resolver.parameter_default(node)
 
     def bindings(self, node: cst.Name) -> int:
         assert self.resolver is not None, "only Python rules resolve names"

@@ -68,7 +68,7 @@ _INDEX_CALLS = frozenset(
 # `torch.mps.is_available`, `torch.backends.mps.is_available`, `torch.xpu.is_available`...
 _AVAILABLE_CALL = re.compile(r"torch\.(backends\.)?\w+\.is_available")
 # Factories that make a tensor on the default device unless given `device=`; those that take
-# data keep the device of a tensor they are given.
+# data keep the device of a tensor they are given, but for `torch.tensor`, which always copies.
 _SIZE_FACTORIES = frozenset(
     f"torch.{name}"
     for name in ("zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "rand",
@@ -275,6 +275,7 @@ class DeviceFlow:
     _calls: dict[str, list[_Site]] = field(default_factory=dict)  # by callee name
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
+    _buffers: set[str] = field(default_factory=set)  # the attributes `self.register_buffer(...)` binds
     _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
     _loop_classes: dict[int, str | None] = field(default_factory=dict)  # loop id -> the class it is in
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
@@ -616,9 +617,43 @@ class DeviceFlow:
         values = self.resolver.assigned_values(node)  # none where `+=` may add a device tensor
         values = [value for value in values if not _python_data(value)] or values
         if not values:
-            return Home.UNKNOWN
+            found = self._iterated_home(node, depth, seen)
+            return Home.UNKNOWN if found is None else found
         home = _weakest(self._home(value, depth + 1, seen | {node.value}) for value in values)
         return Home.UNKNOWN if home is None and not seen else home
+
+    def _iterated_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
+        """Where the items lie that a loop around the walk binds to the name, where nothing else
+        binds it: those of a tensor where it lies (`for row in host_boxes:`, also paired by
+        `zip` or `enumerate`), and the batches of a loader in host memory where the loop moves
+        some of them to the device itself (`image = image.to(device)`: not `image_id`)."""
+        if self.elsewhere or self.resolver.bindings(node) != 1:
+            return None
+        for ancestor in reversed(self.ancestors):
+            if isinstance(ancestor, _NESTED_SCOPES):
+                return None
+            if not isinstance(ancestor, cst.For) or node.value not in _target_names(ancestor.target):
+                continue
+            if self._iterates_loader(ancestor.iter) and self._moves_items(ancestor):
+                return Home.HOST
+            source = _paired(ancestor.target, ancestor.iter, node.value)
+            return None if source is None else self._home(source, depth + 1, seen | {node.value})
+        return None
+
+    def _moves_items(self, loop: cst.For) -> bool:
+        """Whether the loop's body moves one of the items it binds to the device (`x = x.to(device)`)."""
+        for name in _target_names(loop.target):
+            for statement in loop.body.body:
+                value = _plain_assignment(statement, name)
+                if (
+                    isinstance(value, cst.Call)
+                    and value.func is not None
+                    and patterns.method_name(value) in ("to", "cuda")
+                ):
+                    receiver = value.func.value if isinstance(value.func, cst.Attribute) else None
+                    if isinstance(receiver, cst.Name) and receiver.value == name:
+                        return True
+        return False
 
     def _statements_before(self) -> tuple[Sequence[cst.BaseStatement], int] | None:
         """The body of the function the walk is in, with the position of the top-level statement
@@ -696,8 +731,8 @@ class DeviceFlow:
             data = patterns.positional(call, 0)
             if data is None:
                 return Home.UNKNOWN
-            if names & _DATA_FACTORIES and self._holds_python_data(data.value):
-                return Home.DEFAULT  # `torch.tensor([obj["area"] for obj in anno])`
+            if names & _DATA_FACTORIES and (names == {"torch.tensor"} or self._holds_python_data(data.value)):
+                return Home.DEFAULT  # `torch.tensor([obj["area"] for obj in anno])`, `torch.tensor(xyxy)`
             if names & _DATA_FACTORIES:
                 return _weakest((self._home(data.value, depth + 1, seen), Home.DEFAULT))
             # `torch.cumprod(x, 0)`, `torch.cat([a, b])`, `torch.minimum(torch.ones(()), x)`: the weakest of theirs
@@ -778,6 +813,19 @@ class DeviceFlow:
                     return step
         return None
 
+    def off_the_step_path(self, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """`off_the_step_path` from the innermost step loop around the node on: a guard outside
+        that loop (`if step % N == 0:` around an evaluation loop) runs its steps all the same."""
+        if not off_the_step_path(ancestors, self.resolver):
+            return False
+        for index in range(len(ancestors) - 2, -1, -1):
+            loop = ancestors[index]
+            if isinstance(loop, _NESTED_SCOPES):
+                break
+            if isinstance(loop, (cst.For, cst.While)) and ancestors[index + 1] is loop.body and self.loop_step(loop):
+                return off_the_step_path(ancestors[index:], self.resolver)
+        return True
+
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """Where the code below `ancestors` runs once per step: "forward()" or the step loop
         around it (whether it is off the step path, `off_the_step_path` says)."""
@@ -823,7 +871,7 @@ class DeviceFlow:
             return self._every_step[key]
         title, owner = function.name.value, self._methods.get(id(function))
         for site in self._sites(title, owner):
-            off_path = self.in_scope(site.scope, partial(off_the_step_path, site.ancestors, self.resolver))
+            off_path = self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors))
             if off_path or not all(_gives(site, function, gate) for gate in gates):
                 continue
             if site.receiver is not None:
@@ -876,6 +924,11 @@ class DeviceFlow:
     def owner_class(self, function: cst.FunctionDef) -> str | None:
         """The class `function` is a method of, if any."""
         return self._methods.get(id(function))
+
+    def is_buffer(self, attribute: str) -> bool:
+        """Whether `self.<attribute>` holds a tensor the module registers as a buffer (whatever
+        the value registered looks like: `register_buffer` takes tensors only)."""
+        return attribute in self._buffers
 
     def self_attribute_values(self, attribute: str) -> list[tuple[cst.BaseExpression, Scope]]:
         """What the module assigns to `self.<attribute>`, with the scope of each assignment."""
@@ -1123,6 +1176,8 @@ class DeviceFlow:
         buffer = patterns.string_value(name.value) if name is not None else None
         if buffer and value is not None:
             self._self_attributes.setdefault(buffer, []).append((value.value, self.resolver.scope))
+            if not (isinstance(value.value, cst.Name) and value.value.value == "None"):
+                self._buffers.add(buffer)
 
     def visit_For(self, node: cst.For) -> None:
         self._note_loop(node)
@@ -1278,24 +1333,36 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | Non
     for index, node in enumerate(ancestors):
         if isinstance(node, cst.Raise):
             return True
+        if isinstance(node, cst.Assert) and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
+            return True  # an assertion's message is made only when it fails
         if isinstance(node, cst.If) and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
             if periodic(node.test, resolver) or _first_steps(node.test, ancestors[:index], resolver):
                 return True
-            if _raises(node.body):
+            if _raises(node.body, resolver):
                 return True  # `if not math.isfinite(loss): logging.error(...); raise ...`: the error path
     return False
 
 
-def _raises(body: cst.BaseSuite) -> bool:
-    """A block that ends by raising, or by a choice between raising and returning
-    (`if raise_on_error: raise ... else: return`)."""
+def _raises(body: cst.BaseSuite, resolver: Resolver | None) -> bool:
+    """A block that ends by raising or ending the program (`sys.exit(1)`), or by a choice
+    between raising and returning (`if raise_on_error: raise ... else: return`)."""
     last = body.body[-1] if body.body else None
     if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-        return isinstance(last.body[-1], cst.Raise)
+        return isinstance(last.body[-1], cst.Raise) or _ends_program(last.body[-1], resolver)
     if isinstance(last, cst.If) and isinstance(last.orelse, cst.Else):
         branches = (last.body, last.orelse.body)
-        return any(_raises(branch) for branch in branches) and all(_exits_only(branch) for branch in branches)
+        return any(_raises(branch, resolver) for branch in branches) and all(_exits_only(branch) for branch in branches)
     return False
+
+
+def _ends_program(statement: cst.BaseSmallStatement, resolver: Resolver | None) -> bool:
+    """`sys.exit(1)`, `os._exit(1)`, or the builtins `exit()` and `quit()`."""
+    if resolver is None or not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
+        return False
+    func = statement.value.func
+    if isinstance(func, cst.Name) and func.value in ("exit", "quit"):
+        return resolver.is_free(func.value)
+    return bool(resolver.qualified_names(func) & {"sys.exit", "os._exit"})
 
 
 def _exits_only(body: cst.BaseSuite) -> bool:
@@ -1643,6 +1710,25 @@ def _weakest(homes: Iterable[Home | None]) -> Home | None:
     return min(known) if known else None
 
 
+def _paired(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """What a loop target's name takes its items from: the whole iterated (`for x in t`), or
+    the argument `zip(a, b)` or `enumerate(t)` pairs with it."""
+    if isinstance(target, cst.Name):
+        return iterated if target.value == name else None
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(iterated, cst.Call)):
+        return None
+    func, args = iterated.func, [arg.value for arg in iterated.args if arg.keyword is None and not arg.star]
+    names = [element.value for element in target.elements]
+    if isinstance(func, cst.Name) and func.value == "enumerate" and len(names) == 2 and args:
+        args = [cst.Name("_"), args[0]]  # the index, then the items
+    elif not (isinstance(func, cst.Name) and func.value == "zip" and len(args) == len(names)):
+        return None
+    for each, arg in zip(names, args):
+        if isinstance(each, cst.Name) and each.value == name:
+            return arg
+    return None
+
+
 def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:
     """The value of a statement that is only `name = value`."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
@@ -1669,6 +1755,12 @@ def _bound_names(statement: cst.CSTNode) -> frozenset[str]:
         elif isinstance(node, (cst.Global, cst.Nonlocal)):
             found.update(item.name.value for item in node.names)
     return frozenset(found)
+
+
+def _target_names(target: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+    _collect_names(target, found)
+    return found
 
 
 def _collect_names(target: cst.CSTNode, found: set[str]) -> None:

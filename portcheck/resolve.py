@@ -282,6 +282,19 @@ class Resolver:
                 return param.annotation.annotation, [value for value in values if value is not None]
         return None
 
+    def parameter_default(self, node: cst.Name) -> cst.BaseExpression | None:
+        """The default of the parameter a name is (`def __init__(self, mixed_precision_type="fp16")`),
+        where nothing else in the function binds the name."""
+        owner = self._owner(node.value)
+        function = owner.owner if owner is not None else None
+        if owner is None or not isinstance(function, cst.FunctionDef) or owner.values.get(node.value) != [None]:
+            return None
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == node.value:
+                return param.default
+        return None
+
     def bindings(self, node: cst.Name) -> int:
         """How many times the scope that owns the name binds it (a parameter is once)."""
         owner = self._owner(node.value)

@@ -3,7 +3,7 @@
 Such a string is reported where it is given to something named for the setting (a keyword
 argument, a parameter default, an assignment to a name, attribute or subscript `kwargs["x"]`, a
 dataclass field's default, a dict entry, an argparse option default) or passed where a known call expects it, directly or
-through a name bound once. Real code spells these settings in all of those places; log
+through a name bound once or a parameter's default (also as a branch of `a if c else b`). Real code spells these settings in all of those places; log
 messages and unrelated dict keys are never named for them, so they stay quiet.
 """
 
@@ -98,8 +98,9 @@ class SettingValueRule(Rule):
 
     def check(self, expression: cst.BaseExpression) -> None:
         found = list(self.literals(expression))
-        if isinstance(expression, cst.Name):
-            bound = self.ctx.assigned_value(expression)
+        for name in patterns.value_literals(expression, lambda node: isinstance(node, cst.Name)):
+            assert isinstance(name, cst.Name)
+            bound = self.ctx.assigned_value(name) or self.ctx.parameter_default(name)
             if bound is not None:
                 found.extend(self.literals(bound))
         for literal in found:

@@ -83,6 +83,10 @@ class CudaOnlyPackageImport(Rule):
             lines=[5, 8],
         ),
         Invalid("from flash_attn import flash_attn_func\n", lines=[1], message="FlashAttention"),
+        Invalid(  # TinyLlama: the extensions built from flash-attn's and apex's sources
+            "import torch\nimport xentropy_cuda_lib\nimport dropout_layer_norm\nfrom amp_C import multi_tensor_l2norm\n",
+            lines=[2, 3, 4],
+        ),
         Invalid("import torch\nimport xformers.ops as xops\n", lines=[2]),
         Invalid("import torch as T\nfrom apex.optimizers import FusedAdam\n", lines=[2]),
         Invalid("from torch import nn\nfrom deepspeed.ops.adam import FusedAdam\n", lines=[2]),

@@ -14,7 +14,9 @@ class AutocastCudaDeviceType(Rule):
     Reports the device-generic AMP API called with a hard-coded `"cuda"` device type:
     `torch.autocast("cuda")`, `torch.amp.autocast(device_type="cuda")`,
     `torch.amp.GradScaler("cuda")` (or `device="cuda"`), `torch.amp.custom_fwd(device_type="cuda")`,
-    `torch.get_autocast_dtype("cuda")` and similar.
+    `torch.get_autocast_dtype("cuda")` and similar; also through a name bound to a choice of
+    context managers (stable-diffusion's `precision_scope = autocast if amp else nullcontext`,
+    then `precision_scope("cuda")`).
 
     ## Why is this bad?
     Autocast for `"cuda"` does not apply to tensors on another device: on a TPU the region
@@ -44,7 +46,8 @@ class AutocastCudaDeviceType(Rule):
     `dtype=torch.bfloat16`), as cuda-amp-api (PC301) writes it: the region did nothing on the
     target before, and float16 was CUDA's choice. A dtype the code names is kept. Only the
     plain `"cuda"` is fixed (`"cuda:0"` is no device type), and a `"cuda"` bound to a name
-    elsewhere only for a named target, not for `auto`.
+    elsewhere only for a named target, not for `auto`. Through a choice of context managers
+    no dtype is added: `nullcontext` takes none.
     """
 
     code = "PC302"
@@ -137,6 +140,13 @@ class AutocastCudaDeviceType(Rule):
             fixed='import torch\ndef run(step):\n    with torch.autocast(\n        "xla",\n'
             "        dtype=torch.bfloat16,\n        enabled=True,\n    ):\n        step()\n",
         ),
+        Invalid(  # stable-diffusion's txt2img: autocast or nothing, chosen once
+            "import torch\nfrom torch import autocast\nfrom contextlib import nullcontext\n"
+            "scope = autocast if opt.precision == 'autocast' else nullcontext\nwith scope('cuda'):\n    pass\n",
+            lines=[5],
+            fixed="import torch\nfrom torch import autocast\nfrom contextlib import nullcontext\n"
+            "scope = autocast if opt.precision == 'autocast' else nullcontext\nwith scope('tpu'):\n    pass\n",
+        ),
         # not fixed: a bound literal under `auto` (the binding may come before the device
         # variable), and "cuda:0", which is no device type at all
         Invalid('import torch.amp\nKIND = "cuda"\nd = torch.get_autocast_dtype(KIND)\n', lines=[2], device="auto"),
@@ -144,7 +154,7 @@ class AutocastCudaDeviceType(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        names = self.ctx.qualified_names(node.func) & patterns.AMP_DEVICE_CALLS
+        names = self.ctx.callee_names(node.func) & patterns.AMP_DEVICE_CALLS
         if not names:
             return
         arg = amp.device_argument(node, names)
@@ -167,6 +177,7 @@ class AutocastCudaDeviceType(Rule):
         if (
             literal is not arg.value
             or not names & amp.AUTOCAST_CALLS
+            or not self.ctx.qualified_names(call.func)  # one of a choice: `nullcontext` takes no dtype
             or amp.has_star(call)
             or patterns.argument(call, 1, "dtype") is not None
             or not amp.wants_explicit_dtype(target)

@@ -49,7 +49,8 @@ class HfFp16MixedPrecision(SettingValueRule):
     `fp16_full_eval=True`) in `TrainingArguments`, `Seq2SeqTrainingArguments` or a TRL config
     (`SFTConfig`...), an argparse `--fp16` that defaults to True where the module hands an
     option to `fp16=` (`fp16=args.fp16`), and `mixed_precision="fp16"` given to
-    `Accelerator(...)`, an argparse option, a config field or `ACCELERATE_MIXED_PRECISION`,
+    `Accelerator(...)` (also as a parameter's default, `Accelerator(mixed_precision=precision if
+    amp else "no")`), an argparse option, a config field or `ACCELERATE_MIXED_PRECISION`,
     when a selected target computes in bfloat16. YAML configs count too: `fp16: true` in a TRL
     recipe, `mixed_precision: fp16` in an accelerate config (reported, not fixed).
 
@@ -151,6 +152,13 @@ class HfFp16MixedPrecision(SettingValueRule):
             "from trl import SFTConfig as Config\nfrom torch.amp import autocast as ac\nUSE_FP16 = True\n"
             'cfg = Config(output_dir="out", fp16=USE_FP16, bf16=False)\n',
             lines=[3],
+        ),
+        Invalid(  # denoising-diffusion-pytorch's Trainer: a parameter's default, chosen when amp is on
+            "import torch\nfrom accelerate import Accelerator\nclass Trainer:\n"
+            "    def __init__(self, amp=False, precision='fp16'):\n"
+            "        self.accelerator = Accelerator(mixed_precision=precision if amp else 'no')\n",
+            lines=[4],
+            message='mixed_precision="fp16"',
         ),
         # CUDA's own branch: it never runs on the target (info), the check is the finding
         Invalid(

@@ -41,6 +41,8 @@ def _with_a_device(levels: Mapping[str, Severity]) -> dict[str, Severity]:
 SYNC_SEVERITY = _with_a_device(_by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": INFO}))
 # Pure recompilation hazards (varying batch shapes): harmless where shapes are free.
 RECOMPILE_SEVERITY = _by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": OFF})
+# One more shape per run (the last, smaller batch): one extra compilation, cached after.
+ONE_MORE_SHAPE_SEVERITY = _by_dynamic_shapes({"unsupported": INFO, "recompile": INFO, "free": OFF})
 
 
 # Why a finding of a step rule is info: the code runs on no step path the analysis follows.
@@ -390,7 +392,7 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
     if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
         assert isinstance(node, cst.Attribute)
         key = f"self.{node.attr.value}"
-        if key in seen:
+        if key in seen or ctx.flow.is_buffer(node.attr.value):
             return True
         bound = ctx.flow.self_attribute_values(node.attr.value)
         # the names seen so far are another scope's: only the attributes carry over
@@ -582,7 +584,7 @@ class StepRule(TensorRule):
         which `report_in_step` asks about at the end of the module; None off the step path,
         and in the second pass wherever the module itself runs steps (the first pass said)."""
         module_flow = self.ctx.flow
-        if module_flow is None or flow.off_the_step_path(ancestors, module_flow.resolver):
+        if module_flow is None or module_flow.off_the_step_path(ancestors):
             return None
         local = module_flow.step_context(ancestors)
         if local is not None:
@@ -601,7 +603,7 @@ class StepRule(TensorRule):
         if function is not None and function.name.value == "__init__":
             return  # a constructor builds the model: no step
         looped = any(isinstance(node, (cst.For, cst.While)) for node in ancestors)
-        if (function is None and not looped) or flow.off_the_step_path(ancestors, module_flow.resolver):
+        if (function is None and not looped) or module_flow.off_the_step_path(ancestors):
             return
         callee = self._local_callee(call, function, ancestors)
         if callee is None or callee.startswith(self.ctx.module.name + "."):
@@ -735,7 +737,7 @@ class StepRule(TensorRule):
         ancestors = self.ctx.ancestors
         if module_flow is None:
             return
-        off_path = flow.off_the_step_path(ancestors, module_flow.resolver)
+        off_path = module_flow.off_the_step_path(ancestors)
         local = None if off_path else module_flow.step_context(ancestors)
         function = flow.enclosing_function(ancestors)
         if function is None or off_path or (local is not None and holds is None):

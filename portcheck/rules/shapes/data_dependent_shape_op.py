@@ -132,7 +132,7 @@ class DataDependentShapeOp(StepRule):
             lines=[4, 5],
         ),
         Invalid(
-            "import torch\ny = x.repeat_interleave(lengths.long(), dim=0)\nz = torch.repeat_interleave(torch.tensor(r))\n",
+            "import torch\ny = x.repeat_interleave(lengths.long(), dim=0)\nz = torch.repeat_interleave(torch.as_tensor(r))\n",
             lines=[2, 3],
             message="repeats",
         ),

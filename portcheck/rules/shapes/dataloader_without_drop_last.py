@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import kwargs, patterns
 from portcheck.kwargs import Options
 from portcheck.rule import Invalid, Rule, Valid
-from portcheck.rules.shapes import DATALOADERS, RECOMPILE_SEVERITY, advice, resolved_call
+from portcheck.rules.shapes import DATALOADERS, ONE_MORE_SHAPE_SEVERITY, advice, resolved_call
 
 _RANDOM_SAMPLERS = frozenset(
     {"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
@@ -49,8 +49,9 @@ class DataloaderWithoutDropLast(Rule):
     or pad the last batch to the full batch size (and mask the padding).
 
     ## Targets
-    An error on neuron; a warning on tpu, xla, npu and hpu; off where shapes may change freely
-    (mps, xpu, rocm, cpu).
+    Info on neuron, tpu, xla, npu and hpu: one more shape per run is one more compilation
+    (minutes on Trainium), cached after, not a recompilation every step as batches padded to
+    their longest (PC507) are; off where shapes may change freely (mps, xpu, rocm, cpu).
 
     ## Fix safety
     No automatic fix yet.
@@ -60,7 +61,7 @@ class DataloaderWithoutDropLast(Rule):
     name = "dataloader-without-drop-last"
     message = "training DataLoader without drop_last=True: the last, smaller batch compiles a new graph"
     hint = "pass drop_last=True, or pad the last batch to the full batch size{advice}"
-    severity = RECOMPILE_SEVERITY
+    severity = ONE_MORE_SHAPE_SEVERITY
     triggers = (b"DataLoader",)
 
     VALID = [

@@ -35,7 +35,8 @@ _NUMBER_ARGUMENTS = {
 class HostSyncInStep(StepRule):
     """## What it does
     Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
-    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`), `min()` /
+    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value it
+    is registered with), `min()` /
     `max()` comparing one (`min(self.decay, n / 10)`), a tensor formatted into text
     (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) and a tensor given where torch or Python reads a
     number (`torch.full(size, alphas[t])`'s fill value, `torch.arange`'s and `range`'s bounds,
@@ -65,13 +66,17 @@ class HostSyncInStep(StepRule):
       an object called (`compute_loss(pred, targets)` runs `ComputeLoss.__call__`); what runs
       there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor.
 
-    Left alone: calls on the error path (in a `raise`, or an `if` body that ends raising),
-    under an `if step % N == 0:` (reading back every N steps, also where a function is called)
+    Left alone: calls on the error path (in a `raise` or an assertion's message, or an `if` body
+    that ends raising or with `sys.exit()`),
+    under an `if step % N == 0:` (reading back every N steps, also where a function is called;
+    not in a step loop of its own there, such as an evaluation every N steps)
     or an `if i < 3:` / `if i == 0:` on the loop's index, a count it keeps or a parameter named
     for the step (`batch_idx`: the first steps only); those that decide a branch (PC504) or a
     slice length (PC505); and those on NumPy arrays (made by `numpy` or `.numpy()`) or on
     tensors in host memory (copied there, made from Python data where nothing sets a default
-    device, or in a dataset's methods or a collate function), which live on the host.
+    device, or in a dataset's methods or a collate function; a loader's batch items the loop
+    leaves there while it moves others to the device; the items of a host tensor), which live
+    on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -143,7 +148,7 @@ class HostSyncInStep(StepRule):
         Valid(  # tensors in host memory: made from Python data, or copied once before the loop
             "import torch\nlabels = torch.tensor([ids[n] for n in names])\nw = weights.cpu()\nfor b in loader:\n"
             "    ids = torch.tensor([len(s) for s in b['text']])\n    print(ids.max().item(), w.float().numpy())\n"
-            "    keep = labels.tolist()\n"
+            "    keep = labels.tolist()\n    for row in torch.from_numpy(b['boxes']).permute(1, 0):\n        print(row.numpy())\n"
         ),
         Valid(
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
@@ -179,6 +184,22 @@ class HostSyncInStep(StepRule):
             "    if not math.isfinite(loss.detach().float().sum()):\n        msg = f'Loss is {loss.item()}'\n"
             "        logging.error(msg)\n        if raise_on_error:\n            raise FloatingPointError(msg)\n"
             "        else:\n            return\n    loss.backward()\n"
+        ),
+        Valid(  # yolov5's detect.py: `torch.tensor` copies whatever it is given to the host
+            "import torch\nfor path, im in dataset:\n    pred = model(im.to(device))\n"
+            "    gn = torch.tensor(im.shape)[[1, 0, 1, 0]]\n    for *xyxy, conf, cls in reversed(pred[0]):\n"
+            "        line = (torch.tensor(xyxy).view(1, 4) / gn).view(-1).tolist()\n"
+        ),
+        Valid(  # BLIP's captioning eval: the loop moves the images to the device, not the ids
+            "import torch\ndef evaluate(model, data_loader, device):\n    result = []\n"
+            "    for image, image_id in logger.log_every(data_loader, 10):\n        image = image.to(device)\n"
+            "        captions = model.generate(image)\n        for caption, img_id in zip(captions, image_id):\n"
+            "            result.append({'image_id': img_id.item(), 'caption': caption})\n    return result\n"
+        ),
+        Valid(  # DINO stops on a non-finite loss; mistral-inference's assertion message
+            "import sys\nimport math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
+            "    if not math.isfinite(loss.detach().float().sum()):\n        print(f'Loss is {loss.item()}')\n        sys.exit(1)\n"
+            "    assert loss.dim() == 0, f'loss {loss.sum().item()}'\n    loss.backward()\n"
         ),
         Valid(  # the first few steps only, counted by hand
             "import torch\nseen = 0\nfor example in examples:\n    loss = model(example)\n    seen += 1\n"
@@ -263,6 +284,21 @@ class HostSyncInStep(StepRule):
             "            for k in range(n):\n                x = x - a_t * e\n",
             lines=[10, 12, 13],
             message="a tensor as `",
+        ),
+        Invalid(  # pytorch/examples' SNLI: an evaluation loop every N steps runs steps of its own
+            "import torch\nfor i, batch in enumerate(loader):\n    model(batch).backward()\n    if i % 100 == 0:\n"
+            "        for name, value in stats.items():\n            print(name, value.item())\n"
+            "        for dev in dev_loader:\n            correct += (model(dev).argmax(-1) == dev.y).sum().item()\n",
+            lines=[8],
+        ),
+        Invalid(  # Latent Diffusion's DDIMSampler: a buffer holds a tensor whatever made it
+            "import torch\nfrom ldm.util import make_params\nclass DDIMSampler:\n    def make_schedule(self, n):\n"
+            "        sigmas, alphas = make_params(self.model.alphas_cumprod.cpu(), n)\n"
+            "        self.register_buffer('ddim_alphas', alphas)\n"
+            "    def sample(self, x, steps):\n        for i in range(steps):\n            e = self.model(x)\n"
+            "            a_t = torch.full((x.shape[0], 1), self.ddim_alphas[i], device=x.device)\n",
+            lines=[10],
+            message="fill_value",
         ),
         Invalid(  # a torchmetrics metric's update runs every step
             "import torch\nfrom torchmetrics import Metric\nclass Acc(Metric):\n    def update(self, preds, target):\n"

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import in_forward, off_the_step_path, reads
+from portcheck.flow import in_forward, reads
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, builtin_call
 from portcheck.walk import child_fields
@@ -232,7 +232,7 @@ class SequenceGrownInLoop(TensorRule):
             return
         ancestors = self.ctx.ancestors
         loop = _innermost_loop(ancestors)
-        if loop is None or in_forward(ancestors) or off_the_step_path(ancestors, flow.resolver):
+        if loop is None or in_forward(ancestors) or flow.off_the_step_path(ancestors):
             return
         step = flow.loop_step(loop)
         if step is None:
