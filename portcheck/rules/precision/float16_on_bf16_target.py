@@ -17,6 +17,10 @@ from portcheck.wording import verb
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
 _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
+# Autocasts whose second argument (or `dtype=`) is the dtype the region computes in.
+_AUTOCASTS = frozenset(
+    {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast", "torch.cuda.amp.autocast"}
+)
 _HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
 _DTYPE_NAME = re.compile(r"(^|_)dtype$")  # `dtype`, `inputs_dtype`, `self.dtype`: what casts read
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
@@ -44,7 +48,9 @@ class Float16OnBf16Target(Rule):
     `attempt_load(w, device).half()`) and on their parameters' data (`l.weight.data.half()`),
     and tensors on the device in float16 (`x.to(device, dtype=torch.float16)`,
     `x.half().cuda()`, `im.half()` after `im = im.to(device)`, `torch.empty(n,
-    dtype=torch.half, device=device)`), when a selected target computes natively in bfloat16.
+    dtype=torch.half, device=device)`), and autocast to float16 (`torch.autocast(device_type,
+    dtype=torch.float16)`, unless it names a device that is neither CUDA nor a bfloat16
+    target's), when a selected target computes natively in bfloat16.
 
     ## Why is this bad?
     float16 is the half precision of NVIDIA GPUs. TPU, Trainium, XLA and Gaudi compute in
@@ -162,6 +168,12 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # pytorch/examples' minGPT-ddp: float16 autocast, whatever the device type
+            "import torch\nwith torch.amp.autocast(device_type=self.device_type, dtype=torch.float16, enabled=amp):\n"
+            "    loss = model(x)\nwith torch.autocast('mps', dtype=torch.float16):\n    pass\n",
+            lines=[2],
+            message="autocast to `torch.float16` runs the region in float16",
+        ),
         Invalid(  # guided diffusion's convert_module_to_f16, applied to the model's layers
             "import torch.nn as nn\ndef convert_module_to_f16(l):\n    if isinstance(l, (nn.Conv1d, nn.Conv2d)):\n"
             "        l.weight.data = l.weight.data.half()\n        if l.bias is not None:\n            l.bias.data = l.bias.data.half()\n",
@@ -359,7 +371,24 @@ class Float16OnBf16Target(Rule):
             self._check_cast(node, node.func)
         elif self.ctx.qualified_names(node.func) & _FACTORIES:
             self._check_factory(node)
+        elif self.ctx.qualified_names(node.func) & _AUTOCASTS:
+            self._check_autocast(node)
         self._note_placement(node)
+
+    def _check_autocast(self, node: cst.Call) -> None:
+        """`torch.autocast(device_type, dtype=torch.float16)`: the region computes in float16
+        wherever the port takes it (CUDA's autocast becomes the target's), unless it names a
+        device that no selected bfloat16 target is (`"mps"`)."""
+        dtype = patterns.argument(node, 1, "dtype")
+        device = patterns.keyword(node, "device_type") or patterns.positional(node, 0)
+        named = patterns.string_value(device.value) if device is not None else None
+        bf16 = (target_data.get(name) for name in self.ctx.targets)
+        selected = {"cuda", *(target.device_type for target in bf16 if target.amp_dtype == "bfloat16")}
+        if dtype is None or (named is not None and named not in selected):
+            return
+        for literal, where in self._float16_values(dtype.value, ANYWHERE):
+            shown = patterns.string_value(literal) or min(self.ctx.qualified_names(literal))
+            self._report(literal, f"autocast to `{shown}`", self._reach(node, where), "runs the region")
 
     def _check_factory(self, node: cst.Call) -> None:
         """`torch.empty(shape, dtype=torch.half if fp16 else torch.float, device=self.device)`:
