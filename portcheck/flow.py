@@ -645,14 +645,9 @@ class DeviceFlow:
         for name in _target_names(loop.target):
             for statement in loop.body.body:
                 value = _plain_assignment(statement, name)
-                if (
-                    isinstance(value, cst.Call)
-                    and value.func is not None
-                    and patterns.method_name(value) in ("to", "cuda")
-                ):
-                    receiver = value.func.value if isinstance(value.func, cst.Attribute) else None
-                    if isinstance(receiver, cst.Name) and receiver.value == name:
-                        return True
+                func = value.func if isinstance(value, cst.Call) else None
+                if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and _binds(func.value, name):
+                    return True
         return False
 
     def _statements_before(self) -> tuple[Sequence[cst.BaseStatement], int] | None:
@@ -1717,16 +1712,14 @@ def _paired(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str)
         return iterated if target.value == name else None
     if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(iterated, cst.Call)):
         return None
-    func, args = iterated.func, [arg.value for arg in iterated.args if arg.keyword is None and not arg.star]
+    called = iterated.func.value if isinstance(iterated.func, cst.Name) else None
+    args = [arg.value for arg in iterated.args if arg.keyword is None and not arg.star]
     names = [element.value for element in target.elements]
-    if isinstance(func, cst.Name) and func.value == "enumerate" and len(names) == 2 and args:
-        args = [cst.Name("_"), args[0]]  # the index, then the items
-    elif not (isinstance(func, cst.Name) and func.value == "zip" and len(args) == len(names)):
+    if called == "enumerate" and len(names) == 2 and args:
+        names, args = names[1:], args[:1]  # the index comes first, then the items
+    elif called != "zip" or len(args) != len(names):
         return None
-    for each, arg in zip(names, args):
-        if isinstance(each, cst.Name) and each.value == name:
-            return arg
-    return None
+    return next((arg for each, arg in zip(names, args) if isinstance(each, cst.Name) and each.value == name), None)
 
 
 def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:

@@ -47,7 +47,8 @@ class AutocastCudaDeviceType(Rule):
     target before, and float16 was CUDA's choice. A dtype the code names is kept. Only the
     plain `"cuda"` is fixed (`"cuda:0"` is no device type), and a `"cuda"` bound to a name
     elsewhere only for a named target, not for `auto`. Through a choice of context managers
-    no dtype is added: `nullcontext` takes none.
+    only where torch's autocast default for the device is the target's dtype: no dtype can be
+    added there (`nullcontext` takes none).
     """
 
     code = "PC302"
@@ -144,8 +145,15 @@ class AutocastCudaDeviceType(Rule):
             "import torch\nfrom torch import autocast\nfrom contextlib import nullcontext\n"
             "scope = autocast if opt.precision == 'autocast' else nullcontext\nwith scope('cuda'):\n    pass\n",
             lines=[5],
+            device="cpu",
             fixed="import torch\nfrom torch import autocast\nfrom contextlib import nullcontext\n"
-            "scope = autocast if opt.precision == 'autocast' else nullcontext\nwith scope('tpu'):\n    pass\n",
+            "scope = autocast if opt.precision == 'autocast' else nullcontext\nwith scope('cpu'):\n    pass\n",
+        ),
+        # not fixed: through a choice no dtype can be added, and tpu's default is float16
+        Invalid(
+            "import torch\nfrom torch import autocast\nfrom contextlib import nullcontext\n"
+            "scope = autocast if opt.precision == 'autocast' else nullcontext\nwith scope('cuda'):\n    pass\n",
+            lines=[5],
         ),
         # not fixed: a bound literal under `auto` (the binding may come before the device
         # variable), and "cuda:0", which is no device type at all
@@ -171,13 +179,14 @@ class AutocastCudaDeviceType(Rule):
         if literal is not arg.value and not target.device_type:
             return None
         device = edits.device_type(self.ctx, literal)  # type: ignore[arg-type]
-        if device is None:
+        chosen = not self.ctx.qualified_names(call.func)  # one of a choice: `nullcontext` takes no dtype
+        if device is None or (chosen and amp.wants_explicit_dtype(target)):
             return None
         title = f"'cuda' -> {target.device_type or 'the device present'}"
         if (
             literal is not arg.value
             or not names & amp.AUTOCAST_CALLS
-            or not self.ctx.qualified_names(call.func)  # one of a choice: `nullcontext` takes no dtype
+            or chosen
             or amp.has_star(call)
             or patterns.argument(call, 1, "dtype") is not None
             or not amp.wants_explicit_dtype(target)
