@@ -276,7 +276,8 @@ class DeviceFlow:
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _buffers: set[str] = field(default_factory=set)  # the attributes `self.register_buffer(...)` binds
-    _steps: dict[int, str | None] = field(default_factory=dict)  # loop id -> what step it runs
+    # loop id -> what step it runs, and how many functions and methods were known when judged
+    _steps: dict[int, tuple[str | None, int]] = field(default_factory=dict)
     _loop_classes: dict[int, str | None] = field(default_factory=dict)  # loop id -> the class it is in
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
     _bound_names: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> names bound in it
@@ -286,7 +287,8 @@ class DeviceFlow:
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
     _functions: dict[str, cst.FunctionDef] = field(default_factory=dict)  # the functions seen so far, by name
-    _helpers: dict[tuple[int, int], str | None] = field(default_factory=dict)  # (function id, depth) -> its marker
+    # (function id, depth) -> its marker, and how many functions and methods were known then
+    _helpers: dict[tuple[int, int], tuple[str | None, int]] = field(default_factory=dict)
     _classes: dict[str, _Class] = field(default_factory=dict)  # the module's top-level classes seen so far
     _self_items: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # appended
     _titles: set[str] = field(default_factory=set)  # the names of those classes' methods seen so far
@@ -945,11 +947,14 @@ class DeviceFlow:
             self.resolver.scope, self.elsewhere = walking, elsewhere
 
     def loop_step(self, loop: cst.For | cst.While) -> str | None:
-        """What step this one loop runs (as `step_loop` says it), or None; found once per loop.
-        Asked while the walk is inside the loop, like `step_loop`."""
-        if id(loop) not in self._steps:
-            self._steps[id(loop)] = self._step_of(loop)
-        return self._steps[id(loop)]
+        """What step this one loop runs (as `step_loop` says it), or None; found once per loop,
+        and again where none was found before the walk saw more functions (a method the loop
+        calls, defined after it). Asked while the walk is inside the loop, like `step_loop`."""
+        known = len(self._functions) + len(self._titles)
+        judged = self._steps.get(id(loop))
+        if judged is None or (judged[0] is None and judged[1] < known):
+            judged = self._steps[id(loop)] = (self._step_of(loop), known)
+        return judged[0]
 
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
@@ -1093,17 +1098,23 @@ class DeviceFlow:
 
     def _helper_marker(self, function: cst.FunctionDef, depth: int) -> str | None:
         """What a function of the module defined before the call does every time it is called
-        (`get_logits()` runs the model, `sample()` samples a token): nothing where it runs a
-        step loop of its own (`train_one_epoch()`)."""
+        (`get_logits()` runs the model, `sample()` samples a token), with the functions it
+        defines: nothing where it runs a step loop of its own (`train_one_epoch()`)."""
         key = (id(function), depth)  # deeper, fewer calls are followed: another answer
-        if key not in self._helpers:
-            self._helpers[key] = None  # a recursive call says nothing more
+        known = len(self._functions) + len(self._titles)
+        judged = self._helpers.get(key)
+        if judged is None or (judged[0] is None and judged[1] < known):
+            self._helpers[key] = (None, known)  # a recursive call says nothing more
             loops = [
                 node for node in descendants(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))
             ]
             looped = any(self.loop_step(loop) for loop in loops)
-            self._helpers[key] = None if looped else self._markers(function.body, depth=depth + 1)
-        return self._helpers[key]
+            # what its closures do too: they run when it calls them (PLMS's `get_model_output`)
+            inner = descendants(function.body, (cst.ClassDef, cst.Lambda))
+            closures = [node.body for node in inner if isinstance(node, cst.FunctionDef)]
+            marker = None if looped else self._markers(function.body, *closures, depth=depth + 1)
+            self._helpers[key] = (marker, known)
+        return self._helpers[key][0]
 
     def _iterates_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in

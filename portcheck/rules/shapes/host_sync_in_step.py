@@ -291,6 +291,15 @@ class HostSyncInStep(StepRule):
             "        for dev in dev_loader:\n            correct += (model(dev).argmax(-1) == dev.y).sum().item()\n",
             lines=[8],
         ),
+        Invalid(  # Latent Diffusion's PLMS: the loop's method, defined after it, runs the model in a closure
+            "import torch\nclass PLMSSampler:\n    def sampling(self, x, steps):\n        for i in range(steps):\n"
+            "            x = self.p_sample(x, i)\n            print(x.sum().item())\n"
+            "    def p_sample(self, x, index):\n        def model_output(x):\n"
+            "            return self.model.apply_model(x)\n        e_t = model_output(x)\n"
+            "        return x - e_t * x[index].item()\n",
+            lines=[6, 11],
+            message="a step loop",
+        ),
         Invalid(  # Latent Diffusion's DDIMSampler: a buffer holds a tensor whatever made it
             "import torch\nfrom ldm.util import make_params\nclass DDIMSampler:\n    def make_schedule(self, n):\n"
             "        sigmas, alphas = make_params(self.model.alphas_cumprod.cpu(), n)\n"
