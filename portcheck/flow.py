@@ -114,7 +114,7 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datalo
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
 _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
-_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor)$", re.IGNORECASE)
+_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor)(_fn)?$", re.IGNORECASE)  # `model_fn`: diffusion
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
 # What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
@@ -948,11 +948,11 @@ class DeviceFlow:
 
     def loop_step(self, loop: cst.For | cst.While) -> str | None:
         """What step this one loop runs (as `step_loop` says it), or None; found once per loop,
-        and again where none was found before the walk saw more functions (a method the loop
-        calls, defined after it). Asked while the walk is inside the loop, like `step_loop`."""
+        and again once the walk has seen more functions (a method the loop calls, defined after
+        it). Asked while the walk is inside the loop, like `step_loop`."""
         known = len(self._functions) + len(self._titles)
         judged = self._steps.get(id(loop))
-        if judged is None or (judged[0] is None and judged[1] < known):
+        if judged is None or judged[1] < known:
             judged = self._steps[id(loop)] = (self._step_of(loop), known)
         return judged[0]
 
@@ -1030,6 +1030,11 @@ class DeviceFlow:
             helpers = []
         if depth >= 2 or name.startswith("test_"):
             return None  # a test function run from a loop over cases is no step
+        if isinstance(call.func, cst.Name) and not helpers:  # `lower_update = lambda x, s, t: self.update(x, s, t)`
+            lambdas = [
+                value.body for value in self.resolver.assigned_values(call.func) if isinstance(value, cst.Lambda)
+            ]
+            return self._markers(*lambdas, depth=depth + 1) if lambdas else None
         found = {self._helper_marker(helper, depth) for helper in helpers}
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
 
@@ -1103,7 +1108,7 @@ class DeviceFlow:
         key = (id(function), depth)  # deeper, fewer calls are followed: another answer
         known = len(self._functions) + len(self._titles)
         judged = self._helpers.get(key)
-        if judged is None or (judged[0] is None and judged[1] < known):
+        if judged is None or judged[1] < known:
             self._helpers[key] = (None, known)  # a recursive call says nothing more
             loops = [
                 node for node in descendants(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))

@@ -20,8 +20,10 @@ class TensorDependentControlFlow(StepRule):
     `bool(t.max())`, a tensor itself or an element of one (`if nxt[0, 0] == eos:`, where
     `nxt = torch.multinomial(...)`), `all(done)` over a tensor, `any(...)` of such tests
     (`any(not p.grad.isfinite().all() for p in params)`), or a name bound to one of those;
-    also in the module's functions called every step from those places (see PC503). In a
-    step loop, tests on the error path and under `if step % N == 0:` are left alone.
+    also in the module's functions called every step from those places (see PC503), and the
+    test of a `while` loop that is itself a step loop (DPM-Solver's adaptive `while
+    torch.abs(s - t_0).mean() > t_err:`). In a step loop, tests on the error path and under
+    `if step % N == 0:` are left alone.
 
     Shape and Python-value checks are static under tracing and are not reported:
     `if self.training:`, `x.dim() == 3`, `x.shape[0] > 1`, `x.size(1)`, `len(x)`,
@@ -115,6 +117,15 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # DPM-Solver's adaptive solver: the loop runs the model through a lambda and `model_fn`
+            "import torch\nclass Solver:\n    def model_fn(self, x, t):\n        return self.model(x, t)\n"
+            "    def update(self, x, s):\n        return x + self.model_fn(x, s)\n"
+            "    def adaptive(self, x, s, t_0, t_err):\n        lower = lambda x, s: self.update(x, s)\n"
+            "        while torch.abs(s - t_0).mean() > t_err:\n            x = lower(x, s)\n            s = s - 0.1\n"
+            "        return x\n",
+            lines=[9],
+            message="`while` in a step loop",
+        ),
         Invalid(  # a parameter annotated as a tensor (lit-llama's input_pos)
             "import torch\nfrom typing import Optional\nclass Attention(torch.nn.Module):\n"
             "    def forward(self, x, input_pos: Optional[torch.Tensor] = None):\n"
@@ -204,6 +215,8 @@ class TensorDependentControlFlow(StepRule):
 
     def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> None:
         where = self.step_context(self.ctx.ancestors)
+        if isinstance(node, cst.While) and self.ctx.flow is not None and not self.ctx.project.complete:
+            where = self.ctx.flow.loop_step(node) or where  # its test runs before each of its own steps
         if where is None:
             return
         test = node.test
