@@ -1281,15 +1281,27 @@ class DeviceFlow:
         title, owner = function.name.value, self._methods.get(id(function))
         if title in self._spawned and owner is None and position == 0:
             return True
-        passed = []
-        for site in self._sites(title, owner):
-            arg = _argument(site.call, position - site.skipped, name)
-            if arg is None:
-                return False
-            passed.append((arg, site.scope))
+        passed = self.passed_arguments(function, name)
+        if passed is None:
+            return False
         if passed:
             return all(self.holds_index(arg, where, depth + 1) for arg, where in passed)
         return _INDEX_NAME.match(name) is not None
+
+    def passed_arguments(self, function: cst.FunctionDef, name: str) -> list[tuple[cst.BaseExpression, Scope]] | None:
+        """What the module's calls of `function` pass for its parameter `name`, each with the
+        scope of the call (empty where the module never calls it); None where a call passes
+        nothing for it (the default, or what `*args` may hold)."""
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        position = params.index(name) if name in params else -1
+        title, owner = function.name.value, self._methods.get(id(function))
+        passed = []
+        for site in self._sites(title, owner):
+            arg = _argument(site.call, position - site.skipped if position >= 0 else -1, name)
+            if arg is None:
+                return None
+            passed.append((arg, site.scope))
+        return passed
 
     def _sites(self, title: str, owner: str | None) -> list[_Site]:
         """Calls of a function (of a method of `owner` through `self.`, of `__init__` through

@@ -33,6 +33,9 @@ TRITON = "triton"
 # (`utils.clip_gradients`, `utils.MetricLogger.update`); details `where`: the loop and its file,
 # `tensors`: "yes" when the call passes a tensor
 STEP_CALL = "step-call"
+# name: what a module binds by importing another package's API (`utils.torch_utils.smart_amp_autocast`);
+# detail `target`: the API's own qualified name (`ultralytics.utils.torch_utils.autocast`)
+ALIAS = "alias"
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class Project:
     step_calls: frozenset[tuple[str, str, bool]] = frozenset()
     # The CUDA-bound packages (targets/packages.toml keys) the project declares as dependencies.
     declared_packages: frozenset[str] = frozenset()
+    # What the repository's modules bind by importing other packages' APIs: (name, target).
+    aliases: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -78,6 +83,7 @@ class Project:
             declared_packages=frozenset(
                 f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
             ),
+            aliases=frozenset((f.name, f.detail("target")) for f in facts if f.kind == ALIAS),
         )
 
     @property
@@ -89,6 +95,7 @@ class Project:
             or self.import_failures
             or self.step_calls
             or self.declared_packages
+            or self.aliases
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:
@@ -97,6 +104,14 @@ class Project:
         first in order where several do."""
         wheres = (where for name, where, tensors in self.step_calls if name == qualified and tensors >= passing_tensors)
         return min(wheres, default=None)
+
+    def alias_target(self, qualified: str) -> str | None:
+        """The API a repository module's name stands for, when it re-exports one."""
+        return self._aliases.get(qualified)
+
+    @cached_property
+    def _aliases(self) -> dict[str, str]:
+        return dict(self.aliases)
 
     @cached_property
     def _chains(self) -> dict[str, tuple[str, ...]]:

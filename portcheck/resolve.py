@@ -282,12 +282,21 @@ class Resolver:
                 return param.annotation.annotation, [value for value in values if value is not None]
         return None
 
-    def parameter_default(self, node: cst.Name) -> cst.BaseExpression | None:
-        """The default of the parameter a name is (`def __init__(self, mixed_precision_type="fp16")`),
-        where nothing else in the function binds the name."""
+    def parameter_of(self, node: cst.Name) -> cst.FunctionDef | None:
+        """The function whose parameter the name is, where nothing else in it binds the name."""
         owner = self._owner(node.value)
         function = owner.owner if owner is not None else None
         if owner is None or not isinstance(function, cst.FunctionDef) or owner.values.get(node.value) != [None]:
+            return None
+        params = function.params
+        named = (param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params))
+        return function if node.value in named else None
+
+    def parameter_default(self, node: cst.Name) -> cst.BaseExpression | None:
+        """The default of the parameter a name is (`def __init__(self, mixed_precision_type="fp16")`),
+        where nothing else in the function binds the name."""
+        function = self.parameter_of(node)
+        if function is None:
             return None
         params = function.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):

@@ -278,6 +278,20 @@ def test_a_guarded_cuda_only_package_the_project_declares_is_called_on_the_targe
     assert call.severity == Severity.INFO
 
 
+def test_a_library_api_the_repository_re_exports_keeps_its_cuda_default(tmp_path: Path) -> None:
+    """yolov5: utils/torch_utils.py binds `smart_amp_autocast` to Ultralytics' `autocast`, whose
+    device defaults to "cuda"; the training scripts call it from there, without a device."""
+    utils = "import torch\nfrom ultralytics.utils.torch_utils import autocast as smart_amp_autocast  # noqa: F401\n"
+    train = (
+        "import torch\nfrom utils.torch_utils import smart_amp_autocast\n\n"
+        "def step(model, x, amp, device):\n    with smart_amp_autocast(amp):\n        loss = model(x)\n"
+        "    with smart_amp_autocast(amp, device=device.type):\n        return model(x)\n"
+    )
+    write(tmp_path, {"utils/__init__.py": "", "utils/torch_utils.py": utils, "train.py": train})
+    found = [(f.path, f.line, f.severity) for f in scan(tmp_path).findings if f.code == "PC109"]
+    assert found == [("train.py", 5, Severity.WARNING)]
+
+
 def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp_path: Path) -> None:
     """MiniGPT-4 subclasses transformers' LlamaForCausalLM in its own package and loads it with
     `torch_dtype=torch.float16`: the repository's classes count like transformers' own."""

@@ -358,7 +358,8 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`...), a tensor method, index or comparison of one, or a name
     bound to one (`seen`: the names being looked through; a cycle such as `pos = pos[-1:] + 1`
-    leaves it to the name's other values). Parameters and the results of unknown calls are not
+    leaves it to the name's other values). A parameter is one where it is annotated so, or where
+    every call of its function in the module passes one; the results of unknown calls are not
     known to be tensors."""
     if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
         return False
@@ -406,13 +407,26 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         values, seen = ctx.values_before_updates(node), seen | {node.value}
         if not values:
             annotated = ctx.parameter_annotation(node)
-            return (
-                annotated is not None
-                and _annotated_tensor(ctx, annotated[0])
-                and all(tensor_valued(ctx, value, depth + 1, seen) for value in annotated[1])
+            if annotated is None:
+                return _passed_tensors(ctx, node, depth)
+            return _annotated_tensor(ctx, annotated[0]) and all(
+                tensor_valued(ctx, value, depth + 1, seen) for value in annotated[1]
             )
         return all(tensor_valued(ctx, value, depth + 1, seen) for value in values)
     return False
+
+
+def _passed_tensors(ctx: FileContext, node: cst.Name, depth: int) -> bool:
+    """A parameter that every call of its function in the module passes a tensor
+    (`self.p_sample(img, times, times_next)` with `times_next = steps[i + 1]`)."""
+    module_flow = ctx.flow
+    if module_flow is None:
+        return False
+    function = module_flow.resolver.parameter_of(node)
+    passed = module_flow.passed_arguments(function, node.value) if function is not None else None
+    return bool(passed) and all(
+        module_flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1)) for value, scope in passed or ()
+    )
 
 
 def _unknown(node: cst.BaseExpression) -> bool:

@@ -19,7 +19,8 @@ class TensorDependentControlFlow(StepRule):
     `x.max() < t`), `torch.any` / `torch.all` / `torch.equal` / `torch.is_nonzero`,
     `bool(t.max())`, a tensor itself or an element of one (`if nxt[0, 0] == eos:`, where
     `nxt = torch.multinomial(...)`), `all(done)` over a tensor, `any(...)` of such tests
-    (`any(not p.grad.isfinite().all() for p in params)`), or a name bound to one of those;
+    (`any(not p.grad.isfinite().all() for p in params)`), or a name bound to one of those (a
+    parameter where every call of its function in the module passes a tensor);
     also in the module's functions called every step from those places (see PC503), and the
     test of a `while` loop that is itself a step loop (DPM-Solver's adaptive `while
     torch.abs(s - t_0).mean() > t_err:`). In a step loop, tests on the error path and under
@@ -72,6 +73,12 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # the same step given Python numbers
+            "import torch\nclass Diffusion(torch.nn.Module):\n    def p_sample(self, x, time, time_next):\n"
+            "        out = self.model(x, time)\n        if time_next == 0:\n            return out\n"
+            "        return out + torch.randn_like(x)\n    def sample(self, x, n):\n        for i in range(n):\n"
+            "            x = self.p_sample(x, i, i - 1)\n        return x\n"
+        ),
         Valid(  # a dict kept on self from another method's `**kwargs`: no tensor (ChatGLM's Seq2SeqTrainer)
             "import torch\nclass T(torch.nn.Module):\n    def evaluate(self, **gen_kwargs):\n"
             "        gen_kwargs = gen_kwargs.copy()\n        self._gen_kwargs = gen_kwargs\n"
@@ -117,6 +124,15 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # denoising-diffusion-pytorch: the sampling loop passes device tensors to the step's parameters
+            "import torch\nclass Diffusion(torch.nn.Module):\n    def p_sample(self, x, time, time_next):\n"
+            "        out = self.model(x, time)\n        if time_next == 0:\n            return out\n"
+            "        return out + torch.randn_like(x)\n    def sample(self, x, n):\n"
+            "        steps = torch.linspace(1.0, 0.0, n + 1, device=x.device)\n        for i in range(n):\n"
+            "            x = self.p_sample(x, steps[i], steps[i + 1])\n        return x\n",
+            lines=[5],
+            message="`p_sample()`, called from a step loop",
+        ),
         Invalid(  # DPM-Solver's adaptive solver: the loop runs the model through a lambda and `model_fn`
             "import torch\nclass Solver:\n    def model_fn(self, x, t):\n        return self.model(x, t)\n"
             "    def update(self, x, s):\n        return x + self.model_fn(x, s)\n"

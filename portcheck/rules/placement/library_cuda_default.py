@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import patterns, project
+from portcheck import targets as target_data
+from portcheck.findings import Severity
+from portcheck.project import Project
+from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.targets.library_defaults import CudaDefault, table
+
+
+def _severities(api: CudaDefault) -> dict[str, Severity]:
+    return {name: OFF if t.keeps_cuda_api else api.severity for name, t in target_data.all_targets().items()}
+
+
+class LibraryCudaDefault(Rule):
+    """## What it does
+    Reports calls of other packages' functions and classes whose device parameter defaults to
+    CUDA, made without giving it: Ultralytics' `autocast(enabled)` (device "cuda"), timm's
+    `NativeScaler()`, MMSegmentation's `init_segmentor` / `init_model`, MMDetection's
+    `init_detector` and MMPose's `init_pose_model` / `init_model` (device "cuda:0"); also
+    through the repository's own modules that re-export them (yolov5's `utils.torch_utils`
+    binds `smart_amp_autocast` to Ultralytics' `autocast`). The table is
+    portcheck/targets/library_defaults.toml.
+
+    ## Why is this bad?
+    Nothing in the call says "cuda", so changing the program's device leaves it on CUDA: the
+    MM* loaders build the model on `cuda:0` and raise without CUDA, and the AMP wrappers
+    enter an autocast or a GradScaler for CUDA, which silently does nothing for tensors on
+    the target (the run stays in float32, or drops loss scaling).
+
+    ## Example
+    ```python
+    from mmseg.apis import init_segmentor
+    model = init_segmentor(cfg, checkpoint)
+    ```
+
+    ## Use instead
+    ```python
+    model = init_segmentor(cfg, checkpoint, device=device)
+    ```
+    For the AMP wrappers, `torch.autocast(device.type, dtype=torch.bfloat16)` and no loss
+    scaler on bfloat16 targets.
+
+    ## Targets
+    The table's severity (an error where the call raises, a warning where it silently does
+    nothing) on every target but ROCm, where HIP answers to "cuda".
+
+    ## Fix safety
+    No automatic fix: the device to pass is the program's, and an AMP wrapper also needs the
+    target's dtype, which it does not take.
+    """
+
+    code = "PC109"
+    name = "library-cuda-default"
+    message = "`{called}` works on {default} unless given `{parameter}=`: {what}"
+    hint = "pass `{parameter}=` the program's device, or use the torch API with the target's device type"
+    severity = per_target(WARNING, rocm=OFF)  # each report carries its API's own (`_severities`)
+    triggers = tuple(sorted({name.rsplit(".", 1)[-1].encode() for name in table()}))
+
+    VALID = [
+        Valid(
+            "import torch\nfrom mmseg.apis import init_segmentor\nmodel = init_segmentor(cfg, ckpt, device=device)\n"
+        ),
+        Valid("import torch\nfrom mmdet.apis import init_detector\nmodel = init_detector(cfg, ckpt, 'cpu')\n"),
+        Valid("import torch\nfrom torch.amp import autocast\nwith autocast('cpu'):\n    pass\n"),
+        Valid("def load(torch, init_segmentor, cfg):\n    return init_segmentor(cfg)\n"),
+        Valid(  # what a dict of options may hold is not read
+            "import torch\nfrom timm.utils import NativeScaler\nscaler = NativeScaler(**scaler_options)\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(  # dinov2's segmentation notebook; DeiT's training script
+            "import torch\nfrom mmseg.apis import init_segmentor\nfrom timm.utils import NativeScaler\n"
+            "model = init_segmentor(cfg)\nloss_scaler = NativeScaler()\n",
+            lines=[4, 5],
+        ),
+        Invalid(
+            "import torch as T\nimport mmdet.apis as apis\nfrom torch.nn import Linear as L\nfrom torch import nn\n"
+            "import torch.nn\nfrom ultralytics.utils.torch_utils import autocast as amp_autocast\n"
+            "model = apis.init_detector(cfg, ckpt)\nwith amp_autocast(True):\n    pass\n",
+            lines=[7, 8],
+            message="unless given `device=`",
+        ),
+    ]
+
+    @classmethod
+    def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
+        """The names the repository's modules re-export the table's APIs under."""
+        return tuple(sorted({name.rsplit(".", 1)[-1].encode() for name, _ in known.aliases}))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        """In the first pass, note what a module-level import binds to one of the table's APIs
+        (`from ultralytics.utils.torch_utils import autocast as smart_amp_autocast`): other
+        modules may import it from here."""
+        if self.ctx.project.complete or node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        if any(isinstance(parent, (cst.FunctionDef, cst.ClassDef)) for parent in self.ctx.ancestors):
+            return
+        module = patterns.dotted(node.module)
+        for alias in node.names:
+            target = f"{module}.{patterns.dotted(alias.name)}"
+            local = alias.asname.name if alias.asname is not None else alias.name
+            if target in table() and isinstance(local, cst.Name) and self.ctx.module.name:
+                self.record(project.ALIAS, f"{self.ctx.module.name}.{local.value}", node, target=target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qualified_names(node.func)
+        known = self.ctx.project
+        if known.complete:  # through a re-export; the first pass reported the table's own names
+            apis = sorted(filter(None, (known.alias_target(name) for name in names)))
+        else:
+            apis = sorted(name for name in names if name in table())
+        if not apis:
+            return
+        api = table()[apis[0]]
+        given = patterns.keyword(node, api.parameter) is not None or any(arg.star for arg in node.args)
+        positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
+        if given or len(positional) > api.position:
+            return
+        self.report(
+            node.func,
+            severity=_severities(api),
+            called=patterns.dotted(node.func) or api.qualified,
+            default=f'"{api.default}"',
+            parameter=api.parameter,
+            what=api.what,
+        )
