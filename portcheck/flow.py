@@ -1667,7 +1667,9 @@ def _adds_text(call: cst.Call) -> bool:
     )
 
 
-_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel"})
+_DATA_PARALLEL = frozenset(
+    {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel"}
+)
 # What CUDA alone can answer: the device's name, capability and memory.
 _CUDA_FACTS = re.compile(r"^torch\.cuda\.(get_device_(name|properties|capability)|(max_)?memory_\w+|mem_get_info)$")
 

@@ -42,7 +42,8 @@ class NcclBackendCheck(Rule):
     ```
 
     ## Targets
-    A warning on every target but ROCm.
+    A warning on every target but ROCm; info where only a CUDA check reaches it (`if
+    device.type == "cuda":`, the later conditions of `torch.version.cuda and ...`).
 
     ## Fix safety
     Unsafe: the check asks "are the accelerator's collectives in use?", so `"nccl"` becomes the
@@ -59,6 +60,7 @@ class NcclBackendCheck(Rule):
 
     code = "PC402"
     name = "nccl-backend-check"
+    cuda_only = True
     message = 'checks for the "nccl" backend, which is never in use on this target'
     hint = 'decide on the device (device.type != "cpu") or on the backend your target uses'
     severity = per_target(WARNING, rocm=OFF)
@@ -72,6 +74,13 @@ class NcclBackendCheck(Rule):
         Valid("def f(torch):\n    return torch.distributed.is_nccl_available()\n"),
     ]
     INVALID = [
+        Invalid(  # pytorch/examples' imagenet: asked only on CUDA, where NCCL is the backend (info)
+            "import torch\nimport warnings\nif device.type == 'cuda':\n"
+            "    if torch.accelerator.device_count() == 1 and args.dist_backend == 'nccl':\n"
+            "        warnings.warn('nccl needs more than one GPU')\n",
+            lines=[4],
+            message="reached only under a CUDA check",
+        ),
         Invalid(
             'import torch\nif torch.distributed.get_backend() == "nccl":\n    pass\n',
             lines=[2],

@@ -12,7 +12,7 @@ _EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
 _GUARDS_MESSAGE = "which here only keeps a message (or freeing cached memory) from other devices"
-_GUARDS_LIBRARY = "which rightly keeps a CUDA-only library or CUDA's own facts from other devices"
+GUARDS_LIBRARY = "which rightly keeps a CUDA-only library or CUDA's own facts from other devices"
 
 
 class CudaDeviceComparison(Rule):
@@ -211,7 +211,7 @@ class CudaDeviceComparison(Rule):
         if check is not None and check.asserts:
             self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), consequence=_ASSERTED)
         elif check is not None and (check.tells_only or check.guards_cuda_library):
-            consequence = _GUARDS_MESSAGE if check.tells_only else _GUARDS_LIBRARY
+            consequence = _GUARDS_MESSAGE if check.tells_only else GUARDS_LIBRARY
             self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), consequence=consequence)
         else:
             self.report(node, edit=edit, consequence=_FALSE_ELSEWHERE)

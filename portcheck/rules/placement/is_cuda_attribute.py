@@ -6,7 +6,8 @@ from portcheck import patterns
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rule import INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rules.placement.cuda_device_comparison import GUARDS_LIBRARY
 
 
 class IsCudaAttribute(Rule):
@@ -32,7 +33,9 @@ class IsCudaAttribute(Rule):
 
     ## Targets
     A warning on every target but ROCm: the program runs, but the branch it takes may not be
-    the one meant for the accelerator. Check what the branch does.
+    the one meant for the accelerator. Check what the branch does. Info, and not fixed, where
+    the check keeps a CUDA-only library or several-GPU `DataParallel` from other devices (as
+    for cuda-device-comparison, PC105): that is what it is for.
 
     ## Fix safety
     Unsafe: `x.is_cuda` becomes `x.device.type == "tpu"` (the target's device type), which is
@@ -51,7 +54,7 @@ class IsCudaAttribute(Rule):
 
     code = "PC103"
     name = "is-cuda-attribute"
-    message = "`.is_cuda` is False on every other device"
+    message = "`.is_cuda` is False on every other device{consequence}"
     hint = 'compare the device type instead: `x.device.type != "cpu"` (or == the target\'s type)'
     severity = per_target(WARNING, rocm=OFF)
     fix_safety = FixSafety.UNSAFE
@@ -120,6 +123,16 @@ class IsCudaAttribute(Rule):
             unsafe=True,
             fixed='"""Doc."""\nimport torch as T\n\ndef keep(x):\n    return x.device.type == "cpu"\n',
         ),
+        # dcgan: the check keeps several-GPU DataParallel from other devices; rewritten to the
+        # target's type, it would send the target there (info, not fixed)
+        Invalid(
+            "import torch\nimport torch.nn as nn\nclass G(nn.Module):\n    def forward(self, x):\n"
+            "        if x.is_cuda and self.ngpu > 1:\n            return nn.parallel.data_parallel(self.main, x, range(self.ngpu))\n"
+            "        return self.main(x)\n",
+            lines=[5],
+            message="rightly keeps a CUDA-only library",
+            unsafe=True,
+        ),
         # On the CPU `is_cuda` is already False for every tensor: left as it is.
         Invalid("import torch\nx = torch.ones(2)\nassert x.is_cuda\n", lines=[3], device="cpu", unsafe=True),
         Invalid('import torch\nx = torch.ones(2)\nprint(f"{x.is_cuda}")\ndel x.is_cuda\n', lines=[3, 4], unsafe=True),
@@ -130,7 +143,14 @@ class IsCudaAttribute(Rule):
             return
         if patterns.resolves_outside_torch_classes(self.ctx.qualified_names(node)):
             return
-        self.report(node, edit=self._edit(node))
+        flow = self.ctx.flow
+        check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
+        if (
+            check is not None and check.guards_cuda_library
+        ):  # dcgan: `if input.is_cuda and ngpu > 1: data_parallel(...)`
+            self.report(node, severity=per_target(INFO, rocm=OFF), consequence=f", {GUARDS_LIBRARY}")
+            return
+        self.report(node, edit=self._edit(node), consequence="")
 
     def _edit(self, node: cst.Attribute) -> Edit | None:
         """`x.device.type == <the target's type>` in place of `x.is_cuda`."""
