@@ -2,8 +2,9 @@
 
 Such a string is reported where it is given to something named for the setting (a keyword
 argument, a parameter default, an assignment to a name, attribute or subscript `kwargs["x"]`, a
-dataclass field's default, a dict entry, an argparse option default) or passed where a known call expects it, directly or
-through a name bound once or a parameter's default (also as a branch of `a if c else b`). Real code spells these settings in all of those places; log
+dataclass field's default, a dict entry, an argparse option default) or passed where a known
+call expects it, directly or through a name bound once or a parameter's default (also as a
+branch of `a if c else b`). Real code spells these settings in all of those places; log
 messages and unrelated dict keys are never named for them, so they stay quiet.
 """
 

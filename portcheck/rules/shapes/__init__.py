@@ -786,10 +786,10 @@ class StepRule(TensorRule):
                 self.record(project.STEP_CALL, site.callee, site.call, where=where, tensors=site.tensors)
         for deferred in self._in_functions if module_flow is not None else ():
             # asked again now the module is known: the loop around it may call methods defined after it
-            local = deferred.local or module_flow.in_scope(
+            own = deferred.local or module_flow.in_scope(
                 deferred.scope, partial(module_flow.step_context, deferred.chain)
             )
-            caller = local or module_flow.called_every_step(deferred.function, deferred.gates)
+            caller = own or module_flow.called_every_step(deferred.function, deferred.gates)
             if self.ctx.project.complete:
                 # gates stay unjudged: another file's call may well give the flag
                 local = caller is not None or module_flow.runs_steps(deferred.function)
@@ -801,7 +801,7 @@ class StepRule(TensorRule):
             if deferred.holds is not None and not module_flow.in_scope(deferred.scope, deferred.holds):
                 continue
             if caller is not None:
-                where = local or f"`{deferred.function.name.value}()`, called from {caller},"
+                where = own or f"`{deferred.function.name.value}()`, called from {caller},"
                 severity = (
                     module_flow.in_scope(
                         deferred.scope,
