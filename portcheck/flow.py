@@ -244,16 +244,6 @@ def is_self_attribute(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
-def _targets_bound(node: cst.CSTNode) -> list[cst.Name]:
-    """The plain names a binding node binds (its target, a tuple's elements)."""
-    if isinstance(node, cst.WithItem):
-        target: cst.BaseExpression | None = node.asname.name if node.asname is not None else None
-    else:
-        target = node.target  # type: ignore[attr-defined]
-    elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-    return [each for each in elements if isinstance(each, cst.Name)]
-
-
 def _is_self(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "self"
 
@@ -280,7 +270,6 @@ class DeviceFlow:
     _steps: dict[int, tuple[str | None, int]] = field(default_factory=dict)
     _loop_classes: dict[int, str | None] = field(default_factory=dict)  # loop id -> the class it is in
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
-    _bound_names: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> names bound in it
     _every_step: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)  # (function id, gates)
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
@@ -683,12 +672,13 @@ class DeviceFlow:
                     return Home.UNKNOWN, True
                 return self._home_holding(value, name, self._held_before(name, body, index, depth + 1), depth), False
             own = index == position and isinstance(body[index], cst.SimpleStatementLine)
-            if not own and name in self._binding(body[index]):
+            if not own and name in self.names_bound_in(body[index]):
                 return None  # also bound in a branch or a loop on the way: the name's bindings at large say
         return None
 
-    def _binding(self, statement: cst.BaseStatement) -> frozenset[str]:
-        """What a top-level statement binds, found once."""
+    def names_bound_in(self, statement: cst.CSTNode) -> frozenset[str]:
+        """The names a statement binds in any way, anywhere in it but in the scopes it defines
+        (assignment and loop targets, `with ... as`, `:=`, imports), found once per statement."""
         known = self._bound.get(id(statement))
         if known is None:
             known = self._bound[id(statement)] = _bound_names(statement)
@@ -904,19 +894,6 @@ class DeviceFlow:
                         following.append(caller)
             wave = following
         return found
-
-    def names_bound_in(self, statement: cst.CSTNode) -> frozenset[str]:
-        """The names a compound statement binds anywhere in it (assignment and loop targets,
-        `with ... as`), found once per statement."""
-        key = id(statement)
-        if key not in self._bound_names:
-            self._bound_names[key] = frozenset(
-                name.value
-                for node in descendants(statement)
-                if isinstance(node, (cst.AssignTarget, cst.For, cst.WithItem, cst.AugAssign, cst.AnnAssign))
-                for name in _targets_bound(node)
-            )
-        return self._bound_names[key]
 
     def owner_class(self, function: cst.FunctionDef) -> str | None:
         """The class `function` is a method of, if any."""

@@ -384,21 +384,21 @@ class Float16OnBf16Target(Rule):
         named = patterns.string_value(device.value) if device is not None else None
         bf16 = (target_data.get(name) for name in self.ctx.targets)
         selected = {"cuda", *(target.device_type for target in bf16 if target.amp_dtype == "bfloat16")}
-        if dtype is None or (named is not None and named not in selected):
-            return
-        for literal, where in self._float16_values(dtype.value, ANYWHERE):
-            shown = patterns.string_value(literal) or min(self.ctx.qualified_names(literal))
-            self._report(literal, f"autocast to `{shown}`", self._reach(node, where), "runs the region")
+        if dtype is not None and (named is None or named in selected):
+            self._report_float16(dtype.value, node, "autocast to `{}`", "runs the region")
 
     def _check_factory(self, node: cst.Call) -> None:
         """`torch.empty(shape, dtype=torch.half if fp16 else torch.float, device=self.device)`:
         a tensor made on the device in float16."""
         dtype, device = patterns.keyword(node, "dtype"), patterns.keyword(node, "device")
-        if dtype is None or device is None or self._on_cpu(device.value):
-            return
-        for literal, where in self._float16_values(dtype.value, ANYWHERE):
+        if dtype is not None and device is not None and not self._on_cpu(device.value):
+            self._report_float16(dtype.value, node, "`dtype={}`", "puts the tensor on the device")
+
+    def _report_float16(self, dtype: cst.BaseExpression, call: cst.Call, what: str, runs: str) -> None:
+        """Report each float16 value a call's dtype may take, `what` showing it as written."""
+        for literal, where in self._float16_values(dtype, ANYWHERE):
             shown = patterns.string_value(literal) or min(self.ctx.qualified_names(literal))
-            self._report(literal, f"`dtype={shown}`", self._reach(node, where), "puts the tensor on the device")
+            self._report(literal, what.format(shown), self._reach(call, where), runs)
 
     def _check_cast(self, node: cst.Call, method: cst.Attribute) -> None:
         """`.half()` or `.to(torch.float16)` on a model, and a tensor moved to the device in

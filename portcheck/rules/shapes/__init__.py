@@ -463,8 +463,8 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     `m.bool()`, `torch.isnan(x)`, a tensor made or cast with `dtype=torch.bool`
     (`torch.ones(n, dtype=torch.bool)`, `m.to(torch.bool)`), a view of one (`m.view(-1)`,
     `m.T`) or part of one (`m[i]`), masks stacked (`torch.stack((j, k))`), either value of an
-    `if` expression, a name holding one of those (`values_reaching`), or an attribute of `self` the module binds only to those
-    (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`). `depth`: the names looked through;
+    `if` expression, a name holding one of those (`values_reaching`), or an attribute of
+    `self` the module binds only to those (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`). `depth`: the names looked through;
     `seen`: the attributes being looked through."""
     if depth > _DEPTH:
         return False

@@ -35,13 +35,12 @@ _NUMBER_ARGUMENTS = {
 class HostSyncInStep(StepRule):
     """## What it does
     Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
-    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value it
-    is registered with), `min()` /
-    `max()` comparing one (`min(self.decay, n / 10)`), a tensor formatted into text
-    (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) and a tensor given where torch or Python reads a
-    number (`torch.full(size, alphas[t])`'s fill value, `torch.arange`'s and `range`'s bounds,
-    `F.one_hot`'s `num_classes`, `torch.randint`'s bounds) where they run every step. That is
-    step code:
+    `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value
+    it is registered with), `min()` / `max()` comparing one (`min(self.decay, n / 10)`), a
+    tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) and a tensor given where
+    torch or Python reads a number (`torch.full(size, alphas[t])`'s fill value, `torch.arange`'s
+    and `range`'s bounds, `F.one_hot`'s `num_classes`, `torch.randint`'s bounds) where they run
+    every step. That is step code:
     - a module's `forward`, and a method a framework runs every step (Lightning's
       `training_step` and batch hooks, the Hugging Face Trainer's `compute_loss`, MMEngine's
       `train_step` and `forward_train`, a torchmetrics `Metric`'s `update`; the `__call__` of a
@@ -67,16 +66,15 @@ class HostSyncInStep(StepRule):
       there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor.
 
     Left alone: calls on the error path (in a `raise` or an assertion's message, or an `if` body
-    that ends raising or with `sys.exit()`),
-    under an `if step % N == 0:` (reading back every N steps, also where a function is called;
-    not in a step loop of its own there, such as an evaluation every N steps)
-    or an `if i < 3:` / `if i == 0:` on the loop's index, a count it keeps or a parameter named
-    for the step (`batch_idx`: the first steps only); those that decide a branch (PC504) or a
-    slice length (PC505); and those on NumPy arrays (made by `numpy` or `.numpy()`) or on
-    tensors in host memory (copied there, made from Python data where nothing sets a default
-    device, or in a dataset's methods or a collate function; a loader's batch items the loop
-    leaves there while it moves others to the device; the items of a host tensor), which live
-    on the host.
+    that ends raising or with `sys.exit()`), under an `if step % N == 0:` (reading back every N
+    steps, also where a function is called; not in a step loop of its own there, such as an
+    evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's index, a count it
+    keeps or a parameter named for the step (`batch_idx`: the first steps only); those that
+    decide a branch (PC504) or a slice length (PC505); and those on NumPy arrays (made by
+    `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from Python data
+    where nothing sets a default device, or in a dataset's methods or a collate function; a
+    loader's batch items the loop leaves there while it moves others to the device; the items
+    of a host tensor), which live on the host.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
