@@ -393,7 +393,7 @@ def _results(
                 assert report.span is not None
                 span = report.span
             message, severity = report.message, report.severity
-            if rule.cuda_only and placement.protected_by:
+            if rule.cuda_only and flow is not None and flow.only_under_cuda(placement):
                 message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
                 severity = at_most_info(severity)
             finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)

@@ -405,6 +405,12 @@ class DeviceFlow:
             return NOWHERE
         return Placement(frozenset(checks), frozenset(protected - checks))
 
+    def only_under_cuda(self, placement: Placement) -> bool:
+        """Whether a CUDA check keeps code at `placement` on CUDA, with another path elsewhere:
+        not an `assert`, which stops the program there, so that a port removes it and the
+        code after it runs on the target."""
+        return any(not self.guards[index].asserts for index in placement.protected_by)
+
     def _following(self, statement: cst.CSTNode | None) -> tuple[cst.CSTNode, ...]:
         """The statements after `statement` in its block: what an early exit protects."""
         block = self.ancestors[-1] if statement is not None and statement is not self.ancestors[-1] else None
@@ -930,6 +936,7 @@ class DeviceFlow:
         known = len(self._functions) + len(self._titles)
         judged = self._steps.get(id(loop))
         if judged is None or judged[1] < known:
+            self._steps[id(loop)] = (None, known)  # asked again on the way (a recursive helper): no step
             judged = self._steps[id(loop)] = (self._step_of(loop), known)
         return judged[0]
 
@@ -951,14 +958,20 @@ class DeviceFlow:
         """A loop around a training loop that steps no optimizer itself (yolov5's `for epoch in
         range(epochs):` with `optimizer.zero_grad()` and `scheduler.step()` around the batch
         loop): once per epoch. One that does step (nanoGPT's `while True:` around its gradient
-        accumulation) is the step loop."""
+        accumulation) is the step loop. So is a `for` loop that calls the module's functions
+        running a whole step loop (`for i in range(num_samples): y = generate(...)`): once per
+        sample, where the output comes back."""
         inner = [node for node in descendants(loop.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))]
-        if not any(self.loop_step(each) in ("a training loop", "a loop over a DataLoader") for each in inner):
-            return False
-        own = (
+        own = [
             node for node in descendants(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if isinstance(node, cst.Call)
-        )
-        return not any(_steps_optimizer(call) for call in own)
+        ]
+        if any(_steps_optimizer(call) for call in own):
+            return False
+        if any(self.loop_step(each) in ("a training loop", "a loop over a DataLoader") for each in inner):
+            return True
+        if isinstance(loop, cst.While):
+            return False  # `while pos < n:` around a speculative decode step decodes: the step loop
+        return any(self._runs_steps_through(helper, 1) for call in own for helper in self._helpers_called(call, 0))
 
     def _markers(self, *parts: cst.CSTNode | None, depth: int = 0) -> str | None:
         """The strongest step marker ("training", "decoding", "step") among the calls in
@@ -985,27 +998,14 @@ class DeviceFlow:
             return "decoding"
         if depth == 0 and (samplers or method == "argmax"):
             return "decoding"  # in a helper an argmax or topk may as well score accuracy or diffs
-        name = call.func.value if isinstance(call.func, cst.Name) else method or ""
-        if _MODEL_NAME.search(name) and not _MODEL_HANDLING.match(name):
+        if _MODEL_NAME.search(named) and not _MODEL_HANDLING.match(named):
             return "step"
         if method and _MODEL_RUN.match(method) and _MODEL_NAME.search(receiver):
             return "step"  # `model.forward_decoder(...)`, `self.model.decode(z)`
-        if _BATCH_GETTER.search(name) and (depth == 0 or name != "next"):
+        if _BATCH_GETTER.search(named) and (depth == 0 or named != "next"):
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
-        if isinstance(call.func, cst.Name):
-            helpers = [self._functions[name]] if name in self._functions else []
-        elif isinstance(call.func, cst.Attribute) and _is_self(call.func.value) and depth < 2:
-            helpers = self._own_methods(call.func.attr.value)  # `self._process_batch(points)`
-        elif (
-            isinstance(call.func, cst.Attribute)
-            and method in self._titles
-            and depth < 2
-            and self._may_hold_instance(call.func.value)
-        ):
-            helpers = self._resolved_methods(call.func.value, call.func.attr.value)  # `self.inference.logits(...)`
-        else:
-            helpers = []
-        if depth >= 2 or name.startswith("test_"):
+        helpers = self._helpers_called(call, depth)
+        if depth >= 2 or named.startswith("test_"):
             return None  # a test function run from a loop over cases is no step
         if isinstance(call.func, cst.Name) and not helpers:  # `lower_update = lambda x, s, t: self.update(x, s, t)`
             lambdas = [
@@ -1014,6 +1014,43 @@ class DeviceFlow:
             return self._markers(*lambdas, depth=depth + 1) if lambdas else None
         found = {self._helper_marker(helper, depth) for helper in helpers}
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
+
+    def _helpers_called(self, call: cst.Call, depth: int) -> list[cst.FunctionDef]:
+        """The module's functions and methods `call` runs: `helper(x)`, `self._process_batch(points)`
+        (in the class of the loop being judged), `self.inference.logits(...)` on an object of
+        the module's classes."""
+        method = patterns.method_name(call)
+        if isinstance(call.func, cst.Name):
+            name = call.func.value
+            return [self._functions[name]] if name in self._functions else []
+        if isinstance(call.func, cst.Attribute) and _is_self(call.func.value) and depth < 2:
+            return self._own_methods(call.func.attr.value)
+        if (
+            isinstance(call.func, cst.Attribute)
+            and method in self._titles
+            and depth < 2
+            and self._may_hold_instance(call.func.value)
+        ):
+            return self._resolved_methods(call.func.value, call.func.attr.value)
+        return []
+
+    def _runs_steps_through(self, function: cst.FunctionDef, depth: int) -> bool:
+        """Whether a call of `function` runs a whole step loop, in its body or in a function it
+        calls (gpt-fast's `generate()` calls `decode_n_tokens()`, which loops over tokens);
+        not where it also steps an optimizer outside that loop (gradient accumulation: the
+        loop is part of one step)."""
+        own = [node for node in descendants(function.body, _NESTED_SCOPES + (cst.For, cst.While))]
+        calls = [node for node in own if isinstance(node, cst.Call)]
+        if any(_steps_optimizer(call) for call in calls):
+            return False
+        if self.runs_steps(function):
+            return True
+        return depth < 2 and any(
+            self._runs_steps_through(helper, depth + 1)
+            for call in calls
+            for helper in self._helpers_called(call, depth + 1)
+            if helper is not function
+        )
 
     # --- objects of the module's classes ---------------------------------------------------------
 

@@ -51,7 +51,8 @@ class HostSyncInStep(StepRule):
       `next(...)` or a batch getter) or decodes (samples tokens), in its body or `while` test,
       directly or through the module's functions and the methods of its class (Mamba's
       `get_logits()`, segment-anything's `self._process_batch()`; not one with a step loop of
-      its own, which makes an epoch loop);
+      its own, which makes an epoch loop, nor a `for` loop calling a function that runs one:
+      `for i in range(num_samples): y = generate(...)` reads each sample back once);
     - the module's functions that step code calls every step (`self.log_step()` from the loop,
       a loss helper from `forward`, and what they call in turn; a method through `self.` in its
       own class, or on an object of the module's classes: `self.decoder.update(...)` where
@@ -136,6 +137,12 @@ class HostSyncInStep(StepRule):
             "        if torch.any(ids < 0):\n            raise ValueError(f'bad ids {ids.tolist()}')\n        return ids\n"
         ),
         Valid("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.sum()\n"),
+        Valid(  # once per sample: `generate()` runs the whole decoding loop, and its output comes back
+            "import torch\ndef decode_n(model, x, n):\n    for _ in range(n):\n"
+            "        x = torch.cat([x, model(x).argmax(-1)[:, -1:]], 1)\n    return x\n"
+            "def generate(model, x, n):\n    model(x)\n    return decode_n(model, x, n)\n"
+            "for i in range(samples):\n    y = generate(model, prompt, 64)\n    print(decode(model(y).tolist()))\n"
+        ),
         Valid("import torch\ndef forward(x):\n    return x.item()\nfor n in range(3):\n    y = x.cpu()\n"),
         Valid("import numpy as np\nimport torch.cuda\nfor b in loader:\n    a = np.numpy()\n"),
         Valid(  # NumPy arrays live on the host
@@ -234,6 +241,15 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a speculative step runs a drafting loop, then the loop around it decodes on
+            "import torch\ndef draft(model, x, k):\n    for _ in range(k):\n"
+            "        x = torch.cat([x, model(x).argmax(-1)[:, -1:]], 1)\n    return x\n"
+            "def speculate(model, draft_model, x, k):\n    guess = draft(draft_model, x, k)\n"
+            "    return model(guess).argmax(-1)\n"
+            "while pos < n:\n    out = speculate(model, small, seq, 4)\n    seq = keep(seq, out.tolist())\n",
+            lines=[11],
+            message="in a step loop",
+        ),
         Invalid(  # yolov5's progress bar: the running losses formatted every step
             "import torch\nimport torch.nn.functional as F\nmloss = torch.zeros(3, device=device)\n"
             "for i, (imgs, targets) in enumerate(loader):\n"
