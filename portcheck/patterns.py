@@ -275,14 +275,18 @@ _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "
 _EXITS = frozenset({"exit", "quit", "sys.exit", "os._exit"})
 
 
+_RANK_PRINT = re.compile(r"print_?(0|rank_?0|master|main)")  # `print0(...)`, `print_rank_0(...)`
 _LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 
 
 def is_logging_call(call: cst.Call) -> bool:
     """`print(...)`, `fabric.print(...)`, `warnings.warn(...)`, `logging.error(...)`,
-    `logger.info(...)`, `self.log.warning(...)`: a call that only tells the user something."""
+    `logger.info(...)`, `self.log.warning(...)`, a rank-0 `print0(...)`: a call that only
+    tells the user something."""
     name = dotted(call.func)
     if name in ("print", "warnings.warn", "warn") or name.endswith(".print"):  # `fabric.print(...)`
+        return True
+    if _RANK_PRINT.fullmatch(name):
         return True
     receiver, _, method = name.rpartition(".")
     return method in _LOG_LEVELS and "log" in receiver.rpartition(".")[2].lower()

@@ -155,6 +155,15 @@ def test_cudnn_deterministic_claims_what_is_true_on_each_target() -> None:
     assert "not deterministic" not in tpu.message + cpu.message + mps.message
 
 
+def test_freeing_cached_memory_matters_where_the_target_has_a_cache_to_free() -> None:
+    source = "import torch\nmodel.cpu()\ntorch.cuda.empty_cache()\n"
+    levels = {
+        target: scan_source(source, config=Config(targets=(target,)))[0].severity.label
+        for target in ("neuron", "xpu", "tpu", "cpu")
+    }
+    assert levels == {"neuron": "warning", "xpu": "warning", "tpu": "info", "cpu": "info"}
+
+
 def test_a_newer_replacement_than_the_configured_torch_is_called_out() -> None:
     source = "import torch\ntorch.cuda.empty_cache()\n"
     (old,) = scan_source(source, config=Config(targets=("tpu",), torch_version=(2, 6)))

@@ -11,7 +11,9 @@ class CudaMemoryApi(CudaApiRule):
 
     ## Why is this bad?
     Without CUDA some raise (`reset_peak_memory_stats`, `mem_get_info`), others return 0 or an
-    empty dict, so memory logs and OOM guards are silently wrong. `empty_cache()` does nothing.
+    empty dict, so memory logs and OOM guards are silently wrong. `empty_cache()` does nothing:
+    where a program frees cached memory between phases (an offload, a second model), the
+    device's own caching allocator keeps it.
 
     ## Example
     ```python
@@ -27,7 +29,8 @@ class CudaMemoryApi(CudaApiRule):
 
     ## Targets
     Severity depends on the call: an error where it raises, a warning where it returns a wrong
-    number, info for `empty_cache()`. TorchTPU has no public memory API: keep such calls for
+    number or frees nothing (`empty_cache()`; info on tpu, xla and cpu, which have no cache
+    to free by hand). TorchTPU has no public memory API: keep such calls for
     logging only. MPS has `torch.mps.current_allocated_memory()`. The `torch.accelerator`
     versions (torch 2.9) raise on a host without an accelerator.
 

@@ -1,5 +1,9 @@
+import libcst as cst
+
+from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import INFO, OFF, Invalid, SeverityMap, Valid
+from portcheck.targets import api
 
 
 class CudaVersionCheck(CudaApiRule):
@@ -27,7 +31,9 @@ class CudaVersionCheck(CudaApiRule):
 
     ## Targets
     A warning on every target, ROCm included: `torch.version.cuda` is None on ROCm builds,
-    where `torch.version.hip` is the string to check. For TorchTPU and TorchNeuron read the
+    where `torch.version.hip` is the string to check. Info where the value is only told
+    (`print(f"CUDA {torch.version.cuda}")`, `logger.info(...)`, `print0(...)`): the message
+    says None, nothing else changes. For TorchTPU and TorchNeuron read the
     plugin's version with `importlib.metadata.version()`.
 
     ## Fix safety
@@ -38,6 +44,17 @@ class CudaVersionCheck(CudaApiRule):
 
     code = "PC210"
     name = "cuda-version-check"
+
+    def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
+        usual = super().severities(node, entry)
+        return {t: min(level, INFO) if level > OFF else OFF for t, level in usual.items()} if self._told() else usual
+
+    def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
+        return "is None, which here only shows in a message" if self._told() else super().effect(node, name, entry)
+
+    def _told(self) -> bool:
+        """Only printed or logged: the message says None, nothing else changes."""
+        return any(isinstance(a, cst.Call) and patterns.is_logging_call(a) for a in self.ctx.ancestors)
 
     VALID = [
         Valid("import torch\nprint(torch.__version__)\n"),
@@ -51,4 +68,9 @@ class CudaVersionCheck(CudaApiRule):
         Invalid("from torch.version import cuda as cuda_version\nprint(cuda_version)\n", lines=[2]),
         Invalid("import torch.backends.cudnn\nv = torch.backends.cudnn.version()\n", lines=[2]),
         Invalid("import torch\nv = torch.version.cuda\n", lines=[2], options={"targets": ["rocm"]}),
+        Invalid(
+            "import torch\nprint0(f'PyTorch {torch.__version__} for CUDA {torch.version.cuda}')\n",
+            lines=[2],
+            message="only shows in a message",
+        ),
     ]
