@@ -600,7 +600,27 @@ class DeviceFlow:
             parts = [node.left, *(link.comparator for link in node.comparisons)]
         elif isinstance(node, cst.Call):
             return self._call_home(node, depth, seen)
+        elif is_self_attribute(node):
+            return self._attribute_home(node, depth, seen)
         return _weakest(self._home(part, depth + 1, seen) for part in parts) if parts else Home.UNKNOWN
+
+    def _attribute_home(self, node: cst.Attribute, depth: int, seen: frozenset[str]) -> Home | None:
+        """The weakest home of what the module assigns to `self.<attribute>` (airbench's
+        `self.images = data["images"]`, loaded onto the device)."""
+        key = f"self.{node.attr.value}"
+        if key in seen:
+            return None
+        if node.attr.value in self._buffers:
+            return Home.UNKNOWN  # a module's buffers go where the module goes
+        values = self._self_attributes.get(node.attr.value, [])
+        homes = [
+            self.in_scope(scope, partial(self._home, value, depth + 1, seen | {key}))
+            for value, scope in values
+            if not _python_data(value) and not self._makes_parameter(value)
+        ]
+        if len(homes) < len([value for value in values if not _python_data(value)]):
+            return Home.UNKNOWN  # a parameter goes where its module goes
+        return _weakest(homes) if homes else Home.UNKNOWN
 
     def _name_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """The weakest home of the tensors a name is bound to; what else it is bound to (a list
@@ -714,6 +734,9 @@ class DeviceFlow:
     def _call_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
         names = self.resolver.qualified_names(call.func)
         device = patterns.keyword(call, "device")
+        if "torch.load" in names:  # where `map_location` says, when it names a device
+            location = patterns.keyword(call, "map_location")
+            return Home.UNKNOWN if location is None else self._location_home(location.value)
         if names & _HOST_FACTORIES or (names and all(name.split(".")[0] == "numpy" for name in names)):
             return Home.HOST  # NumPy's arrays are in host memory too
         if names and all(name.startswith("torch.") and not name.startswith("torch.cuda.") for name in names):
@@ -742,6 +765,22 @@ class DeviceFlow:
         if method in _DEVICE_METHODS or device is not None:
             return Home.MOVED
         return self._home(call.func.value, depth + 1, seen)  # `x.sum()`, `x.double()`: the device of x
+
+    def _makes_parameter(self, value: cst.BaseExpression) -> bool:
+        """`nn.Parameter(torch.zeros(n))`: a tensor that moves with its module."""
+        return isinstance(value, cst.Call) and "torch.nn.Parameter" in self.resolver.qualified_names(value.func)
+
+    def _location_home(self, location: cst.BaseExpression) -> Home:
+        """Where `torch.load(..., map_location=location)` puts tensors: the host for the CPU,
+        a device for a device string or `torch.device(...)`; unknown for a function or a dict,
+        which may send each storage anywhere."""
+        if self.is_cpu(location):
+            return Home.HOST
+        if isinstance(location, (cst.Lambda, cst.Dict)):
+            return Home.UNKNOWN
+        if isinstance(location, cst.Call) and "torch.device" not in self.resolver.qualified_names(location.func):
+            return Home.UNKNOWN
+        return Home.MOVED
 
     def _holds_python_data(self, node: cst.BaseExpression) -> bool:
         """A list, tuple or comprehension display, or a name bound only to those: data that a
@@ -1220,9 +1259,13 @@ class DeviceFlow:
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            name = target.target
-            if isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name) and name.value.value == "self":
-                self._self_attributes.setdefault(name.attr.value, []).append((node.value, self.resolver.scope))
+            pairs = [(target.target, node.value)]
+            if isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
+                if len(target.target.elements) == len(node.value.elements):  # `self.x, self.y = a, b`
+                    pairs = [(t.value, v.value) for t, v in zip(target.target.elements, node.value.elements)]
+            for name, value in pairs:
+                if isinstance(name, cst.Attribute) and is_self_attribute(name):
+                    self._self_attributes.setdefault(name.attr.value, []).append((value, self.resolver.scope))
 
     @property
     def scope(self) -> Scope:

@@ -60,7 +60,8 @@ def is_cuda_device_string(text: str) -> bool:
 
 
 def is_cuda_device_literal(node: cst.CSTNode) -> bool:
-    """`"cuda"`, `"cuda:0"`, `f"cuda:{i}"`, `"cuda:" + str(i)`, `"cuda:%d" % i`, `"cuda:{}".format(i)`."""
+    """`"cuda"`, `"cuda:0"`, `f"cuda:{i}"`, `"cuda:" + str(i)`, `"cuda:%d" % i`, `"cuda:{}".format(i)`
+    (any one field: `"cuda:{:d}".format(rank)`)."""
     value = string_value(node)
     if value is not None:
         return is_cuda_device_string(value)
@@ -77,10 +78,16 @@ def is_cuda_device_literal(node: cst.CSTNode) -> bool:
         if isinstance(node.operator, cst.Add):
             return left == "cuda:"
         if isinstance(node.operator, cst.Modulo):
-            return left in ("cuda:%d", "cuda:%s", "cuda:%i")
+            return left is not None and _CUDA_PERCENT_FIELD.fullmatch(left) is not None
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
-        return string_value(node.func.value) == "cuda:{}"
+        template = string_value(node.func.value)
+        return template is not None and _CUDA_FORMAT_FIELD.fullmatch(template) is not None
     return False
+
+
+# `"cuda:{}"`, `"cuda:{:d}"`, `"cuda:{0}"`, `"cuda:{rank}"`; `"cuda:%d"`, `"cuda:%(rank)s"`: one field, the index
+_CUDA_FORMAT_FIELD = re.compile(r"cuda:\{\w*(![rsa])?(:[^{}]*)?\}")
+_CUDA_PERCENT_FIELD = re.compile(r"cuda:%(\(\w+\))?[-+ #0]*\d*[dis]")
 
 
 def value_literals(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> Iterator[cst.CSTNode]:

@@ -88,7 +88,8 @@ def test_an_import_that_loads_triton_or_a_cuda_extension_is_reported_with_its_ch
         ("pkg/__init__.py", 1, "`pkg.layers` imports Triton when it is imported (pkg.layers -> lib.kernels -> triton)"),
         ("app.py", 2, "`lib.ops` imports the CUDA extension `lib._C` when it is imported (lib.ops -> lib._C)"),
         ("train.py", 1, "`pkg` imports Triton when it is imported (pkg -> pkg.layers -> lib.kernels -> triton)"),
-    }  # app.py stops at line 2: its `import pkg` is not reported
+        ("app.py", 5, "`pkg` imports Triton when it is imported (pkg -> pkg.layers -> lib.kernels -> triton)"),
+    }  # app.py stops at line 2, but loads only once line 5 is guarded too
     found_both = scan(tmp_path, targets=("tpu", "rocm")).findings
     both = {(f.path, f.line): dict(f.targets) for f in found_both if f.code == "PC610"}
     assert both[("lib/kernels.py", 2)] == {"tpu": Severity.ERROR}  # Triton runs on rocm

@@ -133,10 +133,11 @@ def device_type(ctx: FileContext, original: cst.BaseExpression) -> Spelling | No
     if isinstance(original, cst.BinaryOperation) and isinstance(original.left, cst.SimpleString):
         prefix = str(original.left.evaluated_value)  # "cuda:" + i, "cuda:%d" % i
         return Spelling(original.with_changes(left=string_like(original.left, device + prefix[len("cuda") :])))
-    if isinstance(original, cst.Call) and isinstance(original.func, cst.Attribute):  # "cuda:{}".format(i)
+    if isinstance(original, cst.Call) and isinstance(original.func, cst.Attribute):  # "cuda:{:d}".format(i)
         template = original.func.value
+        field = str(patterns.string_value(template))[len("cuda") :]
         return Spelling(
-            original.with_changes(func=original.func.with_changes(value=string_like(template, f"{device}:{{}}")))
+            original.with_changes(func=original.func.with_changes(value=string_like(template, device + field)))
         )
     return None
 
@@ -275,7 +276,8 @@ def _indexed(original: cst.BaseExpression, device_type_code: str) -> cst.BaseExp
         left = cst.parse_expression(f"f{quote}{{{device_type_code}}}{_braces(template)}{quote}")
         return original.with_changes(left=left)
     if isinstance(original, cst.Call) and isinstance(original.func, cst.Attribute):
-        template = cst.parse_expression(f"f{quote}{{{device_type_code}}}:{{{{}}}}{quote}")
+        field = str(patterns.string_value(original.func.value))[len("cuda") :]
+        template = cst.parse_expression(f"f{quote}{{{device_type_code}}}{_braces(field)}{quote}")
         return original.with_changes(func=original.func.with_changes(value=template))
     return with_parentheses_of(original, cst.parse_expression(device_type_code))
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck import kernels, patterns, project
 from portcheck.project import Project
-from portcheck.rule import FileContext, Invalid, Rule, SeverityMap, Valid
+from portcheck.rule import Invalid, Rule, SeverityMap, Valid
 from portcheck.targets import TARGET_ORDER
 
 _GUARDS = (cst.If, cst.Match)
@@ -22,9 +22,9 @@ class UnguardedKernelImport(Rule):
     repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
     and an import of one of the repository's own modules that itself imports Triton or a
     CUDA extension that way, directly or through other modules. The finding names the chain
-    (`pkg.model -> pkg.kernels -> triton`). A module is reported at its first import of
-    Triton and at its first import of a failing module of the repository: it stops at the
-    first, and loads only once both are guarded.
+    (`pkg.model -> pkg.kernels -> triton`). Each such statement is reported: the module
+    stops at the first, but loads only once every one is guarded (`import triton`, then
+    `import triton.language as tl`, then `from kernels import add`).
 
     ## Why is this bad?
     Triton is a GPU compiler for NVIDIA, AMD and Intel: TPU, Trainium, Apple and Gaudi hosts
@@ -81,10 +81,11 @@ class UnguardedKernelImport(Rule):
     INVALID = [
         Invalid(
             "import torch\nimport triton\nimport triton.language as tl\n",
-            lines=[2],
-            message="`triton` is imported when the module is",
+            lines=[2, 3],
+            message="is imported when the module is",
         ),
         Invalid("from triton import language as tl\n", lines=[1], options={"targets": ["neuron"]}),
+        Invalid("import triton, triton.language as tl\n", lines=[1]),
         Invalid("import torch\ntry:\n    import triton\nfinally:\n    pass\n", lines=[3]),
         Invalid("try:\n    import triton\nexcept ValueError:\n    pass\n", lines=[2]),
         Invalid(
@@ -103,11 +104,6 @@ class UnguardedKernelImport(Rule):
         if known.learning_imports:
             return tuple(sorted({chain[0].rpartition(".")[2].encode() for chain in known.import_failures}))
         return tuple(sorted(statement.encode() for statement in known.failing_statements if statement))
-
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._triton_reported = False
-        self._chain_reported = False
 
     def visit_Import(self, node: cst.Import) -> None:
         self._check(node, [(patterns.dotted(alias.name), False) for alias in node.names])
@@ -129,10 +125,12 @@ class UnguardedKernelImport(Rule):
             return
         known = self.ctx.project
         importer = self.ctx.module.name
+        told = known.complete  # the first pass tells of Triton, once per statement
         for module, relative in modules:
             if _is_triton(module) and not known.is_local(module):
                 self._record(importer, project.TRITON, node)
-                if not known.complete:
+                if not told:
+                    told = True
                     self._report_triton(node, module)
             elif relative or known.is_local(module):
                 self._record(importer, module, node)
@@ -145,9 +143,6 @@ class UnguardedKernelImport(Rule):
             self.record(project.IMPORT, importer, node, module=module, statement=statement)
 
     def _report_triton(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
-        if self._triton_reported:
-            return  # the module stops at its first one
-        self._triton_reported = True
         if isinstance(node, cst.ImportFrom) and node.module is not None:
             module = patterns.dotted(node.module)  # `triton.testing`, not `triton.testing.do_bench`
         port = kernels.port_hint(kernels.TRITON, self.ctx.targets)
@@ -161,15 +156,13 @@ class UnguardedKernelImport(Rule):
         )
 
     def _report_chain(self, node: cst.CSTNode, modules: Sequence[str], importer: str) -> None:
-        """The first imported module that fails, with how (second pass); once per module, which
-        stops at its first failing import."""
+        """The statement's first imported module that fails, with how (second pass)."""
         known = self.ctx.project
-        for module in modules if not self._chain_reported else ():
+        for module in modules:
             if project.is_failure_cause(module, known.cuda_extensions):
                 continue  # the import itself is the cause: reported as such (here or by PC607)
             chain = known.failing_import(module, importer)
             if chain is not None:
-                self._chain_reported = True
                 self.report(node, severity=_chain_severity(chain), **_chain_fields(chain))
                 return
 

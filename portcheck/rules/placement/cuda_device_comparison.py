@@ -18,7 +18,9 @@ GUARDS_LIBRARY = "which rightly keeps a CUDA-only library or CUDA's own facts fr
 class CudaDeviceComparison(Rule):
     """## What it does
     Reports checks of a device against `"cuda"`: `x.device.type == "cuda"`,
-    `device != "cuda"`, `"cuda" in str(device)`, `str(device).startswith("cuda")`.
+    `device != "cuda"`, `"cuda" in str(device)`, `str(device).startswith("cuda")`, and a
+    device option's `choices=["cuda", "cpu"]` (`parser.add_argument("--device-type", ...)`)
+    that leaves the target out.
 
     ## Why is this bad?
     On any other target the check is silently false, so code meant for the accelerator (mixed
@@ -58,6 +60,9 @@ class CudaDeviceComparison(Rule):
     and without it the branch would silently turn off (autocast in float32 on a TPU). Either
     way the check is rewritten only together with what it guards (see `portcheck fix`).
 
+    Safe, too, for a device option's choices: the target's device type is added to the list
+    (`choices=["cuda", "cpu", "tpu"]`), which refuses nothing it accepted before.
+
     With `--device auto` `<device> == "cuda"`, `"cuda" in <device>` and `<device> in
     {"cuda"}` become `<device> != "cpu"` (and their negations `== "cpu"`): on the one
     accelerator present, False on a host without one, as the CUDA check was. Not fixed:
@@ -81,6 +86,8 @@ class CudaDeviceComparison(Rule):
         Valid('import torch\nif args.backend == "cuda":\n    pass\n'),
         Valid('if "cuda" in message:\n    print(message)\n'),
         Valid('def f(torch, device):\n    return device == "mps"\n'),
+        Valid("import torch\np.add_argument('--backend', choices=['cuda', 'triton'])\n"),
+        Valid("import torch\np.add_argument('--device', choices=('cuda', 'cpu', 'tpu', 'neuron'))\n"),
     ]
     INVALID = [
         # guards only a message, or a CUDA-only library with a portable path after it: info
@@ -188,6 +195,13 @@ class CudaDeviceComparison(Rule):
             message="this assert stops the program",
             fixed='import torch\ndevice_type = "cuda" if torch.cuda.is_available() else "cpu"\nassert device_type in {"tpu"}\n',
         ),
+        Invalid(  # nanochat's chat_cli.py: `--device-type tpu` is refused before anything runs
+            "import argparse\nimport torch\np = argparse.ArgumentParser()\n"
+            "p.add_argument('--device-type', type=str, default='', choices=['cuda', 'cpu', 'mps'])\n",
+            lines=[4],
+            fixed="import argparse\nimport torch\np = argparse.ArgumentParser()\n"
+            "p.add_argument('--device-type', type=str, default='', choices=['cuda', 'cpu', 'mps', 'tpu'])\n",
+        ),
         # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
     ]
@@ -198,12 +212,41 @@ class CudaDeviceComparison(Rule):
             self._report(node, self._comparison_edit(node, safety))
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._check_choices(node)
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
             prefix = patterns.positional(node, 0)
             if prefix is not None and _is_cuda(prefix.value) and patterns.is_device_like(func.value):
                 safety = FixSafety.SAFE if self._derived([func.value]) else FixSafety.UNSAFE
                 self._report(node, self._literal_edit(node, [prefix.value], safety))
+
+    def _check_choices(self, call: cst.Call) -> None:
+        """`parser.add_argument("--device-type", choices=["cuda", "cpu", "mps"])`: argparse
+        compares the device given with each choice and refuses the target's."""
+        choices = patterns.keyword(call, "choices")
+        if patterns.method_name(call) != "add_argument" or choices is None:
+            return
+        listed = choices.value
+        if not isinstance(listed, (cst.List, cst.Tuple, cst.Set)) or not listed.elements:
+            return
+        values = [patterns.string_value(element.value) for element in listed.elements]
+        flags = [patterns.string_value(arg.value) or "" for arg in call.args if arg.keyword is None]
+        option = next((flag for flag in flags if "device" in flag.lower()), None)
+        if option is None or "cuda" not in values:
+            return
+        written = self.ctx.fix_target.device_type
+        if written in values or any(value is None for value in values):
+            return
+        edit = None
+        if written and not placement.inside_fstring(self.ctx.ancestors):
+            last = listed.elements[-1]
+            added = cst.Element(edits.string_like(last.value, written))
+            spaced = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            elements = [*listed.elements[:-1], last.with_changes(comma=spaced), added.with_changes(comma=last.comma)]
+            title = f'"{written}" added to the choices of {option}'
+            edit = Edit(listed, listed.with_changes(elements=elements), FixSafety.SAFE, title)
+        consequence = f"as `choices=` of `{option}`: argparse refuses every other device"
+        self.report(listed, edit=edit, consequence=consequence)
 
     def _report(self, node: cst.CSTNode, edit: Edit | None) -> None:
         flow = self.ctx.flow

@@ -197,6 +197,12 @@ class CudaDeviceString(SettingValueRule):
             fixed='import torch\nrank = 1\na = torch.device("xpu:" + str(rank))\nb = "xpu:%d" % rank\n'
             'c = torch.device("xpu:{}".format(rank))\nt = torch.ones(1).to(b)\n',
         ),
+        Invalid(  # hifi-gan's train.py: the index through a format spec
+            "import torch\ndevice = torch.device('cuda:{:d}'.format(rank))\nx = y.to('cuda:%(r)02d' % {'r': rank})\n",
+            lines=[2, 3],
+            device="xpu",
+            fixed="import torch\ndevice = torch.device('xpu:{:d}'.format(rank))\nx = y.to('xpu:%(r)02d' % {'r': rank})\n",
+        ),
         Invalid(
             'import torch\ntorch.set_default_device("cuda")\nwith torch.device("cuda"):\n    pass\n',
             lines=[2, 3],

@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck import kwargs, patterns
 from portcheck import targets as target_data
-from portcheck.flow import ANYWHERE, Reach
+from portcheck.flow import ANYWHERE, Home, Reach
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
 from portcheck.rules.precision import FLOAT16, chooses_float16, tests_equal, under_test
@@ -48,7 +48,8 @@ class Float16OnBf16Target(Rule):
     `attempt_load(w, device).half()`) and on their parameters' data (`l.weight.data.half()`),
     and tensors on the device in float16 (`x.to(device, dtype=torch.float16)`,
     `x.half().cuda()`, `im.half()` after `im = im.to(device)`, `torch.empty(n,
-    dtype=torch.half, device=device)`), and autocast to float16 (`torch.autocast(device_type,
+    dtype=torch.half, device=device)`, `self.images.half()` where `self.images` was loaded with
+    `torch.load(path, map_location=device)`), and autocast to float16 (`torch.autocast(device_type,
     dtype=torch.float16)`, unless it names a device that is neither CUDA nor a bfloat16
     target's), when a selected target computes natively in bfloat16.
 
@@ -97,6 +98,11 @@ class Float16OnBf16Target(Rule):
     triggers = (b"float16", b"half")
 
     VALID = [
+        Valid(  # loaded into host memory: a float16 copy to save, not to compute with
+            "import torch\nclass Loader:\n    def __init__(self, path):\n"
+            "        self.images = torch.load(path, map_location='cpu')['images']\n"
+            "        self.small = self.images.half()\n"
+        ),
         Valid(  # yolov5: anchors rounded through float16, the model kept in float32
             "import torch\nmodel = Model(cfg).to(device)\nmodel.half().float()\n"
         ),
@@ -168,6 +174,14 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # airbench: the dataset loaded onto the device, then kept there in float16
+            "import torch\nclass Loader:\n    def __init__(self, path):\n"
+            "        data = torch.load(path, map_location=torch.device('cuda'))\n"
+            "        self.images, self.labels = data['images'], data['labels']\n"
+            "        self.images = (self.images.half() / 255).permute(0, 3, 1, 2)\n",
+            lines=[6],
+            message="puts the tensor on the device in float16",
+        ),
         Invalid(  # pytorch/examples' minGPT-ddp: float16 autocast, whatever the device type
             "import torch\nwith torch.amp.autocast(device_type=self.device_type, dtype=torch.float16, enabled=amp):\n"
             "    loss = model(x)\nwith torch.autocast('mps', dtype=torch.float16):\n    pass\n",
@@ -421,6 +435,7 @@ class Float16OnBf16Target(Rule):
             or self._moves_to_device(method.value)
             or self._moved_next(node)
             or self._bound_on_device(method.value)
+            or (self.ctx.flow is not None and self.ctx.flow.home(method.value) is Home.MOVED)
         )
         model = self._is_model(method.value) or _parameter_data(method.value)
         if (model or placed) and not self._expects_error() and not under_test(self.ctx.ancestors, self._keeps_float16):

@@ -137,6 +137,11 @@ class HostSyncInStep(StepRule):
             "        if torch.any(ids < 0):\n            raise ValueError(f'bad ids {ids.tolist()}')\n        return ids\n"
         ),
         Valid("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.sum()\n"),
+        Valid(  # loaded into host memory once, read there
+            "import torch\nclass Vocab:\n    def __init__(self, path):\n"
+            "        self.ids = torch.load(path, map_location='cpu')\n    def words(self, loader):\n"
+            "        for batch in loader:\n            print(self.ids[:3].tolist())\n"
+        ),
         Valid(  # once per sample: `generate()` runs the whole decoding loop, and its output comes back
             "import torch\ndef decode_n(model, x, n):\n    for _ in range(n):\n"
             "        x = torch.cat([x, model(x).argmax(-1)[:, -1:]], 1)\n    return x\n"
@@ -241,6 +246,13 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a parameter goes where its module goes, whatever it was made from
+            "import torch\nfrom torch import nn\nclass Scale(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.gain = nn.Parameter(torch.ones(1))\n"
+            "    def forward(self, x):\n        return x * self.gain.item()\n",
+            lines=[8],
+            message="in forward()",
+        ),
         Invalid(  # a speculative step runs a drafting loop, then the loop around it decodes on
             "import torch\ndef draft(model, x, k):\n    for _ in range(k):\n"
             "        x = torch.cat([x, model(x).argmax(-1)[:, -1:]], 1)\n    return x\n"
