@@ -18,14 +18,18 @@ answers, for every rule and for the fixer, the two questions a single call canno
   `torch.backends.mps.is_available()`, and the CUDA guards above), so a rule can leave alone
   what only another device runs.
 - host tensors: which expressions demonstrably hold a tensor in host memory (`.cpu()`,
-  `torch.from_numpy`, a factory with `device="cpu"` or none), followed through names,
-  operations and device-keeping methods, and where a function's local name is used.
+  `torch.from_numpy`, a factory with `device="cpu"` or none, `torch.load` to the CPU), followed
+  through names, `self.` attributes, operations and device-keeping methods, into what the
+  module's functions return and what its calls pass for a parameter, and where a function's
+  local name is used.
 - step loops: which loops run a training, evaluation or decoding step (over a DataLoader, or
   calling `.backward()`, an optimizer's `.step()`, the model, `next(...)` or a batch getter,
   or sampling tokens, in their body or `while` test, directly or through a function of the
   module defined before them that has no step loop of its own), where a host sync or a new
   shape costs every iteration; and, once the walk is over, which of the module's functions
-  such a loop or a `forward` calls every step.
+  such a loop or a `forward` calls every step, and which generators it draws from (a
+  function that yields, a class's `__iter__`). A `for` loop calling a function that runs a
+  whole step loop runs once per run of it (an epoch, a sample), not per step.
 
 The flow takes part in the walk like a rule (its handlers run first), so guards are known by
 the time a rule visits what they protect; device indexes need the whole module (callers come
@@ -126,7 +130,9 @@ COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch
 _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate what they are given
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
+_HOME_DEPTH = 10  # how far a tensor is followed to where it was made (into callers and callees too)
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
 _T = TypeVar("_T")
 # Methods frameworks run once per step: Lightning (and its batch hooks), the Hugging Face
@@ -224,7 +230,7 @@ class Home(IntEnum):
 class _Site:
     """A call of one of the module's functions or classes, with the scope it was made in."""
 
-    call: cst.Call
+    call: cst.Call | cst.For  # a call; or a loop, for what it iterates
     scope: Scope
     ancestors: tuple[cst.CSTNode, ...]  # the nodes from the module down to the call
     skipped: int = 0  # leading parameters the call does not pass (`self`)
@@ -272,6 +278,8 @@ class DeviceFlow:
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
     _every_step: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)  # (function id, gates)
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
+    _for_loops: list[_Site] = field(default_factory=list)  # every `for` loop, as a site of its `iter`
+    _returns: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # by function id
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
@@ -579,7 +587,7 @@ class DeviceFlow:
     def _home(self, node: cst.BaseExpression, depth: int, seen: frozenset[str]) -> Home | None:
         """`home`, or None where `node` is only the value of a name being looked through
         (`seen`): `x = x[keep]` says no more than the name's other bindings."""
-        if depth > _DEPTH:
+        if depth > _HOME_DEPTH:
             return Home.UNKNOWN
         if isinstance(node, cst.Name):
             if node.value in self._held:
@@ -635,9 +643,37 @@ class DeviceFlow:
         values = [value for value in values if not _python_data(value)] or values
         if not values:
             found = self._iterated_home(node, depth, seen)
+            if found is None:
+                found = self._passed_home(node, depth, seen)
             return Home.UNKNOWN if found is None else found
         home = _weakest(self._home(value, depth + 1, seen | {node.value}) for value in values)
         return Home.UNKNOWN if home is None and not seen else home
+
+    def _passed_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
+        """For a parameter of the module's function (nothing else binds it): the weakest home
+        of what the module's calls pass for it (modded-nanogpt's `Shard(tokens)`, where
+        `tokens` is read from a file into host memory); None where a call passes nothing."""
+        function = self.resolver.parameter_of(node)
+        passed = self.passed_arguments(function, node.value) if function is not None else None
+        if not passed:
+            return None
+        key = f"{id(function)}:{node.value}"
+        if key in seen:
+            return None
+        seen = _across_scopes(seen) | {key}
+        return _weakest(self.in_scope(scope, partial(self._home, arg, depth + 1, seen)) for arg, scope in passed)
+
+    def _returned_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
+        """For a call of the module's function: the weakest home of what it returns
+        (`tokens = _load_data_shard(file)`, which returns a tensor it made in host memory)."""
+        name = call.func.value if isinstance(call.func, cst.Name) else ""
+        function = self._functions.get(name)
+        returned = self._returns.get(id(function), []) if function is not None else []
+        key = f"return:{name}"
+        if not returned or key in seen:
+            return None
+        seen = _across_scopes(seen) | {key}
+        return _weakest(self.in_scope(scope, partial(self._home, value, depth + 1, seen)) for value, scope in returned)
 
     def _iterated_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """Where the items lie that a loop around the walk binds to the name, where nothing else
@@ -756,6 +792,9 @@ class DeviceFlow:
             tensors = [value for value in given if not _is_number(value)]  # `dim`, `k`: no tensor of theirs
             return _weakest(self._home(value, depth + 1, seen) for value in tensors) if tensors else Home.UNKNOWN
         method = patterns.method_name(call)
+        if isinstance(call.func, cst.Name) and call.func.value in self._functions:
+            returned = self._returned_home(call, depth, seen)
+            return Home.UNKNOWN if returned is None else returned
         if names or method is None or not isinstance(call.func, cst.Attribute):
             return Home.UNKNOWN
         if method in ("cpu", "numpy") or (method == "to" and any(self.is_cpu(arg.value) for arg in call.args)):
@@ -901,6 +940,9 @@ class DeviceFlow:
             if key not in self._every_step:
                 self._every_step[key] = self.called_every_step(function, gates, 1)
             return self._every_step[key]
+        drawn = self._drawn_every_step(function)
+        if drawn is not None:
+            return drawn
         title, owner = function.name.value, self._methods.get(id(function))
         for site in self._sites(title, owner):
             off_path = self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors))
@@ -919,6 +961,46 @@ class DeviceFlow:
             if where is not None:
                 return None if self.runs_steps(function) else where
         return None
+
+    def _drawn_every_step(self, function: cst.FunctionDef) -> str | None:
+        """For a generator (a function that yields, or a class's `__iter__`): the step context
+        of a loop that draws its items, which runs its body between two of them every step:
+        `for x, y in batches(data):`, `for x, y in loader:` where `loader = batches(data)` or an
+        instance of the class (airbench's `CifarLoader`), `x, y = next(loader)` in a step loop
+        (nanochat's `train_loader`)."""
+        owner = self._methods.get(id(function))
+        if (owner is not None and function.name.value != "__iter__") or not _yields(function):
+            return None
+        for loop in self._for_loops:
+            assert isinstance(loop.call, cst.For)
+            sources = _drawn(loop.call.iter)
+            if any(self.in_scope(loop.scope, partial(self._draws, each, function, loop.ancestors)) for each in sources):
+                where = self.in_scope(loop.scope, partial(self.loop_step, loop.call))
+                if where is not None:
+                    return where
+        for site in self._calls.get("next", []) if owner is None else ():
+            given = site.call.args[0].value if isinstance(site.call, cst.Call) and site.call.args else None
+            if given is None or not self.in_scope(site.scope, partial(self._draws, given, function, site.ancestors)):
+                continue
+            if not self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors)):
+                where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
+                if where is not None:
+                    return where
+        return None
+
+    def _draws(self, source: cst.BaseExpression, generator: cst.FunctionDef, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether iterating `source` runs `generator`: a call of it, a name bound to one, an
+        instance of the class whose `__iter__` it is."""
+        owner = self._methods.get(id(generator))
+        if owner is not None:
+            return owner in self._owners(source, "__iter__", ancestors)
+        if isinstance(source, cst.Name):
+            return any(self._draws(value, generator, ancestors) for value in self.resolver.assigned_values(source))
+        return (
+            isinstance(source, cst.Call)
+            and isinstance(source.func, cst.Name)
+            and source.func.value == generator.name.value
+        )
 
     def callers(self, function: cst.FunctionDef) -> list[cst.FunctionDef]:
         """The module's functions that call `function`, directly or through others
@@ -1246,6 +1328,11 @@ class DeviceFlow:
     def visit_For(self, node: cst.For) -> None:
         self._note_loop(node)
 
+    def visit_Return(self, node: cst.Return) -> None:
+        function = enclosing_function(self.ancestors)
+        if function is not None and node.value is not None:
+            self._returns.setdefault(id(function), []).append((node.value, self.resolver.scope))
+
     def visit_While(self, node: cst.While) -> None:
         self._note_loop(node)
 
@@ -1253,6 +1340,8 @@ class DeviceFlow:
         """Note the loops of each function, for `called_every_step`, and the class each is in,
         for the methods its body calls through `self.`."""
         self._loop_classes[id(loop)] = _class_name(self.ancestors)
+        if isinstance(loop, cst.For):
+            self._for_loops.append(_Site(loop, self.resolver.scope, (*self.ancestors, loop)))
         function = enclosing_function(self.ancestors)
         if function is not None:
             self._loops.setdefault(id(function), []).append((loop, self.resolver.scope))
@@ -1558,6 +1647,25 @@ def _class_name(ancestors: Sequence[cst.CSTNode]) -> str | None:
     """The class whose method the node is in."""
     classes = [node for node in ancestors if isinstance(node, cst.ClassDef)]
     return classes[-1].name.value if classes else None
+
+
+def _across_scopes(seen: frozenset[str]) -> frozenset[str]:
+    """What `_home` has looked through that stays the same in another scope: parameters and
+    returns of functions, `self.` attributes; not plain names, which are the scope's own."""
+    return frozenset(key for key in seen if ":" in key or "." in key)
+
+
+def _yields(function: cst.FunctionDef) -> bool:
+    """A generator function: a `yield` of its own."""
+    return any(isinstance(node, cst.Yield) for node in descendants(function.body, _NESTED_SCOPES))
+
+
+def _drawn(iterated: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What a `for` loop draws items from: `batches` in `enumerate(batches)`, `zip(a, b)`,
+    `tqdm(batches)`, `iter(batches)`."""
+    if isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Name) and iterated.func.value in _WRAPPERS:
+        return [part for arg in iterated.args if not arg.keyword for part in _drawn(arg.value)]
+    return [iterated]
 
 
 def _steps_optimizer(call: cst.Call) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from portcheck import api
 from portcheck.config import Config
 from portcheck.findings import FixSafety, Severity
+from portcheck.rules.shapes.boolean_mask_indexing import BooleanMaskIndexing
 
 
 def fixed(source: str, device: str, *, unsafe: bool = False) -> str:
@@ -377,3 +378,10 @@ def test_a_branch_reaches_the_targets_whose_device_type_takes_it() -> None:
     found = api.scan_source(dedent(source), config=Config(targets=("tpu", "xla", "hpu", "cpu", "mps", "rocm")))
     reached = {f.line: [target for target, _ in f.targets] for f in found if f.code == "PC308"}
     assert reached == {7: ["xla", "cpu"], 9: ["tpu", "hpu"]}
+
+
+def test_a_loader_whose_iter_a_training_loop_draws_from_runs_every_step() -> None:
+    source = BooleanMaskIndexing.INVALID[0].code  # airbench's on-device crop, from `__iter__`
+    assert findings(source, "neuron")[(6, "PC502")][0] is Severity.ERROR
+    alone = source.replace("for x in train:\n    model(x).sum().backward()\n", "")
+    assert findings(alone, "neuron")[(6, "PC502")][0] is Severity.INFO  # nothing draws from it

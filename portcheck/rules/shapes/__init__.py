@@ -187,6 +187,13 @@ def in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
     return home is not flow.Home.MOVED and flow.in_data_worker(ctx.ancestors, flow_.resolver)
 
 
+def off_host_at_end(ctx: FileContext, node: cst.BaseExpression) -> Callable[[], bool]:
+    """A `holds` test (see `StepRule.report_in_step`) for a tensor not known to be in host
+    memory where the walk is: asked again at the end of the module, which knows every call of
+    the function it is in (`Shard(tokens)`, passed a tensor read into host memory)."""
+    return lambda: not in_host_memory(ctx, node)
+
+
 def reads_tensor_value(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """Whether a number or an index is taken from a tensor: `t.item()`, `lengths.max()`, a
     tensor itself (its `__index__`)."""

@@ -140,6 +140,17 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # airbench: a loader's __iter__ runs as the loop over it draws batches
+            "import torch\ndef crop(images, shifts):\n    out = torch.empty_like(images)\n"
+            "    for s in range(-2, 3):\n        mask = shifts == s\n        out[mask] = images[mask]\n    return out\n"
+            "class GpuLoader:\n    def __init__(self, images):\n        self.images = images.cuda()\n"
+            "    def __iter__(self):\n        shifts = torch.randint(-2, 3, (len(self.images),), device='cuda')\n"
+            "        images = crop(self.images, shifts)\n        for i in range(0, len(images), 64):\n"
+            "            yield images[i:i + 64]\n"
+            "train = GpuLoader(torch.rand(512, 3, 32, 32))\nfor x in train:\n    model(x).sum().backward()\n",
+            lines=[6],
+            message="positions of its True values",
+        ),
         Invalid(  # lit-llama's LoRA: a mask kept on self, assigned through in a forward helper
             "import torch\nclass MergedLinear(torch.nn.Linear):\n    def __init__(self, n):\n"
             "        self.lora_ind = self.weight.new_zeros((n,), dtype=torch.bool).view(n, -1)\n"

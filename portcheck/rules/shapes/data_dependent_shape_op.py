@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, advice, in_host_memory, tensor_method
+from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, advice, in_host_memory, off_host_at_end, tensor_method
 
 _DATA_SHAPED = "has an output shape that depends on tensor values"
 
@@ -167,7 +167,12 @@ class DataDependentShapeOp(StepRule):
             return
         what = f".{op}()" if offset else f"torch.{op}"
         self.report_by_reach(
-            node, what=what, problem=_OPS[op].problem, instead=_OPS[op].instead, advice=advice(self.ctx.targets)
+            node,
+            holds=off_host_at_end(self.ctx, subject) if subject is not None else None,
+            what=what,
+            problem=_OPS[op].problem,
+            instead=_OPS[op].instead,
+            advice=advice(self.ctx.targets),
         )
 
     def _data_dependent(self, op: str, call: cst.Call, offset: int) -> bool:

@@ -12,6 +12,7 @@ from portcheck.rules.shapes import (
     builtin_call,
     controlling_part,
     in_host_memory,
+    off_host_at_end,
     read_in_host_memory,
     reads_tensor_value,
     tensor_method,
@@ -53,6 +54,9 @@ class HostSyncInStep(StepRule):
       `get_logits()`, segment-anything's `self._process_batch()`; not one with a step loop of
       its own, which makes an epoch loop, nor a `for` loop calling a function that runs one:
       `for i in range(num_samples): y = generate(...)` reads each sample back once);
+    - a generator's body (a function that yields, a class's `__iter__`) where a step loop
+      draws its items: `for x, y in loader:` where `loader = batches(data)` or an instance of
+      the class (airbench's `CifarLoader`), `x, y = next(loader)` in the loop;
     - the module's functions that step code calls every step (`self.log_step()` from the loop,
       a loss helper from `forward`, and what they call in turn; a method through `self.` in its
       own class, or on an object of the module's classes: `self.decoder.update(...)` where
@@ -137,6 +141,13 @@ class HostSyncInStep(StepRule):
             "        if torch.any(ids < 0):\n            raise ValueError(f'bad ids {ids.tolist()}')\n        return ids\n"
         ),
         Valid("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.sum()\n"),
+        Valid(  # modded-nanogpt: a parameter given a tensor that a function read into host memory
+            "import torch\ndef load(path):\n    tokens = torch.empty(10, dtype=torch.uint16, pin_memory=True)\n"
+            "    return tokens\nclass Shard:\n    def __init__(self, tokens):\n"
+            "        self.bos = (tokens == 1).nonzero()[:, 0].numpy()\n"
+            "def batches(path):\n    shard = Shard(load(path))\n    while True:\n        yield shard\n"
+            "loader = batches('x')\nfor step in range(100):\n    model(next(loader)).backward()\n"
+        ),
         Valid(  # loaded into host memory once, read there
             "import torch\nclass Vocab:\n    def __init__(self, path):\n"
             "        self.ids = torch.load(path, map_location='cpu')\n    def words(self, loader):\n"
@@ -246,6 +257,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # nanochat: a generator's body runs as the training loop draws each batch
+            "import torch\ndef batches(device):\n    while True:\n"
+            "        ids = torch.randint(0, 9, (8, 64), device=device)\n        print(ids.max().item())\n"
+            "        yield ids\nloader = batches('cuda')\nfor step in range(100):\n"
+            "    x = next(loader)\n    model(x).mean().backward()\n",
+            lines=[5],
+            message="in `batches()`, called from a training loop",
+        ),
         Invalid(  # a parameter goes where its module goes, whatever it was made from
             "import torch\nfrom torch import nn\nclass Scale(nn.Module):\n    def __init__(self):\n"
             "        super().__init__()\n        self.gain = nn.Parameter(torch.ones(1))\n"
@@ -446,7 +465,7 @@ class HostSyncInStep(StepRule):
         where = self.step_context(ancestors)
         if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, copied):
             return
-        self.report_in_step(node, where, call=call)
+        self.report_in_step(node, where, off_host_at_end(self.ctx, copied), call=call)
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
         """`f"loss {loss:.4f}"`: formatting a tensor reads its value on the host."""
