@@ -308,6 +308,9 @@ class DeviceFlow:
             tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
             library = _uses_cuda_library(node.body, self.resolver)
             self._add(Guard(test, (node.body,), tells_only=tells, guards_cuda_library=library))
+        elif isinstance(node.orelse, cst.Else):  # `if device != "cuda": ... else: <CUDA path>`
+            library = _uses_cuda_library(node.orelse.body, self.resolver)
+            self._add(Guard(test, (node.orelse,), guards_cuda_library=library))
         elif node.orelse is not None:
             self._add(Guard(test, (node.orelse,)))
         elif _exits(node.body, self.resolver):
@@ -1835,21 +1838,37 @@ def _adds_text(call: cst.Call) -> bool:
 _DATA_PARALLEL = frozenset(
     {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel"}
 )
-# What CUDA alone can answer: the device's name, capability and memory.
-_CUDA_FACTS = re.compile(r"^torch\.cuda\.(get_device_(name|properties|capability)|(max_)?memory_\w+|mem_get_info)$")
+# What CUDA alone can answer or keep: the device's name, capability and memory, whether it is
+# there, the seed of its own random generator (`torch.manual_seed` seeds every device already).
+_CUDA_FACTS = re.compile(
+    r"^torch\.cuda\.(get_device_(name|properties|capability)|(max_)?memory_\w+|mem_get_info|is_available"
+    r"|manual_seed(_all)?)$"
+)
 
 
 def _uses_cuda_library(body: cst.BaseSuite, resolver: Resolver) -> bool:
     """A block that imports or calls a CUDA-only package (`from flash_attn import ...`,
     `xformers.ops...`), wraps a model for several GPUs (`nn.DataParallel`) or asks CUDA for
-    its own facts (`torch.cuda.get_device_name()`), and places nothing on CUDA (`.cuda()`,
-    `"cuda"`): where the target skips it, only a CUDA extra is lost."""
+    its own facts (`torch.cuda.get_device_name()`, `assert torch.cuda.is_available()`,
+    `torch.cuda.manual_seed(0)`), and places nothing on CUDA (`.cuda()`, `"cuda"`) nor steers
+    by other CUDA calls (`torch.cuda.device_count()`): where the target skips it, only a
+    CUDA extra is lost."""
     nodes = list(descendants(body, ()))
     places = any(
-        (isinstance(node, cst.Call) and patterns.method_name(node) == "cuda") or patterns.is_cuda_device_literal(node)
+        (isinstance(node, cst.Call) and patterns.method_name(node) == "cuda")
+        or patterns.is_cuda_device_literal(node)
+        or _other_cuda_api(node, resolver)  # `torch.cuda.device_count()` decides how many processes
         for node in nodes
     )
     return not places and any(_cuda_library_use(node, resolver) for node in nodes)
+
+
+def _other_cuda_api(node: cst.CSTNode, resolver: Resolver) -> bool:
+    """A use of `torch.cuda` that is not one of CUDA's own facts: it steers the program."""
+    if not isinstance(node, (cst.Name, cst.Attribute)):
+        return False
+    names = resolver.qualified_names(node)
+    return any(name.startswith("torch.cuda.") and not _CUDA_FACTS.match(name) for name in names)
 
 
 def _cuda_library_use(node: cst.CSTNode, resolver: Resolver) -> bool:

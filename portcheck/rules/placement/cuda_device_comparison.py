@@ -43,9 +43,10 @@ class CudaDeviceComparison(Rule):
     Info where only CUDA reaches it (under another CUDA check, or in a test gated on GPUs):
     as written it never runs on the target. Info too where the check guards only a message
     or freeing cached memory (`if x.device.type == "cuda": print(torch.cuda.max_memory_allocated())`),
-    or a CUDA-only library or CUDA's own facts (`from flash_attn import ...`,
-    `torch.cuda.get_device_name()`), which it is right to keep from the target; the portable
-    code after it runs there.
+    or a CUDA-only library or CUDA's own facts and seed (`from flash_attn import ...`,
+    `torch.cuda.get_device_name()`, `assert torch.cuda.is_available()`,
+    `torch.cuda.manual_seed(0)`; also in the `else` of `device != "cuda"`), which it is right
+    to keep from the target; the portable code after it runs there.
 
     ## Fix safety
     Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
@@ -201,6 +202,15 @@ class CudaDeviceComparison(Rule):
             lines=[4],
             fixed="import argparse\nimport torch\np = argparse.ArgumentParser()\n"
             "p.add_argument('--device-type', type=str, default='', choices=['cuda', 'cpu', 'mps', 'tpu'])\n",
+        ),
+        Invalid(  # nanochat: CUDA's own checks and seed, and a CUDA-only library in the else branch
+            "import torch\ndef init(device_type):\n    if device_type == 'cuda':\n"
+            "        assert torch.cuda.is_available(), 'no CUDA'\n    torch.manual_seed(42)\n"
+            "    if device_type == 'cuda':\n        torch.cuda.manual_seed(42)\n"
+            "    if device_type != 'cuda':\n        print('FP8 needs CUDA')\n    else:\n"
+            "        from flash_attn import flash_attn_func\n",
+            lines=[3, 6, 8],
+            message="rightly keeps a CUDA-only library",
         ),
         # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),

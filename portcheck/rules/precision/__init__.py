@@ -15,9 +15,10 @@ _FLOAT16_FLAG = re.compile(r"(^|_)(fp16|half|float16)$", re.IGNORECASE)  # `args
 
 
 def under_test(ancestors: Sequence[cst.CSTNode], is_guard: Callable[[cst.BaseExpression], bool]) -> bool:
-    """Whether the node below `ancestors` sits in the body of an `if` whose test `is_guard` accepts."""
+    """Whether the last node of `ancestors` (the node itself included) sits in the body of an
+    `if`, or is the value of `x if test else y`, whose test `is_guard` accepts."""
     for ancestor, child in zip(ancestors, ancestors[1:]):
-        if isinstance(ancestor, cst.If) and child is ancestor.body and is_guard(ancestor.test):
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body and is_guard(ancestor.test):
             return True
     return False
 

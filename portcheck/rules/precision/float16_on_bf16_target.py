@@ -438,7 +438,11 @@ class Float16OnBf16Target(Rule):
             or (self.ctx.flow is not None and self.ctx.flow.home(method.value) is Home.MOVED)
         )
         model = self._is_model(method.value) or _parameter_data(method.value)
-        if (model or placed) and not self._expects_error() and not under_test(self.ctx.ancestors, self._keeps_float16):
+        if (
+            (model or placed)
+            and not self._expects_error()
+            and not under_test([*self.ctx.ancestors, node], self._keeps_float16)
+        ):
             self._report(dtype, what, self._reach(node), "runs the model" if model else "puts the tensor on the device")
 
     def visit_Param(self, node: cst.Param) -> None:

@@ -27,7 +27,7 @@ class GradScalerOnBf16Target(Rule):
     Reports creating a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`) when
     a selected target trains natively in bfloat16. A scaler made or enabled only for float16
     (`enabled=(dtype == "float16")`, under `if need_scaler:` where `need_scaler = dtype is
-    torch.float16`) is left alone: where the dtype is chosen is the finding (PC206, PC308).
+    torch.float16`, `GradScaler() if dtype == torch.float16 else None`) is left alone: where the dtype is chosen is the finding (PC206, PC308).
 
     ## Why is this bad?
     Loss scaling exists because float16 gradients underflow. bfloat16 has float32's exponent
@@ -77,6 +77,9 @@ class GradScalerOnBf16Target(Rule):
         Valid("import torch\nscaler = torch.amp.GradScaler('cuda')\n", options={"targets": ["mps", "xpu", "rocm"]}),
         Valid("import torch\nscaler = torch.amp.GradScaler('tpu', enabled=False)\n"),
         Valid("def f(torch):\n    return torch.amp.GradScaler()\n"),
+        Valid(  # nanochat: a scaler only where the user chose float16
+            "import torch\nscaler = torch.amp.GradScaler() if COMPUTE_DTYPE == torch.float16 else None\n"
+        ),
         # made, or enabled, only for float16: the dtype choice is the finding (PC206, PC308)
         Valid("import torch\nscaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))\n"),
         Valid(
@@ -138,7 +141,7 @@ class GradScalerOnBf16Target(Rule):
                     return
             if arg.keyword is not None and arg.keyword.value == "enabled" and self._about_float16(arg.value):
                 return  # `enabled=(dtype == "float16")`: off wherever the target's bfloat16 is used
-        if under_test(self.ctx.ancestors, self._about_float16):
+        if under_test([*self.ctx.ancestors, node], self._about_float16):
             return  # `if need_scaler:` with `need_scaler = amp_dtype is torch.float16`
         self.report(node, edit=self._edit(node, names))
 
