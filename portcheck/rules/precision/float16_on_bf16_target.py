@@ -26,6 +26,7 @@ _DTYPE_NAME = re.compile(r"(^|_)dtype$")  # `dtype`, `inputs_dtype`, `self.dtype
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
 _WIDENING = frozenset({"float", "double", "bfloat16"})  # casts that leave float16
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
+_MODULE_ITERATORS = frozenset({"modules", "children"})  # what `for m in model.modules():` iterates
 _PASS_THROUGH = frozenset({"to", "eval", "train", "requires_grad_"})  # `m.to(dev).half()` is `m.half()`
 # Receivers of `.half()` taken for models: names that end in a model-ish word (`unet`,
 # `text_encoder_2`, `self.model`), never tensors such as `encoder_hidden_states`.
@@ -45,7 +46,7 @@ class Float16OnBf16Target(Rule):
     `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, a float16 dtype bound to a
     name that casts read (`self.dtype = torch.float16`, `inputs_dtype = torch.half`), `.half()`
     and `.to(torch.float16)` on models (also what a loading function returns:
-    `attempt_load(w, device).half()`) and on their parameters' data (`l.weight.data.half()`),
+    `attempt_load(w, device).half()`, and each of `for m in self.modules(): m.half()`) and on their parameters' data (`l.weight.data.half()`),
     and tensors on the device in float16 (`x.to(device, dtype=torch.float16)`,
     `x.half().cuda()`, `im.half()` after `im = im.to(device)`, `torch.empty(n,
     dtype=torch.half, device=device)`, `self.images.half()` where `self.images` was loaded with
@@ -174,6 +175,14 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # airbench: the network made float16 module by module, its norms kept in float32
+            "import torch\nfrom torch import nn\nclass Net(nn.Sequential):\n    def __init__(self, layers):\n"
+            "        super().__init__(*layers)\n        for mod in self.modules():\n"
+            "            if isinstance(mod, nn.BatchNorm2d):\n                mod.float()\n"
+            "            else:\n                mod.half()\n",
+            lines=[10],
+            message="runs the model in float16",
+        ),
         Invalid(  # airbench: the dataset loaded onto the device, then kept there in float16
             "import torch\nclass Loader:\n    def __init__(self, path):\n"
             "        data = torch.load(path, map_location=torch.device('cuda'))\n"
@@ -559,9 +568,18 @@ class Float16OnBf16Target(Rule):
             return True
         if isinstance(receiver, cst.Name):
             bound = self.ctx.assigned_value(receiver)
-            return isinstance(bound, cst.Call) and (
-                patterns.method_name(bound) in _LOADERS or _instantiates_class(bound)
-            )
+            if isinstance(bound, cst.Call) and (patterns.method_name(bound) in _LOADERS or _instantiates_class(bound)):
+                return True
+            return self._iterates_modules(receiver)
+        return False
+
+    def _iterates_modules(self, name: cst.Name) -> bool:
+        """The target of a loop over a model's modules (`for mod in self.modules(): mod.half()`)."""
+        for ancestor in reversed(self.ctx.ancestors):
+            if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name):
+                if ancestor.target.value == name.value:
+                    iterated = ancestor.iter
+                    return isinstance(iterated, cst.Call) and patterns.method_name(iterated) in _MODULE_ITERATORS
         return False
 
     def _report(self, node: cst.CSTNode, what: str, reach: Reach, runs: str = "runs the model") -> None:
