@@ -10,9 +10,12 @@ from portcheck.findings import FixSafety
 from portcheck.rewrites import edits
 from portcheck.rule import ERROR, OFF, Invalid, Valid, per_target
 from portcheck.setting_rule import SettingValueRule
+from portcheck.targets import library_devices
 
 _DEVICE_FIRST_ARGUMENT = frozenset({"torch.device", "torch.set_default_device", "torch.Generator"})
-_OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
+# Calls another rule owns: AMP's and device meshes' device types, and the APIs that take only
+# some device types (PC110), where the target's would raise.
+_OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS | frozenset(library_devices.table())
 
 
 class CudaDeviceString(SettingValueRule):
@@ -63,6 +66,9 @@ class CudaDeviceString(SettingValueRule):
     cuda_only = True
 
     VALID = [
+        Valid(  # safetensors takes no "tpu": PC110 reports it, and rewriting the string would raise
+            "import torch\nfrom safetensors.torch import load_file\nstate = load_file(path, device='cuda')\n"
+        ),
         Valid(
             'import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("--device", dest="run_on", default="cuda")\n'
         ),
