@@ -611,13 +611,15 @@ class DeviceFlow:
             parts = [node.left, *(link.comparator for link in node.comparisons)]
         elif isinstance(node, cst.Call):
             return self._call_home(node, depth, seen)
-        elif is_self_attribute(node):
+        elif is_self_attribute(node) or (
+            isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and self._instances(node.value, ())
+        ):  # `self.tokens`; `shard.tokens` where `shard = Shard(tokens)`, a class of the module
             return self._attribute_home(node, depth, seen)
         return _weakest(self._home(part, depth + 1, seen) for part in parts) if parts else Home.UNKNOWN
 
     def _attribute_home(self, node: cst.Attribute, depth: int, seen: frozenset[str]) -> Home | None:
-        """The weakest home of what the module assigns to `self.<attribute>` (airbench's
-        `self.images = data["images"]`, loaded onto the device)."""
+        """The weakest home of what the module's methods assign to `self.<attribute>`
+        (airbench's `self.images = data["images"]`, loaded onto the device)."""
         key = f"self.{node.attr.value}"
         if key in seen:
             return None
@@ -781,6 +783,9 @@ class DeviceFlow:
         if names and all(name.startswith("torch.") and not name.startswith("torch.cuda.") for name in names):
             if device is not None:
                 return Home.HOST if self.is_cpu(device.value) else Home.MOVED
+            pinned = patterns.keyword(call, "pin_memory")
+            if pinned is not None and isinstance(pinned.value, cst.Name) and pinned.value.value == "True":
+                return Home.HOST  # `torch.empty_like(x, pin_memory=True)`: page-locked host memory
             if names & _SIZE_FACTORIES:
                 return Home.DEFAULT
             data = patterns.positional(call, 0)

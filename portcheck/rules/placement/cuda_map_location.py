@@ -19,6 +19,7 @@ _UNKNOWN_ORIGIN = per_target(WARNING, rocm=OFF)  # a checkpoint this module does
 _CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|resume|weight|model|state|best|last|\.pth?\b|\.tar\b", re.IGNORECASE)
 # A path that names a dataset rather than a checkpoint (lit-llama's `data_dir / "train.pt"`).
 _DATA_WORDS = re.compile(r"data|\b(?:train|test|val|valid|validation)\.pt\b|tokens|features", re.IGNORECASE)
+_HOST_STATE = re.compile(r"sched|scaler|sampler", re.IGNORECASE)  # objects whose state holds no tensors
 _MODEL_WORDS = re.compile(r"ckpt|checkpoint|resume|weight|model|state_dict", re.IGNORECASE)
 
 
@@ -40,7 +41,9 @@ class CudaMapLocation(Rule):
     one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`); as a warning, where
     a module that puts its model on CUDA loads a checkpoint it does not write (a released
     model's `last.ckpt`, another script's `pytorch_model.bin`): such files are mostly saved
-    from the GPU, and `map_location="cpu"` costs nothing where they were not.
+    from the GPU, and `map_location="cpu"` costs nothing where they were not. Not a load
+    straight into an LR scheduler's, a GradScaler's or a sampler's `load_state_dict()`, whose
+    state is numbers.
 
     ## Why is this bad?
     Without CUDA, `torch.load(f, map_location="cuda")` raises `RuntimeError: Attempting to
@@ -98,6 +101,11 @@ class CudaMapLocation(Rule):
     cuda_only = True
 
     VALID = [
+        Valid(  # the Hugging Face Trainer's resume: a scheduler's and a scaler's state are numbers
+            "import torch\nmodel.cuda()\ntorch.save(model.state_dict(), 'ckpt/model.pt')\n"
+            "self.lr_scheduler.load_state_dict(torch.load('ckpt/scheduler.pt'))\n"
+            "scaler.load_state_dict(torch.load('ckpt/scaler.pt'))\n"
+        ),
         Valid(  # lit-llama: datasets saved with torch.save, loaded by a module that saves its model from CUDA
             "import os\nimport torch\ndef load_datasets(data_dir):\n"
             '    return torch.load(os.path.join(data_dir, "train.pt")), torch.load(os.path.join(data_dir, "test.pt"))\n'
@@ -267,7 +275,7 @@ class CudaMapLocation(Rule):
             self._on_cuda = True
         arg = placement.map_location_argument(self.ctx, node)
         if arg is None:
-            if names & _UNMAPPED and not amp.has_star(node):
+            if names & _UNMAPPED and not amp.has_star(node) and not _into_host_state(self.ctx):
                 self._loads.append(_Load(node, self._unmapped_edit(node)))
             return
         self._report_map_location(arg)
@@ -371,6 +379,17 @@ def _path_code(call: cst.Call, index: int) -> str:
     """How a save or load call names its file (`f`), as written; '' when it cannot tell."""
     arg = patterns.argument(call, index, "f")
     return cst.Module([]).code_for_node(arg.value) if arg is not None else ""
+
+
+def _into_host_state(ctx: FileContext) -> bool:
+    """Whether the call being visited is loaded into an object whose state is Python numbers
+    (`lr_scheduler.load_state_dict(torch.load(path))`, a GradScaler's, a sampler's): no tensor
+    of it goes to a device."""
+    if not _into_state_dict(ctx):
+        return False
+    loading = ctx.ancestors[-2]
+    assert isinstance(loading, cst.Call) and isinstance(loading.func, cst.Attribute)
+    return _HOST_STATE.search(patterns.target_name(loading.func.value) or "") is not None
 
 
 def _into_state_dict(ctx: FileContext) -> bool:

@@ -148,6 +148,12 @@ class HostSyncInStep(StepRule):
             "def batches(path):\n    shard = Shard(load(path))\n    while True:\n        yield shard\n"
             "loader = batches('x')\nfor step in range(100):\n    model(next(loader)).backward()\n"
         ),
+        Valid(  # pinned host memory, and a tensor kept by an object of the module's class
+            "import torch\nclass Shard:\n    def __init__(self, n):\n"
+            "        self.tokens = torch.empty(n, dtype=torch.int32, pin_memory=True)\n"
+            "for step in range(100):\n    shard = Shard(1024)\n    ids = torch.empty_like(x, pin_memory=True)\n"
+            "    model(x).backward()\n    print(ids.numpy(), shard.tokens.tolist())\n"
+        ),
         Valid(  # loaded into host memory once, read there
             "import torch\nclass Vocab:\n    def __init__(self, path):\n"
             "        self.ids = torch.load(path, map_location='cpu')\n    def words(self, loader):\n"
