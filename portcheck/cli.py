@@ -589,7 +589,11 @@ def _print_readiness(
     "bfloat16), compared with bf16 tolerances.",
 )
 @click.option(
-    "--timeout", type=float, metavar="SECONDS", help="Seconds each case may take on each device.", show_default="300"
+    "--timeout",
+    type=float,
+    metavar="SECONDS",
+    help="Seconds each case may take on each device, from its start (importing torch and the backend is not counted).",
+    show_default="300",
 )
 @format_option("text", "text or json.")
 @ConfigFile

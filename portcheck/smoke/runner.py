@@ -30,6 +30,7 @@ from portcheck.smoke.case import SpecError, check_spec
 from portcheck.smoke.launch import EMULATED_TARGETS
 from portcheck.targets.api import lookup
 
+_STARTUP_TIMEOUT = 600.0  # seconds for a worker to import torch and its backend
 FAILED_RUN = ("error", "backend-missing", "timeout", "crashed")
 
 
@@ -252,6 +253,7 @@ class _Worker:
         self.root = root
         self.process: subprocess.Popen[str] | None = None
         self.answers: queue.Queue[str | None] = queue.Queue()
+        self.ready = False  # the process said it imported torch (and the backend)
 
     @classmethod
     @contextmanager
@@ -276,14 +278,28 @@ class _Worker:
                     cwd=self.root,
                 )
             self.answers = queue.Queue()
+            self.ready = False
             threading.Thread(target=_forward, args=(self.process.stdout, self.answers), daemon=True).start()
         return self.process
 
     def ask(self, job: Job, timeout: float) -> dict[str, Any]:
-        """The worker's answer to one job; a hang or a crash is an answer too."""
+        """The worker's answer to one job; a hang or a crash is an answer too. `timeout` counts
+        from the job's start: importing torch and a backend on a busy host is not the case's."""
         process = self.start()
         assert process.stdin is not None
         written = self.log.stat().st_size
+        if not self.ready:
+            try:
+                said = self.answers.get(timeout=_STARTUP_TIMEOUT)
+            except queue.Empty:
+                self.stop()
+                return {
+                    "status": "timeout",
+                    "detail": f"not started after {_STARTUP_TIMEOUT:g} s; the process was killed",
+                }
+            if said is None:
+                return self._ended(process, written)
+            self.ready = True
         try:
             process.stdin.write(json.dumps(asdict(job)) + "\n")
             process.stdin.flush()
@@ -293,12 +309,14 @@ class _Worker:
             return {"status": "timeout", "detail": f"no result after {timeout:g} s; the process was killed"}
         except BrokenPipeError:
             answer = None
-        if answer is None:
-            code = process.wait()
-            self.process = None
-            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            return {"status": "crashed", "detail": f"the process ended without a result ({how}): {self._tail(written)}"}
-        return json.loads(answer)
+        return self._ended(process, written) if answer is None else json.loads(answer)
+
+    def _ended(self, process: subprocess.Popen[str], written: int) -> dict[str, Any]:
+        """The answer of a process that ended without one."""
+        code = process.wait()
+        self.process = None
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return {"status": "crashed", "detail": f"the process ended without a result ({how}): {self._tail(written)}"}
 
     def stop(self) -> None:
         if self.process is not None:

@@ -4,7 +4,7 @@ A backend plugin can crash or hang, and TorchTPU, TorchNeuron and torch_npu shar
 PrivateUse1 slot a process has, so each device runs in a process of its own; importing torch
 is most of a small case's time, so that process serves every case of the run in turn. It reads
 one Job per line from stdin and answers each with one line of JSON on its original stdout
-(what the job's code prints goes to stderr). The reference run builds the model, saves its
+(what the job's code prints goes to stderr), after a first line that says it is ready. The reference run builds the model, saves its
 initial weights and inputs, and traces it; the target's run loads those, so both sides start
 from the same numbers, and both reseed before the measured run, so random draws match where
 the device draws from the CPU's generator. Tensors go to `<role>.pt` in the job's folder.
@@ -40,6 +40,8 @@ INITIAL = "initial.pt"
 def main() -> int:
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the user's prints must not break the answers
+    answers.write(json.dumps({"ready": True}) + "\n")  # torch is imported: the cases' clocks may start
+    answers.flush()
     for line in sys.stdin:
         answers.write(json.dumps(serve(Job(**json.loads(line))), default=str) + "\n")
         answers.flush()

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from portcheck.cli import app
-from portcheck.smoke.runner import Settings, _notes, _Worker
+from portcheck.smoke.runner import Job, Settings, _notes, _Worker
 
 HERE = Path(__file__).parent
 MODELS = "tests/smoke/cases/models.py"
@@ -100,6 +100,22 @@ def test_one_worker_per_device_serves_every_case_of_a_run(monkeypatch: pytest.Mo
     code, results = smoke_all(monkeypatch, *cases, "--device", "tpu", "--emulate")
     assert [result["verdict"] for result in results] == ["pass", "pass", "mismatch"]
     assert len(started) == 2, "one torch start-up per device"
+
+
+def test_a_slow_start_is_not_counted_against_the_case_timeout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a worker that takes 3 s to import its backend, then answers each job at once
+    slow = (
+        "import json, sys, time\ntime.sleep(3)\nprint(json.dumps({'ready': True}), flush=True)\n"
+        "for line in sys.stdin:\n    print(json.dumps({'status': 'ok'}), flush=True)\n"
+    )
+    popen = subprocess.Popen
+    monkeypatch.setattr(
+        "portcheck.smoke.runner.subprocess.Popen", lambda args, **kwargs: popen([args[0], "-c", slow], **kwargs)
+    )
+    with _Worker.running(tmp_path, "target", False, tmp_path) as worker:
+        job = Job("m.py:f", str(tmp_path), device="cpu", role="reference", folder=str(tmp_path))
+        assert worker.ask(job, timeout=1.0)["status"] == "ok"
+        assert worker.ask(job, timeout=1.0)["status"] == "ok"  # one start-up for both
 
 
 def test_random_draws_match_on_the_cpu_and_the_emulated_target_and_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
