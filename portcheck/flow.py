@@ -230,7 +230,7 @@ class Home(IntEnum):
 class _Site:
     """A call of one of the module's functions or classes, with the scope it was made in."""
 
-    call: cst.Call | cst.For  # a call; or a loop, for what it iterates
+    call: cst.Call
     scope: Scope
     ancestors: tuple[cst.CSTNode, ...]  # the nodes from the module down to the call
     skipped: int = 0  # leading parameters the call does not pass (`self`)
@@ -278,7 +278,8 @@ class DeviceFlow:
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
     _every_step: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)  # (function id, gates)
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
-    _for_loops: list[_Site] = field(default_factory=list)  # every `for` loop, as a site of its `iter`
+    # every `for` loop, with the scope it is in and the nodes from the module down to it
+    _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
     _returns: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # by function id
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
@@ -979,15 +980,14 @@ class DeviceFlow:
         owner = self._methods.get(id(function))
         if (owner is not None and function.name.value != "__iter__") or not _yields(function):
             return None
-        for loop in self._for_loops:
-            assert isinstance(loop.call, cst.For)
-            sources = _drawn(loop.call.iter)
-            if any(self.in_scope(loop.scope, partial(self._draws, each, function, loop.ancestors)) for each in sources):
-                where = self.in_scope(loop.scope, partial(self.loop_step, loop.call))
+        for loop, scope, ancestors in self._for_loops:
+            sources = _drawn(loop.iter)
+            if any(self.in_scope(scope, partial(self._draws, each, function, ancestors)) for each in sources):
+                where = self.in_scope(scope, partial(self.loop_step, loop))
                 if where is not None:
                     return where
         for site in self._calls.get("next", []) if owner is None else ():
-            given = site.call.args[0].value if isinstance(site.call, cst.Call) and site.call.args else None
+            given = site.call.args[0].value if site.call.args else None
             if given is None or not self.in_scope(site.scope, partial(self._draws, given, function, site.ancestors)):
                 continue
             if not self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors)):
@@ -1168,7 +1168,7 @@ class DeviceFlow:
         calls (gpt-fast's `generate()` calls `decode_n_tokens()`, which loops over tokens);
         not where it also steps an optimizer outside that loop (gradient accumulation: the
         loop is part of one step)."""
-        own = [node for node in descendants(function.body, _NESTED_SCOPES + (cst.For, cst.While))]
+        own = descendants(function.body, _NESTED_SCOPES + (cst.For, cst.While))
         calls = [node for node in own if isinstance(node, cst.Call)]
         if any(_steps_optimizer(call) for call in calls):
             return False
@@ -1349,7 +1349,7 @@ class DeviceFlow:
         for the methods its body calls through `self.`."""
         self._loop_classes[id(loop)] = _class_name(self.ancestors)
         if isinstance(loop, cst.For):
-            self._for_loops.append(_Site(loop, self.resolver.scope, (*self.ancestors, loop)))
+            self._for_loops.append((loop, self.resolver.scope, (*self.ancestors, loop)))
         function = enclosing_function(self.ancestors)
         if function is not None:
             self._loops.setdefault(id(function), []).append((loop, self.resolver.scope))
