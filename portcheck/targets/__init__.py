@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -65,6 +66,15 @@ class Target:
     @property
     def bf16_native(self) -> bool:
         return self.amp_dtype == "bfloat16" and not self.needs_grad_scaler
+
+
+def api_table(file: str) -> dict[str, dict[str, Any]]:
+    """The `[api."<qualified name>"]` tables of one of this package's data files, its schema
+    checked."""
+    raw = tomllib.loads(resources.files(__package__).joinpath(file).read_text(encoding="utf-8"))
+    if raw.get("schema") != SCHEMA:
+        raise ValueError(f"targets/{file}: expected schema = {SCHEMA}")
+    return dict(raw["api"])
 
 
 def _load(name: str) -> Target:

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 from portcheck.findings import Severity
-from portcheck.targets import SCHEMA
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from portcheck.targets import api_table
 
 
 @dataclass(frozen=True)
@@ -30,9 +23,6 @@ class CudaDefault:
 
 @cache
 def table() -> dict[str, CudaDefault]:
-    raw = tomllib.loads(resources.files("portcheck.targets").joinpath("library_defaults.toml").read_text("utf-8"))
-    if raw.get("schema") != SCHEMA:
-        raise ValueError(f"library_defaults.toml: expected schema = {SCHEMA}")
     return {
         name: CudaDefault(
             qualified=name,
@@ -42,5 +32,5 @@ def table() -> dict[str, CudaDefault]:
             what=row["what"],
             severity=Severity.parse(row["severity"]),
         )
-        for name, row in raw["api"].items()
+        for name, row in api_table("library_defaults.toml").items()
     }

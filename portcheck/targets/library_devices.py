@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-from portcheck.targets import SCHEMA
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from portcheck.targets import api_table
 
 
 @dataclass(frozen=True)
@@ -28,9 +21,6 @@ class DeviceList:
 
 @cache
 def table() -> dict[str, DeviceList]:
-    raw = tomllib.loads(resources.files("portcheck.targets").joinpath("library_devices.toml").read_text("utf-8"))
-    if raw.get("schema") != SCHEMA:
-        raise ValueError(f"library_devices.toml: expected schema = {SCHEMA}")
     return {
         name: DeviceList(
             qualified=name,
@@ -39,5 +29,5 @@ def table() -> dict[str, DeviceList]:
             accepts=frozenset(row["accepts"]),
             raises=row["raises"],
         )
-        for name, row in raw["api"].items()
+        for name, row in api_table("library_devices.toml").items()
     }
