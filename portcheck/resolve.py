@@ -50,10 +50,26 @@ class Scope:
         if isinstance(target, cst.Name):
             self.bind(target.value, value)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self.bind_target(element.value)
+            values = _paired_values(target, value)
+            for element, each in zip(target.elements, values):
+                self.bind_target(element.value, each)
         elif isinstance(target, cst.StarredElement):
             self.bind_target(target.value)
+
+
+def _paired_values(
+    target: cst.Tuple | cst.List, value: cst.BaseExpression | None
+) -> list[cst.BaseExpression | None]:
+    """What each element of `a, b = x, y` is bound to: `x` and `y`; nothing known for one
+    value unpacked (`a, b = pair`) or where a starred element makes the counts differ."""
+    elements = target.elements
+    if (
+        isinstance(value, (cst.Tuple, cst.List))
+        and len(value.elements) == len(elements)
+        and not any(isinstance(e, cst.StarredElement) for e in (*elements, *value.elements))
+    ):
+        return [element.value for element in value.elements]
+    return [None] * len(elements)
 
 
 def module_scope(module: cst.Module) -> Scope:

@@ -226,3 +226,13 @@ def test_is_reference_for_names(source: str, expected: bool) -> None:
     probe.walker = walker
     walker.walk(module)
     assert found == [expected]
+
+
+def test_a_tuple_assigned_element_by_element_binds_each_name_to_its_value() -> None:
+    module = cst.parse_module("a, (b, c) = f(), (g(), 1)\nd, e = pair\nh, *rest = 1, 2, 3\n")
+    resolver = Resolver(module)
+    code = {
+        name: [cst.Module([]).code_for_node(v) if v is not None else None for v in values]
+        for name, values in resolver.module.values.items()
+    }
+    assert code == {"a": ["f()"], "b": ["g()"], "c": ["1"], "d": [None], "e": [None], "h": [None], "rest": [None]}
