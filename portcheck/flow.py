@@ -1856,16 +1856,21 @@ def _uses_cuda_library(body: cst.BaseSuite, resolver: Resolver) -> bool:
     `xformers.ops...`), wraps a model for several GPUs (`nn.DataParallel`) or asks CUDA for
     its own facts (`torch.cuda.get_device_name()`, `assert torch.cuda.is_available()`,
     `torch.cuda.manual_seed(0)`), and places nothing on CUDA (`.cuda()`, `"cuda"`) nor steers
-    by other CUDA calls (`torch.cuda.device_count()`): where the target skips it, only a
+    by other CUDA calls (`torch.cuda.device_count()`) or picks a half-precision dtype
+    (`return torch.bfloat16` where the capability allows): where the target skips it, only a
     CUDA extra is lost."""
     nodes = list(descendants(body, ()))
     places = any(
         (isinstance(node, cst.Call) and patterns.method_name(node) == "cuda")
         or patterns.is_cuda_device_literal(node)
         or _other_cuda_api(node, resolver)  # `torch.cuda.device_count()` decides how many processes
+        or bool(resolver.qualified_names(node) & _HALF_DTYPES)  # `return torch.bfloat16`: picks the precision
         for node in nodes
     )
     return not places and any(_cuda_library_use(node, resolver) for node in nodes)
+
+
+_HALF_DTYPES = frozenset({"torch.bfloat16", "torch.float16", "torch.half"})
 
 
 def _other_cuda_api(node: cst.CSTNode, resolver: Resolver) -> bool:

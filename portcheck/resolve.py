@@ -57,9 +57,7 @@ class Scope:
             self.bind_target(target.value)
 
 
-def _paired_values(
-    target: cst.Tuple | cst.List, value: cst.BaseExpression | None
-) -> list[cst.BaseExpression | None]:
+def _paired_values(target: cst.Tuple | cst.List, value: cst.BaseExpression | None) -> list[cst.BaseExpression | None]:
     """What each element of `a, b = x, y` is bound to: `x` and `y`; nothing known for one
     value unpacked (`a, b = pair`) or where a starred element makes the counts differ."""
     elements = target.elements

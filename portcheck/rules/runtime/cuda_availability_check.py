@@ -30,7 +30,10 @@ class CudaAvailabilityCheck(CudaApiRule):
     ...)`, `pytest.skip(...)`, `self.skipTest(...)`) is a warning: it goes untested there,
     and what it runs is reported at info, as under any CUDA check. A check that guards only
     messages or freeing cached memory (`if torch.cuda.is_available(): logger.warning(...)`,
-    `torch.cuda.empty_cache()`), with no `else`, is info: skipping that changes no result.
+    `torch.cuda.empty_cache()`), with no `else`, is info: skipping that changes no result. So
+    is one that keeps a CUDA-only library or CUDA's own facts from other devices, unless it
+    also picks the precision (`return torch.bfloat16` where the capability allows: elsewhere
+    the run silently stays in float32).
 
     ## Example
     ```python
@@ -131,6 +134,16 @@ class CudaAvailabilityCheck(CudaApiRule):
         Valid("import torch\nok = torch.cuda.is_available()\n", options={"targets": ["rocm"]}),
     ]
     INVALID = [
+        Invalid(  # nanochat: CUDA's capability read to pick bfloat16; elsewhere the run stays in float32
+            "import torch\ndef compute_dtype():\n    if torch.cuda.is_available():\n"
+            "        if torch.cuda.get_device_capability() >= (8, 0):\n            return torch.bfloat16\n"
+            "    return torch.float32\n",
+            lines=[3],
+            message="silently takes its CPU path",
+            fixed="import torch\ndef compute_dtype():\n    if torch.accelerator.is_available():\n"
+            "        if torch.cuda.get_device_capability() >= (8, 0):\n            return torch.bfloat16\n"
+            "    return torch.float32\n",
+        ),
         Invalid(
             "import torch\nif torch.cuda.is_available():\n    pass\n",
             lines=[2],
