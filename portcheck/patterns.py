@@ -312,13 +312,21 @@ def simple_statements(body: cst.BaseSuite) -> list[cst.CSTNode]:
     ]
 
 
+def caught_names(handler: cst.ExceptHandler) -> set[str] | None:
+    """The exception types an `except` names, as written (`{"OSError", "subprocess.CalledProcessError"}`);
+    None for a bare `except:`, which catches everything."""
+    caught = handler.type
+    if caught is None:
+        return None
+    types = caught.elements if isinstance(caught, cst.Tuple) else [caught]
+    return {dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
+
+
 def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
     """An `except` that catches ImportError and neither raises nor exits: the program goes on
     without what the `try` imports."""
-    caught = handler.type
-    types = caught.elements if isinstance(caught, cst.Tuple) else [caught] if caught is not None else []
-    names = {dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
-    if caught is not None and not names & _IMPORT_ERRORS:
+    names = caught_names(handler)
+    if names is not None and not names & _IMPORT_ERRORS:
         return False
     for statement in simple_statements(handler.body):
         if isinstance(statement, cst.Raise):

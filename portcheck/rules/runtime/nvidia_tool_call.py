@@ -127,10 +127,8 @@ class NvidiaToolCall(Rule):
         for parent, child in zip(ancestors, ancestors[1:]):
             if isinstance(parent, cst.Try) and child is parent.body:
                 for handler in parent.handlers:
-                    caught = handler.type
-                    kinds = caught.elements if isinstance(caught, cst.Tuple) else [caught] if caught else []
-                    names = {patterns.dotted(k.value if isinstance(k, cst.Element) else k) for k in kinds}
-                    if caught is None or names & _COPES:
+                    names = patterns.caught_names(handler)
+                    if names is None or names & _COPES:
                         return True
         return False
 
