@@ -105,6 +105,17 @@ _INDEX_NAME = re.compile(
     r"^(local_)?(rank|gpu|gpu_?id|gpu_?idx|gpu_index|device_?id|device_?idx|device_index|process_index)$"
 )
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+# Tests that hold only while a model is exported (ONNX, TorchScript tracing or scripting): what
+# they guard never runs on the device a port targets.
+_EXPORTING = frozenset(
+    {
+        "torch.onnx.is_in_onnx_export",
+        "torch.jit.is_tracing",
+        "torch.jit.is_scripting",
+        "torch._C._get_tracing_state",
+        "torchvision._is_tracing",
+    }
+)
 _SKIPS = frozenset({"pytest.skip"})  # calls that skip a test (they raise)
 _SKIP_UNLESS = frozenset({"unittest.skipUnless", "unittest.case.skipUnless"})  # decorators that skip on False
 _SKIP_IF = frozenset({"unittest.skipIf", "unittest.case.skipIf", "pytest.mark.skipif"})  # decorators that skip on True
@@ -1506,7 +1517,8 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | Non
     body of an `if step % N == 0:` (reading back every N steps is the remedy, not the problem)
     or of an `if i < 3:` on the index of an enclosing `enumerate` or `range` loop or a count a
     loop keeps (the first few steps only); with a `resolver` at the node, also `if log_step:`
-    where `log_step = step % N == 0`."""
+    where `log_step = step % N == 0`, and `if torch.onnx.is_in_onnx_export():` (or another
+    test that holds only while the model is exported: not on the device)."""
     for index, node in enumerate(ancestors):
         if isinstance(node, cst.Raise):
             return True
@@ -1514,6 +1526,8 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | Non
             return True  # an assertion's message is made only when it fails
         if isinstance(node, cst.If) and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
             if periodic(node.test, resolver) or _first_steps(node.test, ancestors[:index], resolver):
+                return True
+            if resolver is not None and _exporting(node.test, resolver):
                 return True
             if _raises(node.body, resolver):
                 return True  # `if not math.isfinite(loss): logging.error(...); raise ...`: the error path
@@ -1622,6 +1636,15 @@ def _counted(loop: cst.For | cst.While) -> Iterator[str]:
 def _calls(node: cst.BaseExpression, builtin: str) -> bool:
     """`enumerate(...)`, `range(...)`: a call of the builtin by its name."""
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == builtin
+
+
+def _exporting(test: cst.BaseExpression, resolver: Resolver) -> bool:
+    """`torch.onnx.is_in_onnx_export()`, `torch.jit.is_tracing()`..., alone, `and` anything else,
+    or `or` another such test."""
+    if isinstance(test, cst.BooleanOperation):
+        sides = (_exporting(test.left, resolver), _exporting(test.right, resolver))
+        return all(sides) if isinstance(test.operator, cst.Or) else any(sides)
+    return isinstance(test, cst.Call) and bool(resolver.qualified_names(test.func) & _EXPORTING)
 
 
 def periodic(test: cst.BaseExpression, resolver: Resolver | None = None, depth: int = 0) -> bool:

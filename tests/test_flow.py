@@ -314,6 +314,42 @@ def test_an_epoch_loop_around_a_step_loop_is_no_step_loop() -> None:
     assert not [key for key in findings(source) if key[1] == "PC503"]
 
 
+def test_numpy_where_outputs_leave_torch_is_info_but_not_in_training_or_decoding() -> None:
+    source = """\
+    import torch
+    from PIL import Image
+
+    def to_image(x):
+        return Image.fromarray(x[0].cpu().numpy())
+
+    class Backend(torch.nn.Module):
+        def forward(self, im):
+            return self.session.run(None, {"images": im.cpu().numpy()})
+
+    for prompt in prompts:
+        sample = model.decode(sampler.sample(prompt))
+        to_image(sample).save(f"{prompt}.png")
+        grid.append(sample.numpy())
+    for x, y in loader:
+        loss = model(x, y)
+        loss.backward()
+        quartiles.append(loss.detach().numpy())
+    while len(tokens) < n:
+        tokens.append(torch.multinomial(model(tokens).softmax(-1), 1).numpy())
+    """
+    found = {
+        line: (severity, text) for (line, code), (severity, _, text) in findings(source).items() if code == "PC503"
+    }
+    assert {line: severity for line, (severity, _) in found.items()} == {
+        5: Severity.INFO,  # called from a sampling loop
+        9: Severity.INFO,  # forward() handing the input to another runtime
+        14: Severity.INFO,
+        18: Severity.WARNING,
+        20: Severity.WARNING,
+    }
+    assert "NumPy takes over here" in found[14][1]
+
+
 def test_methods_run_on_objects_of_the_module_classes_are_followed_from_a_step_loop() -> None:
     source = """\
     import torch

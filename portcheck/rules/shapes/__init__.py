@@ -734,7 +734,8 @@ class StepRule(TensorRule):
         asked in the scope it was made in: most functions are not, so most tests never run)."""
         if isinstance(where, str):
             if holds is None or holds():
-                self.report(node, severity=self._severity_in_branch(self.ctx.chain(node), node), where=where, **fields)
+                severity = self._severity_in_branch(self.ctx.chain(node), node)
+                self.report(node, **self._judged(where, severity, fields), where=where, **fields)
             return
         module_flow = self.ctx.flow
         assert module_flow is not None
@@ -777,6 +778,24 @@ class StepRule(TensorRule):
             _InFunction(function, gates, node, chain, fields, holds, module_flow.scope, True, severity, local)
         )
 
+    def handed_off(self, root: str, fields: Mapping[str, object]) -> bool:
+        """Whether a report whose step context is `root` ("a training loop", "forward()"...)
+        hands its value to code outside torch, where the cost is the output's own: then info,
+        with `hand_off_hint`. Never, unless a rule says otherwise."""
+        return False
+
+    hand_off_hint = ""
+
+    def _judged(
+        self, root: str, severity: dict[str, Severity] | None, fields: Mapping[str, object]
+    ) -> dict[str, object]:
+        """The severity (and hint) of a report in the step context `root`, also as the second
+        pass spells another file's ("`f()`, called from a step loop, in pkg/run.py")."""
+        root = root.rpartition("called from ")[2].split(" in ")[0].rstrip(",")
+        if not self.handed_off(root, fields):
+            return {"severity": severity}
+        return {"severity": self._off_step_severity(severity), "hint": self.hand_off_hint}
+
     def _off_step_severity(self, severity: dict[str, Severity] | None = None) -> dict[str, Severity]:
         assert isinstance(self.severity, dict)
         return at_most_info(severity or self.severity)
@@ -817,7 +836,11 @@ class StepRule(TensorRule):
                     or deferred.severity
                 )
                 report = self.report_here(
-                    deferred.node, severity=severity, chain=deferred.chain, where=where, **deferred.fields
+                    deferred.node,
+                    **self._judged(own or caller, severity, deferred.fields),
+                    chain=deferred.chain,
+                    where=where,
+                    **deferred.fields,
                 )
                 self.reports.append(report)
             else:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import libcst as cst
 
@@ -21,6 +21,7 @@ from portcheck.rules.shapes import (
 )
 
 _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
+_HAND_OFF_CONTEXTS = frozenset({"forward()", "a step loop"})  # no training, no decoding
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
 # Arguments that torch reads as Python numbers, (position, keyword): a tensor there is read on
 # the host, an implicit `.item()` (`torch.full(size, alphas[t])`, `one_hot(y, n_classes)`).
@@ -71,15 +72,19 @@ class HostSyncInStep(StepRule):
       there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor.
 
     Left alone: calls on the error path (in a `raise` or an assertion's message, or an `if` body
-    that ends raising or with `sys.exit()`), under an `if step % N == 0:` (reading back every N
-    steps, also where a function is called; not in a step loop of its own there, such as an
-    evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's index, a count it
-    keeps or a parameter named for the step (`batch_idx`: the first steps only); those that
-    decide a branch (PC504) or a slice length (PC505); and those on NumPy arrays (made by
-    `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from Python data
-    where nothing sets a default device, or in a dataset's methods or a collate function; a
-    loader's batch items the loop leaves there while it moves others to the device; the items
-    of a host tensor), which live on the host.
+    that ends raising or with `sys.exit()`), only while the model is exported (`if
+    torch.onnx.is_in_onnx_export():`, `torch.jit.is_tracing()`), under an `if step % N == 0:`
+    (reading back every N steps, also where a function is called; not in a step loop of its own
+    there, such as an evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's
+    index, a count it keeps or a parameter named for the step (`batch_idx`: the first steps
+    only); those that decide a branch (PC504) or a slice length (PC505); and those on NumPy
+    arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from
+    Python data where nothing sets a default device, or in a dataset's methods or a collate
+    function; a loader's batch items the loop leaves there while it moves others to the device;
+    the items of a host tensor), which live on the host. Info: `.numpy()` in forward() or in a
+    loop that runs the model without training or decoding (a sampling script): NumPy takes the
+    tensor over there, mostly an output (an image, a file, another runtime's input) whose copy
+    is its cost.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -122,6 +127,11 @@ class HostSyncInStep(StepRule):
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
 
     VALID = [
+        Valid(  # only while the model is exported to ONNX or traced
+            "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        n = x.sum(0)\n"
+            "        if torch.onnx.is_in_onnx_export():\n            n = torch.from_numpy(n.cpu().numpy()).to(x.device)\n"
+            "        if torch.jit.is_tracing() and x.dim() > 2:\n            print(n.item())\n        return x / n\n"
+        ),
         Valid(  # the first step only, counted by the framework's own parameter
             "import torch\nimport lightning as L\nclass M(L.LightningModule):\n"
             "    def training_step(self, batch, batch_idx):\n        out = self.model(batch)\n"
@@ -451,6 +461,16 @@ class HostSyncInStep(StepRule):
             message="in a step loop",
         ),
     ]
+
+    hand_off_hint = (
+        "NumPy takes over here: where these are outputs (images, files, another runtime), one copy"
+        " per item is their cost; keep what the loop computes with on the device"
+    )
+
+    def handed_off(self, root: str, fields: Mapping[str, object]) -> bool:
+        """`.numpy()` in forward() or in a loop that runs the model without training or
+        decoding (a sampling script, an exporter's backends): the tensor leaves torch there."""
+        return fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS
 
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)
