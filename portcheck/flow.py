@@ -683,14 +683,18 @@ class DeviceFlow:
     def _returned_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
         """For a call of the module's function: the weakest home of what it returns
         (`tokens = _load_data_shard(file)`, which returns a tensor it made in host memory)."""
-        name = call.func.value if isinstance(call.func, cst.Name) else ""
-        function = self._functions.get(name)
-        returned = self._returns.get(id(function), []) if function is not None else []
-        key = f"return:{name}"
+        returned = self.returned_values(call)
+        key = f"return:{patterns.dotted(call.func)}"
         if not returned or key in seen:
             return None
         seen = _across_scopes(seen) | {key}
         return _weakest(self.in_scope(scope, partial(self._home, value, depth + 1, seen)) for value, scope in returned)
+
+    def returned_values(self, call: cst.Call) -> list[tuple[cst.BaseExpression, Scope]]:
+        """What the module's function called by name returns, each with the scope of its
+        `return` (none for other calls)."""
+        function = self._functions.get(call.func.value) if isinstance(call.func, cst.Name) else None
+        return self._returns.get(id(function), []) if function is not None else []
 
     def _iterated_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """Where the items lie that a loop around the walk binds to the name, where nothing else

@@ -279,6 +279,22 @@ class Resolver:
         values = owner.values.get(node.value, [])
         return [] if any(value is None for value in values) else list(values)  # type: ignore[arg-type]
 
+    def rebound_values(self, node: cst.Name) -> list[cst.BaseExpression]:
+        """`assigned_values`, and for a parameter its function rebinds only by `=` (`betas =
+        np.array(betas, dtype=np.float64)`, which normalises what callers give) those values."""
+        owner = self._owner(node.value)
+        if owner is None or node.value in owner.imports or owner.updated.get(node.value):
+            return []
+        values = owner.values.get(node.value, [])
+        function = owner.owner
+        params = function.params if isinstance(function, cst.FunctionDef) else None
+        named = (
+            {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)} if params else set()
+        )
+        if sum(value is None for value in values) > (node.value in named):
+            return []
+        return [value for value in values if value is not None]
+
     def parameter_annotation(self, node: cst.Name) -> tuple[cst.BaseExpression, list[cst.BaseExpression]] | None:
         """The annotation of the parameter a name is (`def forward(self, pos: torch.Tensor)`),
         with the values `=` binds it to besides (`pos = torch.tensor(n - 1)`); None where it

@@ -350,6 +350,24 @@ def test_numpy_where_outputs_leave_torch_is_info_but_not_in_training_or_decoding
     assert "NumPy takes over here" in found[14][1]
 
 
+def test_an_integer_device_is_reported_once_per_function_and_fixed_at_every_use() -> None:
+    source = """\
+    import torch
+
+    def main(rank):
+        device = rank % torch.cuda.device_count()
+        model = Net().to(device)
+        ema = Net().to(device)
+        return torch.zeros(2, device=device)
+
+    def other(rank):
+        return torch.ones(2).to(rank)
+    """
+    severities = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC107"}
+    assert severities == {5: Severity.WARNING, 6: Severity.INFO, 7: Severity.INFO, 10: Severity.WARNING}
+    assert fixed(source, "tpu").count('"tpu"') == 4
+
+
 def test_methods_run_on_objects_of_the_module_classes_are_followed_from_a_step_loop() -> None:
     source = """\
     import torch

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from portcheck import patterns
@@ -7,7 +9,19 @@ from portcheck.findings import FixSafety
 from portcheck.resolve import Scope
 from portcheck.rewrites import placement
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.rule import (
+    ERROR,
+    INFO,
+    OFF,
+    WARNING,
+    FileContext,
+    Invalid,
+    Report,
+    Rule,
+    Valid,
+    at_most_info,
+    per_target,
+)
 
 _OWNED_ELSEWHERE = patterns.AMP_DEVICE_CALLS | patterns.DEVICE_MESH_CALLS
 
@@ -19,6 +33,9 @@ _FSDP = frozenset(
     }
 )
 _FUNCTOOLS_PARTIAL = frozenset({"functools.partial"})
+_AGAIN = (
+    "the same integer as this function's first placement with `{name}`: decide the device once, where `{name}` is set"
+)
 
 
 class IntegerDeviceIndex(Rule):
@@ -54,7 +71,9 @@ class IntegerDeviceIndex(Rule):
     ## Targets
     An error on cpu (and so for `--device auto`, which must run there too); a warning on tpu
     and xla, where only the process's own device is valid; info on the accelerators that take
-    an index as CUDA does (it runs, but says nothing of the device); off on ROCm.
+    an index as CUDA does (it runs, but says nothing of the device); off on ROCm. Info for each
+    later placement with the same name in a function (`device = rank % n`, then `.to(device)`
+    throughout `main()`): one decision, reported where it is first used, fixed everywhere.
 
     ## Fix safety
     Safe: the integer becomes the target's device, as cuda-device-string writes `"cuda:N"`:
@@ -144,7 +163,9 @@ class IntegerDeviceIndex(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...]]] = []
+        self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...], int]] = []
+        self._seen = 0  # placements visited, in source order
+        self._placed: list[tuple[int, tuple[str, int] | None, Report]] = []  # (order, name in scope, report)
 
     def visit_Call(self, node: cst.Call) -> None:
         device = patterns.keyword(node, "device")
@@ -162,10 +183,16 @@ class IntegerDeviceIndex(Rule):
         flow = self.ctx.flow
         assert flow is not None, "a Python rule"
         value = device.value
+        self._seen += 1
         if flow.holds_index(value, flow.scope):  # known here: the edit can reuse what is bound here
-            self.report(value, edit=self._edit(value), **_fields(value))
+            self.ctx.count_report(value)
+            self._place(value, flow.scope, self.ctx.chain(value), self._seen)
         elif isinstance(value, (cst.Name, cst.Attribute)):  # a parameter or attribute: callers may say
-            self._pending.append((value, flow.scope, self.ctx.chain(value)))
+            self._pending.append((value, flow.scope, self.ctx.chain(value), self._seen))
+
+    def _place(self, value: cst.BaseExpression, scope: Scope, chain: tuple[cst.CSTNode, ...], order: int) -> None:
+        report = self.report_here(value, edit=self._edit(value), chain=chain, **_fields(value))
+        self._placed.append((order, (_code(value), id(scope)) if isinstance(value, cst.Name) else None, report))
 
     def _wraps_fsdp(self, call: cst.Call) -> bool:
         """`FSDP(model, device_id=...)`, or `partial(FSDP, device_id=...)` (dinov2)."""
@@ -178,9 +205,18 @@ class IntegerDeviceIndex(Rule):
         """Values the module's later code decides (a callee defined before its callers)."""
         flow = self.ctx.flow
         assert flow is not None
-        for value, scope, chain in self._pending:
+        for value, scope, chain, order in self._pending:
             if flow.holds_index(value, scope):
-                self.reports.append(self.report_here(value, edit=self._edit(value), chain=chain, **_fields(value)))
+                self._place(value, scope, chain, order)
+        first: set[tuple[str, int]] = set()
+        for _, name, report in sorted(self._placed, key=lambda placed: placed[0]):
+            if name is not None and name in first:
+                # the same integer again (DiT's `device = rank % n` at each `.to(device)`): one
+                # decision, reported where the function first places something with it
+                report = replace(report, severity=at_most_info(report.severity), hint=_AGAIN.format(name=name[0]))
+            elif name is not None:
+                first.add(name)
+            self.reports.append(report)
 
     def _edit(self, value: cst.BaseExpression) -> Edit | None:
         if placement.inside_fstring(self.ctx.ancestors):

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.flow import Home, name_reads, references
+from portcheck.numpy_float64 import float64_array
+from portcheck.resolve import Scope
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Report, Rule, Valid
 from portcheck.wording import verb
 
@@ -24,6 +27,7 @@ _HOST_BUILTINS = frozenset({"print", "float", "int", "bool", "str", "repr", "len
 _HOST_LIBRARIES = ("numpy.", "math.")
 _DEPTH = 10  # how many names and parameters a value is followed through (each once: `_Follow.followed`)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_FROM_DATA = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.asarray"})
 
 
 @dataclass
@@ -55,6 +59,13 @@ class Float64OnTarget(Rule):
       a module-level function, through every call of it in the module, by name or through a
       local name bound to it, where the module calls it and reads it nowhere else;
     - cast where `.numpy()` reads it (`t.double().numpy()`: `.numpy()` only works in host memory).
+
+    Also reports a tensor made of a float64 NumPy array (`torch.from_numpy`, `torch.tensor`,
+    `torch.as_tensor`) that reaches a device before a cast: guided-diffusion's
+    `th.from_numpy(arr).to(device=t.device)[t].float()`, where every call passes a schedule
+    NumPy computed in float64 (`np.array(betas, dtype=np.float64)`, `np.linspace`, `np.eye`
+    and what NumPy computes from those, through names, `self.` attributes, parameters and
+    returns).
 
     ## Why is this bad?
     MPS has no float64 at all: "Cannot convert a MPS Tensor to float64 dtype as the MPS
@@ -93,10 +104,17 @@ class Float64OnTarget(Rule):
     message = "{what} creates float64 tensors, {support}"
     hint = "use float32, or keep the float64 computation on the CPU: cast after `.cpu()`, and back before the device"
     severity = {name: _SEVERITY_BY_SUPPORT[t.float64] for name, t in target_data.all_targets().items()}
-    triggers = (b"float64", b"double", b"Double", b"complex128")
+    triggers = (b"float64", b"double", b"Double", b"complex128", b"from_numpy")
     watched_names = _FLOAT64_NAMES
 
     VALID = [
+        Valid(  # cast before the move; NumPy data of unknown dtype; float32 on purpose
+            "import numpy as np\nimport torch\ndef extract(arr, t):\n"
+            "    return torch.from_numpy(arr).float().to(t.device)[t]\n"
+            "betas = np.linspace(1e-4, 0.02, 1000, dtype=np.float64)\nx = extract(betas, t)\n"
+            "img = torch.from_numpy(np.asarray(image)).to(device)\n"
+            "w = torch.from_numpy(np.ones(3).astype(np.float32)).to(device)\n"
+        ),
         Valid(  # a FLOP counter in a profiling hook: the legacy CPU type (guided-diffusion)
             "import torch as th\ndef count_flops_attn(model, _x, y):\n"
             "    model.total_ops += th.DoubleTensor([int(y[0].numel())])\n"
@@ -143,6 +161,22 @@ class Float64OnTarget(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # guided-diffusion: float64 schedules indexed on the device every step
+            "import numpy as np\nimport torch as th\nclass Diffusion:\n    def __init__(self, betas):\n"
+            "        betas = np.array(betas, dtype=np.float64)\n        alphas = 1.0 - betas\n"
+            "        self.alphas_cumprod = np.cumprod(alphas, axis=0)\n"
+            "        self.sqrt_alphas_cumprod = np.sqrt(self.alphas_cumprod)\n"
+            "    def q_mean(self, x, t):\n        return _extract(self.sqrt_alphas_cumprod, t) * x\n"
+            "def _extract(arr, timesteps):\n    return th.from_numpy(arr).to(device=timesteps.device)[timesteps].float()\n",
+            lines=[12],
+            message="of a float64 NumPy array",
+        ),
+        Invalid(
+            "import numpy as np\nfrom torch import from_numpy\ndef rotation(device):\n    def basis():\n"
+            "        m = np.eye(3)\n        m = np.linalg.qr(m)[0]\n        return -m\n"
+            "    return from_numpy(basis()).to(device).float()\n",
+            lines=[8],
+        ),
         Invalid("import torch\nx = torch.DoubleTensor([1.0]).to(device)\n", lines=[2]),
         Invalid("import torch\nx = torch.ones(3, dtype=torch.float64)\n", lines=[2], options={"targets": ["mps"]}),
         Invalid("import torch as T\ny = T.randn(2).double()\n", lines=[2]),
@@ -209,6 +243,7 @@ class Float64OnTarget(Rule):
         self._calls: dict[str, bool] = {}  # function -> whether every call of it seen keeps the result on the host
         self._aliases: dict[str, set[str]] = {}  # local name -> the awaited functions it was called as
         self._judged: set[int] = set()  # the calls of awaited functions whose results were followed
+        self._from_numpy: list[tuple[cst.Call, tuple[cst.CSTNode, ...], Scope]] = []  # tensors made of NumPy data
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         if not _in_comparison(self.ctx.ancestors) and not self._in_dtype_table(node):
@@ -239,13 +274,38 @@ class Float64OnTarget(Rule):
             self._check(dtype.value, 'dtype="float64"')
         if self._awaited and isinstance(node.func, cst.Name):
             self._follow_call(node, node.func)
+        if node.args and dtype is None and self.ctx.qualified_names(node.func) & _FROM_DATA:
+            flow = self.ctx.flow
+            assert flow is not None, "a Python rule"
+            self._from_numpy.append((node, self.ctx.chain(node), flow.scope))
 
     def leave_Module(self, node: cst.Module) -> None:
         """Float64 returned from a module-level function stays in host memory where the module
-        calls the function, and every call keeps the result there; else it is reported."""
+        calls the function, and every call keeps the result there; else it is reported. A
+        tensor made of a float64 NumPy array (known once the module's callers are) is reported
+        where it reaches a device before a cast."""
         kept = {name for name, stays in self._calls.items() if stays}
         kept -= self._read_otherwise(node, kept)
         self.reports.extend(report for report, function in self._pending if function not in kept)
+        flow = self.ctx.flow
+        assert flow is not None
+        for call, chain, scope in self._from_numpy:
+            if flow.in_scope(scope, partial(self._moves_float64_array, call, chain)):
+                what = f"`{patterns.dotted(call.func)}()` of a float64 NumPy array"
+                fields = {"what": what, "support": _support_text(self.ctx.targets)}
+                self.reports.append(self.report_here(call, chain=chain, **fields))
+
+    def _moves_float64_array(self, call: cst.Call, chain: tuple[cst.CSTNode, ...]) -> bool:
+        """Whether `torch.from_numpy(arr)` (`torch.tensor`, `torch.as_tensor`) is given a float64
+        NumPy array and the tensor reaches a device before it is cast."""
+        if not float64_array(self.ctx, call.args[0].value):
+            return False
+        device = patterns.keyword(call, "device")
+        flow = self.ctx.flow
+        assert flow is not None
+        if device is not None and not flow.is_cpu(device.value):
+            return True
+        return not self._stays(call, chain, _Follow(strict=False), 0)
 
     def _check(self, node: cst.CSTNode, what: str) -> None:
         fields = {"what": what, "support": _support_text(self.ctx.targets)}
