@@ -1841,11 +1841,13 @@ _FREES_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "g
 
 def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
     """A block of calls that only tell the user something (`logger.warning(...)`, `print`,
-    adding a string to a message: `parts.append("max mem: {mem}")`) or free cached memory
+    adding a string to a message: `parts.append("max mem: {mem}")`, `log_str += f"..."`) or free cached memory
     (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where it is skipped, the
     program computes the same."""
     calls, statements = [], patterns.simple_statements(body)
     for statement in statements:
+        if isinstance(statement, cst.AugAssign) and _is_text(statement.value):
+            continue  # `log_str += f"memory: {mem}, "`
         if not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
             return False
         if not _adds_text(statement.value):
@@ -1860,11 +1862,11 @@ def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
 
 def _adds_text(call: cst.Call) -> bool:
     """`parts.append("max mem: {memory:.0f}")`: a string added to a list, for a message."""
-    return (
-        patterns.method_name(call) == "append"
-        and len(call.args) == 1
-        and isinstance(call.args[0].value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
-    )
+    return patterns.method_name(call) == "append" and len(call.args) == 1 and _is_text(call.args[0].value)
+
+
+def _is_text(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
 
 
 _DATA_PARALLEL = frozenset(
@@ -1874,6 +1876,7 @@ _DATA_PARALLEL = frozenset(
 # there, the seed of its own random generator (`torch.manual_seed` seeds every device already).
 _CUDA_FACTS = re.compile(
     r"^torch\.cuda\.(get_device_(name|properties|capability)|(max_)?memory_\w+|mem_get_info|is_available"
+    r"|reset_(peak_memory_stats|max_memory_\w+|accumulated_memory_stats)"
     r"|manual_seed(_all)?)$"
 )
 

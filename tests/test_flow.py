@@ -368,6 +368,29 @@ def test_an_integer_device_is_reported_once_per_function_and_fixed_at_every_use(
     assert fixed(source, "tpu").count('"tpu"') == 4
 
 
+def test_checks_that_change_no_result_on_the_target_are_info() -> None:
+    source = """\
+    import torch
+
+    class Trainer:
+        def __init__(self):
+            self.sync_cuda = torch.cuda.is_available()
+
+        def configure(self, params, device_type):
+            use_fused = device_type == "cuda"
+            print(f"fused AdamW: {use_fused}")
+            return torch.optim.AdamW(params, fused=use_fused)
+
+        def scaled(self, device_type):
+            use_amp = device_type == "cuda"
+            return torch.autocast(device_type, enabled=use_amp)
+    """
+    found = findings(source)
+    assert found[(5, "PC201")][0] is Severity.INFO and "read nowhere" in found[(5, "PC201")][2]
+    assert found[(8, "PC105")][0] is Severity.INFO and "fused kernel" in found[(8, "PC105")][2]
+    assert found[(13, "PC105")][0] is Severity.WARNING  # autocast silently off: not only a kernel choice
+
+
 def test_methods_run_on_objects_of_the_module_classes_are_followed_from_a_step_loop() -> None:
     source = """\
     import torch

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from portcheck import patterns, walk
+from portcheck import flow, patterns, walk
 from portcheck.rule import FileContext
 from portcheck.targets import packages
 
@@ -56,9 +56,15 @@ def _strings(node: cst.BaseExpression, ctx: FileContext, depth: int = 0) -> Iter
                 yield element.value, text
 
 
-def optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext, package: packages.Package) -> str:
+def optional_import(
+    ancestors: Sequence[cst.CSTNode],
+    ctx: FileContext,
+    package: packages.Package,
+    statement: cst.Import | cst.ImportFrom | None = None,
+) -> str:
     """Why an import the walk is at is optional (the program runs on without the package), or
-    empty: guarded by a `try` whose handler catches ImportError and carries on, by an
+    empty: guarded by a `try` whose handler catches ImportError and carries on (only logging
+    there where the module reads none of the names the import `statement` binds), by an
     availability check (`if is_flash_attn_2_available():`, `if find_spec("apex"):`) or a test
     that selects the package (`if args.deepspeed:`, `if isinstance(strategy, DeepSpeedStrategy):`),
     or inside a function named for exporting."""
@@ -67,7 +73,10 @@ def optional_import(ancestors: Sequence[cst.CSTNode], ctx: FileContext, package:
         if (
             isinstance(parent, cst.Try)
             and child is parent.body
-            and any(patterns.carries_on_without_import(h) and not _only_logs(h) for h in parent.handlers)
+            and any(
+                patterns.carries_on_without_import(h) and (not _only_logs(h) or _unread(statement, path[0]))
+                for h in parent.handlers
+            )
         ):
             return "guarded by try/except ImportError"
         if isinstance(parent, cst.If) and child is parent.body and _checks_availability(parent.test, ctx):
@@ -93,6 +102,32 @@ def _selects(test: cst.BaseExpression, package: packages.Package) -> bool:
 
 def _squeezed(name: str) -> str:
     return name.replace("_", "").lower()
+
+
+def _unread(statement: cst.Import | cst.ImportFrom | None, module: cst.CSTNode) -> bool:
+    """Whether the module reads none of the names an import binds (ConvNeXt's `try: import apex
+    except: print(...)`, apex never used): going on without them breaks nothing."""
+    if statement is None or isinstance(statement.names, cst.ImportStar):
+        return False
+    bound = frozenset(
+        patterns.dotted(alias.asname.name) if alias.asname else patterns.dotted(alias.name).split(".")[0]
+        for alias in statement.names
+    )
+    return not _reads_any(module, bound)
+
+
+def _reads_any(node: cst.CSTNode, names: frozenset[str]) -> bool:
+    """Whether code under `node`, import statements apart, reads one of `names`."""
+    for field_name in walk.child_fields(type(node)):
+        value = getattr(node, field_name)
+        for child in value if isinstance(value, (tuple, list)) else (value,):
+            if not isinstance(child, cst.CSTNode) or isinstance(child, (cst.Import, cst.ImportFrom)):
+                continue
+            if isinstance(child, cst.Name) and child.value in names and flow.reads(child, node):
+                return True
+            if _reads_any(child, names):
+                return True
+    return False
 
 
 def _only_logs(handler: cst.ExceptHandler) -> bool:

@@ -47,8 +47,8 @@ class CudaOnlyPackageImport(Rule):
     model is exported for another runtime, not when it trains or serves on the target; or one
     under an availability check (`if is_flash_attn_2_available():`, any `is_..._available()`,
     or `importlib.util.find_spec(...)`). A handler that only logs (`logging.error("install
-    xformers")`) is no path without the package: the names stay unbound and the first use
-    raises NameError. Each import statement is reported once, as each is a line the port
+    xformers")`) is no path without the package where the module reads those names: they
+    stay unbound and the first use raises NameError. Each import statement is reported once, as each is a line the port
     removes; a guarded import of a package the module also imports unguarded is not reported
     apart. What code calls through a guarded import, cuda-only-package-call (PC707) reports:
     the guard lets it run wherever the package is installed.
@@ -98,6 +98,12 @@ class CudaOnlyPackageImport(Rule):
         # optional: info, with where it is guarded
         Invalid(
             "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n    flash_attn_func = None\n",
+            lines=[2],
+            message="optional: guarded by try/except ImportError",
+        ),
+        Invalid(  # ConvNeXt: a handler that only prints, where nothing reads what the import binds
+            "try:\n    import apex\nexcept:\n    print('apex is not installed')\n"
+            "def save(state):\n    return state  # apex.amp.state_dict()\n",
             lines=[2],
             message="optional: guarded by try/except ImportError",
         ),
@@ -165,7 +171,7 @@ class CudaOnlyPackageImport(Rule):
                 continue  # the repository's own package (e.g. scanning mamba_ssm itself)
             package = packages.by_import(module)
             assert package is not None
-            optional = optional_import(self.ctx.ancestors, self.ctx, package)
+            optional = optional_import(self.ctx.ancestors, self.ctx, package, node)
             written = module.split(".", 1)[0]
             self.record(project.DEPENDENCY, package.key, node, written=written, optional=optional)
             if (package.key, id(node)) in self._reported:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from portcheck import patterns
@@ -13,6 +15,8 @@ _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
 _GUARDS_MESSAGE = "which here only keeps a message (or freeing cached memory) from other devices"
 GUARDS_LIBRARY = "which rightly keeps a CUDA-only library or CUDA's own facts from other devices"
+_PICKS_KERNEL = "which here only picks a fused kernel that falls back elsewhere (an optimizer's `fused=`)"
+_KERNEL_OPTIONS = frozenset({"fused", "foreach"})  # optimizer options whose False is the portable path
 
 
 class CudaDeviceComparison(Rule):
@@ -46,7 +50,9 @@ class CudaDeviceComparison(Rule):
     or a CUDA-only library or CUDA's own facts and seed (`from flash_attn import ...`,
     `torch.cuda.get_device_name()`, `assert torch.cuda.is_available()`,
     `torch.cuda.manual_seed(0)`; also in the `else` of `device != "cuda"`), which it is right
-    to keep from the target; the portable code after it runs there.
+    to keep from the target; the portable code after it runs there. Info as well for a flag
+    read only as an optimizer's `fused=` or `foreach=` and in messages (`use_fused = fused_ok
+    and device_type == "cuda"`): elsewhere the optimizer takes its portable implementation.
 
     ## Fix safety
     Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
@@ -212,6 +218,13 @@ class CudaDeviceComparison(Rule):
             lines=[3, 6, 8],
             message="rightly keeps a CUDA-only library",
         ),
+        Invalid(  # llm.c: read only as the optimizer's `fused=` and in a message; CUDA's memory peak
+            "import torch\ndef configure(params, device_type):\n    use_fused = device_type == 'cuda'\n"
+            "    print(f'fused AdamW: {use_fused}')\n    return torch.optim.AdamW(params, fused=use_fused)\n"
+            "def measure(device):\n    if device == 'cuda':\n        torch.cuda.reset_peak_memory_stats()\n",
+            lines=[3, 7],
+            message='compares a device with "cuda", which ',
+        ),
         # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
     ]
@@ -266,8 +279,27 @@ class CudaDeviceComparison(Rule):
         elif check is not None and (check.tells_only or check.guards_cuda_library):
             consequence = _GUARDS_MESSAGE if check.tells_only else GUARDS_LIBRARY
             self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), consequence=consequence)
+        elif self._picks_kernel_only(node):
+            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), consequence=_PICKS_KERNEL)
         else:
             self.report(node, edit=edit, consequence=_FALSE_ELSEWHERE)
+
+    def _picks_kernel_only(self, node: cst.CSTNode) -> bool:
+        """`use_fused = fused_available and device_type == "cuda"` (nanoGPT, llm.c), read only
+        as an optimizer's `fused=` (or `foreach=`) and in messages: off the CUDA path the
+        optimizer takes its portable implementation, as it should."""
+        flow = self.ctx.flow
+        chain = self.ctx.chain(node)
+        index = len(chain) - 1
+        while index >= 0 and isinstance(chain[index], cst.BooleanOperation):
+            index -= 1
+        statement = chain[index] if index >= 0 else None
+        if flow is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+            return False
+        target = statement.targets[0].target
+        uses = flow.uses(target, chain[:index]) if isinstance(target, cst.Name) else None
+        read = [path for _, path in uses or () if not (path and isinstance(path[-1], cst.AssignTarget))]
+        return bool(read) and all(_as_kernel_option(path) or _in_message(path) for path in read)
 
     def _derived(self, subjects: list[cst.BaseExpression]) -> bool:
         """Whether the device checked is a value the fix rewrites at its source, wherever it is
@@ -387,3 +419,16 @@ def _cuda_device_call(node: cst.BaseExpression) -> bool:
 
 def _is_cuda(node: cst.CSTNode) -> bool:
     return patterns.string_value(node) is not None and patterns.is_cuda_device_literal(node)
+
+
+def _as_kernel_option(path: Sequence[cst.CSTNode]) -> bool:
+    """A use passed as `fused=` or `foreach=` (the path ends at the argument's parent)."""
+    arg = path[-1] if path else None
+    return isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value in _KERNEL_OPTIONS
+
+
+def _in_message(path: Sequence[cst.CSTNode]) -> bool:
+    """A use inside an f-string or an argument of a logging call."""
+    return any(isinstance(node, cst.FormattedStringExpression) for node in path) or any(
+        isinstance(node, cst.Call) and patterns.is_logging_call(node) for node in path
+    )

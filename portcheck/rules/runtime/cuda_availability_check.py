@@ -7,10 +7,11 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
-from portcheck.flow import Guard
+from portcheck.flow import Guard, is_self_attribute
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid
 from portcheck.targets import api
+from portcheck.walk import descendants
 
 # Names that hold how many processes to start (`world_size = torch.cuda.device_count()`).
 _PROCESS_COUNT = re.compile(
@@ -30,7 +31,9 @@ class CudaAvailabilityCheck(CudaApiRule):
     ...)`, `pytest.skip(...)`, `self.skipTest(...)`) is a warning: it goes untested there,
     and what it runs is reported at info, as under any CUDA check. A check that guards only
     messages or freeing cached memory (`if torch.cuda.is_available(): logger.warning(...)`,
-    `torch.cuda.empty_cache()`), with no `else`, is info: skipping that changes no result. So
+    `log_str += f"memory: {mem}"`, `torch.cuda.empty_cache()`), with no `else`, is info:
+    skipping that changes no result; so is an attribute set to the answer that the module
+    never reads (`self.sync_cuda = torch.cuda.is_available()`). So
     is one that keeps a CUDA-only library or CUDA's own facts from other devices, unless it
     also picks the precision (`return torch.bfloat16` where the capability allows: elsewhere
     the run silently stays in float32).
@@ -81,6 +84,8 @@ class CudaAvailabilityCheck(CudaApiRule):
         if check is not None and (check.asserts or check.skips or check.tells_only or check.guards_cuda_library):
             level = ERROR if check.asserts else WARNING if check.skips else INFO
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
+        if self._unread_attribute(node) is not None:
+            return {t: INFO if usual_level > OFF else OFF for t, usual_level in usual.items()}
         return usual
 
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
@@ -93,7 +98,27 @@ class CudaAvailabilityCheck(CudaApiRule):
             return "returns False, which here only skips a message or freeing cached memory"
         if check is not None and check.guards_cuda_library:
             return "returns False, which here rightly keeps a CUDA-only library or CUDA's own facts from other devices"
+        unread = self._unread_attribute(node)
+        if unread is not None:
+            return f"returns False, which here sets `{unread}`, read nowhere in this module"
         return super().effect(node, name, entry)
+
+    def _unread_attribute(self, node: cst.CSTNode) -> str | None:
+        """`self.sync_cuda = th.cuda.is_available()` (improved-diffusion) where the module reads
+        no `.sync_cuda`: the attribute's name."""
+        chain = self.ctx.chain(node)
+        if len(chain) < 3 or not isinstance(chain[-1], cst.Call) or chain[-1].func is not node:
+            return None
+        statement = chain[-2]
+        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 or statement.value is not chain[-1]:
+            return None
+        target = statement.targets[0].target
+        if not is_self_attribute(target):
+            return None
+        assert isinstance(target, cst.Attribute)
+        name = target.attr.value
+        mentions = sum(isinstance(each, cst.Attribute) and each.attr.value == name for each in descendants(chain[0]))
+        return name if mentions == 1 else None
 
     def _check(self, node: cst.CSTNode) -> Guard | None:
         flow = self.ctx.flow
@@ -211,6 +236,17 @@ class CudaAvailabilityCheck(CudaApiRule):
         Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], options={"torch-version": "2.5"}),
         Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], device="xla"),
         Invalid("from torch.cuda import device_count\ndef f(torch):\n    return device_count()\n", lines=[3]),
+        Invalid(  # a flag nothing reads (improved-diffusion), text added to a log line (mmcv): info
+            "import torch\nclass Trainer:\n    def __init__(self):\n        self.sync_cuda = torch.cuda.is_available()\n"
+            "    def log(self, stats):\n        text = f\"loss {stats['loss']}\"\n        if torch.cuda.is_available():\n"
+            "            text += f\"memory: {stats['memory']}\"\n        print(text)\n",
+            lines=[4, 7],
+            message="is_available` is CUDA-only: without CUDA it returns False, which here",
+            fixed="import torch\nclass Trainer:\n    def __init__(self):\n"
+            "        self.sync_cuda = torch.accelerator.is_available()\n"
+            "    def log(self, stats):\n        text = f\"loss {stats['loss']}\"\n        if torch.accelerator.is_available():\n"
+            "            text += f\"memory: {stats['memory']}\"\n        print(text)\n",
+        ),
         # a check that only guards a message or freeing cached memory (bark, whisper): info
         Invalid(
             "import torch, warnings\nif torch.cuda.is_available():\n    warnings.warn('CUDA is available')\n"
