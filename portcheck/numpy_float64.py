@@ -40,6 +40,9 @@ _FACTORIES = frozenset(
         "random.normal",
     )
 )
+# Where those take their dtype by position (`np.zeros(n, np.float32)`).
+_DTYPE_POSITION = {"numpy.zeros": 1, "numpy.ones": 1, "numpy.empty": 1, "numpy.identity": 1, "numpy.eye": 3}
+_DTYPE_POSITION.update({"numpy.linspace": 5, "numpy.logspace": 5, "numpy.geomspace": 4})
 # Functions whose result keeps the float64 of what they are given.
 _KEEPING = frozenset(
     f"numpy.{name}"
@@ -130,6 +133,10 @@ def _made_float64(ctx: FileContext, call: cst.Call, depth: int, seen: frozenset[
     if method == "astype" and not names and call.args:
         return _float64_dtype(ctx, call.args[0].value)
     numpy = {name for name in names if name.startswith("numpy.")}
+    if dtype is None:
+        dtype = next(
+            (patterns.positional(call, _DTYPE_POSITION[name]) for name in numpy & _DTYPE_POSITION.keys()), None
+        )
     if numpy and dtype is not None:
         return _float64_dtype(ctx, dtype.value)
     if numpy & _FACTORIES:

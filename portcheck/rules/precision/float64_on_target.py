@@ -114,6 +114,7 @@ class Float64OnTarget(Rule):
             "betas = np.linspace(1e-4, 0.02, 1000, dtype=np.float64)\nx = extract(betas, t)\n"
             "img = torch.from_numpy(np.asarray(image)).to(device)\n"
             "w = torch.from_numpy(np.ones(3).astype(np.float32)).to(device)\n"
+            "z = torch.from_numpy(np.zeros((2, 2), np.float32)).to(device)\n"
         ),
         Valid(  # a FLOP counter in a profiling hook: the legacy CPU type (guided-diffusion)
             "import torch as th\ndef count_flops_attn(model, _x, y):\n"
