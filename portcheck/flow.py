@@ -677,7 +677,7 @@ class DeviceFlow:
         key = f"{id(function)}:{node.value}"
         if key in seen:
             return None
-        seen = _across_scopes(seen) | {key}
+        seen = across_scopes(seen) | {key}
         return _weakest(self.in_scope(scope, partial(self._home, arg, depth + 1, seen)) for arg, scope in passed)
 
     def _returned_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
@@ -687,7 +687,7 @@ class DeviceFlow:
         key = f"return:{patterns.dotted(call.func)}"
         if not returned or key in seen:
             return None
-        seen = _across_scopes(seen) | {key}
+        seen = across_scopes(seen) | {key}
         return _weakest(self.in_scope(scope, partial(self._home, value, depth + 1, seen)) for value, scope in returned)
 
     def returned_values(self, call: cst.Call) -> list[tuple[cst.BaseExpression, Scope]]:
@@ -800,7 +800,7 @@ class DeviceFlow:
             if device is not None:
                 return Home.HOST if self.is_cpu(device.value) else Home.MOVED
             pinned = patterns.keyword(call, "pin_memory")
-            if pinned is not None and isinstance(pinned.value, cst.Name) and pinned.value.value == "True":
+            if pinned is not None and patterns.is_true(pinned.value):
                 return Home.HOST  # `torch.empty_like(x, pin_memory=True)`: page-locked host memory
             if names & _SIZE_FACTORIES:
                 return Home.DEFAULT
@@ -1684,9 +1684,10 @@ def _class_name(ancestors: Sequence[cst.CSTNode]) -> str | None:
     return classes[-1].name.value if classes else None
 
 
-def _across_scopes(seen: frozenset[str]) -> frozenset[str]:
-    """What `_home` has looked through that stays the same in another scope: parameters and
-    returns of functions, `self.` attributes; not plain names, which are the scope's own."""
+def across_scopes(seen: frozenset[str]) -> frozenset[str]:
+    """What a following of values (`_home`, portcheck.numpy_float64) has looked through that
+    stays the same in another scope, keys with a `:` or a `.` (parameters and returns of
+    functions, `self.` attributes); not plain names, which are the scope's own."""
     return frozenset(key for key in seen if ":" in key or "." in key)
 
 
@@ -1768,8 +1769,11 @@ def references(
     return found if _references(function.body, name, (function,), found) else None
 
 
-def name_reads(root: cst.CSTNode, names: frozenset[str]) -> Iterator[tuple[cst.Name, cst.CSTNode]]:
-    """Every read of one of `names` under `root`, nested scopes included, with its parent."""
+def name_reads(
+    root: cst.CSTNode, names: frozenset[str], apart: tuple[type[cst.CSTNode], ...] = ()
+) -> Iterator[tuple[cst.Name, cst.CSTNode]]:
+    """Every read of one of `names` under `root`, nested scopes included, with its parent; not
+    under nodes of the `apart` types."""
     stack = [root]
     while stack:
         node = stack.pop()
@@ -1778,7 +1782,7 @@ def name_reads(root: cst.CSTNode, names: frozenset[str]) -> Iterator[tuple[cst.N
             for child in value if isinstance(value, (tuple, list)) else (value,):
                 if isinstance(child, cst.Name) and child.value in names and reads(child, node):
                     yield child, node
-                elif isinstance(child, cst.CSTNode):
+                elif isinstance(child, cst.CSTNode) and not isinstance(child, apart):
                     stack.append(child)
 
 
@@ -1841,9 +1845,9 @@ _FREES_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "g
 
 def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
     """A block of calls that only tell the user something (`logger.warning(...)`, `print`,
-    adding a string to a message: `parts.append("max mem: {mem}")`, `log_str += f"..."`) or free cached memory
-    (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where it is skipped, the
-    program computes the same."""
+    adding a string to a message: `parts.append("max mem: {mem}")`, `log_str += f"..."`) or
+    free cached memory (`torch.cuda.empty_cache()`, with the `synchronize()` before it): where
+    it is skipped, the program computes the same."""
     calls, statements = [], patterns.simple_statements(body)
     for statement in statements:
         if isinstance(statement, cst.AugAssign) and _is_text(statement.value):

@@ -15,7 +15,7 @@ from functools import partial
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import is_self_attribute
+from portcheck.flow import across_scopes, is_self_attribute
 from portcheck.rule import FileContext
 from portcheck.walk import descendants
 
@@ -149,7 +149,7 @@ def _made_float64(ctx: FileContext, call: cst.Call, depth: int, seen: frozenset[
     key = f"return:{patterns.dotted(call.func)}"
     if names or flow is None or key in seen:
         return False
-    seen = frozenset({key}) | {each for each in seen if ":" in each}
+    seen = across_scopes(seen) | {key}
     return any(
         flow.in_scope(scope, partial(float64_array, ctx, value, depth + 1, seen))
         for value, scope in flow.returned_values(call)
@@ -190,9 +190,10 @@ def _name_float64(ctx: FileContext, node: cst.Name, depth: int, seen: frozenset[
         return bool(first) and all(float64_array(ctx, value, depth + 1, seen) for value in values)
     function = flow.resolver.parameter_of(node)
     passed = flow.passed_arguments(function, node.value) if function is not None else None
-    if not passed:
+    key = f"{id(function)}:{node.value}"
+    if not passed or key in seen:
         return False
-    seen = frozenset({f"{id(function)}:{node.value}"}) | {key for key in seen if ":" in key}
+    seen = across_scopes(seen) | {key}
     return any(flow.in_scope(scope, partial(float64_array, ctx, arg, depth + 1, seen)) for arg, scope in passed)
 
 
@@ -206,7 +207,7 @@ def _attribute_float64(ctx: FileContext, attribute: str, depth: int, seen: froze
     if flow is None or key in seen:
         return False
     values = flow.self_attribute_values(attribute)
-    seen = frozenset({key}) | {each for each in seen if ":" in each}
+    seen = across_scopes(seen) | {key}
     return bool(values) and all(
         flow.in_scope(scope, partial(float64_array, ctx, value, depth + 1, seen)) for value, scope in values
     )

@@ -171,6 +171,11 @@ def setting_key(target: cst.BaseExpression) -> str | None:
     return target_name(target)
 
 
+def is_true(node: cst.CSTNode | None) -> bool:
+    """The literal `True`."""
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:

@@ -113,21 +113,7 @@ def _unread(statement: cst.Import | cst.ImportFrom | None, module: cst.CSTNode) 
         patterns.dotted(alias.asname.name) if alias.asname else patterns.dotted(alias.name).split(".")[0]
         for alias in statement.names
     )
-    return not _reads_any(module, bound)
-
-
-def _reads_any(node: cst.CSTNode, names: frozenset[str]) -> bool:
-    """Whether code under `node`, import statements apart, reads one of `names`."""
-    for field_name in walk.child_fields(type(node)):
-        value = getattr(node, field_name)
-        for child in value if isinstance(value, (tuple, list)) else (value,):
-            if not isinstance(child, cst.CSTNode) or isinstance(child, (cst.Import, cst.ImportFrom)):
-                continue
-            if isinstance(child, cst.Name) and child.value in names and flow.reads(child, node):
-                return True
-            if _reads_any(child, names):
-                return True
-    return False
+    return next(flow.name_reads(module, bound, apart=(cst.Import, cst.ImportFrom)), None) is None
 
 
 def _only_logs(handler: cst.ExceptHandler) -> bool:

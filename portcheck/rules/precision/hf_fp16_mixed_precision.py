@@ -26,10 +26,6 @@ def _severity(target: target_data.Target) -> Severity:
     return WARNING if target.amp_dtype == "bfloat16" else OFF
 
 
-def _is_true(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
 def _is_fp16(node: cst.CSTNode) -> bool:
     return patterns.string_value(node) == "fp16"
 
@@ -256,9 +252,9 @@ class HfFp16MixedPrecision(SettingValueRule):
             if arg.keyword is None or arg.keyword.value not in _FLAGS:
                 continue
             value = arg.value
-            if isinstance(value, cst.Name) and not _is_true(value):
+            if isinstance(value, cst.Name) and not patterns.is_true(value):
                 value = self.ctx.assigned_value(value) or value
-            literals = list(patterns.value_literals(value, _is_true))
+            literals = list(patterns.value_literals(value, patterns.is_true))
             for literal in literals:
                 edit = self._flag_edit(node, arg) if literal is arg.value else None
                 self._report(literal, f"`{arg.keyword.value}=True`", edit)
@@ -270,7 +266,12 @@ class HfFp16MixedPrecision(SettingValueRule):
         seen to hand an option to the Trainer's `fp16=`."""
         option, default = patterns.positional(call, 0), patterns.keyword(call, "default")
         flag = patterns.string_value(option.value) if option is not None else None
-        if flag and flag.lstrip("-").replace("-", "_") in _FLAGS and default is not None and _is_true(default.value):
+        if (
+            flag
+            and flag.lstrip("-").replace("-", "_") in _FLAGS
+            and default is not None
+            and patterns.is_true(default.value)
+        ):
             self._option_defaults.append((default, flag, self.ctx.chain(default)))
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -285,7 +286,11 @@ class HfFp16MixedPrecision(SettingValueRule):
         in `**kwargs` (a second one would be a TypeError)."""
         assert arg.keyword is not None
         twin = _FLAGS[arg.keyword.value]
-        if not _is_true(arg.value) or patterns.keyword(call, twin) is not None or any(a.star for a in call.args):
+        if (
+            not patterns.is_true(arg.value)
+            or patterns.keyword(call, twin) is not None
+            or any(a.star for a in call.args)
+        ):
             return None
         return self._edit(arg, arg.with_changes(keyword=cst.Name(twin)), f"{arg.keyword.value}=True -> {twin}=True")
 

@@ -111,9 +111,9 @@ class NvidiaToolCall(Rule):
         tool = _program(node.args[0].value)
         if tool is None or self._copes() or self._looked_up_first():
             return
-        shell = bool(names & _SHELL_RUNNERS) or _is_true(patterns.keyword(node, "shell"))
+        shell = bool(names & _SHELL_RUNNERS) or _given_true(patterns.keyword(node, "shell"))
         checked = "subprocess.check_output" in names or "subprocess.check_call" in names
-        checked = checked or _is_true(patterns.keyword(node, "check"))
+        checked = checked or _given_true(patterns.keyword(node, "check"))
         if shell and not checked:
             effect = "the shell reports 'not found' and the program reads no output"
             self.report(node, severity=per_target(WARNING), tool=tool, effect=effect)
@@ -159,5 +159,5 @@ def _program(command: cst.BaseExpression) -> str | None:
     return word if word in _TOOLS else None
 
 
-def _is_true(arg: cst.Arg | None) -> bool:
-    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+def _given_true(arg: cst.Arg | None) -> bool:
+    return arg is not None and patterns.is_true(arg.value)

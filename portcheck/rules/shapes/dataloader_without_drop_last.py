@@ -148,7 +148,7 @@ class DataloaderWithoutDropLast(Rule):
     def _for_training(self, node: cst.Call, options: Options) -> bool:
         shuffles = _option(node, options, _SHUFFLE, "shuffle")
         if any(_EVAL_NAME.search(name) for name in self._names_around(node)):
-            return any(_is_true(value) for value in shuffles)  # `def _val_dataloader(self, shuffle=False)`
+            return any(patterns.is_true(value) for value in shuffles)  # `def _val_dataloader(self, shuffle=False)`
         if any(not _is_false(value) for value in shuffles):
             return True
         if any(self._random_sampler(value) for value in _option(node, options, _SAMPLER, "sampler")):
@@ -178,10 +178,6 @@ def _option(node: cst.Call, options: Options, index: int, name: str) -> list[cst
 
 def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
-
-
-def _is_true(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
 
 
 def _is_false(node: cst.BaseExpression) -> bool:
