@@ -36,6 +36,9 @@ STEP_CALL = "step-call"
 # name: what a module binds by importing another package's API (`utils.torch_utils.smart_amp_autocast`);
 # detail `target`: the API's own qualified name (`ultralytics.utils.torch_utils.autocast`)
 ALIAS = "alias"
+# name: a file that puts its model on CUDA (a `.cuda()` call or a "cuda" device): the
+# checkpoints the repository writes hold CUDA tensors
+CUDA_PLACEMENT = "cuda-placement"
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class Project:
     declared_packages: frozenset[str] = frozenset()
     # What the repository's modules bind by importing other packages' APIs: (name, target).
     aliases: frozenset[tuple[str, str]] = frozenset()
+    # The files that put their model on CUDA.
+    on_cuda: frozenset[str] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -84,6 +89,7 @@ class Project:
                 f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
             ),
             aliases=frozenset((f.name, f.detail("target")) for f in facts if f.kind == ALIAS),
+            on_cuda=frozenset(f.name for f in facts if f.kind == CUDA_PLACEMENT),
         )
 
     @property
@@ -96,6 +102,7 @@ class Project:
             or self.step_calls
             or self.declared_packages
             or self.aliases
+            or self.on_cuda
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:
@@ -123,6 +130,12 @@ class Project:
         it does not fail (as far as the project knows)."""
         failing = failing_prefix(module, importer, self._chains)
         return self._chains[failing] if failing else None
+
+    def on_cuda_beside(self, path: str) -> str | None:
+        """The first file in the folder of `path` that puts its model on CUDA (a sibling
+        script that trains and saves what `path` loads), if any."""
+        folder = PurePosixPath(path).parent
+        return min((each for each in self.on_cuda if PurePosixPath(each).parent == folder), default=None)
 
     def is_local(self, module: str) -> bool:
         """Whether an import names one of the repository's own packages."""

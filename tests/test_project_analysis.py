@@ -307,6 +307,33 @@ def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp
     assert found == [("minigpt4/models/base_model.py", 5)]
 
 
+def test_a_checkpoint_loaded_where_the_repository_trains_on_cuda_gets_a_map_location(tmp_path: Path) -> None:
+    """stylegan2-pytorch: train.py trains on CUDA and saves checkpoints; another script loads
+    one without map_location, which restores its tensors onto CUDA. Datasets, files in other
+    folders, what a module saves itself (from the host) and files of a repository that puts
+    nothing on CUDA are left alone."""
+    train = 'import torch\nmodel = Generator().to("cuda")\ntorch.save({"g": model.state_dict()}, "ckpt/010000.pt")\n'
+    factorize = (
+        "import torch\nckpt = torch.load(args.ckpt)\nfeatures = torch.load('data/features.pt')\n"
+        "state = torch.load(args.ckpt, map_location='cpu')\n"
+    )
+    own = "import torch\ntorch.save(torch.zeros(3), 'ckpt/host.pt')\nback = torch.load('ckpt/host.pt')\n"
+    files = {"train.py": train, "closed_form_factorization.py": factorize, "tools/convert.py": factorize, "own.py": own}
+    write(tmp_path, files)
+    found = [(f.path, f.line, f.severity, f.message) for f in scan(tmp_path).findings if f.code == "PC104"]
+    assert found == [
+        (
+            "closed_form_factorization.py",
+            2,
+            Severity.WARNING,
+            "`torch.load` without map_location loads the checkpoint onto a CUDA device if it was saved from one:"
+            " `train.py` beside it runs on CUDA",
+        )
+    ]
+    write(tmp_path, {"train.py": train.replace('"cuda"', '"cpu"')})
+    assert not [f for f in scan(tmp_path).findings if f.code == "PC104"]
+
+
 def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
     write(
         tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "", "script.py": ""}

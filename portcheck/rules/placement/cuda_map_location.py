@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import patterns, project
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits, placement
 from portcheck.rewrites.edits import Edit, Spelling
@@ -41,9 +42,11 @@ class CudaMapLocation(Rule):
     one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`); as a warning, where
     a module that puts its model on CUDA loads a checkpoint it does not write (a released
     model's `last.ckpt`, another script's `pytorch_model.bin`): such files are mostly saved
-    from the GPU, and `map_location="cpu"` costs nothing where they were not. Not a load
-    straight into an LR scheduler's, a GradScaler's or a sampler's `load_state_dict()`, whose
-    state is numbers.
+    from the GPU, and `map_location="cpu"` costs nothing where they were not. So is a load of
+    a checkpoint in a module that puts nothing on CUDA, where a file in the same folder puts its
+    model on CUDA (a script beside the training script), unless the module saves that path
+    itself (from the host). Not a load straight into an LR scheduler's, a GradScaler's or a
+    sampler's `load_state_dict()`, whose state is numbers.
 
     ## Why is this bad?
     Without CUDA, `torch.load(f, map_location="cuda")` raises `RuntimeError: Attempting to
@@ -259,31 +262,45 @@ class CudaMapLocation(Rule):
         super().__init__(ctx)
         self._loads: list[_Load] = []
         self._saves: list[cst.Call] = []
-        self._on_cuda = False  # the module puts something on CUDA
+        self._on_cuda: cst.CSTNode | None = None  # where the module first puts something on CUDA
+
+    @classmethod
+    def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
+        """Where a script puts its model on CUDA, the loads of the files beside it that do not."""
+        return (b"load(",) if known.on_cuda else ()
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        self._on_cuda = self._on_cuda or ("cuda" in node.value and patterns.is_cuda_device_literal(node))
+        if self._on_cuda is None and "cuda" in node.value and patterns.is_cuda_device_literal(node):
+            self._on_cuda = node
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
-        self._on_cuda = self._on_cuda or patterns.is_cuda_device_literal(node)
+        if self._on_cuda is None and patterns.is_cuda_device_literal(node):
+            self._on_cuda = node
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func)
         if names & _SAVERS:
             self._saves.append(node)
-        elif patterns.method_name(node) == "cuda" and not names:
-            self._on_cuda = True
+        elif patterns.method_name(node) == "cuda" and not names and self._on_cuda is None:
+            self._on_cuda = node
         arg = placement.map_location_argument(self.ctx, node)
         if arg is None:
             if names & _UNMAPPED and not amp.has_star(node) and not _into_host_state(self.ctx):
                 self._loads.append(_Load(node, self._unmapped_edit(node)))
-            return
-        self._report_map_location(arg)
+        elif not self.ctx.project.complete:
+            self._report_map_location(arg)
 
     def leave_Module(self, node: cst.Module) -> None:
-        """Loads without map_location, once the module's saves and CUDA placements are known."""
-        if not self._on_cuda:
+        """Loads without map_location, once the module's saves and CUDA placements are known;
+        in the second pass, those of a module that puts nothing on CUDA beside one that does."""
+        if self.ctx.project.complete:
+            writer = self.ctx.project.on_cuda_beside(self.ctx.path)
+            if self._on_cuda is None and writer is not None:
+                self._report_elsewhere_written(writer)
             return
+        if self._on_cuda is None:
+            return
+        self.record(project.CUDA_PLACEMENT, self.ctx.path, self._on_cuda)
         for load in self._loads:
             save = self._saved_by(load.call)
             if save is not None:
@@ -291,6 +308,16 @@ class CudaMapLocation(Rule):
                 self.report(load.call, edit=load.edit, what="`torch.load` without map_location", why=why)
             elif not self._saves and _names_checkpoint(_path_code(load.call, 0)):
                 why = " if it was saved from one, as checkpoints of a module that runs on CUDA often are"
+                what = "`torch.load` without map_location"
+                self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=what, why=why)
+
+    def _report_elsewhere_written(self, runs_on_cuda: str) -> None:
+        """A checkpoint this module loads is most likely one a script beside it wrote from CUDA."""
+        why = f" if it was saved from one: `{PurePosixPath(runs_on_cuda).name}` beside it runs on CUDA"
+        for load in self._loads:
+            path = _path_code(load.call, 0)
+            saved_here = any(_path_code(save, 1) == path for save in self._saves)  # from the host, back to it
+            if _names_checkpoint(path) and not saved_here:
                 what = "`torch.load` without map_location"
                 self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=what, why=why)
 
