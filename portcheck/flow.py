@@ -50,7 +50,7 @@ from libcst.helpers import get_full_name_for_node
 
 from portcheck import patterns
 from portcheck import targets as target_data
-from portcheck.resolve import Resolver, Scope
+from portcheck.resolve import Resolver, Scope, function_scope
 from portcheck.targets import packages
 from portcheck.walk import child_fields, descendants, is_reference
 
@@ -129,7 +129,8 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datalo
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
 _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
-_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor)(_fn)?$", re.IGNORECASE)  # `model_fn`: diffusion
+# `model_fn`, `denoiser`: what diffusion samplers call every step
+_MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor|denoiser)(_fn)?$", re.IGNORECASE)
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
 # What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
@@ -142,6 +143,8 @@ _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate what they are given
+# Calls whose items are those of their one argument, in order (a progress bar, a copy).
+_KEEPING_ITEMS = frozenset({"list", "tuple", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm"})
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
 _HOME_DEPTH = 10  # how far a tensor is followed to where it was made (into callers and callees too)
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
@@ -292,6 +295,7 @@ class DeviceFlow:
     # every `for` loop, with the scope it is in and the nodes from the module down to it
     _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
     _returns: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # by function id
+    _module_functions: dict[str, cst.FunctionDef] | None = None  # see `_later_functions`
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
@@ -402,7 +406,7 @@ class DeviceFlow:
         if isinstance(test, cst.UnaryOperation):
             return self._source(test.expression) if isinstance(test.expression, cst.Name) else test
         if isinstance(test, cst.Name):
-            bound = self.resolver.assigned_value(test)
+            bound = self.resolver.assigned_value(test) or self.resolver.rebound_parameter(test)
             return bound if bound is not None else test
         return test
 
@@ -548,7 +552,7 @@ class DeviceFlow:
         if isinstance(test, cst.Comparison):
             return self._compared(test)
         if isinstance(test, cst.Name) and depth == 0 and test.value not in ("True", "False", "None"):
-            bound = self.resolver.assigned_value(test)
+            bound = self.resolver.assigned_value(test) or self.resolver.rebound_parameter(test)
             if bound is not None and not isinstance(bound, cst.Name):
                 return self.cuda_check(bound, depth + 1)
         return None
@@ -692,26 +696,55 @@ class DeviceFlow:
 
     def returned_values(self, call: cst.Call) -> list[tuple[cst.BaseExpression, Scope]]:
         """What the module's function called by name returns, each with the scope of its
-        `return` (none for other calls)."""
-        function = self._functions.get(call.func.value) if isinstance(call.func, cst.Name) else None
-        return self._returns.get(id(function), []) if function is not None else []
+        `return` (none for other calls); also of a module-level function the walk has yet to
+        reach (k-diffusion's `append_zero`, defined after the samplers that use it)."""
+        if not isinstance(call.func, cst.Name):
+            return []
+        function = self._functions.get(call.func.value)
+        if function is not None:
+            return self._returns.get(id(function), [])
+        later = self._later_functions().get(call.func.value)
+        if later is None or self.resolver.scope_of(call.func.value) is not self.resolver.module:
+            return []
+        scope = function_scope(later, self.resolver.module)
+        returns = [node for node in descendants(later.body, _NESTED_SCOPES) if isinstance(node, cst.Return)]
+        return [(each.value, scope) for each in returns if each.value is not None]
+
+    def _later_functions(self) -> dict[str, cst.FunctionDef]:
+        """The module-level functions, by name (the last definition of each)."""
+        if self._module_functions is None:
+            body = self.resolver.module_node.body
+            self._module_functions = {each.name.value: each for each in body if isinstance(each, cst.FunctionDef)}
+        return self._module_functions
 
     def _iterated_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """Where the items lie that a loop around the walk binds to the name, where nothing else
         binds it: those of a tensor where it lies (`for row in host_boxes:`, also paired by
         `zip` or `enumerate`), and the batches of a loader in host memory where the loop moves
         some of them to the device itself (`image = image.to(device)`: not `image_id`)."""
+        loop = self._binding_loop(node)
+        if loop is None:
+            return None
+        if self._iterates_loader(loop.iter) and self._moves_items(loop):
+            return Home.HOST
+        source = _paired(loop.target, loop.iter, node.value)
+        return None if source is None else self._home(source, depth + 1, seen | {node.value})
+
+    def iterated(self, node: cst.Name) -> cst.BaseExpression | None:
+        """What a loop around the walk takes the items it binds to the name from, where nothing
+        else binds it: `t` for `x` in `for x in t:` and in `for i, (x, y) in enumerate(zip(t, u)):`."""
+        loop = self._binding_loop(node)
+        return None if loop is None else _paired(loop.target, loop.iter, node.value)
+
+    def _binding_loop(self, node: cst.Name) -> cst.For | None:
+        """The loop around the walk that binds the name, where nothing else does."""
         if self.elsewhere or self.resolver.bindings(node) != 1:
             return None
         for ancestor in reversed(self.ancestors):
             if isinstance(ancestor, _NESTED_SCOPES):
                 return None
-            if not isinstance(ancestor, cst.For) or node.value not in _target_names(ancestor.target):
-                continue
-            if self._iterates_loader(ancestor.iter) and self._moves_items(ancestor):
-                return Home.HOST
-            source = _paired(ancestor.target, ancestor.iter, node.value)
-            return None if source is None else self._home(source, depth + 1, seen | {node.value})
+            if isinstance(ancestor, cst.For) and node.value in _target_names(ancestor.target):
+                return ancestor
         return None
 
     def _moves_items(self, loop: cst.For) -> bool:
@@ -1315,7 +1348,9 @@ class DeviceFlow:
         function that `mp.spawn` starts."""
         func = node.func
         if isinstance(func, cst.Name):
-            self._calls.setdefault(func.value, []).append(_Site(node, self.resolver.scope, tuple(self.ancestors)))
+            site = _Site(node, self.resolver.scope, tuple(self.ancestors))
+            for name in (func.value, *self._picked(func)):
+                self._calls.setdefault(name, []).append(site)
         elif isinstance(func, cst.Attribute) and _is_self(func.value):
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
@@ -1338,6 +1373,15 @@ class DeviceFlow:
             spawned = node.args[0].value
             if isinstance(spawned, cst.Name) and node.args[0].keyword is None:
                 self._spawned.add(spawned.value)
+
+    def _picked(self, func: cst.Name) -> list[str]:
+        """The functions a name bound to a pick from a table may hold (`sample_fn = {"heun":
+        sample_heun, "dpm": sample_dpm}[sampler]`): calling it calls one of them."""
+        value = self.resolver.assigned_value(func)
+        if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Dict)):
+            return []
+        elements = value.value.elements
+        return [e.value.value for e in elements if isinstance(e, cst.DictElement) and isinstance(e.value, cst.Name)]
 
     def _note_buffer(self, call: cst.Call) -> None:
         """`self.register_buffer("queue_ptr", torch.zeros(1))`: `self.queue_ptr` holds that tensor."""
@@ -1965,19 +2009,23 @@ def _weakest(homes: Iterable[Home | None]) -> Home | None:
 
 def _paired(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
     """What a loop target's name takes its items from: the whole iterated (`for x in t`), or
-    the argument `zip(a, b)` or `enumerate(t)` pairs with it."""
+    the argument `zip(a, b)` or `enumerate(t)` pairs with it (`for i, (a, b) in
+    enumerate(zip(x, y))` too)."""
+    call = iterated if isinstance(iterated, cst.Call) else None
+    called = patterns.dotted(call.func) if call is not None else None
+    args = [arg.value for arg in call.args if arg.keyword is None and not arg.star] if call is not None else []
+    if called in _KEEPING_ITEMS and len(args) == 1:  # `tqdm.tqdm(list(enumerate(zip(a, b))))`
+        return _paired(target, args[0], name)
     if isinstance(target, cst.Name):
         return iterated if target.value == name else None
-    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(iterated, cst.Call)):
+    if not (isinstance(target, (cst.Tuple, cst.List)) and called):
         return None
-    called = iterated.func.value if isinstance(iterated.func, cst.Name) else None
-    args = [arg.value for arg in iterated.args if arg.keyword is None and not arg.star]
-    names = [element.value for element in target.elements]
-    if called == "enumerate" and len(names) == 2 and args:
-        names, args = names[1:], args[:1]  # the index comes first, then the items
-    elif called != "zip" or len(args) != len(names):
+    targets = [element.value for element in target.elements]
+    if called == "enumerate" and len(targets) == 2 and args:
+        return _paired(targets[1], args[0], name)  # the index comes first, then the items
+    if called != "zip" or len(args) != len(targets):
         return None
-    return next((arg for each, arg in zip(names, args) if isinstance(each, cst.Name) and each.value == name), None)
+    return next((found for each, arg in zip(targets, args) if (found := _paired(each, arg, name)) is not None), None)
 
 
 def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:

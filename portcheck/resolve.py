@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck.patterns import dotted
+from portcheck.walk import descendants
 
 EMPTY: frozenset[str] = frozenset()
 
@@ -182,6 +183,7 @@ class Resolver:
     """Resolves names against the scope stack the walker maintains."""
 
     def __init__(self, module: cst.Module) -> None:
+        self.module_node = module
         self.module = module_scope(module)
         self.scope = self.module
         self._cache: dict[int, frozenset[str]] = {}
@@ -193,7 +195,7 @@ class Resolver:
         assert self.scope.parent is not None
         self.scope = self.scope.parent
 
-    def _owner(self, name: str) -> Scope | None:
+    def scope_of(self, name: str) -> Scope | None:
         """The scope whose binding of `name` is visible here, or None if it is unbound."""
         scope: Scope | None = self.scope
         innermost = True
@@ -223,7 +225,7 @@ class Resolver:
         cached = self._cache.get(key)
         if cached is None:
             if isinstance(node, cst.Name):
-                owner = self._owner(node.value)
+                owner = self.scope_of(node.value)
                 cached = frozenset(owner.imports.get(node.value, ())) if owner else EMPTY
             elif isinstance(node, cst.Attribute):
                 attr = node.attr.value
@@ -243,18 +245,18 @@ class Resolver:
             scope = scope.parent
         for candidate_scope in reversed(chain):
             for name, targets in sorted(candidate_scope.imports.items()):
-                if module in targets and self._owner(name) is candidate_scope:
+                if module in targets and self.scope_of(name) is candidate_scope:
                     return name
         return None
 
     def holds_value(self, name: str) -> bool:
         """Whether `name` is bound here by something other than an import (`decoder = ...`)."""
-        owner = self._owner(name)
+        owner = self.scope_of(name)
         return owner is not None and name not in owner.imports
 
     def is_free(self, name: str) -> bool:
         """Whether `name` is bound nowhere visible from here (so an import may bind it)."""
-        return self._owner(name) is None and name not in self.module.bound
+        return self.scope_of(name) is None and name not in self.module.bound
 
     def module_assignments(self) -> list[tuple[str, cst.BaseExpression]]:
         """The module's names bound exactly once, by `=`, with their values."""
@@ -273,7 +275,7 @@ class Resolver:
     def assigned_values(self, node: cst.Name) -> list[cst.BaseExpression]:
         """Every expression a name is bound to by `=` in its scope, when that is how it is bound
         each time (no import, loop target, parameter or `+=`); else none."""
-        owner = self._owner(node.value)
+        owner = self.scope_of(node.value)
         if owner is None or node.value in owner.imports:
             return []
         values = owner.values.get(node.value, [])
@@ -282,7 +284,7 @@ class Resolver:
     def rebound_values(self, node: cst.Name) -> list[cst.BaseExpression]:
         """`assigned_values`, and for a parameter its function rebinds only by `=` (`betas =
         np.array(betas, dtype=np.float64)`, which normalises what callers give) those values."""
-        owner = self._owner(node.value)
+        owner = self.scope_of(node.value)
         if owner is None or node.value in owner.imports or owner.updated.get(node.value):
             return []
         values = owner.values.get(node.value, [])
@@ -295,11 +297,34 @@ class Resolver:
             return []
         return [value for value in values if value is not None]
 
+    def rebound_parameter(self, node: cst.Name) -> cst.BaseExpression | None:
+        """The value a function binds its parameter to in a statement of its own body (not in
+        a branch), where nothing else rebinds it (`log_timings = log_timings and
+        torch.cuda.is_available()`): what the function's code after it reads."""
+        owner = self.scope_of(node.value)
+        function = owner.owner if owner is not None else None
+        if owner is None or not isinstance(function, cst.FunctionDef) or owner.updated.get(node.value):
+            return None
+        values = owner.values.get(node.value, [])
+        params = function.params
+        named = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        if node.value not in named or len(values) != 2 or values.count(None) != 1:
+            return None
+        value = next(value for value in values if value is not None)
+        if any(each is node for each in descendants(value)):
+            return None  # `log_timings` read in its own rebinding: the parameter's value
+        statements = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                if any(isinstance(small, cst.Assign) and small.value is value for small in statement.body):
+                    return value
+        return None
+
     def parameter_annotation(self, node: cst.Name) -> tuple[cst.BaseExpression, list[cst.BaseExpression]] | None:
         """The annotation of the parameter a name is (`def forward(self, pos: torch.Tensor)`),
         with the values `=` binds it to besides (`pos = torch.tensor(n - 1)`); None where it
         is no annotated parameter, or is bound otherwise too (a loop, `+=`)."""
-        owner = self._owner(node.value)
+        owner = self.scope_of(node.value)
         function = owner.owner if owner is not None else None
         if owner is None or not isinstance(function, cst.FunctionDef) or owner.updated.get(node.value):
             return None
@@ -314,7 +339,7 @@ class Resolver:
 
     def parameter_of(self, node: cst.Name) -> cst.FunctionDef | None:
         """The function whose parameter the name is, where nothing else in it binds the name."""
-        owner = self._owner(node.value)
+        owner = self.scope_of(node.value)
         function = owner.owner if owner is not None else None
         if owner is None or not isinstance(function, cst.FunctionDef) or owner.values.get(node.value) != [None]:
             return None
@@ -336,13 +361,13 @@ class Resolver:
 
     def bindings(self, node: cst.Name) -> int:
         """How many times the scope that owns the name binds it (a parameter is once)."""
-        owner = self._owner(node.value)
+        owner = self.scope_of(node.value)
         return 0 if owner is None else len(owner.values.get(node.value, ()))
 
     def values_before_updates(self, node: cst.Name) -> list[cst.BaseExpression]:
         """Like assigned_values, but a name also updated in place (`done |= x`, `n += 1`) keeps
         the values `=` gave it: an update keeps a tensor a tensor."""
-        owner = self._owner(node.value)
+        owner = self.scope_of(node.value)
         if owner is None or node.value in owner.imports:
             return []
         values = owner.values.get(node.value, [])

@@ -218,6 +218,28 @@ def test_a_checked_name_is_a_check_where_it_is_bound() -> None:
     assert findings(source)[(4, "PC206")][0] is Severity.INFO
 
 
+def test_a_parameter_rebound_to_a_check_is_one_in_the_rest_of_its_function() -> None:
+    """I-JEPA's gpu_timer: `log_timings = log_timings and torch.cuda.is_available()` first thing;
+    the CUDA events under `if log_timings:` run only on CUDA. A rebinding in a branch may not
+    happen: what the parameter guards there is reported in full."""
+    source = """\
+    import torch
+    def gpu_timer(closure, log_timings=True):
+        log_timings = log_timings and torch.cuda.is_available()
+        if log_timings:
+            start = torch.cuda.Event(enable_timing=True)
+        return closure()
+    def maybe(closure, log_timings=True):
+        if closure is None:
+            log_timings = log_timings and torch.cuda.is_available()
+        if log_timings:
+            torch.cuda.synchronize()
+    """
+    found = findings(source)
+    assert found[(5, "PC207")][0] is Severity.INFO
+    assert found[(11, "PC203")][0] is Severity.ERROR
+
+
 def test_the_nanogpt_device_type_mapping_keeps_autocast_on_the_target() -> None:
     source = """\
     import torch

@@ -99,8 +99,9 @@ _TENSOR_MAKERS = frozenset(
     )
 )  # fmt: skip
 _NOT_TENSORS = frozenset(
-    {"item", "tolist", "size", "dim", "numel", "element_size", "data_ptr", "stride", "is_contiguous"}
+    {"item", "tolist", "numpy", "size", "dim", "numel", "element_size", "data_ptr", "stride", "is_contiguous"}
 )
+_MOVERS = frozenset({"to", "cuda"})
 _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
 
@@ -374,8 +375,17 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         names = ctx.qualified_names(node.func)
         if names & _TENSOR_MAKERS or any(name.startswith("torch.nn.functional.") for name in names):
             return True
+        returned = ctx.flow.returned_values(node) if ctx.flow is not None else ()
+        if returned:  # what the module's own function returns (`get_sigmas_karras(n, ...)`)
+            inner = frozenset(each for each in seen if each.startswith("self."))  # its names are its own
+            return all(
+                ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, inner))
+                for value, scope in returned
+            )
         method = patterns.method_name(node)
         receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+        if method in _MOVERS and not names and ctx.flow is not None and ctx.flow.home(node) is flow.Home.MOVED:
+            return True  # sent to a device (`append_zero(sigmas).to(device)`): what is tested there is a tensor
         return (
             receiver is not None
             and not names
@@ -412,6 +422,9 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         if node.value in seen:
             return True
         values, seen = ctx.values_before_updates(node), seen | {node.value}
+        iterated = ctx.flow.iterated(node) if ctx.flow is not None and not values else None
+        if iterated is not None:  # an item of a tensor: `for t_cur, t_next in zip(t_steps[:-1], t_steps[1:])`
+            return tensor_valued(ctx, iterated, depth + 1, seen)
         if not values:
             annotated = ctx.parameter_annotation(node)
             if annotated is None:

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 
 import libcst as cst
 
 from portcheck.flow import periodic
-from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, tests_tensor_value
+from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, in_host_memory, tests_tensor_value
 
 _KINDS = {cst.If: "`if`", cst.While: "`while`", cst.IfExp: "conditional expression", cst.Assert: "`assert`"}
 
@@ -20,11 +21,15 @@ class TensorDependentControlFlow(StepRule):
     `bool(t.max())`, a tensor itself or an element of one (`if nxt[0, 0] == eos:`, where
     `nxt = torch.multinomial(...)`), `all(done)` over a tensor, `any(...)` of such tests
     (`any(not p.grad.isfinite().all() for p in params)`), or a name bound to one of those (a
-    parameter where every call of its function in the module passes a tensor);
+    parameter where every call of its function in the module passes a tensor, also through a
+    table of functions: `sample_fn = {"heun": sample_heun}[name]`; an item a loop takes from a
+    tensor: `for t_cur, t_next in zip(t_steps[:-1], t_steps[1:]):`; what the module's own
+    function returns, or a value sent to a device with `.to(device)`);
     also in the module's functions called every step from those places (see PC503), and the
     test of a `while` loop that is itself a step loop (DPM-Solver's adaptive `while
     torch.abs(s - t_0).mean() > t_err:`). In a step loop, tests on the error path and under
-    `if step % N == 0:` are left alone.
+    `if step % N == 0:` are left alone, and so are tests of tensors in host memory
+    (`correct = (pred == y).cpu()`, then `if not correct[i]:`): the copy is the sync.
 
     Shape and Python-value checks are static under tracing and are not reported:
     `if self.training:`, `x.dim() == 3`, `x.shape[0] > 1`, `x.size(1)`, `len(x)`,
@@ -79,6 +84,18 @@ class TensorDependentControlFlow(StepRule):
             "        return out + torch.randn_like(x)\n    def sample(self, x, n):\n        for i in range(n):\n"
             "            x = self.p_sample(x, i, i - 1)\n        return x\n"
         ),
+        Valid(  # items of what is no tensor: host values, NumPy's, the module's functions' Python results
+            "import numpy as np\nimport torch\ndef sample(net, x, steps):\n"
+            "    for t_cur, t_next in zip(steps.tolist()[:-1], steps.numpy()[1:]):\n"
+            "        x = net(x, t_cur) if t_cur > 0.5 else x\n        if t_next == 0:\n            break\n"
+            "    for s in schedule(8):\n        x = net(x, s) if s > 2 else x\n    return x\n"
+            "def schedule(n):\n    return [i * 0.5 for i in range(n)]\n"
+        ),
+        Valid(  # minGPT's adder: the results copied to the host once per batch, then read there
+            "import torch\nfor b, (x, y) in enumerate(loader):\n    x = x.to(device)\n    pred = model.generate(x)\n"
+            "    correct = (pred == y.to(device)).cpu()\n    for i in range(x.size(0)):\n"
+            "        if not correct[i] and shown < 5:\n            print(i)\n"
+        ),
         Valid(  # a dict kept on self from another method's `**kwargs`: no tensor (ChatGLM's Seq2SeqTrainer)
             "import torch\nclass T(torch.nn.Module):\n    def evaluate(self, **gen_kwargs):\n"
             "        gen_kwargs = gen_kwargs.copy()\n        self._gen_kwargs = gen_kwargs\n"
@@ -124,6 +141,29 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # EDM's sampler: the noise levels are items of a device tensor, paired by zip
+            "import torch\ndef edm_sampler(net, latents, n=18, s_min=0.0, s_max=80.0):\n"
+            "    t_steps = torch.arange(n, device=latents.device) * 0.5\n    x = latents * t_steps[0]\n"
+            "    for i, (t_cur, t_next) in enumerate(zip(t_steps[:-1], t_steps[1:])):\n"
+            "        gamma = 0.4 if s_min <= t_cur <= s_max else 0\n        x = x + (t_next - t_cur) * net(x, t_cur * gamma)\n"
+            "    return x\n",
+            lines=[6],
+            message="conditional expression in a step loop",
+        ),
+        Invalid(  # k-diffusion's samplers: picked from a table, given what the module's own function returns
+            "import torch as th\ndef karras_sample(denoiser, x, steps, sampler='heun', device=None):\n"
+            "    sigmas = get_sigmas_karras(steps, device=device)\n"
+            "    sample_fn = {'heun': sample_heun, 'euler': sample_euler}[sampler]\n"
+            "    return sample_fn(denoiser, x, sigmas)\n"
+            "def get_sigmas_karras(n, device='cpu'):\n    return append_zero(th.linspace(80.0, 0.002, n)).to(device)\n"
+            "def append_zero(x):\n    return th.cat([x, x.new_zeros([1])])\n"
+            "def sample_heun(denoiser, x, sigmas):\n    for i in range(len(sigmas) - 1):\n"
+            "        denoised = denoiser(x, sigmas[i])\n        if sigmas[i + 1] == 0:\n            x = denoised\n"
+            "        else:\n            x = x + (sigmas[i + 1] - sigmas[i]) * denoised\n    return x\n"
+            "def sample_euler(denoiser, x, sigmas):\n    return denoiser(x, sigmas[0])\n",
+            lines=[13],
+            message="`if` in a step loop",
+        ),
         Invalid(  # denoising-diffusion-pytorch: the sampling loop passes device tensors to the step's parameters
             "import torch\nclass Diffusion(torch.nn.Module):\n    def p_sample(self, x, time, time_next):\n"
             "        out = self.model(x, time)\n        if time_next == 0:\n            return out\n"
@@ -238,6 +278,31 @@ class TensorDependentControlFlow(StepRule):
         test = node.test
         if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
             return  # `if step % N == 0 and loss.item() > x:` reads every N steps
+        if _reads_host_memory_only(self.ctx, test):
+            return
         effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
         holds = partial(tests_tensor_value, self.ctx, test)
         self.report_in_step(test, where, holds, kind=_KINDS[type(node)], effect=effect)
+
+
+def _reads_host_memory_only(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """Whether every tensor a test reads is in host memory (`if not correct[i]:` after
+    `correct = (pred == gt).cpu()`): Python reads it there without waiting; the copy is the
+    sync, and host-sync-in-step reports it where it is made."""
+    operands = list(_operands(test))
+    read = [operand for operand in operands if tests_tensor_value(ctx, operand)]
+    return bool(read) and all(in_host_memory(ctx, operand) for operand in read)
+
+
+def _operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The values a test combines with `and`, `or`, `not` and comparisons."""
+    if isinstance(test, cst.BooleanOperation):
+        yield from _operands(test.left)
+        yield from _operands(test.right)
+    elif isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        yield from _operands(test.expression)
+    elif isinstance(test, cst.Comparison):
+        for part in (test.left, *(link.comparator for link in test.comparisons)):
+            yield from _operands(part)
+    else:
+        yield test
