@@ -406,9 +406,20 @@ class DeviceFlow:
         if isinstance(test, cst.UnaryOperation):
             return self._source(test.expression) if isinstance(test.expression, cst.Name) else test
         if isinstance(test, cst.Name):
-            bound = self.resolver.assigned_value(test) or self.resolver.rebound_parameter(test)
+            bound = self._bound_value(test)
             return bound if bound is not None else test
         return test
+
+    def _bound_value(self, name: cst.Name) -> cst.BaseExpression | None:
+        """The one value a name holds where it is read: the value `=` binds it to, or that of
+        a parameter rebound first thing (not where it is read in that rebinding itself, as in
+        `log_timings = log_timings and torch.cuda.is_available()`: that is the parameter)."""
+        bound = self.resolver.assigned_value(name)
+        if bound is None:
+            bound = self.resolver.rebound_parameter(name)
+            if bound is not None and any(each is name for each in descendants(bound)):
+                return None
+        return bound
 
     def _add(self, guard: Guard) -> None:
         index = len(self.guards)
@@ -552,7 +563,7 @@ class DeviceFlow:
         if isinstance(test, cst.Comparison):
             return self._compared(test)
         if isinstance(test, cst.Name) and depth == 0 and test.value not in ("True", "False", "None"):
-            bound = self.resolver.assigned_value(test) or self.resolver.rebound_parameter(test)
+            bound = self._bound_value(test)
             if bound is not None and not isinstance(bound, cst.Name):
                 return self.cuda_check(bound, depth + 1)
         return None

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck.patterns import dotted
-from portcheck.walk import descendants
 
 EMPTY: frozenset[str] = frozenset()
 
@@ -311,8 +310,6 @@ class Resolver:
         if node.value not in named or len(values) != 2 or values.count(None) != 1:
             return None
         value = next(value for value in values if value is not None)
-        if any(each is node for each in descendants(value)):
-            return None  # `log_timings` read in its own rebinding: the parameter's value
         statements = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
         for statement in statements:
             if isinstance(statement, cst.SimpleStatementLine):
