@@ -56,8 +56,8 @@ _TOOL_FOLDERS = frozenset({".github", ".gitlab", ".circleci", ".azure-pipelines"
 _BY_NAME = (
     ("pyproject.toml", PYPROJECT),
     ("setup.cfg", SETUP_CFG),
-    ("requirements*.txt", REQUIREMENTS),
-    ("requirements*.in", REQUIREMENTS),
+    ("requirement*.txt", REQUIREMENTS),  # requirement.txt too (LoRA's examples)
+    ("requirement*.in", REQUIREMENTS),
     ("*-requirements.txt", REQUIREMENTS),
     ("*_requirements.txt", REQUIREMENTS),
     ("constraints*.txt", REQUIREMENTS),

@@ -190,6 +190,7 @@ def test_only_the_kinds_portcheck_reads_are_collected_from_directories(tmp_path:
         "pyproject.toml",
         "requirements-dev.txt",
         "requirements/base.txt",
+        "examples/requirement.txt",
         "notes.txt",
         "environment.yml",
         "csrc/kernel.cu",
@@ -208,6 +209,7 @@ def test_only_the_kinds_portcheck_reads_are_collected_from_directories(tmp_path:
         "csrc/ops.cpp",
         "csrc/ops.h",
         "environment.yml",
+        "examples/requirement.txt",
         "module.py",
         "pyproject.toml",
         "requirements/base.txt",  # paths sort by component, so the folder comes first

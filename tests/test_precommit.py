@@ -200,7 +200,17 @@ def _hooks() -> dict[str, dict]:
 
 @pytest.mark.parametrize(
     "name",
-    ["train.py", "nb/analysis.ipynb", "csrc/kernel.cu", "requirements-dev.txt", "pyproject.toml", "recipes/sft.yaml"],
+    [
+        "train.py",
+        "nb/analysis.ipynb",
+        "csrc/kernel.cu",
+        "requirements-dev.txt",
+        "examples/requirement.txt",
+        "dev-requirements.txt",
+        "constraints.txt",
+        "pyproject.toml",
+        "recipes/sft.yaml",
+    ],
 )
 def test_the_hooks_take_every_kind_of_file_portcheck_reads(name: str) -> None:
     assert kind_of(name) is not None
