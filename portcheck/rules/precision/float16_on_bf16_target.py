@@ -46,11 +46,13 @@ class Float16OnBf16Target(Rule):
     `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, a float16 dtype bound to a
     name that casts read (`self.dtype = torch.float16`, `inputs_dtype = torch.half`), `.half()`
     and `.to(torch.float16)` on models (also what a loading function returns:
-    `attempt_load(w, device).half()`, and each of `for m in self.modules(): m.half()`) and on their parameters' data (`l.weight.data.half()`),
-    and tensors on the device in float16 (`x.to(device, dtype=torch.float16)`,
-    `x.half().cuda()`, `im.half()` after `im = im.to(device)`, `torch.empty(n,
-    dtype=torch.half, device=device)`, `self.images.half()` where `self.images` was loaded with
-    `torch.load(path, map_location=device)`), and autocast to float16 (`torch.autocast(device_type,
+    `attempt_load(w, device).half()`, and each of `for m in self.modules(): m.half()`) and on
+    their parameters' data (`l.weight.data.half()`), and tensors on the device in float16
+    (`x.to(device, dtype=torch.float16)`, `x.half().cuda()`, `im.half()` after `im =
+    im.to(device)`, `torch.empty(n, dtype=torch.half, device=device)`, `self.images.half()`
+    where `self.images` was loaded with `torch.load(path, map_location=device)`) or cast in step
+    code (forward(), a step loop: yolov5's `im = im.half() if half else im.float()` for each
+    batch) unless in host memory, and autocast to float16 (`torch.autocast(device_type,
     dtype=torch.float16)`, unless it names a device that is neither CUDA nor a bfloat16
     target's), when a selected target computes natively in bfloat16.
 
@@ -99,6 +101,9 @@ class Float16OnBf16Target(Rule):
     triggers = (b"float16", b"half")
 
     VALID = [
+        Valid(  # in host memory: a smaller copy of an output, not what the step computes in
+            "import torch\nfor im, targets in loader:\n    out = model(im.to(device))\n    saved.append(out.cpu().half())\n"
+        ),
         Valid(  # loaded into host memory: a float16 copy to save, not to compute with
             "import torch\nclass Loader:\n    def __init__(self, path):\n"
             "        self.images = torch.load(path, map_location='cpu')['images']\n"
@@ -175,6 +180,13 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # yolov5's val.py and consistency models' attention: tensors cast in step code
+            "import torch\nfor im, targets in loader:\n    im = im.half() if half else im.float()\n    out = model(im)\n"
+            "class QKVAttention(torch.nn.Module):\n    def forward(self, qkv):\n        qkv = qkv.half()\n"
+            "        return qkv.softmax(-1)\n",
+            lines=[3, 7],
+            message="computes the step in float16",
+        ),
         Invalid(  # airbench: the network made float16 module by module, its norms kept in float32
             "import torch\nfrom torch import nn\nclass Net(nn.Sequential):\n    def __init__(self, layers):\n"
             "        super().__init__(*layers)\n        for mod in self.modules():\n"
@@ -447,12 +459,23 @@ class Float16OnBf16Target(Rule):
             or (self.ctx.flow is not None and self.ctx.flow.home(method.value) is Home.MOVED)
         )
         model = self._is_model(method.value) or _parameter_data(method.value)
+        stepping = not (model or placed) and self._in_step(method.value)
         if (
-            (model or placed)
+            (model or placed or stepping)
             and not self._expects_error()
             and not under_test([*self.ctx.ancestors, node], self._keeps_float16)
         ):
-            self._report(dtype, what, self._reach(node), "runs the model" if model else "puts the tensor on the device")
+            runs = "runs the model" if model else "computes the step" if stepping else "puts the tensor on the device"
+            self._report(dtype, what, self._reach(node), runs)
+
+    def _in_step(self, tensor: cst.BaseExpression) -> bool:
+        """Whether a cast is of a tensor in step code (forward(), a step loop), where what is
+        computed on is on the device, unless it is in host memory."""
+        module_flow = self.ctx.flow
+        ancestors = self.ctx.ancestors
+        if module_flow is None or module_flow.off_the_step_path(ancestors) or module_flow.home(tensor) is Home.HOST:
+            return False
+        return module_flow.step_context(ancestors) is not None
 
     def visit_Param(self, node: cst.Param) -> None:
         if node.default is not None and node.name.value == _HF_DTYPE:
