@@ -283,6 +283,8 @@ class DeviceFlow:
     _tests: dict[int, int] = field(default_factory=dict)  # check id -> index of its guard
     _methods: dict[int, str | None] = field(default_factory=dict)  # function id -> its class, if a method
     _calls: dict[str, list[_Site]] = field(default_factory=dict)  # by callee name
+    # calls given one of the module's functions as an argument (a callback), by its name
+    _callbacks: dict[str, list[_Site]] = field(default_factory=dict)
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _buffers: set[str] = field(default_factory=set)  # the attributes `self.register_buffer(...)` binds
@@ -996,7 +998,8 @@ class DeviceFlow:
     def called_every_step(self, function: cst.FunctionDef, gates: tuple[str, ...] = (), depth: int = 0) -> str | None:
         """The step context ("forward()", "a training loop"...) from which the module calls
         `function` every step: a call of it there, or in a function itself called every step
-        (`run_step()` from the loop, then `log_step()` from `run_step()`). A method counts the
+        (`run_step()` from the loop, then `log_step()` from `run_step()`), or a call given it as
+        a callback there (`gpu_timer(train_step)`, which runs it). A method counts the
         calls `self.name(...)` in its own class. A function with a step loop of its own
         (`train_one_epoch()`) runs an epoch, not a step. `gates`: parameters (see
         `parameter_gates`) a call must give for what is asked about to run. Asked after the
@@ -1012,7 +1015,8 @@ class DeviceFlow:
         if drawn is not None:
             return drawn
         title, owner = function.name.value, self._methods.get(id(function))
-        for site in self._sites(title, owner):
+        callbacks = self._callbacks.get(title, []) if owner is None and not gates else []
+        for site in (*self._sites(title, owner), *callbacks):
             off_path = self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors))
             if off_path or not all(_gives(site, function, gate) for gate in gates):
                 continue
@@ -1206,7 +1210,14 @@ class DeviceFlow:
     def _helpers_called(self, call: cst.Call, depth: int) -> list[cst.FunctionDef]:
         """The module's functions and methods `call` runs: `helper(x)`, `self._process_batch(points)`
         (in the class of the loop being judged), `self.inference.logits(...)` on an object of
-        the module's classes."""
+        the module's classes, and a function it is given (`gpu_timer(train_step)`)."""
+        given = [self._functions[arg.value.value] for arg in call.args if self._names_function(arg)]
+        return [*self._callees(call, depth), *given]
+
+    def _names_function(self, arg: cst.Arg) -> bool:
+        return isinstance(arg.value, cst.Name) and not arg.star and arg.value.value in self._functions
+
+    def _callees(self, call: cst.Call, depth: int) -> list[cst.FunctionDef]:
         method = patterns.method_name(call)
         if isinstance(call.func, cst.Name):
             name = call.func.value
@@ -1358,6 +1369,12 @@ class DeviceFlow:
         """Note a call of the module's own functions (by name or through `self.`), and the
         function that `mp.spawn` starts."""
         func = node.func
+        for arg in node.args:
+            if self._names_function(arg):  # `gpu_timer(train_step)`
+                assert isinstance(arg.value, cst.Name)
+                self._callbacks.setdefault(arg.value.value, []).append(
+                    _Site(node, self.resolver.scope, tuple(self.ancestors))
+                )
         if isinstance(func, cst.Name):
             site = _Site(node, self.resolver.scope, tuple(self.ancestors))
             for name in (func.value, *self._picked(func)):
