@@ -274,11 +274,11 @@ class HostSyncInStep(StepRule):
     ]
     INVALID = [
         Invalid(  # I-JEPA: the step is a closure the loop hands to a timer, which runs it
-            "import torch.nn.functional as F\nfrom utils import gpu_timer\ndef main(loader, encoder, opt):\n"
+            "import torch\nimport torch.nn.functional as F\nfrom utils import gpu_timer\ndef main(loader, encoder, opt):\n"
             "    for imgs, masks in loader:\n        def train_step():\n"
             "            loss = F.mse_loss(encoder(imgs), imgs)\n            loss.backward()\n            opt.step()\n"
-            "            return float(loss)\n        loss, elapsed = gpu_timer(train_step)\n",
-            lines=[9],
+            "            return loss.item()\n        loss, elapsed = gpu_timer(train_step)\n",
+            lines=[10],
             message="in `train_step()`, called from a loop over a DataLoader",
         ),
         Invalid(  # nanochat: a generator's body runs as the training loop draws each batch
