@@ -1533,12 +1533,10 @@ class DeviceFlow:
         """What the module's calls of `function` pass for its parameter `name`, each with the
         scope of the call (empty where the module never calls it); None where a call passes
         nothing for it (the default, or what `*args` may hold)."""
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-        position = params.index(name) if name in params else -1
         title, owner = function.name.value, self._methods.get(id(function))
         passed = []
         for site in self._sites(title, owner):
-            arg = _argument(site.call, position - site.skipped if position >= 0 else -1, name)
+            arg = _argument(site.call, _position(site, function, name), name)
             if arg is None:
                 return None
             passed.append((arg, site.scope))
@@ -1819,10 +1817,19 @@ def _flag(test: cst.BaseExpression) -> str | None:
 
 def _gives(site: _Site, function: cst.FunctionDef, name: str) -> bool:
     """Whether a call gives the parameter `name` something other than False or None."""
-    params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
-    position = params.index(name) - site.skipped if name in params else -1
-    value = _argument(site.call, position, name)
+    value = _argument(site.call, _position(site, function, name), name)
     return value is not None and not (isinstance(value, cst.Name) and value.value in ("False", "None"))
+
+
+def _position(site: _Site, function: cst.FunctionDef, name: str) -> int:
+    """Where a call passes the parameter `name` among its positional arguments (-1: by keyword
+    only): after `self`, which a call through `self.` does not pass, unless the method is a
+    staticmethod (DiT's `self.timestep_embedding(t, dim)`), which has no `self`."""
+    params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
+    if name not in params:
+        return -1
+    static = any(patterns.dotted(decorator.decorator) == "staticmethod" for decorator in function.decorators)
+    return params.index(name) - (0 if static else site.skipped)
 
 
 def _argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:

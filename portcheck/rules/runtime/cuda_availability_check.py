@@ -14,6 +14,9 @@ from portcheck.targets import api
 from portcheck.walk import descendants
 
 # Names that hold how many processes to start (`world_size = torch.cuda.device_count()`).
+_SHOWING = frozenset({"print", "info", "debug", "warning", "warn", "log", "write", "set_description"})
+# What an answer may pass through on its way into a message: an argument, an f-string, text joined.
+_INSIDE_MESSAGES = (cst.Arg, cst.FormattedStringExpression, cst.FormattedString, cst.BinaryOperation)
 _PROCESS_COUNT = re.compile(
     r"^(world_size|n_?procs|num_proc(esse)?s|n_?gpus(_per_node)?|num_gpus|nproc_per_node)$", re.I
 )
@@ -33,7 +36,8 @@ class CudaAvailabilityCheck(CudaApiRule):
     messages or freeing cached memory (`if torch.cuda.is_available(): logger.warning(...)`,
     `log_str += f"memory: {mem}"`, `torch.cuda.empty_cache()`), with no `else`, is info:
     skipping that changes no result; so is an attribute set to the answer that the module
-    never reads (`self.sync_cuda = torch.cuda.is_available()`). So
+    never reads (`self.sync_cuda = torch.cuda.is_available()`), and an answer only printed or
+    logged (`print("device_count:", torch.cuda.device_count())`). So
     is one that keeps a CUDA-only library or CUDA's own facts from other devices, unless it
     also picks the precision (`return torch.bfloat16` where the capability allows: elsewhere
     the run silently stays in float32).
@@ -84,7 +88,7 @@ class CudaAvailabilityCheck(CudaApiRule):
         if check is not None and (check.asserts or check.skips or check.tells_only or check.guards_cuda_library):
             level = ERROR if check.asserts else WARNING if check.skips else INFO
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
-        if self._unread_attribute(node) is not None:
+        if self._unread_attribute(node) is not None or self._only_shown(node):
             return {t: INFO if usual_level > OFF else OFF for t, usual_level in usual.items()}
         return usual
 
@@ -101,7 +105,20 @@ class CudaAvailabilityCheck(CudaApiRule):
         unread = self._unread_attribute(node)
         if unread is not None:
             return f"returns False, which here sets `{unread}`, read nowhere in this module"
+        if self._only_shown(node):
+            return "answers for CUDA alone, which here is only printed or logged"
         return super().effect(node, name, entry)
+
+    def _only_shown(self, node: cst.CSTNode) -> bool:
+        """`print("device_count:", torch.cuda.device_count())` (LoRA), also in an f-string or a
+        logger's call: the answer is only shown."""
+        chain = self.ctx.chain(node)
+        if len(chain) < 3 or not isinstance(chain[-1], cst.Call) or chain[-1].func is not node:
+            return False
+        for parent in reversed(chain[:-1]):
+            if not isinstance(parent, _INSIDE_MESSAGES):
+                return isinstance(parent, cst.Call) and patterns.target_name(parent.func) in _SHOWING
+        return False
 
     def _unread_attribute(self, node: cst.CSTNode) -> str | None:
         """`self.sync_cuda = th.cuda.is_available()` (improved-diffusion) where the module reads
@@ -246,6 +263,12 @@ class CudaAvailabilityCheck(CudaApiRule):
             "        self.sync_cuda = torch.accelerator.is_available()\n"
             "    def log(self, stats):\n        text = f\"loss {stats['loss']}\"\n        if torch.accelerator.is_available():\n"
             "            text += f\"memory: {stats['memory']}\"\n        print(text)\n",
+        ),
+        Invalid(  # LoRA's gpu.py: a count only printed
+            "import torch\nprint('rank:', rank, 'device_count:', torch.cuda.device_count())\n",
+            lines=[2],
+            message="only printed or logged",
+            fixed="import torch\nprint('rank:', rank, 'device_count:', torch.accelerator.device_count())\n",
         ),
         # a check that only guards a message or freeing cached memory (bark, whisper): info
         Invalid(

@@ -91,6 +91,12 @@ class TensorDependentControlFlow(StepRule):
             "    for s in schedule(8):\n        x = net(x, s) if s > 2 else x\n    return x\n"
             "def schedule(n):\n    return [i * 0.5 for i in range(n)]\n"
         ),
+        Valid(  # DiT: a staticmethod called through self is given no self (`dim` is the int)
+            "import math\nimport torch\nclass TimestepEmbedder(torch.nn.Module):\n    @staticmethod\n"
+            "    def embedding(t, dim):\n        args = t[:, None] * torch.arange(dim // 2)\n"
+            "        if dim % 2:\n            args = torch.cat([args, args[:, :1]], -1)\n        return args\n"
+            "    def forward(self, x):\n        t = torch.arange(len(x))\n        return self.embedding(t, self.size)\n"
+        ),
         Valid(  # minGPT's adder: the results copied to the host once per batch, then read there
             "import torch\nfor b, (x, y) in enumerate(loader):\n    x = x.to(device)\n    pred = model.generate(x)\n"
             "    correct = (pred == y.to(device)).cpu()\n    for i in range(x.size(0)):\n"
