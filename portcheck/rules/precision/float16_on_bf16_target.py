@@ -15,6 +15,7 @@ from portcheck.rules.shapes import values_reaching
 from portcheck.wording import verb
 
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
+_CLIP_LOADERS = frozenset({"clip.load", "clip.clip.load"})  # OpenAI's CLIP package
 _LIBRARIES = ("transformers.", "diffusers.", ".")  # "." : a relative import, the package itself
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
 # Autocasts whose second argument (or `dtype=`) is the dtype the region computes in.
@@ -41,7 +42,8 @@ class Float16OnBf16Target(Rule):
     """## What it does
     Reports loading a model in float16 (`torch_dtype=torch.float16`, `dtype=torch.half`,
     `torch_dtype="float16"`, also per component in a dict) in `from_pretrained`-style calls
-    and `transformers.pipeline(...)`, also through `**kwargs` of a dict built in the module,
+    and `transformers.pipeline(...)`, or with OpenAI CLIP's `clip.load(name, device=device)`,
+    which keeps its float16 weights on any device but "cpu"; also through `**kwargs` of a dict built in the module,
     Hugging Face's `torch_dtype` wherever it is set (`kwargs["torch_dtype"] = torch.float16`,
     `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, a float16 dtype bound to a
     name that casts read (`self.dtype = torch.float16`, `inputs_dtype = torch.half`), `.half()`
@@ -98,7 +100,7 @@ class Float16OnBf16Target(Rule):
     message = "{what} {runs} in float16, but {targets} {compute} natively in bfloat16"
     hint = "use torch.bfloat16 on {targets}: the same memory as float16, with float32's range"
     severity = {name: WARNING if t.amp_dtype == "bfloat16" else OFF for name, t in target_data.all_targets().items()}
-    triggers = (b"float16", b"half")
+    triggers = (b"float16", b"half", b"clip")
 
     VALID = [
         Valid(  # in host memory: a smaller copy of an output, not what the step computes in
@@ -180,6 +182,13 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # shap-e's frozen CLIP: float16 weights unless the device is the CPU
+            "import clip\nimport torch\nmodel, preprocess = clip.load('ViT-L/14', device=device)\n"
+            "cpu_model, _ = clip.load('ViT-L/14', device='cpu')\ndefault_model, _ = clip.load('ViT-B/32')\n"
+            "def host_copy(name):\n    device = 'cpu'\n    return clip.load(name, device=device)\n",
+            lines=[3],
+            message="`clip.load(...)` keeps CLIP's weights and runs it in float16",
+        ),
         Invalid(  # yolov5's val.py and consistency models' attention: tensors cast in step code
             "import torch\nfor im, targets in loader:\n    im = im.half() if half else im.float()\n    out = model(im)\n"
             "class QKVAttention(torch.nn.Module):\n    def forward(self, qkv):\n        qkv = qkv.half()\n"
@@ -408,7 +417,20 @@ class Float16OnBf16Target(Rule):
             self._check_factory(node)
         elif self.ctx.qualified_names(node.func) & _AUTOCASTS:
             self._check_autocast(node)
+        elif self.ctx.qualified_names(node.func) & _CLIP_LOADERS:
+            self._check_clip_load(node)
         self._note_placement(node)
+
+    def _check_clip_load(self, node: cst.Call) -> None:
+        """OpenAI CLIP's `clip.load(name, device)`: its weights are float16, and it casts them to
+        float32 only where `str(device) == "cpu"`. Without a device it picks CUDA or the CPU."""
+        device = patterns.argument(node, 1, "device")
+        if device is None:
+            return
+        value = device.value
+        bound = self.ctx.assigned_value(value) if isinstance(value, cst.Name) else None  # `device = "cpu"`
+        if not self._on_cpu(value) and (bound is None or not self._on_cpu(bound)):
+            self._report(node.func, "`clip.load(...)`", self._reach(node), "keeps CLIP's weights and runs it")
 
     def _check_autocast(self, node: cst.Call) -> None:
         """`torch.autocast(device_type, dtype=torch.float16)`: the region computes in float16
