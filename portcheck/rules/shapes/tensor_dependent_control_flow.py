@@ -284,11 +284,13 @@ class TensorDependentControlFlow(StepRule):
         test = node.test
         if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
             return  # `if step % N == 0 and loss.item() > x:` reads every N steps
-        if _reads_host_memory_only(self.ctx, test):
-            return
         effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
-        holds = partial(tests_tensor_value, self.ctx, test)
+        holds = partial(_tests_device_values, self.ctx, test)
         self.report_in_step(test, where, holds, kind=_KINDS[type(node)], effect=effect)
+
+
+def _tests_device_values(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    return tests_tensor_value(ctx, test) and not _reads_host_memory_only(ctx, test)
 
 
 def _reads_host_memory_only(ctx: FileContext, test: cst.BaseExpression) -> bool:
