@@ -298,6 +298,8 @@ class DeviceFlow:
     _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
     _returns: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # by function id
     _module_functions: dict[str, cst.FunctionDef] | None = None  # see `_later_functions`
+    _owned: dict[tuple[int, tuple[type[cst.CSTNode], ...]], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
+    _generators: dict[int, bool] = field(default_factory=dict)  # function id -> whether it yields
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
@@ -859,7 +861,7 @@ class DeviceFlow:
                 return _weakest((self._home(data.value, depth + 1, seen), Home.DEFAULT))
             # `torch.cumprod(x, 0)`, `torch.cat([a, b])`, `torch.minimum(torch.ones(()), x)`: the weakest of theirs
             given = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-            tensors = [value for value in given if not _is_number(value)]  # `dim`, `k`: no tensor of theirs
+            tensors = [value for value in given if not is_number(value)]  # `dim`, `k`: no tensor of theirs
             return _weakest(self._home(value, depth + 1, seen) for value in tensors) if tensors else Home.UNKNOWN
         method = patterns.method_name(call)
         if isinstance(call.func, cst.Name) and call.func.value in self._functions:
@@ -1041,7 +1043,7 @@ class DeviceFlow:
         instance of the class (airbench's `CifarLoader`), `x, y = next(loader)` in a step loop
         (nanochat's `train_loader`)."""
         owner = self._methods.get(id(function))
-        if (owner is not None and function.name.value != "__iter__") or not _yields(function):
+        if (owner is not None and function.name.value != "__iter__") or not self._yields(function):
             return None
         for loop, scope, ancestors in self._for_loops:
             sources = _drawn(loop.iter)
@@ -1153,9 +1155,9 @@ class DeviceFlow:
         accumulation) is the step loop. So is a `for` loop that calls the module's functions
         running a whole step loop (`for i in range(num_samples): y = generate(...)`): once per
         sample, where the output comes back."""
-        inner = [node for node in descendants(loop.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))]
+        inner = [node for node in self._own(loop.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))]
         own = [
-            node for node in descendants(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if isinstance(node, cst.Call)
+            node for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if isinstance(node, cst.Call)
         ]
         if any(_steps_optimizer(call) for call in own):
             return False
@@ -1172,7 +1174,7 @@ class DeviceFlow:
         for part in parts:
             if part is None:
                 continue
-            for node in (part, *descendants(part, _NESTED_SCOPES + (cst.For, cst.While))):
+            for node in (part, *self._own(part, _NESTED_SCOPES + (cst.For, cst.While))):
                 if isinstance(node, cst.Call):
                     found.add(self._step_marker(node, depth))
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
@@ -1207,6 +1209,22 @@ class DeviceFlow:
         found = {self._helper_marker(helper, depth) for helper in helpers}
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
 
+    def _yields(self, function: cst.FunctionDef) -> bool:
+        """A generator function: a `yield` of its own (asked once per function)."""
+        if id(function) not in self._generators:
+            own = descendants(function.body, _NESTED_SCOPES)
+            self._generators[id(function)] = any(isinstance(node, cst.Yield) for node in own)
+        return self._generators[id(function)]
+
+    def _own(self, root: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> tuple[cst.CSTNode, ...]:
+        """The nodes under `root`, not under nodes of the `apart` types, walked once: loops and
+        functions are judged again as the walk learns more, over a tree that does not change."""
+        key = (id(root), apart)
+        found = self._owned.get(key)
+        if found is None:
+            found = self._owned[key] = tuple(descendants(root, apart))
+        return found
+
     def _helpers_called(self, call: cst.Call, depth: int) -> list[cst.FunctionDef]:
         """The module's functions and methods `call` runs: `helper(x)`, `self._process_batch(points)`
         (in the class of the loop being judged), `self.inference.logits(...)` on an object of
@@ -1238,7 +1256,7 @@ class DeviceFlow:
         calls (gpt-fast's `generate()` calls `decode_n_tokens()`, which loops over tokens);
         not where it also steps an optimizer outside that loop (gradient accumulation: the
         loop is part of one step)."""
-        own = descendants(function.body, _NESTED_SCOPES + (cst.For, cst.While))
+        own = self._own(function.body, _NESTED_SCOPES + (cst.For, cst.While))
         calls = [node for node in own if isinstance(node, cst.Call)]
         if any(_steps_optimizer(call) for call in calls):
             return False
@@ -1324,11 +1342,11 @@ class DeviceFlow:
         if judged is None or judged[1] < known:
             self._helpers[key] = (None, known)  # a recursive call says nothing more
             loops = [
-                node for node in descendants(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))
+                node for node in self._own(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))
             ]
             looped = any(self.loop_step(loop) for loop in loops)
             # what its closures do too: they run when it calls them (PLMS's `get_model_output`)
-            inner = descendants(function.body, (cst.ClassDef, cst.Lambda))
+            inner = self._own(function.body, (cst.ClassDef, cst.Lambda))
             closures = [node.body for node in inner if isinstance(node, cst.FunctionDef)]
             marker = None if looped else self._markers(function.body, *closures, depth=depth + 1)
             self._helpers[key] = (marker, known)
@@ -1761,11 +1779,6 @@ def across_scopes(seen: frozenset[str]) -> frozenset[str]:
     return frozenset(key for key in seen if ":" in key or "." in key)
 
 
-def _yields(function: cst.FunctionDef) -> bool:
-    """A generator function: a `yield` of its own."""
-    return any(isinstance(node, cst.Yield) for node in descendants(function.body, _NESTED_SCOPES))
-
-
 def _drawn(iterated: cst.BaseExpression) -> list[cst.BaseExpression]:
     """What a `for` loop draws items from: `batches` in `enumerate(batches)`, `zip(a, b)`,
     `tqdm(batches)`, `iter(batches)`."""
@@ -1898,7 +1911,7 @@ def reads(node: cst.Name | cst.Attribute, parent: cst.CSTNode) -> bool:
     return is_reference(node, parent)
 
 
-def _is_number(node: cst.BaseExpression) -> bool:
+def is_number(node: cst.BaseExpression) -> bool:
     """`3`, `-1`, `0.5`: a literal number."""
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression

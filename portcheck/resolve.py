@@ -35,7 +35,8 @@ class Scope:
     values: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
     declared_global: set[str] = field(default_factory=set)
     declared_nonlocal: set[str] = field(default_factory=set)
-    updated: dict[str, int] = field(default_factory=dict)  # how often each name is a `+=`-style target
+    # what each name is updated with in place (`loss += l`: `l`), once per `+=`-style statement
+    updated: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     owner: cst.CSTNode | None = None  # the function, lambda or class whose body this is
 
     def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
@@ -140,7 +141,7 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
         elif isinstance(stmt, cst.AugAssign):
             scope.bind_target(stmt.target)
             if isinstance(stmt.target, cst.Name):
-                scope.updated[stmt.target.value] = scope.updated.get(stmt.target.value, 0) + 1
+                scope.updated.setdefault(stmt.target.value, []).append(stmt.value)
         elif isinstance(stmt, cst.Global):
             scope.declared_global.update(item.name.value for item in stmt.names)
         elif isinstance(stmt, cst.Nonlocal):
@@ -361,6 +362,11 @@ class Resolver:
         owner = self.scope_of(node.value)
         return 0 if owner is None else len(owner.values.get(node.value, ()))
 
+    def updates(self, node: cst.Name) -> list[cst.BaseExpression]:
+        """What the name is updated with in place in its scope (`loss += l`: `l`)."""
+        owner = self.scope_of(node.value)
+        return [] if owner is None else owner.updated.get(node.value, [])
+
     def values_before_updates(self, node: cst.Name) -> list[cst.BaseExpression]:
         """Like assigned_values, but a name also updated in place (`done |= x`, `n += 1`) keeps
         the values `=` gave it: an update keeps a tensor a tensor."""
@@ -368,6 +374,6 @@ class Resolver:
         if owner is None or node.value in owner.imports:
             return []
         values = owner.values.get(node.value, [])
-        if sum(value is None for value in values) != owner.updated.get(node.value, 0):
+        if sum(value is None for value in values) != len(owner.updated.get(node.value, ())):
             return []  # also bound as a parameter, a loop target, by `with ... as`...
         return [value for value in values if value is not None]

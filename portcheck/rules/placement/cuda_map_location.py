@@ -267,7 +267,7 @@ class CudaMapLocation(Rule):
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
         """Where a script puts its model on CUDA, the loads of the files beside it that do not."""
-        return (b"load(",) if known.on_cuda else ()
+        return (b"torch.load", b"serialization.load") if known.on_cuda else ()
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if self._on_cuda is None and "cuda" in node.value and patterns.is_cuda_device_literal(node):

@@ -95,7 +95,8 @@ _TENSOR_MAKERS = frozenset(
         "concat", "stack", "where", "multinomial", "argmax", "argmin", "topk", "sort", "argsort", "gather",
         "softmax", "log_softmax", "sigmoid", "tanh", "exp", "log", "abs", "clamp", "masked_fill", "cumsum",
         "matmul", "einsum", "logical_not", "logical_and", "logical_or", "eq", "ne", "gt", "ge", "lt", "le",
-        "isnan", "isinf", "isfinite",
+        "isnan", "isinf", "isfinite", "mean", "sum", "norm", "sqrt", "min", "max", "var", "std",
+        "nn.utils.clip_grad_norm_", "nn.utils.clip_grad_norm", "nn.utils.get_total_norm",
     )
 )  # fmt: skip
 _NOT_TENSORS = frozenset(
@@ -364,11 +365,13 @@ _TENSOR_TYPE = re.compile(r"torch\.(?:[A-Z]\w*)?Tensor")  # torch.Tensor, torch.
 
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
-    `torch.multinomial`, `F.softmax`...), a tensor method, index or comparison of one, or a name
-    bound to one (`seen`: the names being looked through; a cycle such as `pos = pos[-1:] + 1`
-    leaves it to the name's other values). A parameter is one where it is annotated so, or where
-    every call of its function in the module passes one; the results of unknown calls are not
-    known to be tensors."""
+    `torch.multinomial`, `F.softmax`, `clip_grad_norm_`...), what the module's own function
+    returns, a value sent to a device, a tensor method, index or comparison of one, an item a
+    loop takes from one, or a name bound to one (`seen`: the names being looked through; a
+    cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
+    number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
+    parameter is one where it is annotated so, or where every call of its function in the
+    module passes one; the results of unknown calls are not known to be tensors."""
     if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
         return False
     if isinstance(node, cst.Call):
@@ -421,18 +424,28 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
     if isinstance(node, cst.Name):
         if node.value in seen:
             return True
-        values, seen = ctx.values_before_updates(node), seen | {node.value}
+        values, inner = ctx.values_before_updates(node), seen | {node.value}
         iterated = ctx.flow.iterated(node) if ctx.flow is not None and not values else None
         if iterated is not None:  # an item of a tensor: `for t_cur, t_next in zip(t_steps[:-1], t_steps[1:])`
-            return tensor_valued(ctx, iterated, depth + 1, seen)
+            return tensor_valued(ctx, iterated, depth + 1, inner)
         if not values:
             annotated = ctx.parameter_annotation(node)
             if annotated is None:
                 return _passed_tensors(ctx, node, depth)
             return _annotated_tensor(ctx, annotated[0]) and all(
-                tensor_valued(ctx, value, depth + 1, seen) for value in annotated[1]
+                tensor_valued(ctx, value, depth + 1, inner) for value in annotated[1]
             )
-        return all(tensor_valued(ctx, value, depth + 1, seen) for value in values)
+        others = [value for value in values if not flow.is_number(value)]
+        if len(others) == len(values):
+            return all(tensor_valued(ctx, value, depth + 1, inner) for value in values)
+        # A number first, a tensor on the way (`norm = 0.`, then `norm = clip_grad_norm_(...)`, or
+        # `loss = 0.`, then `loss += F.l1_loss(z, h)`): where it holds the tensor, reading it waits.
+        # The number starts any cycle (`running = 0.95 * running + reward`, `start = end` after
+        # `end = start + n`): none of the names looked through counts as a tensor here.
+        doubted = frozenset(each for each in seen if each.startswith("self."))
+        if not others and ctx.flow is not None:
+            return any(tensor_valued(ctx, value, depth + 1, doubted) for value in ctx.flow.resolver.updates(node))
+        return all(tensor_valued(ctx, value, depth + 1, doubted) for value in others)
     return False
 
 
@@ -637,10 +650,10 @@ class StepRule(TensorRule):
         if function is not None and function.name.value == "__init__":
             return  # a constructor builds the model: no step
         looped = any(isinstance(node, (cst.For, cst.While)) for node in ancestors)
-        if (function is None and not looped) or module_flow.off_the_step_path(ancestors):
+        if function is None and not looped:
             return
         callee = self._local_callee(call, function, ancestors)
-        if callee is None or callee.startswith(self.ctx.module.name + "."):
+        if callee is None or callee.startswith(self.ctx.module.name + ".") or module_flow.off_the_step_path(ancestors):
             return
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
         self._step_calls.append(_CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope))

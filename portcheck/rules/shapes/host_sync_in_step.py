@@ -127,6 +127,13 @@ class HostSyncInStep(StepRule):
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
 
     VALID = [
+        Valid(  # a running number that starts as a number and stays one (the actor-critic example)
+            "import torch\nrunning = 10.0\nbaseline = torch.zeros(1).cpu()\nfor episode in range(n):\n"
+            "    reward = run_episode(model)\n"
+            "    model.update()\n    opt.step()\n    running = 0.05 * reward + 0.95 * running\n"
+            "    start = 0\n    for k in sizes:\n        end = start + k\n        start = end\n"
+            "    print(f'{running:.2f} {start}')\n"
+        ),
         Valid(  # only while the model is exported to ONNX or traced
             "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        n = x.sum(0)\n"
             "        if torch.onnx.is_in_onnx_export():\n            n = torch.from_numpy(n.cpu().numpy()).to(x.device)\n"
@@ -273,6 +280,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # V-JEPA's step: a number first, a tensor on the way (assigned, or added in place)
+            "import torch\nfrom torch.nn import functional as F\nx = x.cpu()\nfor step in range(steps):\n    loss = 0.\n"
+            "    for z, h in zip(model(x), targets):\n        loss += F.l1_loss(z, h)\n    loss.backward()\n"
+            "    norm = -1.0\n    if clip:\n        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)\n"
+            "    opt.step()\n    print(f'loss {float(loss):.3f} norm {norm:.2f}')\n",
+            lines=[13, 13],
+            message="in a training loop",
+        ),
         Invalid(  # I-JEPA: the step is a closure the loop hands to a timer, which runs it
             "import torch\nimport torch.nn.functional as F\nfrom utils import gpu_timer\ndef main(loader, encoder, opt):\n"
             "    for imgs, masks in loader:\n        def train_step():\n"
