@@ -54,13 +54,25 @@ def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
 
 
 def descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...] = ()) -> Iterator[cst.CSTNode]:
-    """Every node under `node`, not entering nodes of the `apart` types."""
-    for name in child_fields(type(node)):
+    """Every node under `node` in source order, not entering nodes of the `apart` types. A
+    stack, not nested generators: each of those passes every node up through all the levels
+    above it, which costs as much as the walk itself in deep modules."""
+    stack = _children(node, apart)
+    while stack:
+        child = stack.pop()
+        yield child
+        stack.extend(_children(child, apart))
+
+
+def _children(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> list[cst.CSTNode]:
+    """The node's children not of the `apart` types, last first (the order a stack pops)."""
+    found = []
+    for name in reversed(child_fields(type(node))):
         value = getattr(node, name)
-        for child in value if isinstance(value, (tuple, list)) else (value,):
+        for child in reversed(value) if isinstance(value, (tuple, list)) else (value,):
             if isinstance(child, cst.CSTNode) and not isinstance(child, apart):
-                yield child
-                yield from descendants(child, apart)
+                found.append(child)
+    return found
 
 
 @cache
