@@ -298,6 +298,9 @@ class DeviceFlow:
     _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
     _returns: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # by function id
     _module_functions: dict[str, cst.FunctionDef] | None = None  # see `_later_functions`
+    _returns_ahead: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(
+        default_factory=dict
+    )  # the same, read early
     _owned: dict[tuple[int, tuple[type[cst.CSTNode], ...]], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
     _generators: dict[int, bool] = field(default_factory=dict)  # function id -> whether it yields
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
@@ -721,9 +724,11 @@ class DeviceFlow:
         later = self._later_functions().get(call.func.value)
         if later is None or self.resolver.scope_of(call.func.value) is not self.resolver.module:
             return []
-        scope = function_scope(later, self.resolver.module)
-        returns = [node for node in descendants(later.body, _NESTED_SCOPES) if isinstance(node, cst.Return)]
-        return [(each.value, scope) for each in returns if each.value is not None]
+        if id(later) not in self._returns_ahead:  # read once, before the walk gets there
+            scope = function_scope(later, self.resolver.module)
+            returns = [node for node in self._own(later.body, _NESTED_SCOPES) if isinstance(node, cst.Return)]
+            self._returns_ahead[id(later)] = [(each.value, scope) for each in returns if each.value is not None]
+        return self._returns_ahead[id(later)]
 
     def _later_functions(self) -> dict[str, cst.FunctionDef]:
         """The module-level functions, by name (the last definition of each)."""

@@ -15,6 +15,7 @@ from portcheck.rules.placement.cuda_device_string import describe
 
 _SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 _UNMAPPED = frozenset({"torch.load", "torch.serialization.load"})  # loaders that restore where the data was saved
+_UNMAPPED_LOAD = "`torch.load` without map_location"
 # A path that names a checkpoint (`args.resume`, "best_model.pth"), when it is not the very path saved to.
 _UNKNOWN_ORIGIN = per_target(WARNING, rocm=OFF)  # a checkpoint this module does not write
 _CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|resume|weight|model|state|best|last|\.pth?\b|\.tar\b", re.IGNORECASE)
@@ -305,11 +306,10 @@ class CudaMapLocation(Rule):
             save = self._saved_by(load.call)
             if save is not None:
                 why = f": this module writes its checkpoints from CUDA (`torch.save(..., {_path_code(save, 1)})`)"
-                self.report(load.call, edit=load.edit, what="`torch.load` without map_location", why=why)
+                self.report(load.call, edit=load.edit, what=_UNMAPPED_LOAD, why=why)
             elif not self._saves and _names_checkpoint(_path_code(load.call, 0)):
                 why = " if it was saved from one, as checkpoints of a module that runs on CUDA often are"
-                what = "`torch.load` without map_location"
-                self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=what, why=why)
+                self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=_UNMAPPED_LOAD, why=why)
 
     def _report_elsewhere_written(self, runs_on_cuda: str) -> None:
         """A checkpoint this module loads is most likely one a script beside it wrote from CUDA."""
@@ -318,8 +318,7 @@ class CudaMapLocation(Rule):
             path = _path_code(load.call, 0)
             saved_here = any(_path_code(save, 1) == path for save in self._saves)  # from the host, back to it
             if _names_checkpoint(path) and not saved_here:
-                what = "`torch.load` without map_location"
-                self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=what, why=why)
+                self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=_UNMAPPED_LOAD, why=why)
 
     def _saved_by(self, load: cst.Call) -> cst.Call | None:
         """The save that writes what `load` reads: the one to the same path, or for a path
