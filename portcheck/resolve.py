@@ -289,10 +289,7 @@ class Resolver:
             return []
         values = owner.values.get(node.value, [])
         function = owner.owner
-        params = function.params if isinstance(function, cst.FunctionDef) else None
-        named = (
-            {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)} if params else set()
-        )
+        named = _parameter_names(function) if isinstance(function, cst.FunctionDef) else set()
         if sum(value is None for value in values) > (node.value in named):
             return []
         return [value for value in values if value is not None]
@@ -303,14 +300,14 @@ class Resolver:
         torch.cuda.is_available()`): what the function's code after it reads."""
         owner = self.scope_of(node.value)
         function = owner.owner if owner is not None else None
-        if owner is None or not isinstance(function, cst.FunctionDef) or owner.updated.get(node.value):
+        values = self.rebound_values(node)
+        if (
+            not isinstance(function, cst.FunctionDef)
+            or node.value not in _parameter_names(function)
+            or len(values) != 1
+        ):
             return None
-        values = owner.values.get(node.value, [])
-        params = function.params
-        named = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
-        if node.value not in named or len(values) != 2 or values.count(None) != 1:
-            return None
-        value = next(value for value in values if value is not None)
+        value = values[0]
         statements = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
         for statement in statements:
             if isinstance(statement, cst.SimpleStatementLine):
@@ -341,9 +338,7 @@ class Resolver:
         function = owner.owner if owner is not None else None
         if owner is None or not isinstance(function, cst.FunctionDef) or owner.values.get(node.value) != [None]:
             return None
-        params = function.params
-        named = (param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params))
-        return function if node.value in named else None
+        return function if node.value in _parameter_names(function) else None
 
     def parameter_default(self, node: cst.Name) -> cst.BaseExpression | None:
         """The default of the parameter a name is (`def __init__(self, mixed_precision_type="fp16")`),
@@ -377,3 +372,9 @@ class Resolver:
         if sum(value is None for value in values) != len(owner.updated.get(node.value, ())):
             return []  # also bound as a parameter, a loop target, by `with ... as`...
         return [value for value in values if value is not None]
+
+
+def _parameter_names(function: cst.FunctionDef) -> set[str]:
+    """The names of a function's parameters that callers can pass (not `*args`, `**kwargs`)."""
+    params = function.params
+    return {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}

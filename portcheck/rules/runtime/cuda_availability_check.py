@@ -14,7 +14,6 @@ from portcheck.targets import api
 from portcheck.walk import descendants
 
 # Names that hold how many processes to start (`world_size = torch.cuda.device_count()`).
-_SHOWING = frozenset({"print", "info", "debug", "warning", "warn", "log", "write", "set_description"})
 # What an answer may pass through on its way into a message: an argument, an f-string, text joined.
 _INSIDE_MESSAGES = (cst.Arg, cst.FormattedStringExpression, cst.FormattedString, cst.BinaryOperation)
 _PROCESS_COUNT = re.compile(
@@ -117,7 +116,7 @@ class CudaAvailabilityCheck(CudaApiRule):
             return False
         for parent in reversed(chain[:-1]):
             if not isinstance(parent, _INSIDE_MESSAGES):
-                return isinstance(parent, cst.Call) and patterns.target_name(parent.func) in _SHOWING
+                return isinstance(parent, cst.Call) and patterns.is_logging_call(parent)
         return False
 
     def _unread_attribute(self, node: cst.CSTNode) -> str | None:
