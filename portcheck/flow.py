@@ -261,15 +261,15 @@ class _Class:
 
 def is_self_attribute(node: cst.BaseExpression) -> bool:
     """`self.name`."""
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    return type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
 
 
 def _is_self(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "self"
+    return type(node) is cst.Name and node.value == "self"
 
 
 def _binds(target: cst.BaseExpression, name: str) -> bool:
-    return isinstance(target, cst.Name) and target.value == name
+    return type(target) is cst.Name and target.value == name
 
 
 @dataclass
@@ -327,11 +327,11 @@ class DeviceFlow:
             return
         test = self._source(node.test)
         if holds:
-            other = node.orelse.body if isinstance(node.orelse, cst.Else) else None
+            other = node.orelse.body if type(node.orelse) is cst.Else else None
             tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
             library = _uses_cuda_library(node.body, self.resolver)
             self._add(Guard(test, (node.body,), tells_only=tells, guards_cuda_library=library))
-        elif isinstance(node.orelse, cst.Else):  # `if device != "cuda": ... else: <CUDA path>`
+        elif type(node.orelse) is cst.Else:  # `if device != "cuda": ... else: <CUDA path>`
             library = _uses_cuda_library(node.orelse.body, self.resolver)
             self._add(Guard(test, (node.orelse,), guards_cuda_library=library))
         elif node.orelse is not None:
@@ -341,7 +341,7 @@ class DeviceFlow:
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if len(self.ancestors) == 1:  # in the module itself
-            bases = tuple(arg.value.value for arg in node.bases if isinstance(arg.value, cst.Name))
+            bases = tuple(arg.value.value for arg in node.bases if type(arg.value) is cst.Name)
             self._classes[node.name.value] = _Class(bases, {})
         self._skip_decorators(node)
 
@@ -355,7 +355,7 @@ class DeviceFlow:
             if self._gates_on_gpu(call):
                 self._add(Guard(call, (node.body,), skips=True))
                 continue
-            if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None:
+            if type(call) is not cst.Call or not call.args or call.args[0].keyword is not None:
                 continue
             names = self.resolver.qualified_names(call.func)
             wanted = True if names & _SKIP_UNLESS else False if names & _SKIP_IF else None
@@ -367,26 +367,24 @@ class DeviceFlow:
         """A test mark that runs a test only where an NVIDIA GPU is: `pytest.mark.gpu`, a gate
         named for it (`require_torch_gpu`, `requires_cuda`, `skip_if_no_cuda`), or one given a
         number of CUDA GPUs (Lightning's `RunIf(min_cuda_gpus=1)`)."""
-        func = mark.func if isinstance(mark, cst.Call) else mark
-        if isinstance(mark, cst.Call) and any(
+        func = mark.func if type(mark) is cst.Call else mark
+        if type(mark) is cst.Call and any(
             arg.keyword is not None and arg.keyword.value in _GPU_COUNTS and not _is_zero(arg.value)
             for arg in mark.args
         ):
             return True
-        if not isinstance(func, (cst.Name, cst.Attribute)):
+        if type(func) not in (cst.Name, cst.Attribute):
             return False
         if self.resolver.qualified_names(func) & _GPU_MARKS:
             return True
-        name = func.value if isinstance(func, cst.Name) else func.attr.value
+        name = func.value if type(func) is cst.Name else func.attr.value
         return _GPU_GATE.fullmatch(name) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
         marks = patterns.keyword(node, "marks")
         if marks is not None and self.resolver.qualified_names(node.func) & _PARAMS:
             listed = (
-                [e.value for e in marks.value.elements]
-                if isinstance(marks.value, (cst.List, cst.Tuple))
-                else [marks.value]
+                [e.value for e in marks.value.elements] if type(marks.value) in (cst.List, cst.Tuple) else [marks.value]
             )
             if any(self._gates_on_gpu(mark) for mark in listed):  # `pytest.param(torch.device("cuda"), marks=[...])`
                 self._add(Guard(marks.value, tuple(arg for arg in node.args if arg is not marks), skips=True))
@@ -398,7 +396,7 @@ class DeviceFlow:
             self._add(Guard(self._source(node.test), (node.body if holds else node.orelse,)))
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
-        if isinstance(node.operator, cst.And) and self.cuda_check(node.left):
+        if type(node.operator) is cst.And and self.cuda_check(node.left):
             self._add(Guard(self._source(node.left), (node.right,)))
 
     def visit_Assert(self, node: cst.Assert) -> None:
@@ -410,9 +408,9 @@ class DeviceFlow:
     def _source(self, test: cst.BaseExpression) -> cst.CSTNode:
         """Where a check is written: the test itself, or for `if use_cuda:` the value the name
         is bound to (a fix of the check edits it there)."""
-        if isinstance(test, cst.UnaryOperation):
-            return self._source(test.expression) if isinstance(test.expression, cst.Name) else test
-        if isinstance(test, cst.Name):
+        if type(test) is cst.UnaryOperation:
+            return self._source(test.expression) if type(test.expression) is cst.Name else test
+        if type(test) is cst.Name:
             bound = self._bound_value(test)
             return bound if bound is not None else test
         return test
@@ -459,9 +457,9 @@ class DeviceFlow:
     def _following(self, statement: cst.CSTNode | None) -> tuple[cst.CSTNode, ...]:
         """The statements after `statement` in its block: what an early exit protects."""
         block = self.ancestors[-1] if statement is not None and statement is not self.ancestors[-1] else None
-        if isinstance(statement, cst.SimpleStatementLine) and len(self.ancestors) > 1:
+        if type(statement) is cst.SimpleStatementLine and len(self.ancestors) > 1:
             block = self.ancestors[-2]
-        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        if type(block) not in (cst.IndentedBlock, cst.Module):
             return ()
         body = list(block.body)
         index = next((i for i, item in enumerate(body) if item is statement), None)
@@ -485,29 +483,29 @@ class DeviceFlow:
         reach = ONLY_CUDA if self.placement(chain, node).protected_by else ANYWHERE
         path = (*chain, node)
         for parent, child in zip(path, path[1:]):
-            if isinstance(parent, (cst.If, cst.IfExp)) and (child is parent.body or child is parent.orelse):
+            if type(parent) in (cst.If, cst.IfExp) and (child is parent.body or child is parent.orelse):
                 holds, fails = self.condition(parent.test)
                 reach &= holds if child is parent.body else fails
-            elif isinstance(parent, cst.BooleanOperation) and child is parent.right:
+            elif type(parent) is cst.BooleanOperation and child is parent.right:
                 holds, fails = self.condition(parent.left)
-                reach &= holds if isinstance(parent.operator, cst.And) else fails
+                reach &= holds if type(parent.operator) is cst.And else fails
         return reach
 
     def condition(self, test: cst.BaseExpression, depth: int = 0) -> tuple[Reach, Reach]:
         """Where the device may be when `test` holds, and when it fails (ANYWHERE for what a
         test does not tell)."""
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             holds, fails = self.condition(test.expression, depth)
             return fails, holds
-        if isinstance(test, cst.BooleanOperation):
+        if type(test) is cst.BooleanOperation:
             (left_holds, left_fails), (right_holds, right_fails) = (
                 self.condition(test.left, depth),
                 self.condition(test.right, depth),
             )
-            if isinstance(test.operator, cst.And):
+            if type(test.operator) is cst.And:
                 return left_holds & right_holds, left_fails | right_fails
             return left_holds | right_holds, left_fails & right_fails
-        if isinstance(test, cst.Name) and depth == 0:
+        if type(test) is cst.Name and depth == 0:
             bound = self.resolver.assigned_value(test)
             return self.condition(bound, depth + 1) if bound is not None else (ANYWHERE, ANYWHERE)
         named = self._named_types(test)
@@ -520,58 +518,58 @@ class DeviceFlow:
         """The device types a comparison with device type literals (`device.type == "mps"`,
         `"xla" in str(device)`, `device.type not in ("cpu", "mps")`) or a backend's availability
         call (`torch.backends.mps.is_available()`) holds for, exactly."""
-        if isinstance(test, cst.Call):
+        if type(test) is cst.Call:
             names = self.resolver.qualified_names(test.func)
             found = {name.split(".")[-2] for name in names if _AVAILABLE_CALL.fullmatch(name)}
             return Reach(frozenset(found), False) if found and found <= DEVICE_TYPES else None
-        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             return None
         link = test.comparisons[0]
         left, right, operator = test.left, link.comparator, link.operator
         types = None
-        if isinstance(operator, (cst.Equal, cst.NotEqual)):
+        if type(operator) in (cst.Equal, cst.NotEqual):
             if patterns.is_device_like(left):
                 types = _device_types(right)
             elif patterns.is_device_like(right):
                 types = _device_types(left)
-        elif isinstance(operator, (cst.In, cst.NotIn)):
+        elif type(operator) in (cst.In, cst.NotIn):
             if patterns.is_device_like(right):
                 types = _device_types(left)  # "mps" in str(device)
-            elif patterns.is_device_like(left) and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            elif patterns.is_device_like(left) and type(right) in (cst.Tuple, cst.List, cst.Set):
                 found = [_device_types(element.value) for element in right.elements]
                 types = frozenset().union(*found) if found and None not in found else None
         if types is None:
             return None
         reach = Reach(types, False)
-        return reach if isinstance(operator, (cst.Equal, cst.In)) else ~reach
+        return reach if type(operator) in (cst.Equal, cst.In) else ~reach
 
     def cuda_check(self, test: cst.BaseExpression, depth: int = 0) -> bool | None:
         """True for a check that holds only on CUDA, False for one that fails only on CUDA
         (`not torch.cuda.is_available()`), None for anything else."""
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             inner = self.cuda_check(test.expression, depth)
             return None if inner is None else not inner
-        if isinstance(test, cst.BooleanOperation):
+        if type(test) is cst.BooleanOperation:
             sides = [self.cuda_check(test.left, depth), self.cuda_check(test.right, depth)]
-            wanted = any if isinstance(test.operator, cst.And) else all  # `a and <cuda>`; `<cuda> or <cuda>`
+            wanted = any if type(test.operator) is cst.And else all  # `a and <cuda>`; `<cuda> or <cuda>`
             return True if wanted(side is True for side in sides) else None
-        if isinstance(test, cst.Call):
+        if type(test) is cst.Call:
             func = test.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "startswith":
+            if type(func) is cst.Attribute and func.attr.value == "startswith":
                 return True if _is_cuda_prefix(test) and patterns.is_device_like(func.value) else None
-            if isinstance(func, cst.Attribute) and func.attr.value not in _CHECK_NAMES:
+            if type(func) is cst.Attribute and func.attr.value not in _CHECK_NAMES:
                 return None  # resolve only what could be one (or a name: `from torch.cuda import ...`)
             names = self.resolver.qualified_names(func)
             return True if names & _AVAILABILITY or _COUNT in names else None
-        if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+        if type(test) is cst.Attribute and test.attr.value == "is_cuda":
             return True
-        if isinstance(test, cst.Attribute) and test.attr.value in ("cuda", "hip"):
+        if type(test) is cst.Attribute and test.attr.value in ("cuda", "hip"):
             return True if self.resolver.qualified_names(test) & _BUILD_VERSIONS else None
-        if isinstance(test, cst.Comparison):
+        if type(test) is cst.Comparison:
             return self._compared(test)
-        if isinstance(test, cst.Name) and depth == 0 and test.value not in ("True", "False", "None"):
+        if type(test) is cst.Name and depth == 0 and test.value not in ("True", "False", "None"):
             bound = self._bound_value(test)
-            if bound is not None and not isinstance(bound, cst.Name):
+            if bound is not None and type(bound) is not cst.Name:
                 return self.cuda_check(bound, depth + 1)
         return None
 
@@ -580,33 +578,33 @@ class DeviceFlow:
             return None
         link = test.comparisons[0]
         left, right, operator = test.left, link.comparator, link.operator
-        if isinstance(operator, (cst.Is, cst.IsNot)) and isinstance(right, cst.Name) and right.value == "None":
-            built = self.resolver.qualified_names(left) & _BUILD_VERSIONS if isinstance(left, cst.Attribute) else None
-            return isinstance(operator, cst.IsNot) if built else None  # `torch.version.hip is not None`
-        func = left.func if isinstance(left, cst.Call) else None
-        counts = func is not None and (not isinstance(func, cst.Attribute) or func.attr.value == "device_count")
+        if type(operator) in (cst.Is, cst.IsNot) and type(right) is cst.Name and right.value == "None":
+            built = self.resolver.qualified_names(left) & _BUILD_VERSIONS if type(left) is cst.Attribute else None
+            return type(operator) is cst.IsNot if built else None  # `torch.version.hip is not None`
+        func = left.func if type(left) is cst.Call else None
+        counts = func is not None and (type(func) is not cst.Attribute or func.attr.value == "device_count")
         if func is not None and counts and _COUNT in self.resolver.qualified_names(func):
-            bound = right.evaluated_value if isinstance(right, cst.Integer) else None
+            bound = right.evaluated_value if type(right) is cst.Integer else None
             if isinstance(bound, int):
-                if isinstance(operator, cst.GreaterThan) and bound >= 0:
+                if type(operator) is cst.GreaterThan and bound >= 0:
                     return True
-                if isinstance(operator, cst.GreaterThanEqual) and bound >= 1:
+                if type(operator) is cst.GreaterThanEqual and bound >= 1:
                     return True
-                if isinstance(operator, cst.Equal) and bound == 0:
+                if type(operator) is cst.Equal and bound == 0:
                     return False
             return None
-        if isinstance(operator, (cst.Equal, cst.In)):
+        if type(operator) in (cst.Equal, cst.In):
             holds = True
-        elif isinstance(operator, (cst.NotEqual, cst.NotIn)):
+        elif type(operator) in (cst.NotEqual, cst.NotIn):
             holds = False
         else:
             return None
         device_like = patterns.is_device_like
-        if isinstance(operator, (cst.In, cst.NotIn)) and _only_cuda(right) and device_like(left):
+        if type(operator) in (cst.In, cst.NotIn) and _only_cuda(right) and device_like(left):
             return holds
-        if isinstance(operator, (cst.In, cst.NotIn)) and _is_cuda(left) and device_like(right):
+        if type(operator) in (cst.In, cst.NotIn) and _is_cuda(left) and device_like(right):
             return holds  # "cuda" in device
-        if isinstance(operator, (cst.Equal, cst.NotEqual)):
+        if type(operator) in (cst.Equal, cst.NotEqual):
             if (_is_cuda(right) and device_like(left)) or (_is_cuda(left) and device_like(right)):
                 return holds
         return None
@@ -626,27 +624,27 @@ class DeviceFlow:
         (`seen`): `x = x[keep]` says no more than the name's other bindings."""
         if depth > _HOME_DEPTH:
             return Home.UNKNOWN
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             if node.value in self._held:
                 return self._held[node.value]
             return None if node.value in seen else self._name_home(node, depth, seen)
-        if isinstance(node, _NUMBERS):
+        if type(node) in _NUMBERS:
             return Home.HOST  # a number: no device of its own
         parts: Sequence[cst.BaseExpression] = ()
-        if isinstance(node, (cst.List, cst.Tuple)) and node.elements:
+        if type(node) in (cst.List, cst.Tuple) and node.elements:
             parts = [element.value for element in node.elements]
-        elif isinstance(node, cst.Subscript):
+        elif type(node) is cst.Subscript:
             parts = [node.value]
-        elif isinstance(node, cst.UnaryOperation):
+        elif type(node) is cst.UnaryOperation:
             parts = [node.expression]
-        elif isinstance(node, cst.BinaryOperation):
+        elif type(node) is cst.BinaryOperation:
             parts = [node.left, node.right]
-        elif isinstance(node, cst.Comparison):
+        elif type(node) is cst.Comparison:
             parts = [node.left, *(link.comparator for link in node.comparisons)]
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             return self._call_home(node, depth, seen)
         elif is_self_attribute(node) or (
-            isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and self._instances(node.value, ())
+            type(node) is cst.Attribute and type(node.value) is cst.Name and self._instances(node.value, ())
         ):  # `self.tokens`; `shard.tokens` where `shard = Shard(tokens)`, a class of the module
             return self._attribute_home(node, depth, seen)
         return _weakest(self._home(part, depth + 1, seen) for part in parts) if parts else Home.UNKNOWN
@@ -716,7 +714,7 @@ class DeviceFlow:
         """What the module's function called by name returns, each with the scope of its
         `return` (none for other calls); also of a module-level function the walk has yet to
         reach (k-diffusion's `append_zero`, defined after the samplers that use it)."""
-        if not isinstance(call.func, cst.Name):
+        if type(call.func) is not cst.Name:
             return []
         function = self._functions.get(call.func.value)
         if function is not None:
@@ -726,7 +724,7 @@ class DeviceFlow:
             return []
         if id(later) not in self._returns_ahead:  # read once, before the walk gets there
             scope = function_scope(later, self.resolver.module)
-            returns = [node for node in self._own(later.body, _NESTED_SCOPES) if isinstance(node, cst.Return)]
+            returns = [node for node in self._own(later.body, _NESTED_SCOPES) if type(node) is cst.Return]
             self._returns_ahead[id(later)] = [(each.value, scope) for each in returns if each.value is not None]
         return self._returns_ahead[id(later)]
 
@@ -734,7 +732,7 @@ class DeviceFlow:
         """The module-level functions, by name (the last definition of each)."""
         if self._module_functions is None:
             body = self.resolver.module_node.body
-            self._module_functions = {each.name.value: each for each in body if isinstance(each, cst.FunctionDef)}
+            self._module_functions = {each.name.value: each for each in body if type(each) is cst.FunctionDef}
         return self._module_functions
 
     def _iterated_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
@@ -761,9 +759,9 @@ class DeviceFlow:
         if self.elsewhere or self.resolver.bindings(node) != 1:
             return None
         for ancestor in reversed(self.ancestors):
-            if isinstance(ancestor, _NESTED_SCOPES):
+            if type(ancestor) in _NESTED_SCOPES:
                 return None
-            if isinstance(ancestor, cst.For) and node.value in _target_names(ancestor.target):
+            if type(ancestor) is cst.For and node.value in _target_names(ancestor.target):
                 return ancestor
         return None
 
@@ -772,8 +770,8 @@ class DeviceFlow:
         for name in _target_names(loop.target):
             for statement in loop.body.body:
                 value = _plain_assignment(statement, name)
-                func = value.func if isinstance(value, cst.Call) else None
-                if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda") and _binds(func.value, name):
+                func = value.func if type(value) is cst.Call else None
+                if type(func) is cst.Attribute and func.attr.value in ("to", "cuda") and _binds(func.value, name):
                     return True
         return False
 
@@ -782,9 +780,9 @@ class DeviceFlow:
         the walk is in."""
         ancestors = self.ancestors
         for index in range(len(ancestors) - 1, -1, -1):
-            if isinstance(ancestors[index], _NESTED_SCOPES):
+            if type(ancestors[index]) in _NESTED_SCOPES:
                 function = ancestors[index]
-                if not isinstance(function, cst.FunctionDef) or index + 2 >= len(ancestors):
+                if type(function) is not cst.FunctionDef or index + 2 >= len(ancestors):
                     return None
                 body, statement = function.body.body, ancestors[index + 2]
                 position = next((i for i, each in enumerate(body) if each is statement), None)
@@ -807,7 +805,7 @@ class DeviceFlow:
                 if _python_data(value):
                     return Home.UNKNOWN, True
                 return self._home_holding(value, name, self._held_before(name, body, index, depth + 1), depth), False
-            own = index == position and isinstance(body[index], cst.SimpleStatementLine)
+            own = index == position and type(body[index]) is cst.SimpleStatementLine
             if not own and name in self.names_bound_in(body[index]):
                 return None  # also bound in a branch or a loop on the way: the name's bindings at large say
         return None
@@ -869,10 +867,10 @@ class DeviceFlow:
             tensors = [value for value in given if not is_number(value)]  # `dim`, `k`: no tensor of theirs
             return _weakest(self._home(value, depth + 1, seen) for value in tensors) if tensors else Home.UNKNOWN
         method = patterns.method_name(call)
-        if isinstance(call.func, cst.Name) and call.func.value in self._functions:
+        if type(call.func) is cst.Name and call.func.value in self._functions:
             returned = self._returned_home(call, depth, seen)
             return Home.UNKNOWN if returned is None else returned
-        if names or method is None or not isinstance(call.func, cst.Attribute):
+        if names or method is None or type(call.func) is not cst.Attribute:
             return Home.UNKNOWN
         if method in ("cpu", "numpy") or (method == "to" and any(self.is_cpu(arg.value) for arg in call.args)):
             return Home.HOST
@@ -884,7 +882,7 @@ class DeviceFlow:
 
     def _makes_parameter(self, value: cst.BaseExpression) -> bool:
         """`nn.Parameter(torch.zeros(n))`: a tensor that moves with its module."""
-        return isinstance(value, cst.Call) and "torch.nn.Parameter" in self.resolver.qualified_names(value.func)
+        return type(value) is cst.Call and "torch.nn.Parameter" in self.resolver.qualified_names(value.func)
 
     def _location_home(self, location: cst.BaseExpression) -> Home:
         """Where `torch.load(..., map_location=location)` puts tensors: the host for the CPU,
@@ -892,16 +890,16 @@ class DeviceFlow:
         which may send each storage anywhere."""
         if self.is_cpu(location):
             return Home.HOST
-        if isinstance(location, (cst.Lambda, cst.Dict)):
+        if type(location) in (cst.Lambda, cst.Dict):
             return Home.UNKNOWN
-        if isinstance(location, cst.Call) and "torch.device" not in self.resolver.qualified_names(location.func):
+        if type(location) is cst.Call and "torch.device" not in self.resolver.qualified_names(location.func):
             return Home.UNKNOWN
         return Home.MOVED
 
     def _holds_python_data(self, node: cst.BaseExpression) -> bool:
         """A list, tuple or comprehension display, or a name bound only to those: data that a
         factory copies to the default device, whatever its elements are."""
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             if node.value in self._held:
                 return node.value in self._listed
             values = self.resolver.assigned_values(node)
@@ -913,8 +911,8 @@ class DeviceFlow:
         `with torch.device(...)`, or in a module (its `source`) that mentions `set_default_device`
         or `set_default_tensor_type` (`torch.cuda.HalfTensor`)."""
         for node in ancestors:
-            if isinstance(node, cst.With) and any(
-                isinstance(item.item, cst.Call) and "torch.device" in self.resolver.qualified_names(item.item.func)
+            if type(node) is cst.With and any(
+                type(item.item) is cst.Call and "torch.device" in self.resolver.qualified_names(item.item.func)
                 for item in node.items
             ):
                 return True
@@ -922,7 +920,7 @@ class DeviceFlow:
 
     def is_cpu(self, node: cst.BaseExpression) -> bool:
         """`"cpu"` or `torch.device("cpu")`."""
-        if isinstance(node, cst.Call) and node.args and "torch.device" in self.resolver.qualified_names(node.func):
+        if type(node) is cst.Call and node.args and "torch.device" in self.resolver.qualified_names(node.func):
             node = node.args[0].value
         return patterns.string_value(node) == "cpu"
 
@@ -938,8 +936,8 @@ class DeviceFlow:
         where the name is bound more than once (`a = a / a[0]`) too, since any may read this value.
         None for names also bound otherwise, names of a module or class (other code may read
         them), and names a nested function, class or comprehension refers to."""
-        function = next((node for node in reversed(chain) if isinstance(node, _NESTED_SCOPES)), None)
-        if not isinstance(function, cst.FunctionDef) or not self.resolver.assigned_values(name):
+        function = next((node for node in reversed(chain) if type(node) in _NESTED_SCOPES), None)
+        if type(function) is not cst.FunctionDef or not self.resolver.assigned_values(name):
             return None
         return references(function, name.value)
 
@@ -951,11 +949,11 @@ class DeviceFlow:
         walk is at the node (a loader bound by name is resolved in the scope of the loop)."""
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
-            if isinstance(loop, _NESTED_SCOPES):
+            if type(loop) in _NESTED_SCOPES:
                 return None
-            if not isinstance(loop, (cst.For, cst.While)):
+            if type(loop) not in (cst.For, cst.While):
                 continue
-            if ancestors[index + 1] is loop.body or (isinstance(loop, cst.While) and ancestors[index + 1] is loop.test):
+            if ancestors[index + 1] is loop.body or (type(loop) is cst.While and ancestors[index + 1] is loop.test):
                 step = self.loop_step(loop)
                 if step is not None:
                     return step
@@ -968,9 +966,9 @@ class DeviceFlow:
             return False
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
-            if isinstance(loop, _NESTED_SCOPES):
+            if type(loop) in _NESTED_SCOPES:
                 break
-            if isinstance(loop, (cst.For, cst.While)) and ancestors[index + 1] is loop.body and self.loop_step(loop):
+            if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
                 return off_the_step_path(ancestors[index:], self.resolver)
         return True
 
@@ -988,7 +986,7 @@ class DeviceFlow:
         processor, which `generate()` calls for every token; a torchmetrics metric's `update()`."""
         for index in range(2, len(ancestors) - 1):
             method, holder = ancestors[index], ancestors[index - 2]
-            if not (isinstance(method, cst.FunctionDef) and isinstance(holder, cst.ClassDef)):
+            if not (type(method) is cst.FunctionDef and type(holder) is cst.ClassDef):
                 continue
             if ancestors[index + 1] is not method.body:
                 return None
@@ -1072,13 +1070,9 @@ class DeviceFlow:
         owner = self._methods.get(id(generator))
         if owner is not None:
             return owner in self._owners(source, "__iter__", ancestors)
-        if isinstance(source, cst.Name):
+        if type(source) is cst.Name:
             return any(self._draws(value, generator, ancestors) for value in self.resolver.assigned_values(source))
-        return (
-            isinstance(source, cst.Call)
-            and isinstance(source.func, cst.Name)
-            and source.func.value == generator.name.value
-        )
+        return type(source) is cst.Call and type(source.func) is cst.Name and source.func.value == generator.name.value
 
     def callers(self, function: cst.FunctionDef) -> list[cst.FunctionDef]:
         """The module's functions that call `function`, directly or through others
@@ -1140,13 +1134,13 @@ class DeviceFlow:
         return judged[0]
 
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
-        if isinstance(loop, cst.For) and self._iterates_loader(loop.iter):
+        if type(loop) is cst.For and self._iterates_loader(loop.iter):
             return "a loop over a DataLoader"
         if self._runs_epochs(loop):
             return None
         judging, self._marking_class = self._marking_class, self._loop_classes.get(id(loop))
         try:
-            found = self._markers(loop.test if isinstance(loop, cst.While) else None, loop.body)
+            found = self._markers(loop.test if type(loop) is cst.While else None, loop.body)
         finally:
             self._marking_class = judging  # a helper's loop judged on the way has its own class
         if found is None:
@@ -1160,15 +1154,13 @@ class DeviceFlow:
         accumulation) is the step loop. So is a `for` loop that calls the module's functions
         running a whole step loop (`for i in range(num_samples): y = generate(...)`): once per
         sample, where the output comes back."""
-        inner = [node for node in self._own(loop.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))]
-        own = [
-            node for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if isinstance(node, cst.Call)
-        ]
+        inner = [node for node in self._own(loop.body, _NESTED_SCOPES) if type(node) in (cst.For, cst.While)]
+        own = [node for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
         if any(_steps_optimizer(call) for call in own):
             return False
         if any(self.loop_step(each) in ("a training loop", "a loop over a DataLoader") for each in inner):
             return True
-        if isinstance(loop, cst.While):
+        if type(loop) is cst.While:
             return False  # `while pos < n:` around a speculative decode step decodes: the step loop
         return any(self._runs_steps_through(helper, 1) for call in own for helper in self._helpers_called(call, 0))
 
@@ -1180,16 +1172,16 @@ class DeviceFlow:
             if part is None:
                 continue
             for node in (part, *self._own(part, _NESTED_SCOPES + (cst.For, cst.While))):
-                if isinstance(node, cst.Call):
+                if type(node) is cst.Call:
                     found.add(self._step_marker(node, depth))
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
 
     def _step_marker(self, call: cst.Call, depth: int = 0) -> str | None:
         method = patterns.method_name(call)
-        receiver = owner_name(call.func.value) if isinstance(call.func, cst.Attribute) else ""
+        receiver = owner_name(call.func.value) if type(call.func) is cst.Attribute else ""
         if method in ("backward", "zero_grad") or (method == "step" and _OPTIMIZER_NAME.search(receiver)):
             return "training"
-        named = call.func.value if isinstance(call.func, cst.Name) else method or ""
+        named = call.func.value if type(call.func) is cst.Name else method or ""
         if _STEP_CALL.match(named):  # `trainer.train_step(samples)`, `self.validation_step(batch)`
             return "training" if named.startswith("train") else "step"
         samplers = self.resolver.qualified_names(call.func) & _SAMPLERS
@@ -1206,10 +1198,8 @@ class DeviceFlow:
         helpers = self._helpers_called(call, depth)
         if depth >= 2 or named.startswith("test_"):
             return None  # a test function run from a loop over cases is no step
-        if isinstance(call.func, cst.Name) and not helpers:  # `lower_update = lambda x, s, t: self.update(x, s, t)`
-            lambdas = [
-                value.body for value in self.resolver.assigned_values(call.func) if isinstance(value, cst.Lambda)
-            ]
+        if type(call.func) is cst.Name and not helpers:  # `lower_update = lambda x, s, t: self.update(x, s, t)`
+            lambdas = [value.body for value in self.resolver.assigned_values(call.func) if type(value) is cst.Lambda]
             return self._markers(*lambdas, depth=depth + 1) if lambdas else None
         found = {self._helper_marker(helper, depth) for helper in helpers}
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
@@ -1218,7 +1208,7 @@ class DeviceFlow:
         """A generator function: a `yield` of its own (asked once per function)."""
         if id(function) not in self._generators:
             own = descendants(function.body, _NESTED_SCOPES)
-            self._generators[id(function)] = any(isinstance(node, cst.Yield) for node in own)
+            self._generators[id(function)] = any(type(node) is cst.Yield for node in own)
         return self._generators[id(function)]
 
     def _own(self, root: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> tuple[cst.CSTNode, ...]:
@@ -1238,17 +1228,17 @@ class DeviceFlow:
         return [*self._callees(call, depth), *given]
 
     def _names_function(self, arg: cst.Arg) -> bool:
-        return isinstance(arg.value, cst.Name) and not arg.star and arg.value.value in self._functions
+        return type(arg.value) is cst.Name and not arg.star and arg.value.value in self._functions
 
     def _callees(self, call: cst.Call, depth: int) -> list[cst.FunctionDef]:
         method = patterns.method_name(call)
-        if isinstance(call.func, cst.Name):
+        if type(call.func) is cst.Name:
             name = call.func.value
             return [self._functions[name]] if name in self._functions else []
-        if isinstance(call.func, cst.Attribute) and _is_self(call.func.value) and depth < 2:
+        if type(call.func) is cst.Attribute and _is_self(call.func.value) and depth < 2:
             return self._own_methods(call.func.attr.value)
         if (
-            isinstance(call.func, cst.Attribute)
+            type(call.func) is cst.Attribute
             and method in self._titles
             and depth < 2
             and self._may_hold_instance(call.func.value)
@@ -1262,7 +1252,7 @@ class DeviceFlow:
         not where it also steps an optimizer outside that loop (gradient accumulation: the
         loop is part of one step)."""
         own = self._own(function.body, _NESTED_SCOPES + (cst.For, cst.While))
-        calls = [node for node in own if isinstance(node, cst.Call)]
+        calls = [node for node in own if type(node) is cst.Call]
         if any(_steps_optimizer(call) for call in calls):
             return False
         if self.runs_steps(function):
@@ -1280,7 +1270,7 @@ class DeviceFlow:
         """A receiver that may hold an instance of the module's classes: an attribute of `self`,
         or a name bound here to a value (not `self`, not an import). Asked for calls of a method
         name of the classes seen so far: a class defined after its caller is not followed."""
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return node.value != "self" and self.resolver.holds_value(node.value)
         return is_self_attribute(node)
 
@@ -1290,25 +1280,23 @@ class DeviceFlow:
         list of them, a loop variable over such a list (`for f in self.filters:`)."""
         if depth > 3:
             return set()
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+        if type(node) is cst.Call and type(node.func) is cst.Name:
             return {node.func.value} if node.func.value in self._classes else set()
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             return self._instances(node.body, ancestors, depth + 1) | self._instances(node.orelse, ancestors, depth + 1)
-        if isinstance(node, (cst.List, cst.Tuple)):
+        if type(node) in (cst.List, cst.Tuple):
             return {kind for element in node.elements for kind in self._instances(element.value, ancestors, depth + 1)}
-        if isinstance(node, cst.Attribute) and is_self_attribute(node):
+        if type(node) is cst.Attribute and is_self_attribute(node):
             values = [*self._self_attributes.get(node.attr.value, []), *self._self_items.get(node.attr.value, [])]
             return {
                 kind
                 for value, scope in values
                 for kind in self.in_scope(scope, partial(self._instances, value, (), depth + 1))
             }
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             values = self.resolver.assigned_values(node)
             kinds = {kind for value in values for kind in self._instances(value, ancestors, depth + 1)}
-            loop = next(
-                (a for a in reversed(ancestors) if isinstance(a, cst.For) and _binds(a.target, node.value)), None
-            )
+            loop = next((a for a in reversed(ancestors) if type(a) is cst.For and _binds(a.target, node.value)), None)
             return kinds | (self._instances(loop.iter, ancestors, depth + 1) if loop is not None else set())
         return set()
 
@@ -1346,13 +1334,11 @@ class DeviceFlow:
         judged = self._helpers.get(key)
         if judged is None or judged[1] < known:
             self._helpers[key] = (None, known)  # a recursive call says nothing more
-            loops = [
-                node for node in self._own(function.body, _NESTED_SCOPES) if isinstance(node, (cst.For, cst.While))
-            ]
+            loops = [node for node in self._own(function.body, _NESTED_SCOPES) if type(node) in (cst.For, cst.While)]
             looped = any(self.loop_step(loop) for loop in loops)
             # what its closures do too: they run when it calls them (PLMS's `get_model_output`)
             inner = self._own(function.body, (cst.ClassDef, cst.Lambda))
-            closures = [node.body for node in inner if isinstance(node, cst.FunctionDef)]
+            closures = [node.body for node in inner if type(node) is cst.FunctionDef]
             marker = None if looped else self._markers(function.body, *closures, depth=depth + 1)
             self._helpers[key] = (marker, known)
         return self._helpers[key][0]
@@ -1360,13 +1346,13 @@ class DeviceFlow:
     def _iterates_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
         `enumerate(...)`, `tqdm(...)`, `zip(...)`."""
-        if isinstance(node, (cst.Name, cst.Attribute)):
+        if type(node) in (cst.Name, cst.Attribute):
             name = patterns.target_name(node) or ""
             if _LOADER_NAME.search(name) and not _LOADER_SETTING.search(name):
                 return True
-            bound = self.resolver.assigned_value(node) if isinstance(node, cst.Name) else None
-            return isinstance(bound, cst.Call) and bool(self.resolver.qualified_names(bound.func) & DATALOADERS)
-        if isinstance(node, cst.Call):
+            bound = self.resolver.assigned_value(node) if type(node) is cst.Name else None
+            return type(bound) is cst.Call and bool(self.resolver.qualified_names(bound.func) & DATALOADERS)
+        if type(node) is cst.Call:
             if self.resolver.qualified_names(node.func) & DATALOADERS:
                 return True
             return depth < 2 and any(
@@ -1380,8 +1366,8 @@ class DeviceFlow:
         """Note the class a function is a method of (its callers spell it `self.f(...)`), and
         whether a decorator skips it off CUDA."""
         holder = self.ancestors[-2] if len(self.ancestors) > 1 else None
-        self._methods[id(node)] = holder.name.value if isinstance(holder, cst.ClassDef) else None
-        if holder is None or not isinstance(holder, cst.ClassDef):
+        self._methods[id(node)] = holder.name.value if type(holder) is cst.ClassDef else None
+        if holder is None or type(holder) is not cst.ClassDef:
             self._functions[node.name.value] = node
         elif holder.name.value in self._classes and len(self.ancestors) == 3:
             self._classes[holder.name.value].methods[node.name.value] = node
@@ -1394,45 +1380,43 @@ class DeviceFlow:
         func = node.func
         for arg in node.args:
             if self._names_function(arg):  # `gpu_timer(train_step)`
-                assert isinstance(arg.value, cst.Name)
+                assert type(arg.value) is cst.Name
                 self._callbacks.setdefault(arg.value.value, []).append(
                     _Site(node, self.resolver.scope, tuple(self.ancestors))
                 )
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             site = _Site(node, self.resolver.scope, tuple(self.ancestors))
             for name in (func.value, *self._picked(func)):
                 self._calls.setdefault(name, []).append(site)
-        elif isinstance(func, cst.Attribute) and _is_self(func.value):
+        elif type(func) is cst.Attribute and _is_self(func.value):
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
             if func.attr.value == "register_buffer":
                 self._note_buffer(node)
-        elif isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and node.args:
+        elif type(func) is cst.Attribute and func.attr.value in ("append", "extend") and node.args:
             if is_self_attribute(func.value):  # `self.filters.append(Blank())`
-                assert isinstance(func.value, cst.Attribute)
+                assert type(func.value) is cst.Attribute
                 item = node.args[0].value
-                items = item.elements if func.attr.value == "extend" and isinstance(item, (cst.List, cst.Tuple)) else ()
+                items = item.elements if func.attr.value == "extend" and type(item) in (cst.List, cst.Tuple) else ()
                 for each in [e.value for e in items] or [item]:
                     self._self_items.setdefault(func.value.attr.value, []).append((each, self.resolver.scope))
-        elif (
-            isinstance(func, cst.Attribute) and func.attr.value in self._titles and self._may_hold_instance(func.value)
-        ):
+        elif type(func) is cst.Attribute and func.attr.value in self._titles and self._may_hold_instance(func.value):
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1, func.value)
             self._calls.setdefault(func.attr.value, []).append(site)  # `self.decoder.update(...)`
-        spawns = isinstance(func, cst.Attribute) and func.attr.value in ("spawn", "start_processes")
+        spawns = type(func) is cst.Attribute and func.attr.value in ("spawn", "start_processes")
         if spawns and node.args and self.resolver.qualified_names(func) & _SPAWNERS:
             spawned = node.args[0].value
-            if isinstance(spawned, cst.Name) and node.args[0].keyword is None:
+            if type(spawned) is cst.Name and node.args[0].keyword is None:
                 self._spawned.add(spawned.value)
 
     def _picked(self, func: cst.Name) -> list[str]:
         """The functions a name bound to a pick from a table may hold (`sample_fn = {"heun":
         sample_heun, "dpm": sample_dpm}[sampler]`): calling it calls one of them."""
         value = self.resolver.assigned_value(func)
-        if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Dict)):
+        if not (type(value) is cst.Subscript and type(value.value) is cst.Dict):
             return []
         elements = value.value.elements
-        return [e.value.value for e in elements if isinstance(e, cst.DictElement) and isinstance(e.value, cst.Name)]
+        return [e.value.value for e in elements if type(e) is cst.DictElement and type(e.value) is cst.Name]
 
     def _note_buffer(self, call: cst.Call) -> None:
         """`self.register_buffer("queue_ptr", torch.zeros(1))`: `self.queue_ptr` holds that tensor."""
@@ -1440,7 +1424,7 @@ class DeviceFlow:
         buffer = patterns.string_value(name.value) if name is not None else None
         if buffer and value is not None:
             self._self_attributes.setdefault(buffer, []).append((value.value, self.resolver.scope))
-            if not (isinstance(value.value, cst.Name) and value.value.value == "None"):
+            if not (type(value.value) is cst.Name and value.value.value == "None"):
                 self._buffers.add(buffer)
 
     def visit_For(self, node: cst.For) -> None:
@@ -1458,7 +1442,7 @@ class DeviceFlow:
         """Note the loops of each function, for `called_every_step`, and the class each is in,
         for the methods its body calls through `self.`."""
         self._loop_classes[id(loop)] = _class_name(self.ancestors)
-        if isinstance(loop, cst.For):
+        if type(loop) is cst.For:
             self._for_loops.append((loop, self.resolver.scope, (*self.ancestors, loop)))
         function = enclosing_function(self.ancestors)
         if function is not None:
@@ -1467,11 +1451,11 @@ class DeviceFlow:
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             pairs = [(target.target, node.value)]
-            if isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
+            if type(target.target) is cst.Tuple and type(node.value) is cst.Tuple:
                 if len(target.target.elements) == len(node.value.elements):  # `self.x, self.y = a, b`
                     pairs = [(t.value, v.value) for t, v in zip(target.target.elements, node.value.elements)]
             for name, value in pairs:
-                if isinstance(name, cst.Attribute) and is_self_attribute(name):
+                if type(name) is cst.Attribute and is_self_attribute(name):
                     self._self_attributes.setdefault(name.attr.value, []).append((value, self.resolver.scope))
 
     @property
@@ -1484,26 +1468,26 @@ class DeviceFlow:
         accelerator's index. Asked during the walk it knows the callers seen so far; after it, all."""
         if depth > _DEPTH:
             return False
-        if isinstance(node, cst.Integer):
+        if type(node) is cst.Integer:
             return True
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
             return self.holds_index(node.expression, scope, depth + 1)
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _INT_OPERATORS):
+        if type(node) is cst.BinaryOperation and type(node.operator) in _INT_OPERATORS:
             return self.holds_index(node.left, scope, depth + 1) and not _is_string(node.right)
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             func = node.func
-            if isinstance(func, cst.Name) and func.value in _INT_BUILTINS and not self._bound_in(func.value, scope):
+            if type(func) is cst.Name and func.value in _INT_BUILTINS and not self._bound_in(func.value, scope):
                 return True
             names = self.resolver.qualified_names(func)
             if names & _INDEX_CALLS:
                 return True
             # `distributed.get_local_rank()` (dinov2's own), `hvd.local_rank()`: named for what it returns
             return any(_INDEX_NAME.match(name.rpartition(".")[2].removeprefix("get_")) for name in names)
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return self._name_holds_index(node.value, scope, depth)
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             owner = node.value
-            if isinstance(owner, cst.Name) and owner.value == "self":
+            if type(owner) is cst.Name and owner.value == "self":
                 values = self._self_attributes.get(node.attr.value, [])
                 if values:
                     return all(self.holds_index(value, where, depth + 1) for value, where in values)
@@ -1536,7 +1520,7 @@ class DeviceFlow:
         one, when the function is what `mp.spawn` starts (its first parameter is the process
         index), or, where the module never calls it, when it is named for one (`rank`, `gpu_id`)."""
         function = scope.owner
-        if not isinstance(function, cst.FunctionDef):
+        if type(function) is not cst.FunctionDef:
             return False
         params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
         if name not in params:
@@ -1569,7 +1553,7 @@ class DeviceFlow:
         """Calls of a function (of a method of `owner` through `self.`, of `__init__` through
         its class) that the module makes."""
         if owner is None:
-            return [site for site in self._calls.get(title, []) if isinstance(site.call.func, cst.Name)]
+            return [site for site in self._calls.get(title, []) if type(site.call.func) is cst.Name]
         if title == "__init__":  # `Trainer(...)`: its first parameter, `self`, is not passed
             return [replace(site, skipped=1) for site in self._calls.get(owner, []) if site.skipped == 0]
         return [site for site in self._calls.get(title, []) if site.skipped == 1]  # `self.step(...)`
@@ -1580,10 +1564,10 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
     what runs, and is traced, once per step."""
     for index, node in enumerate(ancestors):
         if (
-            isinstance(node, cst.FunctionDef)
+            type(node) is cst.FunctionDef
             and node.name.value == "forward"
             and index >= 2
-            and isinstance(ancestors[index - 2], cst.ClassDef)
+            and type(ancestors[index - 2]) is cst.ClassDef
             and index + 1 < len(ancestors)
             and ancestors[index + 1] is node.body
         ):
@@ -1597,9 +1581,9 @@ def in_data_worker(ancestors: Sequence[cst.CSTNode], resolver: Resolver) -> bool
     helpers it calls, `collater`, `ordered_indices`), or a collate function or collator (named
     like one)."""
     for node in ancestors:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and COLLATE_NAME.search(node.name.value):
+        if type(node) in (cst.FunctionDef, cst.ClassDef) and COLLATE_NAME.search(node.name.value):
             return True
-        if isinstance(node, cst.ClassDef) and any(_is_dataset(base.value, resolver) for base in node.bases):
+        if type(node) is cst.ClassDef and any(_is_dataset(base.value, resolver) for base in node.bases):
             return True
     return False
 
@@ -1617,11 +1601,11 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | Non
     where `log_step = step % N == 0`, and `if torch.onnx.is_in_onnx_export():` (or another
     test that holds only while the model is exported: not on the device)."""
     for index, node in enumerate(ancestors):
-        if isinstance(node, cst.Raise):
+        if type(node) is cst.Raise:
             return True
-        if isinstance(node, cst.Assert) and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
+        if type(node) is cst.Assert and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
             return True  # an assertion's message is made only when it fails
-        if isinstance(node, cst.If) and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
+        if type(node) is cst.If and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
             if periodic(node.test, resolver) or _first_steps(node.test, ancestors[:index], resolver):
                 return True
             if resolver is not None and _exporting(node.test, resolver):
@@ -1635,9 +1619,9 @@ def _raises(body: cst.BaseSuite, resolver: Resolver | None) -> bool:
     """A block that ends by raising or ending the program (`sys.exit(1)`), or by a choice
     between raising and returning (`if raise_on_error: raise ... else: return`)."""
     last = body.body[-1] if body.body else None
-    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-        return isinstance(last.body[-1], cst.Raise) or _ends_program(last.body[-1], resolver)
-    if isinstance(last, cst.If) and isinstance(last.orelse, cst.Else):
+    if type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+        return type(last.body[-1]) is cst.Raise or _ends_program(last.body[-1], resolver)
+    if type(last) is cst.If and type(last.orelse) is cst.Else:
         branches = (last.body, last.orelse.body)
         return any(_raises(branch, resolver) for branch in branches) and all(_exits_only(branch) for branch in branches)
     return False
@@ -1645,18 +1629,19 @@ def _raises(body: cst.BaseSuite, resolver: Resolver | None) -> bool:
 
 def _ends_program(statement: cst.BaseSmallStatement, resolver: Resolver | None) -> bool:
     """`sys.exit(1)`, `os._exit(1)`, or the builtins `exit()` and `quit()`."""
-    if resolver is None or not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
+    if resolver is None or not (type(statement) is cst.Expr and type(statement.value) is cst.Call):
         return False
     func = statement.value.func
-    if isinstance(func, cst.Name) and func.value in ("exit", "quit"):
+    if type(func) is cst.Name and func.value in ("exit", "quit"):
         return resolver.is_free(func.value)
     return bool(resolver.qualified_names(func) & {"sys.exit", "os._exit"})
 
 
 def _exits_only(body: cst.BaseSuite) -> bool:
     last = body.body[-1] if body.body else None
-    return isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and isinstance(
-        last.body[-1], (cst.Raise, cst.Return)
+    return type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) and type(last.body[-1]) in (
+        cst.Raise,
+        cst.Return,
     )
 
 
@@ -1665,34 +1650,33 @@ def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], res
     (`for i, batch in enumerate(loader)`, `for i in range(n)`, `count += 1` in its body), is
     bound once to that count plus more (`ni = i + nb * epoch`, with a `resolver`), or is a
     parameter named for the step count (`batch_idx`)."""
-    if isinstance(test, cst.BooleanOperation):
-        return isinstance(test.operator, cst.And) and (
+    if type(test) is cst.BooleanOperation:
+        return type(test.operator) is cst.And and (
             _first_steps(test.left, ancestors, resolver) or _first_steps(test.right, ancestors, resolver)
         )
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.left, cst.Name):
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Name:
         return False
     link = test.comparisons[0]
     if not (
-        isinstance(link.operator, (cst.LessThan, cst.LessThanEqual, cst.Equal))
-        and isinstance(link.comparator, cst.Integer)
+        type(link.operator) in (cst.LessThan, cst.LessThanEqual, cst.Equal) and type(link.comparator) is cst.Integer
     ):
         return False
-    counters = {_counter(loop, resolver) for loop in ancestors if isinstance(loop, cst.For)} - {None}
-    counters.update(name for loop in ancestors if isinstance(loop, (cst.For, cst.While)) for name in _counted(loop))
+    counters = {_counter(loop, resolver) for loop in ancestors if type(loop) is cst.For} - {None}
+    counters.update(name for loop in ancestors if type(loop) in (cst.For, cst.While) for name in _counted(loop))
     if test.left.value in counters or _step_parameter(test.left.value, ancestors):
         return True
     bound = resolver.assigned_value(test.left) if resolver is not None else None
     return (
-        isinstance(bound, cst.BinaryOperation)
-        and isinstance(bound.operator, cst.Add)
-        and any(isinstance(side, cst.Name) and side.value in counters for side in (bound.left, bound.right))
+        type(bound) is cst.BinaryOperation
+        and type(bound.operator) is cst.Add
+        and any(type(side) is cst.Name and side.value in counters for side in (bound.left, bound.right))
     )
 
 
 def _step_parameter(name: str, ancestors: Sequence[cst.CSTNode]) -> bool:
     """A parameter of the enclosing function that counts steps (`batch_idx` of Lightning's
     `training_step`, `ni` of a batch-end callback), by its conventional name."""
-    function = next((node for node in reversed(ancestors) if isinstance(node, cst.FunctionDef)), None)
+    function = next((node for node in reversed(ancestors) if type(node) is cst.FunctionDef), None)
     if function is None or not _STEP_COUNTER.fullmatch(name):
         return False
     params = function.params
@@ -1704,27 +1688,27 @@ def _counter(loop: cst.For, resolver: Resolver | None) -> str | None:
     `for i in range(...)`, also through a name bound to the enumeration (`pbar =
     enumerate(loader)`, then `pbar = tqdm(pbar)`, with a `resolver`)."""
     call = loop.iter
-    if isinstance(call, cst.Name) and resolver is not None:
+    if type(call) is cst.Name and resolver is not None:
         values = resolver.values_before_updates(call)
         call = next((value for value in values if _calls(value, "enumerate")), call)
     target = loop.target
-    if _calls(call, "enumerate") and isinstance(target, cst.Tuple) and target.elements:
+    if _calls(call, "enumerate") and type(target) is cst.Tuple and target.elements:
         target = target.elements[0].value
     elif not _calls(call, "range"):
         return None
-    return target.value if isinstance(target, cst.Name) else None
+    return target.value if type(target) is cst.Name else None
 
 
 def _counted(loop: cst.For | cst.While) -> Iterator[str]:
     """Names the loop's body counts up by one each pass (`num_total += 1`)."""
     for statement in loop.body.body:
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 if (
-                    isinstance(small, cst.AugAssign)
-                    and isinstance(small.operator, cst.AddAssign)
-                    and isinstance(small.target, cst.Name)
-                    and isinstance(small.value, cst.Integer)
+                    type(small) is cst.AugAssign
+                    and type(small.operator) is cst.AddAssign
+                    and type(small.target) is cst.Name
+                    and type(small.value) is cst.Integer
                     and small.value.value == "1"
                 ):
                     yield small.target.value
@@ -1732,48 +1716,48 @@ def _counted(loop: cst.For | cst.While) -> Iterator[str]:
 
 def _calls(node: cst.BaseExpression, builtin: str) -> bool:
     """`enumerate(...)`, `range(...)`: a call of the builtin by its name."""
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == builtin
+    return type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == builtin
 
 
 def _exporting(test: cst.BaseExpression, resolver: Resolver) -> bool:
     """`torch.onnx.is_in_onnx_export()`, `torch.jit.is_tracing()`..., alone, `and` anything else,
     or `or` another such test."""
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         sides = (_exporting(test.left, resolver), _exporting(test.right, resolver))
-        return all(sides) if isinstance(test.operator, cst.Or) else any(sides)
-    return isinstance(test, cst.Call) and bool(resolver.qualified_names(test.func) & _EXPORTING)
+        return all(sides) if type(test.operator) is cst.Or else any(sides)
+    return type(test) is cst.Call and bool(resolver.qualified_names(test.func) & _EXPORTING)
 
 
 def periodic(test: cst.BaseExpression, resolver: Resolver | None = None, depth: int = 0) -> bool:
     """A test that holds every N steps: `step % N == 0`, `not i % N`, `... or i % N == 0`, or
     a name bound once to one (looked up with `resolver`, where given)."""
-    if isinstance(test, cst.Name) and resolver is not None and depth < _NAME_DEPTH:
+    if type(test) is cst.Name and resolver is not None and depth < _NAME_DEPTH:
         bound = resolver.assigned_value(test)
         return bound is not None and periodic(bound, resolver, depth + 1)
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return periodic(test.left, resolver, depth) or periodic(test.right, resolver, depth)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _is_modulo(test.expression)
-    if isinstance(test, cst.Comparison):
+    if type(test) is cst.Comparison:
         return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
     return False
 
 
 def _is_modulo(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+    return type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
 
 
 def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
     """The function whose body the node is in, directly (not in a lambda or class within it)."""
     for node in reversed(ancestors):
-        if isinstance(node, _NESTED_SCOPES):
-            return node if isinstance(node, cst.FunctionDef) else None
+        if type(node) in _NESTED_SCOPES:
+            return node if type(node) is cst.FunctionDef else None
     return None
 
 
 def _class_name(ancestors: Sequence[cst.CSTNode]) -> str | None:
     """The class whose method the node is in."""
-    classes = [node for node in ancestors if isinstance(node, cst.ClassDef)]
+    classes = [node for node in ancestors if type(node) is cst.ClassDef]
     return classes[-1].name.value if classes else None
 
 
@@ -1787,7 +1771,7 @@ def across_scopes(seen: frozenset[str]) -> frozenset[str]:
 def _drawn(iterated: cst.BaseExpression) -> list[cst.BaseExpression]:
     """What a `for` loop draws items from: `batches` in `enumerate(batches)`, `zip(a, b)`,
     `tqdm(batches)`, `iter(batches)`."""
-    if isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Name) and iterated.func.value in _WRAPPERS:
+    if type(iterated) is cst.Call and type(iterated.func) is cst.Name and iterated.func.value in _WRAPPERS:
         return [part for arg in iterated.args if not arg.keyword for part in _drawn(arg.value)]
     return [iterated]
 
@@ -1795,12 +1779,12 @@ def _drawn(iterated: cst.BaseExpression) -> list[cst.BaseExpression]:
 def _steps_optimizer(call: cst.Call) -> bool:
     """`optimizer.step()`, `scaler.step(optimizer)`, `loss.backward()`: a training step's own call."""
     method = patterns.method_name(call)
-    receiver = owner_name(call.func.value) if isinstance(call.func, cst.Attribute) else ""
+    receiver = owner_name(call.func.value) if type(call.func) is cst.Attribute else ""
     return method == "backward" or (method == "step" and _OPTIMIZER_NAME.search(receiver) is not None)
 
 
 def owner_name(node: cst.BaseExpression) -> str:
-    return node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    return node.value if type(node) is cst.Name else node.attr.value if type(node) is cst.Attribute else ""
 
 
 def parameter_gates(ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef) -> tuple[str, ...]:
@@ -1811,13 +1795,13 @@ def parameter_gates(ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef)
     defaults = {
         param.name.value
         for param in (*function.params.params, *function.params.kwonly_params)
-        if isinstance(param.default, cst.Name) and param.default.value in ("False", "None")
+        if type(param.default) is cst.Name and param.default.value in ("False", "None")
     }
     gates = []
     start = next((index for index, node in enumerate(ancestors) if node is function), len(ancestors))
     for index in range(start, len(ancestors) - 1):
         node = ancestors[index]
-        if isinstance(node, cst.If) and ancestors[index + 1] is node.body:
+        if type(node) is cst.If and ancestors[index + 1] is node.body:
             flag = _flag(node.test)
             if flag in defaults:
                 gates.append(flag)
@@ -1826,17 +1810,17 @@ def parameter_gates(ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef)
 
 def _flag(test: cst.BaseExpression) -> str | None:
     """`flag` of `if flag:` or `if flag is not None:`."""
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
         link = test.comparisons[0]
-        if isinstance(link.operator, cst.IsNot) and isinstance(link.comparator, cst.Name):
+        if type(link.operator) is cst.IsNot and type(link.comparator) is cst.Name:
             test = test.left if link.comparator.value == "None" else test
-    return test.value if isinstance(test, cst.Name) else None
+    return test.value if type(test) is cst.Name else None
 
 
 def _gives(site: _Site, function: cst.FunctionDef, name: str) -> bool:
     """Whether a call gives the parameter `name` something other than False or None."""
     value = _argument(site.call, _position(site, function, name), name)
-    return value is not None and not (isinstance(value, cst.Name) and value.value in ("False", "None"))
+    return value is not None and not (type(value) is cst.Name and value.value in ("False", "None"))
 
 
 def _position(site: _Site, function: cst.FunctionDef, name: str) -> int:
@@ -1877,7 +1861,7 @@ def name_reads(
         for field_name in child_fields(type(node)):
             value = getattr(node, field_name)
             for child in value if isinstance(value, (tuple, list)) else (value,):
-                if isinstance(child, cst.Name) and child.value in names and reads(child, node):
+                if type(child) is cst.Name and child.value in names and reads(child, node):
                     yield child, node
                 elif isinstance(child, cst.CSTNode) and not isinstance(child, apart):
                     stack.append(child)
@@ -1893,10 +1877,10 @@ def _references(
         for child in value if isinstance(value, (tuple, list)) else (value,):
             if not isinstance(child, cst.CSTNode):
                 continue
-            if isinstance(child, cst.Name) and child.value == name and reads(child, node):
+            if type(child) is cst.Name and child.value == name and reads(child, node):
                 found.append((child, (*path, node)))
-            elif isinstance(child, (*_NESTED_SCOPES, cst.BaseComp)):
-                if any(isinstance(n, cst.Name) and n.value == name for n in descendants(child, ())):
+            elif type(child) in _NESTED_SCOPES or isinstance(child, cst.BaseComp):
+                if any(type(n) is cst.Name and n.value == name for n in descendants(child, ())):
                     return False
             elif not _references(child, name, (*path, node), found):
                 return False
@@ -1909,29 +1893,29 @@ _BINDERS = (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor
 def reads(node: cst.Name | cst.Attribute, parent: cst.CSTNode) -> bool:
     """Whether a name or attribute chain is read here: the start of a longer chain too (`x` in
     `x.to(...)`), not an attribute's or keyword's name or what is being bound (`self.x = ...`)."""
-    if isinstance(parent, cst.Attribute):
+    if type(parent) is cst.Attribute:
         return parent.value is node
-    if isinstance(parent, _BINDERS) and parent.target is node:
+    if type(parent) in _BINDERS and parent.target is node:
         return False
     return is_reference(node, parent)
 
 
 def is_number(node: cst.BaseExpression) -> bool:
     """`3`, `-1`, `0.5`: a literal number."""
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         node = node.expression
-    return isinstance(node, _NUMBERS)
+    return type(node) in _NUMBERS
 
 
 def _is_zero(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Integer) and node.evaluated_value == 0
+    return type(node) is cst.Integer and node.evaluated_value == 0
 
 
 def _exits(body: cst.BaseSuite, resolver: Resolver) -> bool:
     """A block that only leaves: `return`, `raise`, `continue`, `break` (an early exit), or
     skips the test it is in (`pytest.skip(...)`, `self.skipTest(...)`, which raise)."""
     last = body.body[-1] if body.body else None
-    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and isinstance(last.body[-1], _EXITS):
+    if type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) and type(last.body[-1]) in _EXITS:
         return True
     return _skips(body, resolver)
 
@@ -1947,9 +1931,9 @@ def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
     it is skipped, the program computes the same."""
     calls, statements = [], patterns.simple_statements(body)
     for statement in statements:
-        if isinstance(statement, cst.AugAssign) and _is_text(statement.value):
+        if type(statement) is cst.AugAssign and _is_text(statement.value):
             continue  # `log_str += f"memory: {mem}, "`
-        if not (isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)):
+        if not (type(statement) is cst.Expr and type(statement.value) is cst.Call):
             return False
         if not _adds_text(statement.value):
             calls.append(statement.value)
@@ -1967,7 +1951,7 @@ def _adds_text(call: cst.Call) -> bool:
 
 
 def _is_text(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+    return type(node) in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
 
 
 _DATA_PARALLEL = frozenset(
@@ -1992,7 +1976,7 @@ def _uses_cuda_library(body: cst.BaseSuite, resolver: Resolver) -> bool:
     CUDA extra is lost."""
     nodes = list(descendants(body, ()))
     places = any(
-        (isinstance(node, cst.Call) and patterns.method_name(node) == "cuda")
+        (type(node) is cst.Call and patterns.method_name(node) == "cuda")
         or patterns.is_cuda_device_literal(node)
         or _other_cuda_api(node, resolver)  # `torch.cuda.device_count()` decides how many processes
         or bool(resolver.qualified_names(node) & _HALF_DTYPES)  # `return torch.bfloat16`: picks the precision
@@ -2006,7 +1990,7 @@ _HALF_DTYPES = frozenset({"torch.bfloat16", "torch.float16", "torch.half"})
 
 def _other_cuda_api(node: cst.CSTNode, resolver: Resolver) -> bool:
     """A use of `torch.cuda` that is not one of CUDA's own facts: it steers the program."""
-    if not isinstance(node, (cst.Name, cst.Attribute)):
+    if type(node) not in (cst.Name, cst.Attribute):
         return False
     names = resolver.qualified_names(node)
     return any(name.startswith("torch.cuda.") and not _CUDA_FACTS.match(name) for name in names)
@@ -2015,15 +1999,15 @@ def _other_cuda_api(node: cst.CSTNode, resolver: Resolver) -> bool:
 def _cuda_library_use(node: cst.CSTNode, resolver: Resolver) -> bool:
     """An import of a CUDA-only package, or a call of one, of `nn.DataParallel` or of a
     `torch.cuda` query of the device's own facts."""
-    if isinstance(node, cst.Import):
+    if type(node) is cst.Import:
         return any(packages.by_import(patterns.dotted(alias.name)) is not None for alias in node.names)
-    if isinstance(node, cst.ImportFrom):
+    if type(node) is cst.ImportFrom:
         return (
             node.module is not None
             and not node.relative
             and packages.by_import(patterns.dotted(node.module)) is not None
         )
-    if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+    if type(node) is cst.Call and type(node.func) in (cst.Name, cst.Attribute):
         names = resolver.qualified_names(node.func)
         return bool(names & _DATA_PARALLEL) or any(_CUDA_FACTS.match(n) or packages.by_import(n) for n in names)
     return False
@@ -2032,14 +2016,14 @@ def _cuda_library_use(node: cst.CSTNode, resolver: Resolver) -> bool:
 def _skips(body: cst.BaseSuite, resolver: Resolver) -> bool:
     """A block that ends by skipping the test it is in: `pytest.skip(...)`, `self.skipTest(...)`."""
     last = body.body[-1] if body.body else None
-    if not isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+    if type(last) not in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
         return False
     final = last.body[-1]
-    call = final.value if isinstance(final, cst.Expr) else None
-    if not isinstance(call, cst.Call):
+    call = final.value if type(final) is cst.Expr else None
+    if type(call) is not cst.Call:
         return False
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "skipTest":
-        return isinstance(call.func.value, cst.Name) and call.func.value.value == "self"
+    if type(call.func) is cst.Attribute and call.func.attr.value == "skipTest":
+        return type(call.func.value) is cst.Name and call.func.value.value == "self"
     return bool(resolver.qualified_names(call.func) & _SKIPS)
 
 
@@ -2064,14 +2048,14 @@ def _paired(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str)
     """What a loop target's name takes its items from: the whole iterated (`for x in t`), or
     the argument `zip(a, b)` or `enumerate(t)` pairs with it (`for i, (a, b) in
     enumerate(zip(x, y))` too)."""
-    call = iterated if isinstance(iterated, cst.Call) else None
+    call = iterated if type(iterated) is cst.Call else None
     called = patterns.dotted(call.func) if call is not None else None
     args = [arg.value for arg in call.args if arg.keyword is None and not arg.star] if call is not None else []
     if called in _KEEPING_ITEMS and len(args) == 1:  # `tqdm.tqdm(list(enumerate(zip(a, b))))`
         return _paired(target, args[0], name)
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return iterated if target.value == name else None
-    if not (isinstance(target, (cst.Tuple, cst.List)) and called):
+    if not (type(target) in (cst.Tuple, cst.List) and called):
         return None
     targets = [element.value for element in target.elements]
     if called == "enumerate" and len(targets) == 2 and args:
@@ -2083,12 +2067,12 @@ def _paired(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str)
 
 def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:
     """The value of a statement that is only `name = value`."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+    if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
         return None
     assign = statement.body[0]
-    if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+    if type(assign) is cst.Assign and len(assign.targets) == 1:
         target = assign.targets[0].target
-        return assign.value if isinstance(target, cst.Name) and target.value == name else None
+        return assign.value if type(target) is cst.Name and target.value == name else None
     return None
 
 
@@ -2097,14 +2081,14 @@ def _bound_names(statement: cst.CSTNode) -> frozenset[str]:
     comprehensions it defines, which have names of their own)."""
     found: set[str] = set()
     for node in (statement, *descendants(statement, (*_NESTED_SCOPES, cst.BaseComp))):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
                 _collect_names(target.target, found)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+        elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr):
             _collect_names(node.target, found)
-        elif isinstance(node, cst.AsName):
+        elif type(node) is cst.AsName:
             _collect_names(node.name, found)
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        elif type(node) in (cst.Global, cst.Nonlocal):
             found.update(item.name.value for item in node.names)
     return frozenset(found)
 
@@ -2117,29 +2101,29 @@ def _target_names(target: cst.CSTNode) -> set[str]:
 
 def _collect_names(target: cst.CSTNode, found: set[str]) -> None:
     """The names an assignment target (a name, or a tuple or list of them) binds."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         found.add(target.value)
-    elif isinstance(target, (cst.Tuple, cst.List)):
+    elif type(target) in (cst.Tuple, cst.List):
         for element in target.elements:
             _collect_names(element.value, found)
-    elif isinstance(target, cst.StarredElement):
+    elif type(target) is cst.StarredElement:
         _collect_names(target.value, found)
 
 
 def _python_data(node: cst.BaseExpression) -> bool:
     """A list, tuple or comprehension display, or None: Python data, not a tensor."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value == "None"
-    return isinstance(node, (cst.List, cst.Tuple, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Dict))
+    return type(node) in (cst.List, cst.Tuple, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Dict)
 
 
 def _is_string(node: cst.BaseExpression) -> bool:
     """The other operand of `rank % n` is not one: `"cuda:%d" % i` is no index."""
-    return isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+    return type(node) in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
 
 
 def _is_cuda(node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.SimpleString) and "cuda" not in node.value:
+    if type(node) is cst.SimpleString and "cuda" not in node.value:
         return False  # most compared strings: no need to evaluate the literal
     return patterns.string_value(node) is not None and patterns.is_cuda_device_literal(node)
 
@@ -2152,6 +2136,6 @@ def _is_cuda_prefix(call: cst.Call) -> bool:
 
 def _only_cuda(node: cst.BaseExpression) -> bool:
     """A collection of device strings that are all CUDA ones (`{"cuda"}`, `("cuda", "cuda:0")`)."""
-    if isinstance(node, (cst.Tuple, cst.List, cst.Set)) and node.elements:
+    if type(node) in (cst.Tuple, cst.List, cst.Set) and node.elements:
         return all(_is_cuda(element.value) for element in node.elements)
     return False

@@ -66,15 +66,15 @@ def _expand(ctx: FileContext, value: cst.BaseExpression, options: Options, depth
     """Add what the mapping `value` holds."""
     if depth > _DEPTH:
         options.complete = False
-    elif isinstance(value, cst.Dict):
+    elif type(value) is cst.Dict:
         _dict_literal(ctx, value, options, depth)
     elif is_dict_call(ctx, value):
-        assert isinstance(value, cst.Call)
+        assert type(value) is cst.Call
         _dict_call(ctx, value, options, depth)
-    elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.BitOr):
+    elif type(value) is cst.BinaryOperation and type(value.operator) is cst.BitOr:
         _expand(ctx, value.left, options, depth + 1)
         _expand(ctx, value.right, options, depth + 1)
-    elif isinstance(value, cst.Name):
+    elif type(value) is cst.Name:
         _name(ctx, value, options, depth)
     else:
         options.complete = False
@@ -82,7 +82,7 @@ def _expand(ctx: FileContext, value: cst.BaseExpression, options: Options, depth
 
 def _dict_literal(ctx: FileContext, value: cst.Dict, options: Options, depth: int) -> None:
     for element in value.elements:
-        if isinstance(element, cst.StarredDictElement):
+        if type(element) is cst.StarredDictElement:
             _expand(ctx, element.value, options, depth + 1)
             continue
         key = patterns.string_value(element.key)
@@ -95,8 +95,8 @@ def _dict_literal(ctx: FileContext, value: cst.Dict, options: Options, depth: in
 def is_dict_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
     """`dict(...)`, the builtin (no import binds the name)."""
     return (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Name)
+        type(value) is cst.Call
+        and type(value.func) is cst.Name
         and value.func.value == "dict"
         and not ctx.qualified_names(value.func)
     )
@@ -129,7 +129,7 @@ def _binding_scope(ancestors: Sequence[cst.CSTNode], values: Sequence[cst.CSTNod
     """The innermost function (or the module) around the walk that holds the assignments: the
     scope whose statements may change the dict."""
     for node in reversed(ancestors):
-        if isinstance(node, (cst.FunctionDef, cst.Module)) and all(_contains(node, value) for value in values):
+        if type(node) in (cst.FunctionDef, cst.Module) and all(_contains(node, value) for value in values):
             return node
     return None
 
@@ -142,15 +142,15 @@ def _mutations(scope: cst.CSTNode, name: str) -> Iterator[cst.CSTNode]:
     """`name.update(...)` / `name.setdefault(...)` calls and `name[...] = ...` assignments in the
     scope, and in the functions inside it that do not bind the name themselves (a function may
     change a dict of its module without a `global`)."""
-    body = scope.body.body if isinstance(scope, cst.FunctionDef) else scope.children  # type: ignore[union-attr]
+    body = scope.body.body if type(scope) is cst.FunctionDef else scope.children  # type: ignore[union-attr]
     stack: list[cst.CSTNode] = list(body)
     while stack:
         node = stack.pop()
-        if isinstance(node, _SCOPES) and _binds(node, name):
+        if type(node) in _SCOPES and _binds(node, name):
             continue
-        if isinstance(node, cst.Call) and _method_of(node, name) in ("update", "setdefault"):
+        if type(node) is cst.Call and _method_of(node, name) in ("update", "setdefault"):
             yield node
-        elif isinstance(node, cst.Assign) and any(_subscript_of(target.target, name) for target in node.targets):
+        elif type(node) is cst.Assign and any(_subscript_of(target.target, name) for target in node.targets):
             yield node
         stack.extend(node.children)
 
@@ -158,44 +158,44 @@ def _mutations(scope: cst.CSTNode, name: str) -> Iterator[cst.CSTNode]:
 def _binds(node: cst.CSTNode, name: str) -> bool:
     """Whether a nested function, lambda or class has a `name` of its own."""
     outside = resolve.Scope("module", None)
-    if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+    if type(node) in (cst.FunctionDef, cst.Lambda):
         return name in resolve.function_scope(node, outside).bound
-    assert isinstance(node, cst.ClassDef)
+    assert type(node) is cst.ClassDef
     return name in resolve.class_scope(node, outside).bound
 
 
 def _method_of(call: cst.Call, name: str) -> str | None:
     func = call.func
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name:
+    if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == name:
         return func.attr.value
     return None
 
 
 def _subscript_of(target: cst.BaseExpression, name: str) -> bool:
-    return isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == name
+    return type(target) is cst.Subscript and type(target.value) is cst.Name and target.value.value == name
 
 
 def _mutation(ctx: FileContext, node: cst.CSTNode, options: Options, depth: int) -> None:
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         _subscript_assignment(node, options)
-    elif isinstance(node, cst.Call) and patterns.method_name(node) == "setdefault":
+    elif type(node) is cst.Call and patterns.method_name(node) == "setdefault":
         key = patterns.positional(node, 0)
         value = patterns.positional(node, 1)
         if key is None or value is None or patterns.string_value(key.value) is None:
             options.complete = False
         else:
             options.add(patterns.string_value(key.value) or "", value.value, value)
-    elif isinstance(node, cst.Call):
+    elif type(node) is cst.Call:
         _dict_call(ctx, node, options, depth)  # update() takes what dict() takes
 
 
 def _subscript_assignment(node: cst.Assign, options: Options) -> None:
     for target in node.targets:
         subscript = target.target
-        if not isinstance(subscript, cst.Subscript):
+        if type(subscript) is not cst.Subscript:
             continue
         element = subscript.slice[0].slice if len(subscript.slice) == 1 else None
-        key = patterns.string_value(element.value) if isinstance(element, cst.Index) else None
+        key = patterns.string_value(element.value) if type(element) is cst.Index else None
         if key is None:
             options.complete = False
         else:

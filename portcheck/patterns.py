@@ -20,9 +20,9 @@ _DEVICE_MAP_NAME = re.compile(r"(^|_)device_map$", re.IGNORECASE)
 
 def dotted(node: cst.CSTNode) -> str:
     """`a.b.c` for a Name or Attribute chain (as in import statements), else ''."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         base = dotted(node.value)
         return f"{base}.{node.attr.value}" if base else ""
     return ""
@@ -30,9 +30,9 @@ def dotted(node: cst.CSTNode) -> str:
 
 def string_value(node: cst.CSTNode) -> str | None:
     """The value of a plain (non-f, non-bytes) string literal, else None."""
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         return _simple_string_value(node.value)
-    if isinstance(node, cst.ConcatenatedString):
+    if type(node) is cst.ConcatenatedString:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
@@ -65,21 +65,21 @@ def is_cuda_device_literal(node: cst.CSTNode) -> bool:
     value = string_value(node)
     if value is not None:
         return is_cuda_device_string(value)
-    if isinstance(node, cst.FormattedString):
+    if type(node) is cst.FormattedString:
         parts = node.parts
         head = parts[0] if parts else None
-        if isinstance(head, cst.FormattedStringText):
+        if type(head) is cst.FormattedStringText:
             if len(parts) == 1:
                 return _CUDA_DEVICE.fullmatch(head.value) is not None
             return head.value == "cuda:" and len(parts) == 2
         return False
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         left = string_value(node.left)
-        if isinstance(node.operator, cst.Add):
+        if type(node.operator) is cst.Add:
             return left == "cuda:"
-        if isinstance(node.operator, cst.Modulo):
+        if type(node.operator) is cst.Modulo:
             return left is not None and _CUDA_PERCENT_FIELD.fullmatch(left) is not None
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "format":
         template = string_value(node.func.value)
         return template is not None and _CUDA_FORMAT_FIELD.fullmatch(template) is not None
     return False
@@ -95,10 +95,10 @@ def value_literals(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> 
     itself, or the branches of `a if c else b` and `a or b` (`args.device or "cuda"`)."""
     if wanted(node):
         yield node
-    elif isinstance(node, cst.IfExp):
+    elif type(node) is cst.IfExp:
         yield from value_literals(node.body, wanted)
         yield from value_literals(node.orelse, wanted)
-    elif isinstance(node, cst.BooleanOperation):
+    elif type(node) is cst.BooleanOperation:
         yield from value_literals(node.left, wanted)
         yield from value_literals(node.right, wanted)
 
@@ -115,7 +115,7 @@ def device_literals_through_names(
     A name that itself names a device (`device = "cuda"`) is left alone: cuda-device-string
     (PC101) reports the literal where it is bound, so each literal has one owner.
     """
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         if is_device_name(node.value):
             return []
         bound = assigned_value(node)
@@ -132,15 +132,15 @@ def is_device_name(name: str) -> bool:
 def is_device_like(node: cst.BaseExpression) -> bool:
     """`device`, `x.device`, `x.device.type`, `args.device`, `device_type`, `str(device)`,
     `torch.device(...)`: an expression that holds a device or its type."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return is_device_name(node.value)
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return (node.attr.value == "type" and is_device_like(node.value)) or is_device_name(node.attr.value)
-    if isinstance(node, cst.Call) and node.args:
+    if type(node) is cst.Call and node.args:
         func = node.func
-        if isinstance(func, cst.Name) and func.value in ("str", "repr"):
+        if type(func) is cst.Name and func.value in ("str", "repr"):
             return is_device_like(node.args[0].value)
-        return isinstance(func, cst.Attribute) and func.attr.value == "device"
+        return type(func) is cst.Attribute and func.attr.value == "device"
     return False
 
 
@@ -155,9 +155,9 @@ def is_backend_name(name: str) -> bool:
 
 def target_name(node: cst.CSTNode) -> str | None:
     """The identifier an assignment target or dict key names: `x`, `self.x`, `"x"`."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return node.attr.value
     return string_value(node)
 
@@ -165,15 +165,15 @@ def target_name(node: cst.CSTNode) -> str | None:
 def setting_key(target: cst.BaseExpression) -> str | None:
     """The setting an assignment target names: `x`, `self.x`, and the string key of a
     subscript, `kwargs["x"]`."""
-    if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+    if type(target) is cst.Subscript and len(target.slice) == 1:
         index = target.slice[0].slice
-        return string_value(index.value) if isinstance(index, cst.Index) else None
+        return string_value(index.value) if type(index) is cst.Index else None
     return target_name(target)
 
 
 def is_true(node: cst.CSTNode | None) -> bool:
     """The literal `True`."""
-    return isinstance(node, cst.Name) and node.value == "True"
+    return type(node) is cst.Name and node.value == "True"
 
 
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:
@@ -204,12 +204,12 @@ def argument(call: cst.Call, index: int, name: str) -> cst.Arg | None:
 
 def method_name(call: cst.Call) -> str | None:
     """`m` for a call written `<anything>.m(...)`."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.attr.value if type(call.func) is cst.Attribute else None
 
 
 def is_chain_prefix(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
     """True when `node` is not a whole dotted name: `a.b` in `a.b.c`, or the `c` of `a.b.c`."""
-    if isinstance(parent, cst.Attribute):
+    if type(parent) is cst.Attribute:
         return parent.value is node or parent.attr is node
     return False
 
@@ -251,14 +251,14 @@ def compares_literal_with(
     literal (or a tuple, list or set holding one) against a wanted subject, either way round."""
 
     def holds(side: cst.BaseExpression) -> bool:
-        if isinstance(side, (cst.Tuple, cst.List, cst.Set)):
+        if type(side) in (cst.Tuple, cst.List, cst.Set):
             return any(is_literal(element.value) for element in side.elements)
         return is_literal(side)
 
     left = node.left
     for link in node.comparisons:
         right = link.comparator
-        if isinstance(link.operator, _EQUALITY):
+        if type(link.operator) in _EQUALITY:
             if (holds(left) and is_subject(right)) or (holds(right) and is_subject(left)):
                 return True
         left = right
@@ -269,13 +269,13 @@ def imported_modules(node: cst.Import | cst.ImportFrom, is_known: Callable[[str]
     """The modules an import statement names that `is_known` accepts: each `import a.b`; for
     `from a import b`, `a` itself when it is known, else each `a.b`. Relative imports name the
     repository's own code and yield nothing."""
-    if isinstance(node, cst.Import):
+    if type(node) is cst.Import:
         candidates = [dotted(alias.name) for alias in node.names]
     elif node.relative or node.module is None:
         return
     else:
         module = dotted(node.module)
-        if is_known(module) or isinstance(node.names, cst.ImportStar):
+        if is_known(module) or type(node.names) is cst.ImportStar:
             candidates = [module]
         else:
             candidates = [f"{module}.{dotted(alias.name)}" for alias in node.names]
@@ -307,13 +307,11 @@ def is_logging_call(call: cst.Call) -> bool:
 def simple_statements(body: cst.BaseSuite) -> list[cst.CSTNode]:
     """The statements of a block in order, those on one line one by one (`a(); b()`, and the
     block of `if ok: print(x)`); a compound statement stands for itself."""
-    lines = [body] if isinstance(body, cst.SimpleStatementSuite) else body.body
+    lines = [body] if type(body) is cst.SimpleStatementSuite else body.body
     return [
         statement
         for line in lines
-        for statement in (
-            line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [line]
-        )
+        for statement in (line.body if type(line) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) else [line])
     ]
 
 
@@ -323,8 +321,8 @@ def caught_names(handler: cst.ExceptHandler) -> set[str] | None:
     caught = handler.type
     if caught is None:
         return None
-    types = caught.elements if isinstance(caught, cst.Tuple) else [caught]
-    return {dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
+    types = caught.elements if type(caught) is cst.Tuple else [caught]
+    return {dotted(t.value if type(t) is cst.Element else t) for t in types}
 
 
 def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
@@ -334,9 +332,9 @@ def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
     if names is not None and not names & _IMPORT_ERRORS:
         return False
     for statement in simple_statements(handler.body):
-        if isinstance(statement, cst.Raise):
+        if type(statement) is cst.Raise:
             return False
-        call = statement.value if isinstance(statement, cst.Expr) else None
-        if isinstance(call, cst.Call) and dotted(call.func) in _EXITS:
+        call = statement.value if type(statement) is cst.Expr else None
+        if type(call) is cst.Call and dotted(call.func) in _EXITS:
             return False
     return True

@@ -48,13 +48,13 @@ class Scope:
         self.imports.setdefault(name, set()).add(target)
 
     def bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None = None) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self.bind(target.value, value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             values = _paired_values(target, value)
             for element, each in zip(target.elements, values):
                 self.bind_target(element.value, each)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self.bind_target(target.value)
 
 
@@ -63,9 +63,9 @@ def _paired_values(target: cst.Tuple | cst.List, value: cst.BaseExpression | Non
     value unpacked (`a, b = pair`) or where a starred element makes the counts differ."""
     elements = target.elements
     if (
-        isinstance(value, (cst.Tuple, cst.List))
+        type(value) in (cst.Tuple, cst.List)
         and len(value.elements) == len(elements)
-        and not any(isinstance(e, cst.StarredElement) for e in (*elements, *value.elements))
+        and not any(type(e) is cst.StarredElement for e in (*elements, *value.elements))
     ):
         return [element.value for element in value.elements]
     return [None] * len(elements)
@@ -83,9 +83,9 @@ def function_scope(node: cst.FunctionDef | cst.Lambda, parent: Scope) -> Scope:
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         scope.bind(param.name.value)
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             scope.bind(star.name.value)
-    if isinstance(node, cst.FunctionDef):
+    if type(node) is cst.FunctionDef:
         _collect(_statements(node.body), scope)
     return scope
 
@@ -112,60 +112,60 @@ def _statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSma
 def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
     """Record the bindings of a block without entering nested functions or classes."""
     for stmt in statements:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             _collect(stmt.body, scope)
-        elif isinstance(stmt, cst.Import):
+        elif type(stmt) is cst.Import:
             for alias in stmt.names:
                 path = dotted(alias.name)
-                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                if alias.asname is not None and type(alias.asname.name) is cst.Name:
                     scope.bind_import(alias.asname.name.value, path)
                 else:
                     top = path.split(".", 1)[0]
                     scope.bind_import(top, top)
-        elif isinstance(stmt, cst.ImportFrom):
-            if isinstance(stmt.names, cst.ImportStar):
+        elif type(stmt) is cst.ImportFrom:
+            if type(stmt.names) is cst.ImportStar:
                 continue
             module = "." * len(stmt.relative) + (dotted(stmt.module) if stmt.module else "")
             for alias in stmt.names:
                 imported = dotted(alias.name)
                 local = alias.asname.name if alias.asname is not None else alias.name
-                if isinstance(local, cst.Name):
+                if type(local) is cst.Name:
                     prefix = module if module.endswith(".") else module + "."
                     scope.bind_import(local.value, prefix + imported)
-        elif isinstance(stmt, cst.Assign):
+        elif type(stmt) is cst.Assign:
             single = len(stmt.targets) == 1
             for target in stmt.targets:
                 scope.bind_target(target.target, stmt.value if single else None)
-        elif isinstance(stmt, cst.AnnAssign):
+        elif type(stmt) is cst.AnnAssign:
             scope.bind_target(stmt.target, stmt.value)
-        elif isinstance(stmt, cst.AugAssign):
+        elif type(stmt) is cst.AugAssign:
             scope.bind_target(stmt.target)
-            if isinstance(stmt.target, cst.Name):
+            if type(stmt.target) is cst.Name:
                 scope.updated.setdefault(stmt.target.value, []).append(stmt.value)
-        elif isinstance(stmt, cst.Global):
+        elif type(stmt) is cst.Global:
             scope.declared_global.update(item.name.value for item in stmt.names)
-        elif isinstance(stmt, cst.Nonlocal):
+        elif type(stmt) is cst.Nonlocal:
             scope.declared_nonlocal.update(item.name.value for item in stmt.names)
-        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        elif type(stmt) in (cst.FunctionDef, cst.ClassDef):
             scope.bind(stmt.name.value)
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             _collect(_statements(stmt.body), scope)
             if stmt.orelse is not None:
                 _collect([stmt.orelse], scope)
-        elif isinstance(stmt, cst.Else):
+        elif type(stmt) is cst.Else:
             _collect(_statements(stmt.body), scope)
-        elif isinstance(stmt, (cst.For, cst.While)):
-            if isinstance(stmt, cst.For):
+        elif type(stmt) in (cst.For, cst.While):
+            if type(stmt) is cst.For:
                 scope.bind_target(stmt.target)
             _collect(_statements(stmt.body), scope)
             if stmt.orelse is not None:
                 _collect([stmt.orelse], scope)
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             for item in stmt.items:
                 if item.asname is not None:
                     scope.bind_target(item.asname.name)
             _collect(_statements(stmt.body), scope)
-        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+        elif type(stmt) in (cst.Try, cst.TryStar):
             _collect(_statements(stmt.body), scope)
             for handler in stmt.handlers:
                 if handler.name is not None:
@@ -174,7 +174,7 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
             for tail in (stmt.orelse, stmt.finalbody):
                 if tail is not None:
                     _collect(_statements(tail.body), scope)
-        elif isinstance(stmt, cst.Match):
+        elif type(stmt) is cst.Match:
             for case in stmt.cases:
                 _collect(_statements(case.body), scope)
 
@@ -224,10 +224,10 @@ class Resolver:
         key = id(node)
         cached = self._cache.get(key)
         if cached is None:
-            if isinstance(node, cst.Name):
+            if type(node) is cst.Name:
                 owner = self.scope_of(node.value)
                 cached = frozenset(owner.imports.get(node.value, ())) if owner else EMPTY
-            elif isinstance(node, cst.Attribute):
+            elif type(node) is cst.Attribute:
                 attr = node.attr.value
                 cached = frozenset(f"{base}.{attr}" for base in self.qualified_names(node.value))
             else:
@@ -289,7 +289,7 @@ class Resolver:
             return []
         values = owner.values.get(node.value, [])
         function = owner.owner
-        named = _parameter_names(function) if isinstance(function, cst.FunctionDef) else set()
+        named = _parameter_names(function) if type(function) is cst.FunctionDef else set()
         if sum(value is None for value in values) > (node.value in named):
             return []
         return [value for value in values if value is not None]
@@ -301,17 +301,13 @@ class Resolver:
         owner = self.scope_of(node.value)
         function = owner.owner if owner is not None else None
         values = self.rebound_values(node)
-        if (
-            not isinstance(function, cst.FunctionDef)
-            or node.value not in _parameter_names(function)
-            or len(values) != 1
-        ):
+        if type(function) is not cst.FunctionDef or node.value not in _parameter_names(function) or len(values) != 1:
             return None
         value = values[0]
-        statements = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+        statements = function.body.body if type(function.body) is cst.IndentedBlock else ()
         for statement in statements:
-            if isinstance(statement, cst.SimpleStatementLine):
-                if any(isinstance(small, cst.Assign) and small.value is value for small in statement.body):
+            if type(statement) is cst.SimpleStatementLine:
+                if any(type(small) is cst.Assign and small.value is value for small in statement.body):
                     return value
         return None
 
@@ -321,7 +317,7 @@ class Resolver:
         is no annotated parameter, or is bound otherwise too (a loop, `+=`)."""
         owner = self.scope_of(node.value)
         function = owner.owner if owner is not None else None
-        if owner is None or not isinstance(function, cst.FunctionDef) or owner.updated.get(node.value):
+        if owner is None or type(function) is not cst.FunctionDef or owner.updated.get(node.value):
             return None
         values = owner.values.get(node.value, [])
         if sum(value is None for value in values) != 1:
@@ -336,7 +332,7 @@ class Resolver:
         """The function whose parameter the name is, where nothing else in it binds the name."""
         owner = self.scope_of(node.value)
         function = owner.owner if owner is not None else None
-        if owner is None or not isinstance(function, cst.FunctionDef) or owner.values.get(node.value) != [None]:
+        if owner is None or type(function) is not cst.FunctionDef or owner.values.get(node.value) != [None]:
             return None
         return function if node.value in _parameter_names(function) else None
 

@@ -62,7 +62,7 @@ class SettingValueRule(Rule):
         for arg in node.args:
             if arg.keyword is not None and self._is_setting(arg.keyword.value):
                 self.check(arg.value)
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+        if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
             default = patterns.keyword(node, "default")
             destination = _destination(node)
             if default is not None and destination and self.names_setting(destination):
@@ -82,7 +82,7 @@ class SettingValueRule(Rule):
 
     def _field_default(self, value: cst.BaseExpression) -> cst.BaseExpression:
         """The default of a dataclass field (`backend: str = field(default="nccl")`), else the value."""
-        if isinstance(value, cst.Call) and self.ctx.qualified_names(value.func) & _FIELDS:
+        if type(value) is cst.Call and self.ctx.qualified_names(value.func) & _FIELDS:
             default = patterns.keyword(value, "default")
             if default is not None:
                 return default.value
@@ -99,8 +99,8 @@ class SettingValueRule(Rule):
 
     def check(self, expression: cst.BaseExpression) -> None:
         found = list(self.literals(expression))
-        for name in patterns.value_literals(expression, lambda node: isinstance(node, cst.Name)):
-            assert isinstance(name, cst.Name)
+        for name in patterns.value_literals(expression, lambda node: type(node) is cst.Name):
+            assert type(name) is cst.Name
             bound = self.ctx.assigned_value(name) or self.ctx.parameter_default(name)
             if bound is not None:
                 found.extend(self.literals(bound))

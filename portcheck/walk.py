@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
-from typing import Protocol
+from typing import Literal, NamedTuple, Protocol, get_origin
 
 import libcst as cst
 
@@ -45,33 +45,62 @@ VisitName = Callable[[cst.CSTNode, str], object]
 
 @cache
 def child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
-    """The fields of a node type that hold code: not whitespace, punctuation or comments."""
+    """The fields of a node type that may hold nodes of code: not whitespace, punctuation,
+    comments or plain values (a name's text)."""
     return tuple(
         f.name
         for f in dataclasses.fields(node_type)
-        if f.name not in _PUNCTUATION_FIELDS and not f.name.startswith("whitespace")
+        if f.name not in _PUNCTUATION_FIELDS
+        and not f.name.startswith("whitespace")
+        and f.type not in (str, bool)
+        and get_origin(f.type) is not Literal
     )
+
+
+class _NodeTypes(dict[type, bool]):
+    """Whether a type is a libcst node, asked by type: `isinstance` against a libcst class goes
+    through ABCMeta's `__instancecheck__` whenever the answer is no, which made it the largest
+    single cost of a walk."""
+
+    def __missing__(self, key: type) -> bool:
+        self[key] = answer = issubclass(key, cst.CSTNode)
+        return answer
+
+
+IS_NODE_TYPE = _NodeTypes()
+
+
+@cache
+def _concrete(types: tuple[type[cst.CSTNode], ...]) -> frozenset[type[cst.CSTNode]]:
+    """The node classes that are, or derive from, one of `types` (which may be abstract)."""
+    return frozenset(t for t in node_types().values() if issubclass(t, types))
 
 
 def descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...] = ()) -> Iterator[cst.CSTNode]:
     """Every node under `node` in source order, not entering nodes of the `apart` types. A
     stack, not nested generators: each of those passes every node up through all the levels
     above it, which costs as much as the walk itself in deep modules."""
-    stack = _children(node, apart)
+    excluded = _concrete(apart)
+    stack = _children(node, excluded)
     while stack:
         child = stack.pop()
         yield child
-        stack.extend(_children(child, apart))
+        stack.extend(_children(child, excluded))
 
 
-def _children(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> list[cst.CSTNode]:
-    """The node's children not of the `apart` types, last first (the order a stack pops)."""
+def _children(node: cst.CSTNode, excluded: frozenset[type[cst.CSTNode]]) -> list[cst.CSTNode]:
+    """The node's children not of the `excluded` types, last first (the order a stack pops)."""
     found = []
     for name in reversed(child_fields(type(node))):
         value = getattr(node, name)
-        for child in reversed(value) if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(child, cst.CSTNode) and not isinstance(child, apart):
-                found.append(child)
+        kind = type(value)
+        if kind is tuple or kind is list:
+            for child in reversed(value):
+                kind = type(child)
+                if IS_NODE_TYPE[kind] and kind not in excluded:
+                    found.append(child)
+        elif IS_NODE_TYPE[kind] and kind not in excluded:
+            found.append(value)
     return found
 
 
@@ -100,17 +129,30 @@ def _handlers(rule_type: type) -> tuple[tuple[str, type[cst.CSTNode], str], ...]
 def is_reference(node: cst.Name | cst.Attribute, parent: cst.CSTNode | None) -> bool:
     """Whether a name is a whole dotted reference to something, as opposed to part of a longer
     chain (`a.b` in `a.b.c`), an attribute or keyword name, or a name being (re)bound."""
-    if isinstance(parent, cst.Attribute):
+    kind = type(parent)
+    if kind is cst.Attribute:
         return False  # either the chain goes on (parent.value) or this is its attribute name
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return True
-    if isinstance(parent, cst.Arg):
+    if kind is cst.Arg:
         return parent.keyword is not node
-    if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.NameItem, cst.AsName)):
+    if kind in _NAMING_PARENTS:
         return parent.name is not node
-    if isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)):
+    if kind in _TARGET_PARENTS:
         return parent.target is not node
     return True
+
+
+_NAMING_PARENTS = frozenset({cst.Param, cst.FunctionDef, cst.ClassDef, cst.NameItem, cst.AsName})
+_TARGET_PARENTS = frozenset({cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor})
+
+
+class _Plan(NamedTuple):
+    visits: tuple[Visit, ...]
+    leaves: tuple[Visit, ...]
+    named: bool  # a Name or Attribute, and some rule watches names
+    scoped: Callable[[Walker, cst.CSTNode], None] | None
+    fields: tuple[str, ...]
 
 
 class Walker:
@@ -128,6 +170,7 @@ class Walker:
         self._visit: dict[type, list[Visit]] = {}
         self._leave: dict[type, list[Visit]] = {}
         self._watchers: dict[str, list[VisitName]] = {}
+        self._plans: dict[type, _Plan] = {}
         for rule in rules:
             for kind, node_type, attr in _handlers(type(rule)):
                 table = self._visit if kind == "visit" else self._leave
@@ -137,26 +180,35 @@ class Walker:
 
     def walk(self, node: cst.CSTNode) -> None:
         node_type = type(node)
-        visits = self._visit.get(node_type)
-        if visits:
+        plan = self._plans.get(node_type) or self._plan(node_type)
+        if plan.visits:
             self.current = node
-            for handler in visits:
+            for handler in plan.visits:
                 handler(node)
-        if self._watchers and (node_type is cst.Name or node_type is cst.Attribute):
+        if plan.named:
             self.current = node
             self._dispatch_name(node)
         self.ancestors.append(node)
-        scoped = _SCOPED_WALKS.get(node_type)
-        if scoped is not None:
-            scoped(self, node)
+        if plan.scoped is not None:
+            plan.scoped(self, node)
         else:
-            self._walk_fields(node, child_fields(node_type))
+            self._walk_fields(node, plan.fields)
         self.ancestors.pop()
-        leaves = self._leave.get(node_type)
-        if leaves:
+        if plan.leaves:
             self.current = node
-            for handler in leaves:
+            for handler in plan.leaves:
                 handler(node)
+
+    def _plan(self, node_type: type[cst.CSTNode]) -> _Plan:
+        """What the walk does at a node of this type, looked up once per type."""
+        plan = self._plans[node_type] = _Plan(
+            visits=tuple(self._visit.get(node_type, ())),
+            leaves=tuple(self._leave.get(node_type, ())),
+            named=bool(self._watchers) and node_type in (cst.Name, cst.Attribute),
+            scoped=_SCOPED_WALKS.get(node_type),
+            fields=child_fields(node_type),
+        )
+        return plan
 
     def chain(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         """The nodes from the module down to `node`, exclusive, for a node a handler reports:
@@ -180,12 +232,13 @@ class Walker:
     def _walk_fields(self, node: cst.CSTNode, names: Iterable[str]) -> None:
         for name in names:
             value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
-                self.walk(value)
-            elif type(value) is tuple or type(value) is list:
+            kind = type(value)
+            if kind is tuple or kind is list:
                 for child in value:
-                    if isinstance(child, cst.CSTNode):
+                    if IS_NODE_TYPE[type(child)]:
                         self.walk(child)
+            elif IS_NODE_TYPE[kind]:
+                self.walk(value)
 
     def _walk_in_scope(self, node: cst.CSTNode, scope: resolve.Scope, names: Iterable[str]) -> None:
         self.resolver.enter(scope)

@@ -111,24 +111,24 @@ def tensor_method(ctx: FileContext, node: cst.CSTNode, names: frozenset[str]) ->
     """`<receiver>.m(...)` with `m` in `names`, where the receiver may be a tensor (it resolves
     to nothing outside torch, and is no NumPy array)."""
     return (
-        isinstance(node, cst.Call)
+        type(node) is cst.Call
         and patterns.method_name(node) in names
         and not patterns.resolves_outside_torch_classes(ctx.qualified_names(node.func))
-        and isinstance(node.func, cst.Attribute)
+        and type(node.func) is cst.Attribute
         and not numpy_valued(ctx, node.func.value)
     )
 
 
 def resolved_call(ctx: FileContext, node: cst.CSTNode, names: frozenset[str]) -> bool:
     """A call of a function whose qualified name is in `names`."""
-    return isinstance(node, cst.Call) and bool(ctx.qualified_names(node.func) & names)
+    return type(node) is cst.Call and bool(ctx.qualified_names(node.func) & names)
 
 
 def builtin_call(ctx: FileContext, node: cst.CSTNode, names: tuple[str, ...]) -> cst.BaseExpression | None:
     """The single argument of `int(x)` / `bool(x)`... when the builtin is not shadowed by an import."""
     if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Name)
+        type(node) is cst.Call
+        and type(node.func) is cst.Name
         and node.func.value in names
         and not ctx.qualified_names(node.func)
         and len(node.args) == 1
@@ -150,21 +150,21 @@ def numpy_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     if depth > _NUMPY_DEPTH:
         return False
     parts: list[cst.CSTNode] = []
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         if patterns.method_name(node) == "numpy" or any(
             name.split(".")[0] == "numpy" for name in ctx.qualified_names(node.func)
         ):
             return True
-        parts = [node.func.value] if isinstance(node.func, cst.Attribute) else []
-    elif isinstance(node, cst.Subscript):
+        parts = [node.func.value] if type(node.func) is cst.Attribute else []
+    elif type(node) is cst.Subscript:
         parts = [node.value]
-    elif isinstance(node, cst.Comparison):
+    elif type(node) is cst.Comparison:
         parts = [node.left, *(link.comparator for link in node.comparisons)]
-    elif isinstance(node, cst.BinaryOperation):
+    elif type(node) is cst.BinaryOperation:
         parts = [node.left, node.right]
-    elif isinstance(node, cst.UnaryOperation):
+    elif type(node) is cst.UnaryOperation:
         parts = [node.expression]
-    elif isinstance(node, cst.Name) and node.value not in seen:
+    elif type(node) is cst.Name and node.value not in seen:
         values = ctx.values_before_updates(node)
         if any(_made_by_torch(ctx, value) for value in values):
             return False
@@ -205,9 +205,9 @@ def reads_tensor_value(ctx: FileContext, node: cst.BaseExpression) -> bool:
 def read_in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """Whether every tensor an expression reads a number from is in host memory, not copied
     there on the way (`start + self.seq_len + 1` with `start = torch.randint(0, n, (1,))`)."""
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         parts = [node.left, node.right]
-    elif isinstance(node, cst.UnaryOperation):
+    elif type(node) is cst.UnaryOperation:
         parts = [node.expression]
     else:
         return not _copies(node) and in_host_memory(ctx, node)
@@ -216,7 +216,7 @@ def read_in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
 
 def _copies(node: cst.BaseExpression) -> bool:
     """A method chain with a copy to the host in it: `lens.cpu().max()`, a sync of its own."""
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    while type(node) is cst.Call and type(node.func) is cst.Attribute:
         if node.func.attr.value in ("cpu", "to"):
             return True
         node = node.func.value
@@ -225,10 +225,10 @@ def _copies(node: cst.BaseExpression) -> bool:
 
 def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
     """A torch call, or a method chain on one (`torch.from_numpy(a).cuda()`)."""
-    while isinstance(node, cst.Call):
+    while type(node) is cst.Call:
         if any(name.split(".")[0] == "torch" for name in ctx.qualified_names(node.func)):
             return True
-        if not isinstance(node.func, cst.Attribute):
+        if type(node.func) is not cst.Attribute:
             return False
         node = node.func.value
     return False
@@ -237,7 +237,7 @@ def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
 def values_reaching(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
     """The values a name may hold: its one binding, else those that reach the statement the
     walk is in (`j = r < t; x = x[j]; j, k = m.T; y = y[j]`)."""
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return ()
     bound = ctx.assigned_value(node)
     if bound is not None or ctx.flow is None or ctx.flow.elsewhere:  # the walk's path is another scope's
@@ -256,9 +256,9 @@ def _reaching_values(
     found: list[cst.BaseExpression] = []
     for index in range(len(path) - 1, 0, -1):
         block, statement = path[index - 1], path[index]
-        if isinstance(block, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        if type(block) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return ()
-        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        if type(block) not in (cst.IndentedBlock, cst.Module):
             continue
         position = next((i for i, each in enumerate(block.body) if each is statement), None)
         for previous in reversed(block.body[:position] if position is not None else ()):
@@ -279,9 +279,9 @@ def _assigned_last_in_branch(
 ) -> cst.BaseExpression | None:
     """The value an `if` without `else` gives `name` where its body runs: its body's last
     statement that binds it, a plain assignment."""
-    if not isinstance(statement, cst.If) or statement.orelse is not None:
+    if type(statement) is not cst.If or statement.orelse is not None:
         return None
-    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
+    body = statement.body.body if type(statement.body) is cst.IndentedBlock else ()
     for inner in reversed(body):
         bound = _binds_by_assignment(inner, name, module_flow)
         if bound is not None:
@@ -294,22 +294,22 @@ def _binds_by_assignment(
 ) -> cst.BaseExpression | bool | None:
     """The value a statement assigns `name` (False where it binds it otherwise or may), None
     where it does not bind it."""
-    if isinstance(statement, cst.SimpleStatementLine):
+    if type(statement) is cst.SimpleStatementLine:
         for small in reversed(statement.body):
-            if isinstance(small, cst.Assign) and any(_target_names(t.target, name) for t in small.targets):
+            if type(small) is cst.Assign and any(_target_names(t.target, name) for t in small.targets):
                 return small.value
-            if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and _target_names(small.target, name):
+            if type(small) in (cst.AugAssign, cst.AnnAssign) and _target_names(small.target, name):
                 return False
         return None
-    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+    if type(statement) in (cst.FunctionDef, cst.ClassDef):
         return False if statement.name.value == name else None  # its body is a scope of its own
     return False if name in module_flow.names_bound_in(statement) else None
 
 
 def _target_names(target: cst.BaseExpression, name: str) -> bool:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return any(_target_names(element.value, name) for element in target.elements)
     return False
 
@@ -325,9 +325,9 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
     values = (inner,) if inner is not None else values_reaching(ctx, node)
     if values:
         return all(reads_tensor_scalar(ctx, value, depth + 1) for value in values)
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         return reads_tensor_scalar(ctx, node.left, depth + 1) or reads_tensor_scalar(ctx, node.right, depth + 1)
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         return reads_tensor_scalar(ctx, node.expression, depth + 1)
     return False
 
@@ -337,12 +337,12 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     `x.sum() > 0`, `bool(t.max())`. `self.training`, `x.dim() == 3`, `x is None` are not."""
     if depth > _DEPTH:
         return False
-    if isinstance(node, cst.BooleanOperation):
+    if type(node) is cst.BooleanOperation:
         return tests_tensor_value(ctx, node.left, depth + 1) or tests_tensor_value(ctx, node.right, depth + 1)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
         return tests_tensor_value(ctx, node.expression, depth + 1)
-    if isinstance(node, cst.Comparison):
-        if not any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons):
+    if type(node) is cst.Comparison:
+        if not any(type(link.operator) in _VALUE_COMPARISONS for link in node.comparisons):
             return False
         sides = (node.left, *(link.comparator for link in node.comparisons))
         return any(reads_tensor_scalar(ctx, side, depth + 1) or tensor_valued(ctx, side) for side in sides)
@@ -352,7 +352,7 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     if inner is not None:
         return reads_tensor_scalar(ctx, inner, depth + 1) or tests_tensor_value(ctx, inner, depth + 1)
     inner = builtin_call(ctx, node, ("all", "any"))
-    if isinstance(inner, (cst.GeneratorExp, cst.ListComp)):  # `any(not p.grad.isfinite().all() for p in ps)`
+    if type(inner) in (cst.GeneratorExp, cst.ListComp):  # `any(not p.grad.isfinite().all() for p in ps)`
         return tests_tensor_value(ctx, inner.elt, depth + 1)
     if inner is not None:  # Python iterates the tensor and tests each element
         return tensor_valued(ctx, inner)
@@ -374,7 +374,7 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
     module passes one; the results of unknown calls are not known to be tensors."""
     if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
         return False
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         names = ctx.qualified_names(node.func)
         if names & _TENSOR_MAKERS or any(name.startswith("torch.nn.functional.") for name in names):
             return True
@@ -386,7 +386,7 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
                 for value, scope in returned
             )
         method = patterns.method_name(node)
-        receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+        receiver = node.func.value if type(node.func) is cst.Attribute else None
         if method in _MOVERS and not names and ctx.flow is not None and ctx.flow.home(node) is flow.Home.MOVED:
             return True  # sent to a device (`append_zero(sigmas).to(device)`): what is tested there is a tensor
         return (
@@ -395,23 +395,23 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
             and method not in _NOT_TENSORS
             and tensor_valued(ctx, receiver, depth + 1, seen)
         )
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         return tensor_valued(ctx, node.value, depth + 1, seen)
-    if isinstance(node, cst.Comparison):
-        if not any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons):
+    if type(node) is cst.Comparison:
+        if not any(type(link.operator) in _VALUE_COMPARISONS for link in node.comparisons):
             return False
         return any(
             tensor_valued(ctx, side, depth + 1, seen) for side in (node.left, *(c.comparator for c in node.comparisons))
         )
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         return tensor_valued(ctx, node.left, depth + 1, seen) or tensor_valued(ctx, node.right, depth + 1, seen)
-    if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+    if type(node) is cst.UnaryOperation and type(node.operator) is not cst.Not:
         return tensor_valued(ctx, node.expression, depth + 1, seen)
-    if isinstance(node, cst.IfExp):  # a tensor either way, or one way where the other value is unknown
+    if type(node) is cst.IfExp:  # a tensor either way, or one way where the other value is unknown
         body, orelse = (tensor_valued(ctx, part, depth + 1, seen) for part in (node.body, node.orelse))
         return (body or _unknown(node.body)) and (orelse or _unknown(node.orelse)) and (body or orelse)
     if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
-        assert isinstance(node, cst.Attribute)
+        assert type(node) is cst.Attribute
         key = f"self.{node.attr.value}"
         if key in seen or ctx.flow.is_buffer(node.attr.value):
             return True
@@ -421,7 +421,7 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         return bool(bound) and all(
             ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, carried)) for value, scope in bound
         )
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         if node.value in seen:
             return True
         values, inner = ctx.values_before_updates(node), seen | {node.value}
@@ -465,15 +465,15 @@ def _passed_tensors(ctx: FileContext, node: cst.Name, depth: int) -> bool:
 def _unknown(node: cst.BaseExpression) -> bool:
     """An attribute or call whose value portcheck cannot tell (`self.model.alphas`): not a
     literal, a name or an expression it would know."""
-    return isinstance(node, (cst.Attribute, cst.Call, cst.Subscript))
+    return type(node) in (cst.Attribute, cst.Call, cst.Subscript)
 
 
 def _annotated_classes(ctx: FileContext, annotation: cst.BaseExpression) -> set[str]:
     """The classes an annotation names: `Cache`, `Optional[Cache]`, `Cache | None`."""
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
         return _annotated_classes(ctx, annotation.left) | _annotated_classes(ctx, annotation.right)
-    if isinstance(annotation, cst.Subscript) and ctx.qualified_names(annotation.value) & _OPTIONAL:
-        parts = [element.slice.value for element in annotation.slice if isinstance(element.slice, cst.Index)]
+    if type(annotation) is cst.Subscript and ctx.qualified_names(annotation.value) & _OPTIONAL:
+        parts = [element.slice.value for element in annotation.slice if type(element.slice) is cst.Index]
         return {name for part in parts for name in _annotated_classes(ctx, part)}
     return set(ctx.qualified_names(annotation))
 
@@ -481,11 +481,11 @@ def _annotated_classes(ctx: FileContext, annotation: cst.BaseExpression) -> set[
 def _annotated_tensor(ctx: FileContext, annotation: cst.BaseExpression) -> bool:
     """`torch.Tensor`, `torch.LongTensor`, `Optional[torch.Tensor]`, `torch.Tensor | None`: a
     tensor where it is not None (a test of it for None is no test of its values)."""
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
         return _annotated_tensor(ctx, annotation.left) or _annotated_tensor(ctx, annotation.right)
-    if isinstance(annotation, cst.Subscript) and ctx.qualified_names(annotation.value) & _OPTIONAL:
+    if type(annotation) is cst.Subscript and ctx.qualified_names(annotation.value) & _OPTIONAL:
         return any(
-            isinstance(element.slice, cst.Index) and _annotated_tensor(ctx, element.slice.value)
+            type(element.slice) is cst.Index and _annotated_tensor(ctx, element.slice.value)
             for element in annotation.slice
         )
     return any(_TENSOR_TYPE.fullmatch(name) for name in ctx.qualified_names(annotation))
@@ -501,30 +501,30 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     `seen`: the attributes being looked through."""
     if depth > _DEPTH:
         return False
-    if isinstance(node, cst.Comparison):
-        return any(isinstance(link.operator, _VALUE_COMPARISONS) for link in node.comparisons)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
+    if type(node) is cst.Comparison:
+        return any(type(link.operator) in _VALUE_COMPARISONS for link in node.comparisons)
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.BitInvert:
         return True  # `~` on an index is a negated mask; integer tensors would index from the end
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _MASK_OPERATORS):
+    if type(node) is cst.BinaryOperation and type(node.operator) in _MASK_OPERATORS:
         return is_bool_mask(ctx, node.left, depth, seen) or is_bool_mask(ctx, node.right, depth, seen)
     if tensor_method(ctx, node, _MASK_OPS) or resolved_call(ctx, node, _TORCH_MASK_OPS) or _of_bool_dtype(ctx, node):
         return True
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _VIEWS:
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _VIEWS:
         return is_bool_mask(ctx, node.func.value, depth, seen)
-    if isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
+    if type(node) is cst.Attribute and node.attr.value in ("T", "mT"):
         return is_bool_mask(ctx, node.value, depth, seen)
-    if isinstance(node, cst.Subscript):  # `xc[i]`: a row of a mask
+    if type(node) is cst.Subscript:  # `xc[i]`: a row of a mask
         return is_bool_mask(ctx, node.value, depth, seen)
-    if isinstance(node, cst.IfExp):  # `[i] if overlap else labels == i`: a mask where the test fails
+    if type(node) is cst.IfExp:  # `[i] if overlap else labels == i`: a mask where the test fails
         return is_bool_mask(ctx, node.body, depth, seen) or is_bool_mask(ctx, node.orelse, depth, seen)
     if resolved_call(ctx, node, _JOINS):  # `torch.stack((ones_like(j), j, k))`: masks joined
-        assert isinstance(node, cst.Call)
+        assert type(node) is cst.Call
         parts = node.args[0].value if node.args else None
-        return isinstance(parts, (cst.Tuple, cst.List)) and any(
+        return type(parts) in (cst.Tuple, cst.List) and any(
             is_bool_mask(ctx, element.value, depth, seen) for element in parts.elements
         )
     if flow.is_self_attribute(node) and ctx.flow is not None:
-        assert isinstance(node, cst.Attribute)
+        assert type(node) is cst.Attribute
         name = node.attr.value
         if name in seen:
             return True
@@ -539,7 +539,7 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
 
 def _of_bool_dtype(ctx: FileContext, node: cst.CSTNode) -> bool:
     """A call given `dtype=torch.bool`, or `.to(torch.bool)`: a tensor of bools."""
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return False
     given = [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "dtype"]
     if patterns.method_name(node) == "to":
@@ -555,9 +555,9 @@ def controlling_part(ancestors: Sequence[cst.CSTNode], node: cst.CSTNode) -> tup
     this to leave those to them."""
     child = node
     for parent in reversed(ancestors):
-        if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is child:
+        if type(parent) in (cst.If, cst.While, cst.IfExp, cst.Assert) and parent.test is child:
             return parent, child
-        if isinstance(parent, cst.Slice) and any(child is bound for bound in (parent.lower, parent.upper, parent.step)):
+        if type(parent) is cst.Slice and any(child is bound for bound in (parent.lower, parent.upper, parent.step)):
             return parent, child
         if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             return None
@@ -649,7 +649,7 @@ class StepRule(TensorRule):
         function = flow.enclosing_function(ancestors)
         if function is not None and function.name.value == "__init__":
             return  # a constructor builds the model: no step
-        looped = any(isinstance(node, (cst.For, cst.While)) for node in ancestors)
+        looped = any(type(node) in (cst.For, cst.While) for node in ancestors)
         if function is None and not looped:
             return
         callee = self._local_callee(call, function, ancestors)
@@ -664,13 +664,13 @@ class StepRule(TensorRule):
         if arg.star != "**":
             return self._may_be_tensor(arg.value)
         value = arg.value
-        if isinstance(value, cst.Name):
+        if type(value) is cst.Name:
             value = self.ctx.assigned_value(value) or value
-        if not isinstance(value, cst.DictComp):
+        if type(value) is not cst.DictComp:
             return False
         item = value.value
         return not (
-            isinstance(item, cst.Call)
+            type(item) is cst.Call
             and (patterns.method_name(item) == "item" or patterns.dotted(item.func) in ("float", "int"))
         )
 
@@ -678,12 +678,12 @@ class StepRule(TensorRule):
         """A tensor (or what a tensor method returns: `(a == b).float().mean()`), or a name
         bound to one on some path (`acc = None` on another), or a choice of one. `seen`: the
         names being looked through."""
-        if isinstance(value, cst.Name):
+        if type(value) is cst.Name:
             if value.value in seen:
                 return False
             values, seen = self.ctx.values_before_updates(value), seen | {value.value}
             return any(self._may_be_tensor(bound, seen) for bound in values)
-        if isinstance(value, cst.IfExp):
+        if type(value) is cst.IfExp:
             return self._may_be_tensor(value.body, seen) or self._may_be_tensor(value.orelse, seen)
         return tensor_valued(self.ctx, value) or tensor_method(self.ctx, value, _TENSOR_RESULTS)
 
@@ -697,11 +697,11 @@ class StepRule(TensorRule):
         `pkg.loss.Loss.__call__` for `loss_fn(...)` after `loss_fn = Loss()`: a name of the
         repository."""
         func, known = call.func, self.ctx.project
-        if not isinstance(func, (cst.Name, cst.Attribute)):
+        if type(func) not in (cst.Name, cst.Attribute):
             return None
         names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
         if not names:  # a method of an object, or calling the object: `loss_fn(pred, y)` runs `__call__`
-            called = isinstance(func, cst.Name) or flow.is_self_attribute(func)
+            called = type(func) is cst.Name or flow.is_self_attribute(func)
             receiver, method = (func, "__call__") if called else (func.value, func.attr.value)  # type: ignore[union-attr]
             classes = {self.ctx.module.absolute(name) for name in self._receiver_classes(receiver, function, ancestors)}
             names = {f"{name}.{method}" for name in classes if name.rpartition(".")[2][:1].isupper()}
@@ -715,14 +715,14 @@ class StepRule(TensorRule):
         module_flow = self.ctx.flow
         assert module_flow is not None
         found: set[str] = set()
-        if isinstance(receiver, cst.Name):
+        if type(receiver) is cst.Name:
             made = self.ctx.assigned_value(receiver)
             if made is not None:
                 found |= self._classes_made(made)
             elif (kind := _annotation(function, receiver.value)) is not None:
                 found |= _annotated_classes(self.ctx, kind)
         elif flow.is_self_attribute(receiver):
-            assert isinstance(receiver, cst.Attribute)
+            assert type(receiver) is cst.Attribute
             for value, scope in module_flow.self_attribute_values(receiver.attr.value):
                 found |= module_flow.in_scope(scope, partial(self._classes_made, value))
         else:
@@ -731,11 +731,11 @@ class StepRule(TensorRule):
 
     def _classes_made(self, value: cst.BaseExpression, depth: int = 0) -> set[str]:
         """The classes `Logger(...)`, `given or Logger(...)`, `A() if c else B()` instantiate."""
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             return set(self.ctx.qualified_names(value.func))
-        if isinstance(value, cst.BooleanOperation) and depth < 3:
+        if type(value) is cst.BooleanOperation and depth < 3:
             return self._classes_made(value.left, depth + 1) | self._classes_made(value.right, depth + 1)
-        if isinstance(value, cst.IfExp) and depth < 3:
+        if type(value) is cst.IfExp and depth < 3:
             return self._classes_made(value.body, depth + 1) | self._classes_made(value.orelse, depth + 1)
         return set()
 
@@ -744,8 +744,8 @@ class StepRule(TensorRule):
         spelled = get_full_name_for_node(receiver)
         found: set[str] = set()
         for node, child in zip(ancestors, ancestors[1:]):
-            test = node.test if isinstance(node, cst.If) and child is node.body else None
-            if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
+            test = node.test if type(node) is cst.If and child is node.body else None
+            if not (type(test) is cst.Call and type(test.func) is cst.Name and test.func.value == "isinstance"):
                 continue
             subject, kind = patterns.positional(test, 0), patterns.positional(test, 1)
             if subject is not None and kind is not None and get_full_name_for_node(subject.value) == spelled:
@@ -916,8 +916,8 @@ class StepRule(TensorRule):
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the node runs only `if isinstance(v, torch.Tensor):` (MetricLogger.update)."""
         for node, child in zip(chain, chain[1:]):
-            test = node.test if isinstance(node, cst.If) and child is node.body else None
-            if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance":
+            test = node.test if type(node) is cst.If and child is node.body else None
+            if type(test) is cst.Call and type(test.func) is cst.Name and test.func.value == "isinstance":
                 kind = patterns.positional(test, 1)
                 if kind is not None and "torch.Tensor" in self.ctx.qualified_names(kind.value):
                     return True
