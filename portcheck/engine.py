@@ -376,9 +376,16 @@ def _results(
     findings sit among the module's CUDA checks, and the (code, line) of reports that matter
     only on targets not selected. CUDA-only code reached only under such a check does not run
     on another target as written: info there (the check is the finding)."""
+    chains = {id(r.node): r.chain for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None}
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
-    methods = [method for rule in rules for r in rule.reports if (method := _method_name(r.node)) is not None]
-    ranges = positions(tree, [*nodes, *methods]) if tree is not None else {}
+    for rule in rules:
+        for report in rule.reports:
+            method = _method_name(report.node)
+            if method is not None:
+                assert isinstance(report.node, cst.Call)
+                chains[id(method)] = (*report.chain, report.node, report.node.func)
+                nodes.append(method)
+    ranges = positions(tree, nodes, text=text, chains=chains) if tree is not None else {}
     placements: dict[FindingKey, Placement] = {}
     lines = text.splitlines()
     pairs = []

@@ -1,15 +1,17 @@
 """Line and column of a few nodes, without libcst's PositionProvider.
 
 PositionProvider records a range for every node of the module, which costs nearly twice the
-parse. Findings need positions for a handful of nodes in the few files that have any, so this
-runs the same code generation but records only the nodes asked for. The ranges are the same as
-PositionProvider's: syntactic start and end, lines from 1, columns from 0.
+parse. Findings need positions for a handful of nodes, so this runs the same code generation but
+records only the nodes asked for, and where it knows the statements around a node, generates
+only the smallest of them whose code occurs once in the module's text: that is where it sits.
+The ranges are the same as PositionProvider's: syntactic start and end, lines from 1, columns
+from 0.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import libcst as cst
@@ -28,10 +30,10 @@ class _TargetedPositions(CodegenState):
     the last count, and skips the recording context of every other node: per token and per
     node, that bookkeeping cost as much as the code generation itself."""
 
-    def __init__(self, module: cst.Module, targets: Collection[cst.CSTNode]) -> None:
+    def __init__(self, module: cst.Module, targets: set[int], stop_early: bool = True) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.targets = {id(node) for node in targets}
-        self.wanted = set(self.targets)
+        self.targets = targets
+        self.wanted = set(targets) if stop_early else None
         self.ranges: dict[int, Range] = {}
         self._starts: dict[int, tuple[int, int]] = {}
         self._counted = 0  # tokens already counted into line and column
@@ -50,9 +52,10 @@ class _TargetedPositions(CodegenState):
             self._stop_when_done(key)
 
     def _stop_when_done(self, key: int) -> None:
-        self.wanted.discard(key)
-        if not self.wanted:
-            raise _AllFound
+        if self.wanted is not None:
+            self.wanted.discard(key)
+            if not self.wanted:
+                raise _AllFound
 
     def _here(self) -> tuple[int, int]:
         """The line and column after every token written so far."""
@@ -99,13 +102,86 @@ class _TargetedPositions(CodegenState):
 _UNRECORDED = nullcontext()
 
 
-def positions(module: cst.Module, nodes: Collection[cst.CSTNode]) -> dict[int, Range]:
-    """Map `id(node)` to its syntactic range for each of `nodes` found in `module`."""
+def positions(
+    module: cst.Module,
+    nodes: Collection[cst.CSTNode],
+    *,
+    text: str | None = None,
+    chains: Mapping[int, Sequence[cst.CSTNode]] | None = None,
+) -> dict[int, Range]:
+    """Map `id(node)` to its syntactic range for each of `nodes` found in `module`. Given the
+    module's `text` and, by `id`, the nodes from the module down to some of the nodes (their
+    chains), those are placed by the statements around them; the rest by generating the module
+    up to the last of them."""
     if not nodes:
         return {}
-    state = _TargetedPositions(module, nodes)
-    try:
-        module._codegen(state)
-    except _AllFound:
-        pass
-    return state.ranges
+    ranges: dict[int, Range] = {}
+    rest = list(nodes)
+    if text is not None and chains and module.has_trailing_newline:
+        anchors = _Anchors(module, text, {id(node) for node in nodes})
+        rest = []
+        for node in nodes:
+            placed = anchors.place(node, chains.get(id(node), ()))
+            if placed is None:
+                rest.append(node)
+            else:
+                ranges[id(node)] = placed
+    if rest:
+        state = _TargetedPositions(module, {id(node) for node in rest})
+        try:
+            module._codegen(state)
+        except _AllFound:
+            pass
+        ranges.update(state.ranges)
+    return ranges
+
+
+class _Anchors:
+    """A statement's code, generated alone with the indentation of the blocks it is in, sits
+    where it occurs in the module's text when it occurs there once; so do the nodes in it.
+    (Not in a module without a newline at its end: there the last statement's code ends with
+    one its text lacks, and the same code elsewhere would look unique.)"""
+
+    def __init__(self, module: cst.Module, text: str, targets: set[int]) -> None:
+        self.module = module
+        self.text = text
+        self.targets = targets
+        self._placed: dict[int, tuple[int, dict[int, Range]] | None] = {}  # by statement: first line, ranges in it
+        self._carriage_returns = "\r" in text
+
+    def place(self, node: cst.CSTNode, chain: Sequence[cst.CSTNode]) -> Range | None:
+        """The node's range, from the innermost statement around it whose code is unique."""
+        indents: list[str] = []
+        statements: list[tuple[cst.CSTNode, tuple[str, ...]]] = []
+        for parent, child in zip(chain, (*chain[1:], node)):
+            if type(parent) is cst.IndentedBlock:
+                indents.append(self.module.default_indent if parent.indent is None else parent.indent)
+            if type(parent) is cst.Module or type(parent) is cst.IndentedBlock:
+                statements.append((child, tuple(indents)))
+        for statement, statement_indents in reversed(statements):
+            placed = self._statement(statement, statement_indents)
+            if placed is not None and id(node) in placed[1]:
+                first, ranges = placed
+                start_line, start_column, end_line, end_column = ranges[id(node)]
+                return (first + start_line - 1, start_column, first + end_line - 1, end_column)
+        return None
+
+    def _statement(self, statement: cst.CSTNode, indents: tuple[str, ...]) -> tuple[int, dict[int, Range]] | None:
+        """The statement's first line and the ranges of the asked-for nodes in it, counted from
+        its own first line (it starts a line, so columns need no shift); None if its code does
+        not occur exactly once in the text."""
+        key = id(statement)
+        if key not in self._placed:
+            state = _TargetedPositions(self.module, self.targets, stop_early=False)
+            state.indent_tokens = list(indents)
+            statement._codegen(state)
+            code = "".join(state.tokens)
+            offset = self.text.find(code)
+            unique = offset >= 0 and self.text.find(code, offset + 1) < 0
+            self._placed[key] = (self._line_at(offset), state.ranges) if unique else None
+        return self._placed[key]
+
+    def _line_at(self, offset: int) -> int:
+        if self._carriage_returns:
+            return len(_NEWLINE.findall(self.text, 0, offset)) + 1
+        return self.text.count("\n", 0, offset) + 1

@@ -98,6 +98,7 @@ class Record:
     node: cst.CSTNode | None
     lines: tuple[int, int]  # first and last line, for text rules (Python rules give the node)
     details: tuple[tuple[str, str], ...]
+    chain: tuple[cst.CSTNode, ...] = ()  # the nodes from the module down to `node`
 
 
 class FindingLimit(Exception):
@@ -258,12 +259,25 @@ class Rule:
         else:
             self.report_span(where, severity=severity, **fields)
 
-    def record(self, fact: str, name: str, where: cst.CSTNode | tuple[int, int] | Span, /, **details: str) -> None:
-        """Note a project fact (a kernel, a CUDA-only op, a call site) at a node, lines or a span."""
+    def record(
+        self,
+        fact: str,
+        name: str,
+        where: cst.CSTNode | tuple[int, int] | Span,
+        /,
+        *,
+        chain: tuple[cst.CSTNode, ...] | None = None,
+        **details: str,
+    ) -> None:
+        """Note a project fact (a kernel, a CUDA-only op, a call site) at a node, lines or a span.
+        A rule that records a node it is no longer visiting passes the node's `chain`."""
         if isinstance(where, tuple) and len(where) == 4:
             where = (where[0], where[2])
-        node, lines = (None, where) if isinstance(where, tuple) else (where, (0, 0))
-        self.records.append(Record(fact, name, node, lines, tuple(sorted(details.items()))))
+        if isinstance(where, tuple):
+            self.records.append(Record(fact, name, None, where, tuple(sorted(details.items()))))
+            return
+        chain = self.ctx.chain(where) if chain is None else chain
+        self.records.append(Record(fact, name, where, (0, 0), tuple(sorted(details.items())), chain))
 
     @classmethod
     def project_triggers(cls, project: Project) -> tuple[bytes, ...]:

@@ -20,14 +20,33 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = (ROOT / "examples" / "cuda_app" / "train.py").read_text()
 
 
-def test_targeted_positions_match_libcst_position_provider() -> None:
-    sources = [
-        SAMPLE,
-        "x = 1\r\ny = (\r\n  2)\r\n",
-        "if a:\n\tb = c.cuda()  # tab\n",
-        "class A:\n    def f(self):\n        pass\n",
+POSITION_SOURCES = [
+    SAMPLE,
+    "x = 1\r\ny = (\r\n  2)\r\n",
+    "x = 1\ry = (\r  2)\r",
+    "if a:\n\tb = c.cuda()  # tab\n",
+    "class A:\n    def f(self):\n        pass\n",
+    # the same statement twice, in the same block and in blocks indented alike
+    "x = a.cuda()\nx = a.cuda()\nif b:\n    x = a.cuda()\nelse:\n    x = a.cuda()\n",
+    "def f():\n  # note\n\n  return g(\n      1)\ndef g():\n  return g(\n      1)",  # no newline at the end
+]
+
+
+def _chains(module: cst.Module) -> dict[int, tuple[cst.CSTNode, ...]]:
+    found: dict[int, tuple[cst.CSTNode, ...]] = {}
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
+    while stack:
+        node, chain = stack.pop()
+        found[id(node)] = chain
+        stack.extend((child, (*chain, node)) for child in node.children)
+    return found
+
+
+@pytest.mark.parametrize("anchored", [False, True], ids=["generated", "anchored"])
+def test_targeted_positions_match_libcst_position_provider(anchored: bool) -> None:
+    sources = POSITION_SOURCES + [
+        e.code for rule in registry.all_rules().values() for e in rule.INVALID if isinstance(e.code, str)
     ]
-    sources += [e.code for rule in registry.all_rules().values() for e in rule.INVALID if isinstance(e.code, str)]
     for source in sources:
         try:
             module = cst.parse_module(source)
@@ -35,10 +54,34 @@ def test_targeted_positions_match_libcst_position_provider() -> None:
             continue
         expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         nodes = [node for node in expected if not isinstance(node, cst.Module)]
-        got = positions(module, nodes)
+        if anchored:
+            got = positions(module, nodes, text=source, chains=_chains(module))
+        else:
+            got = positions(module, nodes)
         for node in nodes:
             want = expected[node]
             assert got[id(node)] == (want.start.line, want.start.column, want.end.line, want.end.column), source
+
+
+def test_anchored_positions_place_a_repeated_statement_by_a_unique_one_around_it() -> None:
+    """`x = a.cuda()` occurs four times: each is placed by the block around it, or, where that
+    repeats too, by generating the module."""
+    source = POSITION_SOURCES[5]
+    module = cst.parse_module(source)
+    chains = _chains(module)
+    calls = [node for node in _all_nodes(module) if isinstance(node, cst.Call)]
+    got = positions(module, calls, text=source, chains=chains)
+    assert [got[id(call)][0] for call in calls] == [1, 2, 4, 6]
+
+
+def _all_nodes(module: cst.Module) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(reversed(node.children))
+    return found
 
 
 def test_findings_are_sorted_and_columns_one_based() -> None:

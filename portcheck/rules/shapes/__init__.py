@@ -835,7 +835,9 @@ class StepRule(TensorRule):
                 where = f"`{site.function.name.value}()`, called from {caller}," if caller else None
             if where is not None:
                 where = f"{where} in {self.ctx.path}"
-                self.record(project.STEP_CALL, site.callee, site.call, where=where, tensors=site.tensors)
+                self.record(
+                    project.STEP_CALL, site.callee, site.call, chain=site.ancestors, where=where, tensors=site.tensors
+                )
         for deferred in self._in_functions if module_flow is not None else ():
             # asked again now the module is known: the loop around it may call methods defined after it
             own = deferred.local or module_flow.in_scope(
