@@ -8,11 +8,13 @@ finding or a message for that file; the run goes on. Only a bug in portcheck its
 
 from __future__ import annotations
 
+import gc
 import traceback
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, wraps
+from typing import ParamSpec, TypeVar
 
 import libcst as cst
 
@@ -33,6 +35,9 @@ from portcheck.rule import FindingLimit, Rule, SeverityMap, at_most_info
 from portcheck.sources import decode_python, decode_text
 from portcheck.targets import Target
 from portcheck.walk import Walker
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 PARSE_ERROR, READ_ERROR, TOO_LARGE, UNUSED_SUPPRESSION = "PC001", "PC002", "PC003", "PC004"
 TOO_MANY_FINDINGS = "PC006"
@@ -78,6 +83,27 @@ class Examination:
         return [(finding, edit) for finding, edit in zip(self.result.findings, self.edits) if edit is not None]
 
 
+def _collected_once(function: Callable[P, R]) -> Callable[P, R]:
+    """Runs a file's analysis without the automatic garbage collector, then collects the young
+    generation once. The analysis builds the tree and all that refers to it at once (cycles
+    among rules, context and flow included) and drops it at once; meanwhile the collector's
+    automatic passes traversed those live objects again at each age, a fifth of a scan's CPU."""
+
+    @wraps(function)
+    def collected(*args: P.args, **kwargs: P.kwargs) -> R:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            gc.collect(0)
+            if enabled:
+                gc.enable()
+
+    return collected
+
+
+@_collected_once
 def examine(
     data: bytes | None,
     path: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 import warnings
 from pathlib import Path
@@ -13,6 +14,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from portcheck import registry
 from portcheck.api import scan_paths, scan_source
 from portcheck.config import Config
+from portcheck.context import Context
 from portcheck.engine import scan_bytes
 from portcheck.positions import positions
 
@@ -82,6 +84,20 @@ def _all_nodes(module: cst.Module) -> list[cst.CSTNode]:
         found.append(node)
         stack.extend(reversed(node.children))
     return found
+
+
+def test_a_scan_frees_its_analysis_and_leaves_the_collector_as_it_was() -> None:
+    """The analysis runs without the automatic collector and collects its own cycles (rules,
+    context, walker and flow refer to one another) before it returns."""
+    scan_source(SAMPLE, config=Config(root=ROOT))
+    assert gc.isenabled()
+    assert not any(type(o) is Context for o in gc.get_objects())
+    gc.disable()
+    try:
+        scan_source(SAMPLE, config=Config(root=ROOT))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_findings_are_sorted_and_columns_one_based() -> None:
