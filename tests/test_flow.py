@@ -369,7 +369,30 @@ def test_numpy_where_outputs_leave_torch_is_info_but_not_in_training_or_decoding
         18: Severity.WARNING,
         20: Severity.WARNING,
     }
-    assert "NumPy takes over here" in found[14][1]
+    assert "leaves torch here" in found[14][1]
+
+
+def test_a_host_copy_written_out_is_its_outputs_cost() -> None:
+    """A copy given to a writer, directly or through the name it is bound to, is an output: info
+    in any step loop. A copy the loop keeps computing with is not."""
+    source = """    import numpy as np
+    import torch
+    from PIL import Image
+
+    def save(x, path):
+        img = x.detach().cpu().numpy().transpose(1, 2, 0)
+        Image.fromarray(img).save(path)
+
+    for i, (x, y) in enumerate(loader):
+        loss = model(x, y)
+        loss.backward()
+        np.save(f"{i}.npy", loss.detach().cpu().numpy())
+        save(model.sample(), f"{i}.png")
+        kept = loss.detach().cpu()
+        history.append(kept)
+    """
+    found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
+    assert found == {6: Severity.INFO, 12: Severity.INFO, 14: Severity.WARNING}
 
 
 def test_an_integer_device_is_reported_once_per_function_and_fixed_at_every_use() -> None:

@@ -4,8 +4,8 @@ from collections.abc import Mapping, Sequence
 
 import libcst as cst
 
-from portcheck import patterns
-from portcheck.rule import Invalid, Valid
+from portcheck import flow, patterns
+from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
@@ -19,8 +19,18 @@ from portcheck.rules.shapes import (
     tensor_valued,
     tests_tensor_value,
 )
+from portcheck.walk import descendants
 
 _SYNCS = frozenset({"item", "tolist", "cpu", "numpy"})
+# What writes a host copy out (an image, an array or audio file): the copy is the output's cost.
+_WRITERS = frozenset(
+    {
+        "PIL.Image.fromarray", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
+        "cv2.imwrite", "imageio.imwrite", "imageio.imsave", "imageio.mimwrite", "imageio.mimsave",
+        "imageio.v2.imwrite", "imageio.v3.imwrite", "skimage.io.imsave", "matplotlib.pyplot.imsave",
+        "torchvision.utils.save_image", "torchaudio.save", "soundfile.write", "scipy.io.wavfile.write",
+    }
+)  # fmt: skip
 _HAND_OFF_CONTEXTS = frozenset({"forward()", "a step loop"})  # no training, no decoding
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
 # Arguments that torch reads as Python numbers, (position, keyword): a tensor there is read on
@@ -81,10 +91,12 @@ class HostSyncInStep(StepRule):
     arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from
     Python data where nothing sets a default device, or in a dataset's methods or a collate
     function; a loader's batch items the loop leaves there while it moves others to the device;
-    the items of a host tensor), which live on the host. Info: `.numpy()` in forward() or in a
-    loop that runs the model without training or decoding (a sampling script): NumPy takes the
-    tensor over there, mostly an output (an image, a file, another runtime's input) whose copy
-    is its cost.
+    the items of a host tensor), which live on the host. Info: a copy written out (given to
+    `Image.fromarray`, `np.save`, `cv2.imwrite`, `torchaudio.save`... directly or through the
+    name it is bound to in the same function), and `.numpy()` in forward() or in a loop that
+    runs the model without training or decoding (a sampling script): the tensor leaves torch
+    there, mostly as an output (an image, a file, another runtime's input) whose copy is its
+    cost.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -486,13 +498,20 @@ class HostSyncInStep(StepRule):
     ]
 
     hand_off_hint = (
-        "NumPy takes over here: where these are outputs (images, files, another runtime), one copy"
-        " per item is their cost; keep what the loop computes with on the device"
+        "The value leaves torch here (for NumPy, an image, a file): where it is an output, one copy"
+        " per item is its cost; keep what the loop computes with on the device"
     )
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._writers_read: dict[int, frozenset[str]] = {}  # by function: see `_written_names`
+
     def handed_off(self, root: str, fields: Mapping[str, object]) -> bool:
-        """`.numpy()` in forward() or in a loop that runs the model without training or
-        decoding (a sampling script, an exporter's backends): the tensor leaves torch there."""
+        """A copy written out (an image, a file) anywhere, and `.numpy()` in forward() or in a
+        loop that runs the model without training or decoding (a sampling script, an
+        exporter's backends): the tensor leaves torch there."""
+        if fields.get("written"):
+            return True
         return fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -514,7 +533,41 @@ class HostSyncInStep(StepRule):
         where = self.step_context(ancestors)
         if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, copied):
             return
-        self.report_in_step(node, where, off_host_at_end(self.ctx, copied), call=call)
+        written = self._written_out(node)
+        self.report_in_step(node, where, off_host_at_end(self.ctx, copied), call=call, written=written)
+
+    def _written_out(self, node: cst.Call) -> bool:
+        """Whether a host copy is written out: given to a writer (`np.save(path, x.cpu().numpy())`)
+        or bound to a name that one is given in the same function (`img = x.cpu().numpy()`, then
+        `Image.fromarray(img).save(path)`). The node is the one being visited."""
+        ancestors = self.ctx.ancestors
+        for index in range(len(ancestors) - 1, 0, -1):
+            parent = ancestors[index]
+            if type(parent) is cst.Call and self.ctx.qualified_names(parent.func) & _WRITERS:
+                return True
+            if type(parent) is cst.SimpleStatementLine:
+                assign = ancestors[index + 1]
+                break
+            if isinstance(parent, cst.BaseCompoundStatement):
+                return False
+        else:
+            return False
+        if type(assign) is not cst.Assign or len(assign.targets) != 1 or type(assign.targets[0].target) is not cst.Name:
+            return False
+        return assign.targets[0].target.value in self._written_names(flow.enclosing_function(ancestors) or ancestors[0])
+
+    def _written_names(self, scope: cst.CSTNode) -> frozenset[str]:
+        """The names read in the arguments of the writers called in a function (or module)."""
+        key = id(scope)
+        if key not in self._writers_read:
+            self._writers_read[key] = frozenset(
+                name.value
+                for call in descendants(scope)
+                if type(call) is cst.Call and self.ctx.qualified_names(call.func) & _WRITERS
+                for name in descendants(call)
+                if type(name) is cst.Name
+            )
+        return self._writers_read[key]
 
     def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> None:
         """`f"loss {loss:.4f}"`: formatting a tensor reads its value on the host."""
