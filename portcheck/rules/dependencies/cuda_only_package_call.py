@@ -2,17 +2,23 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import flow, patterns
 from portcheck.project import Project
 from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, at_most_info, per_target
 from portcheck.rules.dependencies import optional_import
 from portcheck.targets import packages
+from portcheck.walk import descendants
 
 _DECLARED = (
     "whose import is guarded, but the project declares {package}: installed on the target, the import "
     "succeeds and this call runs there without CUDA"
 )
 _UNDECLARED = "behind a guarded import; the project does not declare {package}, so the target takes the other path"
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_REQUIRED = (
+    "behind a guarded import, but this function raises without it (`if {name} is None: raise`): "
+    "there is no other path, and the target fails here"
+)
 
 
 class CudaOnlyPackageCall(Rule):
@@ -52,8 +58,10 @@ class CudaOnlyPackageCall(Rule):
 
     ## Targets
     The package's severity where the project declares it (an error where it has no backend, a
-    warning where a partial one exists); info where it does not, since the target's
-    environment then lacks it and the guard takes the portable path. Under a CUDA check (`if
+    warning where a partial one exists), or where the function raises without the package
+    (`if natten is None: raise ModuleNotFoundError(...)`: there is no portable path to take);
+    info elsewhere, since the target's environment then lacks it and the guard takes the
+    portable path. Under a CUDA check (`if
     q.is_cuda:`) it is info: the check keeps the call on CUDA.
 
     ## Fix safety
@@ -93,6 +101,15 @@ class CudaOnlyPackageCall(Rule):
             "        return memory_efficient_attention(q, k, v)\n",
             lines=[11],
             message="the project does not declare xformers",
+        ),
+        Invalid(  # k-diffusion: no other path, the function raises without NATTEN
+            "import torch\ntry:\n    import natten\nexcept ImportError:\n    natten = None\n"
+            "class NeighborhoodAttention(torch.nn.Module):\n    def forward(self, q, k, v):\n"
+            "        if natten is None:\n            raise ModuleNotFoundError('natten is required')\n"
+            "        if natten.has_fused_na():\n            return natten.functional.na2d(q, k, v, 7)\n"
+            "        return natten.functional.na2d_av(natten.functional.na2d_qk(q, k, 7).softmax(-1), v, 7)\n",
+            lines=[11, 12, 12],
+            message="there is no other path",
         ),
         Invalid(  # the device decides too: only CUDA takes the xFormers path
             "import torch\ntry:\n    import xformers.ops as xops\nexcept ImportError:\n    xops = None\n"
@@ -152,20 +169,59 @@ class CudaOnlyPackageCall(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         called = patterns.dotted(node.func)
         package = self._optional.get(called.split(".")[0])
-        if "__" in called:
-            return  # `trt.__version__.split(".")`: no call into the package
+        if "__" in called or called.rpartition(".")[2].startswith(("has_", "is_")):
+            return  # `trt.__version__.split(".")`, `natten.has_fused_na()`: questions, no work
         if package is None or not self.ctx.qualified_names(node.func):
             return  # not the imported name here (a parameter or local of the same name)
         declared = package.key in self.ctx.project.declared_packages
+        name = called.split(".")[0]
+        required = _raises_without(flow.enclosing_function(self.ctx.ancestors), name)
         if self.ctx.project.complete and not declared:
-            return  # the first pass reported it as info
-        severity = package.severities() if declared else at_most_info(package.severities())
+            return  # the first pass reported it
+        if required:
+            severity, saying = package.severities(), _REQUIRED.format(name=name)
+        elif declared:
+            severity, saying = package.severities(), _DECLARED.format(package=package.key)
+        else:
+            severity, saying = at_most_info(package.severities()), _UNDECLARED.format(package=package.key)
         self.report(
             node.func,
             severity=severity,
             called=called,
             package=package.key,
-            declared=_DECLARED.format(package=package.key) if declared else _UNDECLARED.format(package=package.key),
+            declared=saying,
             what=package.what,
             instead=package.instead,
         )
+
+
+def _raises_without(function: cst.FunctionDef | None, name: str) -> bool:
+    """Whether the function raises where the optional import left `name` unset: `if name is
+    None: raise ...` or `if not name: raise ...` (k-diffusion's NATTEN attention)."""
+    if function is None:
+        return False
+    for node in descendants(function.body, _SCOPES):
+        if type(node) is cst.If and _tests_missing(node.test, name) and _ends_raising(node.body):
+            return True
+    return False
+
+
+def _tests_missing(test: cst.BaseExpression, name: str) -> bool:
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return type(test.expression) is cst.Name and test.expression.value == name
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is:
+        compared = test.comparisons[0].comparator
+        return (
+            type(test.left) is cst.Name
+            and test.left.value == name
+            and type(compared) is cst.Name
+            and compared.value == "None"
+        )
+    return False
+
+
+def _ends_raising(body: cst.BaseSuite) -> bool:
+    last = body.body[-1]
+    if type(body) is cst.SimpleStatementSuite:
+        return type(last) is cst.Raise
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Raise
