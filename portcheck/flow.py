@@ -710,6 +710,10 @@ class DeviceFlow:
         seen = across_scopes(seen) | {key}
         return _weakest(self.in_scope(scope, partial(self._home, value, depth + 1, seen)) for value, scope in returned)
 
+    def returns_of(self, function: cst.FunctionDef) -> list[tuple[cst.BaseExpression, Scope]]:
+        """What a function the walk has passed returns, each with the scope of its `return`."""
+        return self._returns.get(id(function), [])
+
     def returned_values(self, call: cst.Call) -> list[tuple[cst.BaseExpression, Scope]]:
         """What the module's function called by name returns, each with the scope of its
         `return` (none for other calls); also of a module-level function the walk has yet to
@@ -718,7 +722,7 @@ class DeviceFlow:
             return []
         function = self._functions.get(call.func.value)
         if function is not None:
-            return self._returns.get(id(function), [])
+            return self.returns_of(function)
         later = self._later_functions().get(call.func.value)
         if later is None or self.resolver.scope_of(call.func.value) is not self.resolver.module:
             return []

@@ -5,7 +5,8 @@ diffusion schedules of guided-diffusion and its descendants (`betas = np.array(b
 dtype=np.float64)`, `np.sqrt(np.cumprod(1.0 - betas))`) become float64 tensors on the device
 when `th.from_numpy(arr).to(device)` comes before the cast. Only what is known is followed:
 a dtype spelled float64, NumPy's float64 factories, and what NumPy computes from those,
-through names, the module's `self.` attributes and its functions' parameters.
+through names, the module's `self.` attributes, its functions' parameters and returns, and
+(in the second pass) the returns of the repository's other modules' functions.
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ def _made_float64(ctx: FileContext, call: cst.Call, depth: int, seen: frozenset[
         return any(float64_array(ctx, _listed(arg.value), depth + 1, seen) for arg in call.args if not arg.keyword)
     if method in _KEEPING_METHODS and not names and isinstance(call.func, cst.Attribute):
         return float64_array(ctx, call.func.value, depth + 1, seen)
+    if ctx.project.float64_returns and {ctx.module.absolute(name) for name in names} & ctx.project.float64_returns:
+        return True  # another module's function that returns one (known in the second pass)
     flow = ctx.flow
     key = f"return:{patterns.dotted(call.func)}"
     if names or flow is None or key in seen:

@@ -39,6 +39,9 @@ ALIAS = "alias"
 # name: a file that puts its model on CUDA (a `.cuda()` call or a "cuda" device): the
 # checkpoints the repository writes hold CUDA tensors
 CUDA_PLACEMENT = "cuda-placement"
+# name: a module-level function of the repository that returns a float64 NumPy array
+# (score_sde's `models.utils.get_sigmas`: `np.exp(np.linspace(...))`)
+FLOAT64_RETURN = "float64-return"
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class Project:
     aliases: frozenset[tuple[str, str]] = frozenset()
     # The files that put their model on CUDA.
     on_cuda: frozenset[str] = frozenset()
+    # The repository's functions that return float64 NumPy arrays, by qualified name.
+    float64_returns: frozenset[str] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -90,6 +95,7 @@ class Project:
             ),
             aliases=frozenset((f.name, f.detail("target")) for f in facts if f.kind == ALIAS),
             on_cuda=frozenset(f.name for f in facts if f.kind == CUDA_PLACEMENT),
+            float64_returns=frozenset(f.name for f in facts if f.kind == FLOAT64_RETURN),
         )
 
     @property
@@ -103,6 +109,7 @@ class Project:
             or self.declared_packages
             or self.aliases
             or self.on_cuda
+            or self.float64_returns
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:

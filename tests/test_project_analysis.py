@@ -293,6 +293,26 @@ def test_a_library_api_the_repository_re_exports_keeps_its_cuda_default(tmp_path
     assert found == [("train.py", 5, Severity.WARNING)]
 
 
+def test_a_float64_numpy_array_another_module_returns_becomes_a_float64_buffer(tmp_path: Path) -> None:
+    """score_sde: models/utils.py computes the noise levels in NumPy (float64), the models
+    register them as a buffer through `from . import utils`, and it moves with the model. A
+    cast on the way, or a function that returns float32, is fine."""
+    utils = (
+        "import numpy as np\nimport torch\n\ndef get_sigmas(config):\n"
+        "    sigmas = np.exp(np.linspace(np.log(config.sigma_max), np.log(config.sigma_min), config.n))\n"
+        "    return sigmas\n\ndef get_steps(config):\n    return np.linspace(0, 1, config.n, dtype=np.float32)\n"
+    )
+    model = (
+        "import torch\nfrom . import utils\n\nclass NCSN(torch.nn.Module):\n    def __init__(self, config):\n"
+        "        super().__init__()\n        self.register_buffer('sigmas', torch.tensor(utils.get_sigmas(config)))\n"
+        "        self.register_buffer('cast', torch.tensor(utils.get_sigmas(config)).float())\n"
+        "        self.register_buffer('steps', torch.tensor(utils.get_steps(config)))\n"
+    )
+    write(tmp_path, {"models/__init__.py": "", "models/utils.py": utils, "models/ncsn.py": model})
+    found = [(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC307"]
+    assert found == [("models/ncsn.py", 7)]
+
+
 def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp_path: Path) -> None:
     """MiniGPT-4 subclasses transformers' LlamaForCausalLM in its own package and loads it with
     `torch_dtype=torch.float16`: the repository's classes count like transformers' own."""

@@ -6,10 +6,11 @@ from functools import partial
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import patterns, project
 from portcheck import targets as target_data
-from portcheck.flow import Home, name_reads, references
+from portcheck.flow import DeviceFlow, Home, name_reads, references
 from portcheck.numpy_float64 import float64_array
+from portcheck.project import Project
 from portcheck.resolve import Scope
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Report, Rule, Valid
 from portcheck.wording import verb
@@ -65,7 +66,8 @@ class Float64OnTarget(Rule):
     `th.from_numpy(arr).to(device=t.device)[t].float()`, where every call passes a schedule
     NumPy computed in float64 (`np.array(betas, dtype=np.float64)`, `np.linspace`, `np.eye`
     and what NumPy computes from those, through names, `self.` attributes, parameters and
-    returns).
+    returns, also of the repository's other modules: score_sde's
+    `self.register_buffer("sigmas", torch.tensor(utils.get_sigmas(config)))`).
 
     ## Why is this bad?
     MPS has no float64 at all: "Cannot convert a MPS Tensor to float64 dtype as the MPS
@@ -237,6 +239,11 @@ class Float64OnTarget(Rule):
         ),
     ]
 
+    @classmethod
+    def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
+        """The names of the repository's functions that return float64 NumPy arrays."""
+        return tuple(sorted({name.rpartition(".")[2].encode() for name in known.float64_returns}))
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._pending: list[tuple[Report, str]] = []  # float64 returned from a module-level function, by name
@@ -290,11 +297,35 @@ class Float64OnTarget(Rule):
         self.reports.extend(report for report, function in self._pending if function not in kept)
         flow = self.ctx.flow
         assert flow is not None
+        self._record_float64_returns(node, flow)
         for call, chain, scope in self._from_numpy:
             if flow.in_scope(scope, partial(self._moves_float64_array, call, chain)):
                 what = f"`{patterns.dotted(call.func)}()` of a float64 NumPy array"
                 fields = {"what": what, "support": _support_text(self.ctx.targets)}
                 self.reports.append(self.report_here(call, chain=chain, **fields))
+
+    def _record_float64_returns(self, module: cst.Module, flow: DeviceFlow) -> None:
+        """Note the module-level functions that return a float64 NumPy array: another module's
+        `torch.tensor(utils.get_sigmas(config))` makes a float64 tensor of it."""
+        if self.ctx.project.complete or not self.ctx.module.name:
+            return
+        for function in module.body:
+            if type(function) is cst.FunctionDef and any(
+                flow.in_scope(scope, partial(self._numpy_float64, value)) for value, scope in flow.returns_of(function)
+            ):
+                self.record(project.FLOAT64_RETURN, f"{self.ctx.module.name}.{function.name.value}", function.name)
+
+    def _numpy_float64(self, value: cst.BaseExpression) -> bool:
+        """Whether a returned value is made by NumPy, directly or through the name bound once to
+        it, and in float64: NumPy's own arithmetic, not a tensor's (`float64_array` asks only
+        where a NumPy array is expected)."""
+        bound = self.ctx.assigned_value(value) if type(value) is cst.Name else None
+        made = value if bound is None else bound
+        return (
+            type(made) is cst.Call
+            and any(name.startswith("numpy.") for name in self.ctx.qualified_names(made.func))
+            and float64_array(self.ctx, made)
+        )
 
     def _moves_float64_array(self, call: cst.Call, chain: tuple[cst.CSTNode, ...]) -> bool:
         """Whether `torch.from_numpy(arr)` (`torch.tensor`, `torch.as_tensor`) is given a float64
