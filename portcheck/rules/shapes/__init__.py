@@ -363,10 +363,17 @@ _OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
 _TENSOR_TYPE = re.compile(r"torch\.(?:[A-Z]\w*)?Tensor")  # torch.Tensor, torch.LongTensor...
 
 
+def _names_class(node: cst.BaseExpression) -> bool:
+    """`AllReduce`, `dist.AllGather`: a class by the name's convention (`model.apply(init)` is a
+    module's)."""
+    name = patterns.dotted(node).rpartition(".")[2]
+    return name[:1].isupper() and not name.isupper()
+
+
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`, `clip_grad_norm_`...), what the module's own function
-    returns, a value sent to a device, a tensor method, index or comparison of one, an item a
+    returns, what an autograd Function's `apply` makes of a tensor, a value sent to a device, a tensor method, index or comparison of one, an item a
     loop takes from one, or a name bound to one (`seen`: the names being looked through; a
     cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
     number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
@@ -387,6 +394,9 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
             )
         method = patterns.method_name(node)
         receiver = node.func.value if type(node.func) is cst.Attribute else None
+        if method == "apply" and receiver is not None and _names_class(receiver):
+            # a torch.autograd.Function's (`AllReduce.apply(loss)`): tensors in, tensors out
+            return any(tensor_valued(ctx, arg.value, depth + 1, seen) for arg in node.args if not arg.keyword)
         if method in _MOVERS and not names and ctx.flow is not None and ctx.flow.home(node) is flow.Home.MOVED:
             return True  # sent to a device (`append_zero(sigmas).to(device)`): what is tested there is a tensor
         return (

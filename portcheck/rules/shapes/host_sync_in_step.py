@@ -292,6 +292,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # I-JEPA: an autograd Function's `apply` makes a tensor of the loss
+            "import torch\nimport torch.nn.functional as F\nclass AllReduce(torch.autograd.Function):\n"
+            "    @staticmethod\n    def forward(ctx, x):\n        return x\n"
+            "for x, y in loader:\n    loss = AllReduce.apply(F.mse_loss(model(x), y))\n    loss.backward()\n"
+            "    print(float(loss))  # loss.item() by another name\n",
+            lines=[10],
+            message="in a loop over a DataLoader",
+        ),
         Invalid(  # V-JEPA's step: a number first, a tensor on the way (assigned, or added in place)
             "import torch\nfrom torch.nn import functional as F\nx = x.cpu()\nfor step in range(steps):\n    loss = 0.\n"
             "    for z, h in zip(model(x), targets):\n        loss += F.l1_loss(z, h)\n    loss.backward()\n"
