@@ -5,6 +5,10 @@ walker only reads dataclass fields, skipping whitespace and punctuation, which i
 magnitude cheaper. It also keeps the resolver's scope stack in step, walking decorators,
 defaults and bases before entering the scope they belong outside of, and it keeps the chain of
 ancestors so rules can ask for a node's parent.
+
+The walk and the analysis every file shares (flow, resolve, patterns, the shapes helpers) ask a
+node's type with `type(node) is cst.X`, not `isinstance`: libcst's classes are ABCs, and an
+`isinstance` that answers no goes through ABCMeta's `__instancecheck__`, millions of times a scan.
 """
 
 from __future__ import annotations
@@ -148,6 +152,8 @@ _TARGET_PARENTS = frozenset({cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst
 
 
 class _Plan(NamedTuple):
+    """What the walk does at a node of one type."""
+
     visits: tuple[Visit, ...]
     leaves: tuple[Visit, ...]
     named: bool  # a Name or Attribute, and some rule watches names
