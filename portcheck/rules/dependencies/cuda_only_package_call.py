@@ -16,8 +16,8 @@ _DECLARED = (
 _UNDECLARED = "behind a guarded import; the project does not declare {package}, so the target takes the other path"
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _REQUIRED = (
-    "behind a guarded import, but this function raises without it (`if {name} is None: raise`): "
-    "there is no other path, and the target fails here"
+    "behind a guarded import, but this function raises where `{name}` is missing: there is no other "
+    "path, and the target fails here"
 )
 
 
@@ -61,8 +61,8 @@ class CudaOnlyPackageCall(Rule):
     warning where a partial one exists), or where the function raises without the package
     (`if natten is None: raise ModuleNotFoundError(...)`: there is no portable path to take);
     info elsewhere, since the target's environment then lacks it and the guard takes the
-    portable path. Under a CUDA check (`if
-    q.is_cuda:`) it is info: the check keeps the call on CUDA.
+    portable path. Under a CUDA check (`if q.is_cuda:`) it is info: the check keeps the call
+    on CUDA.
 
     ## Fix safety
     No automatic fix.
