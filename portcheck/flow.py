@@ -1614,24 +1614,33 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | Non
                 return True
             if resolver is not None and _exporting(node.test, resolver):
                 return True
-            if _raises(node.body, resolver):
+            if raises(node.body, resolver):
                 return True  # `if not math.isfinite(loss): logging.error(...); raise ...`: the error path
     return False
 
 
-def _raises(body: cst.BaseSuite, resolver: Resolver | None) -> bool:
+def raises(body: cst.BaseSuite, resolver: Resolver | None) -> bool:
     """A block that ends by raising or ending the program (`sys.exit(1)`), or by a choice
     between raising and returning (`if raise_on_error: raise ... else: return`)."""
-    last = body.body[-1] if body.body else None
-    if type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
-        return type(last.body[-1]) is cst.Raise or _ends_program(last.body[-1], resolver)
+    last = _last_statement(body)
+    if type(last) is cst.Raise or _ends_program(last, resolver):
+        return True
     if type(last) is cst.If and type(last.orelse) is cst.Else:
         branches = (last.body, last.orelse.body)
-        return any(_raises(branch, resolver) for branch in branches) and all(_exits_only(branch) for branch in branches)
+        return any(raises(branch, resolver) for branch in branches) and all(_exits_only(branch) for branch in branches)
     return False
 
 
-def _ends_program(statement: cst.BaseSmallStatement, resolver: Resolver | None) -> bool:
+def _last_statement(body: cst.BaseSuite) -> cst.CSTNode | None:
+    """A block's last statement: the last small one where it ends with a line of them, or is
+    one line (`if x: raise E`)."""
+    if not body.body:
+        return None
+    last = body.body[-1]
+    return last.body[-1] if type(last) is cst.SimpleStatementLine else last
+
+
+def _ends_program(statement: cst.CSTNode | None, resolver: Resolver | None) -> bool:
     """`sys.exit(1)`, `os._exit(1)`, or the builtins `exit()` and `quit()`."""
     if resolver is None or not (type(statement) is cst.Expr and type(statement.value) is cst.Call):
         return False
@@ -1642,11 +1651,7 @@ def _ends_program(statement: cst.BaseSmallStatement, resolver: Resolver | None) 
 
 
 def _exits_only(body: cst.BaseSuite) -> bool:
-    last = body.body[-1] if body.body else None
-    return type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) and type(last.body[-1]) in (
-        cst.Raise,
-        cst.Return,
-    )
+    return type(_last_statement(body)) in (cst.Raise, cst.Return)
 
 
 def _first_steps(test: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], resolver: Resolver | None) -> bool:
@@ -1918,8 +1923,7 @@ def _is_zero(node: cst.BaseExpression) -> bool:
 def _exits(body: cst.BaseSuite, resolver: Resolver) -> bool:
     """A block that only leaves: `return`, `raise`, `continue`, `break` (an early exit), or
     skips the test it is in (`pytest.skip(...)`, `self.skipTest(...)`, which raise)."""
-    last = body.body[-1] if body.body else None
-    if type(last) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) and type(last.body[-1]) in _EXITS:
+    if type(_last_statement(body)) in _EXITS:
         return True
     return _skips(body, resolver)
 

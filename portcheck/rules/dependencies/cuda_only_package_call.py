@@ -4,6 +4,7 @@ import libcst as cst
 
 from portcheck import flow, patterns
 from portcheck.project import Project
+from portcheck.resolve import Resolver
 from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, at_most_info, per_target
 from portcheck.rules.dependencies import optional_import
 from portcheck.targets import packages
@@ -175,7 +176,9 @@ class CudaOnlyPackageCall(Rule):
             return  # not the imported name here (a parameter or local of the same name)
         declared = package.key in self.ctx.project.declared_packages
         name = called.split(".")[0]
-        required = _raises_without(flow.enclosing_function(self.ctx.ancestors), name)
+        module_flow = self.ctx.flow
+        assert module_flow is not None, "a Python rule"
+        required = _raises_without(flow.enclosing_function(self.ctx.ancestors), name, module_flow.resolver)
         if self.ctx.project.complete and not declared:
             return  # the first pass reported it
         if required:
@@ -195,15 +198,15 @@ class CudaOnlyPackageCall(Rule):
         )
 
 
-def _raises_without(function: cst.FunctionDef | None, name: str) -> bool:
+def _raises_without(function: cst.FunctionDef | None, name: str, resolver: Resolver) -> bool:
     """Whether the function raises where the optional import left `name` unset: `if name is
     None: raise ...` or `if not name: raise ...` (k-diffusion's NATTEN attention)."""
     if function is None:
         return False
-    for node in descendants(function.body, _SCOPES):
-        if type(node) is cst.If and _tests_missing(node.test, name) and _ends_raising(node.body):
-            return True
-    return False
+    return any(
+        type(node) is cst.If and _tests_missing(node.test, name) and flow.raises(node.body, resolver)
+        for node in descendants(function.body, _SCOPES)
+    )
 
 
 def _tests_missing(test: cst.BaseExpression, name: str) -> bool:
@@ -218,10 +221,3 @@ def _tests_missing(test: cst.BaseExpression, name: str) -> bool:
             and compared.value == "None"
         )
     return False
-
-
-def _ends_raising(body: cst.BaseSuite) -> bool:
-    last = body.body[-1]
-    if type(body) is cst.SimpleStatementSuite:
-        return type(last) is cst.Raise
-    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Raise
