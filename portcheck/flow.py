@@ -297,7 +297,7 @@ class DeviceFlow:
     # every `for` loop, with the scope it is in and the nodes from the module down to it
     _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
     _returns: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # by function id
-    _module_functions: dict[str, cst.FunctionDef] | None = None  # see `_later_functions`
+    _module_functions: dict[str, cst.FunctionDef] | None = None  # see `module_functions`
     _returns_ahead: dict[int, list[tuple[cst.BaseExpression, Scope]]] = field(
         default_factory=dict
     )  # the same, read early
@@ -723,7 +723,7 @@ class DeviceFlow:
         function = self._functions.get(call.func.value)
         if function is not None:
             return self.returns_of(function)
-        later = self._later_functions().get(call.func.value)
+        later = self.module_functions().get(call.func.value)
         if later is None or self.resolver.scope_of(call.func.value) is not self.resolver.module:
             return []
         if id(later) not in self._returns_ahead:  # read once, before the walk gets there
@@ -732,7 +732,7 @@ class DeviceFlow:
             self._returns_ahead[id(later)] = [(each.value, scope) for each in returns if each.value is not None]
         return self._returns_ahead[id(later)]
 
-    def _later_functions(self) -> dict[str, cst.FunctionDef]:
+    def module_functions(self) -> dict[str, cst.FunctionDef]:
         """The module-level functions, by name (the last definition of each)."""
         if self._module_functions is None:
             body = self.resolver.module_node.body

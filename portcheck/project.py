@@ -42,6 +42,13 @@ CUDA_PLACEMENT = "cuda-placement"
 # name: a module-level function of the repository that returns a float64 NumPy array
 # (score_sde's `models.utils.get_sigmas`: `np.exp(np.linspace(...))`)
 FLOAT64_RETURN = "float64-return"
+# name: a function of the repository that another module calls with a tensor, or with what one
+# of the repository's functions returns (`K.sampling.sample_lms(model, x, sigmas)` after
+# `sigmas = K.sampling.get_sigmas_karras(...)`); details `parameter`: the position ("2") or the
+# keyword it is passed as, `origin`: "" for a tensor, else the function whose result it is
+TENSOR_ARGUMENT = "tensor-argument"
+# name: a module-level function of the repository whose every return is a tensor
+TENSOR_RETURN = "tensor-return"
 
 
 @dataclass(frozen=True)
@@ -74,11 +81,15 @@ class Project:
     on_cuda: frozenset[str] = frozenset()
     # The repository's functions that return float64 NumPy arrays, by qualified name.
     float64_returns: frozenset[str] = frozenset()
+    # The parameters of the repository's functions that another module passes a tensor:
+    # (qualified function, position or keyword).
+    tensor_parameters: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
         extensions = frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION)
         chains = import_failures(facts, extensions)
+        tensors_returned = {"", *(f.name for f in facts if f.kind == TENSOR_RETURN)}
         return replace(
             self,
             complete=True,
@@ -96,6 +107,11 @@ class Project:
             aliases=frozenset((f.name, f.detail("target")) for f in facts if f.kind == ALIAS),
             on_cuda=frozenset(f.name for f in facts if f.kind == CUDA_PLACEMENT),
             float64_returns=frozenset(f.name for f in facts if f.kind == FLOAT64_RETURN),
+            tensor_parameters=frozenset(
+                (f.name, f.detail("parameter"))
+                for f in facts
+                if f.kind == TENSOR_ARGUMENT and f.detail("origin") in tensors_returned
+            ),
         )
 
     @property
@@ -110,6 +126,7 @@ class Project:
             or self.aliases
             or self.on_cuda
             or self.float64_returns
+            or self.tensor_parameters
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:
@@ -118,6 +135,19 @@ class Project:
         first in order where several do."""
         wheres = (where for name, where, tensors in self.step_calls if name == qualified and tensors >= passing_tensors)
         return min(wheres, default=None)
+
+    def tensor_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
+        """(function, position or keyword) for the module's functions that another module
+        passes a tensor."""
+        return self._tensor_parameters_by_module.get(module, frozenset())
+
+    @cached_property
+    def _tensor_parameters_by_module(self) -> dict[str, frozenset[tuple[str, str]]]:
+        by_module: dict[str, set[tuple[str, str]]] = {}
+        for function, parameter in self.tensor_parameters:
+            module, _, name = function.rpartition(".")
+            by_module.setdefault(module, set()).add((name, parameter))
+        return {module: frozenset(known) for module, known in by_module.items()}
 
     def alias_target(self, qualified: str) -> str | None:
         """The API a repository module's name stands for, when it re-exports one."""

@@ -313,6 +313,34 @@ def test_a_float64_numpy_array_another_module_returns_becomes_a_float64_buffer(t
     assert found == [("models/ncsn.py", 7)]
 
 
+def test_a_library_function_another_module_passes_a_tensor_tests_it_every_step(tmp_path: Path) -> None:
+    """k-diffusion: `sample.py` passes the schedule `get_sigmas_karras` returns to one sampler
+    of `sampling.py`; every sampler there takes `sigmas` third and tests `sigmas[i + 1]` in its
+    loop, a host sync each step. A parameter of another name or position, and a function
+    only ever given numbers, stay unknown."""
+    sampling = (
+        "import torch\n\ndef get_sigmas(n, device='cpu'):\n    return torch.linspace(1, 0, n).to(device)\n\n"
+        "def sample_lms(model, x, sigmas):\n    for i in range(len(sigmas) - 1):\n"
+        "        if sigmas[i + 1] > 0:\n            x = model(x)\n    return x\n\n"
+        "def sample_euler(model, x, sigmas):\n    for i in range(len(sigmas) - 1):\n"
+        "        if sigmas[i + 1] == 0:\n            x = model(x)\n    return x\n\n"
+        "def sample_other(model, sigmas, x):\n    for i in range(len(sigmas) - 1):\n"
+        "        if sigmas[i + 1] == 0:\n            x = model(x)\n    return x\n\n"
+        "def ramp(model, x, steps):\n    for i in range(len(steps) - 1):\n"
+        "        if steps[i + 1] == 0:\n            x = model(x)\n    return x\n"
+    )
+    script = (
+        "import torch\nimport kdiff as K\n\ndef main(model):\n    sigmas = K.sampling.get_sigmas(50, device='cuda')\n"
+        "    x = K.sampling.sample_lms(model, torch.zeros(2), sigmas)\n"
+        "    return K.sampling.ramp(model, x, [1.0, 0.5, 0.0])\n"
+    )
+    write(
+        tmp_path, {"kdiff/__init__.py": "from . import sampling\n", "kdiff/sampling.py": sampling, "sample.py": script}
+    )
+    found = [(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC504"]
+    assert found == [("kdiff/sampling.py", 8), ("kdiff/sampling.py", 14)]
+
+
 def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp_path: Path) -> None:
     """MiniGPT-4 subclasses transformers' LlamaForCausalLM in its own package and loads it with
     `torch_dtype=torch.float16`: the repository's classes count like transformers' own."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -461,15 +461,47 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
 
 def _passed_tensors(ctx: FileContext, node: cst.Name, depth: int) -> bool:
     """A parameter that every call of its function in the module passes a tensor
-    (`self.p_sample(img, times, times_next)` with `times_next = steps[i + 1]`)."""
+    (`self.p_sample(img, times, times_next)` with `times_next = steps[i + 1]`); of a function
+    the module never calls, one that another module passes a tensor (see `given_elsewhere`)."""
     module_flow = ctx.flow
     if module_flow is None:
         return False
     function = module_flow.resolver.parameter_of(node)
     passed = module_flow.passed_arguments(function, node.value) if function is not None else None
+    if passed == [] and ctx.project.complete:
+        assert function is not None
+        return given_elsewhere(ctx, function, node.value)
     return bool(passed) and all(
         module_flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1)) for value, scope in passed or ()
     )
+
+
+def given_elsewhere(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """Whether another module passes a tensor for a parameter of one of the module's
+    functions, or for the parameter of the same name and position of another of them: a
+    library's functions share their conventions (k-diffusion's samplers all take the noise
+    schedule `sigmas` third, and a script calls one of them with a tensor)."""
+    module_flow = ctx.flow
+    known = ctx.project.tensor_parameters_in(ctx.module.name)
+    if not known or module_flow is None:
+        return False
+    functions = module_flow.module_functions()
+    if functions.get(function.name.value) is not function:
+        return False  # a method, or a nested function: its callers are not looked up by name
+    position = _position_of(function, name)
+    for other, parameter in known:
+        sibling = functions.get(other)
+        if sibling is None or (parameter != name and parameter != str(position)):
+            continue
+        if sibling is function or (position is not None and _position_of(sibling, name) == position):
+            return True
+    return False
+
+
+def _position_of(function: cst.FunctionDef, name: str) -> int | None:
+    """The position of a parameter that callers may pass positionally."""
+    params = (*function.params.posonly_params, *function.params.params)
+    return next((index for index, param in enumerate(params) if param.name.value == name), None)
 
 
 def _unknown(node: cst.BaseExpression) -> bool:
@@ -624,7 +656,9 @@ class StepRule(TensorRule):
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
-        return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name, _, _ in known.step_calls}))
+        """The functions another file's step loop calls, and those another file passes tensors."""
+        names = {name for name, _, _ in known.step_calls} | {name for name, _ in known.tensor_parameters}
+        return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name in names}))
 
     @classmethod
     def project_modules(cls, known: project.Project) -> frozenset[str]:
@@ -634,7 +668,13 @@ class StepRule(TensorRule):
         for name, _, _ in known.step_calls:
             parent = name.rpartition(".")[0]
             modules.update((parent, parent.rpartition(".")[0]))
-        return frozenset(modules)
+        return frozenset(modules | {name.rpartition(".")[0] for name, _ in known.tensor_parameters})
+
+    @cached_property
+    def _retyped(self) -> bool:
+        """In the second pass, whether other modules pass tensors to the module's functions:
+        then its own step loops are judged again, knowing those parameters hold tensors."""
+        return self.ctx.project.complete and bool(self.ctx.project.tensor_parameters_in(self.ctx.module.name))
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | cst.FunctionDef | None:
         """forward() or the step loop the node runs in; else the function it is directly in,
@@ -645,7 +685,7 @@ class StepRule(TensorRule):
             return None
         local = module_flow.step_context(ancestors)
         if local is not None:
-            return None if self.ctx.project.complete else local
+            return None if self.ctx.project.complete and not self._retyped else local
         return flow.enclosing_function(ancestors)
 
     def note_step_call(self, call: cst.Call) -> None:
@@ -667,6 +707,63 @@ class StepRule(TensorRule):
             return
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
         self._step_calls.append(_CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope))
+
+    def note_tensor_arguments(self, call: cst.Call) -> None:
+        """In the first pass, record what a call of another module's function passes it as a
+        tensor, or as what one of the repository's functions returns (a tensor where that
+        function's module says so): the second pass judges the callee's loops knowing it."""
+        known = self.ctx.project
+        if known.complete or not known.local_packages or type(call.func) not in (cst.Name, cst.Attribute):
+            return
+        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(call.func)}
+        callees = sorted(
+            name
+            for name in names
+            if known.is_local(name)
+            and name.rpartition(".")[0] not in ("", self.ctx.module.name)
+            and not _names_class(cst.Name(name.rpartition(".")[2]))
+        )
+        if not callees:
+            return
+        position: int | None = 0
+        for arg in call.args:
+            if arg.star == "*":
+                position = None  # what follows has unknown positions
+            if arg.star:
+                continue
+            key = arg.keyword.value if arg.keyword is not None else None if position is None else str(position)
+            if arg.keyword is None and position is not None:
+                position += 1
+            origin = self._origin(arg.value) if key is not None else None
+            if origin is not None:
+                self.record(project.TENSOR_ARGUMENT, callees[0], call, parameter=key, origin=origin)
+
+    def _origin(self, value: cst.BaseExpression) -> str | None:
+        """ "" for a tensor; the qualified name of the repository's function whose result the
+        value is (`sigmas` after `sigmas = K.sampling.get_sigmas_karras(...)`); else None."""
+        if tensor_valued(self.ctx, value):
+            return ""
+        made = self.ctx.assigned_value(value) if type(value) is cst.Name else value
+        if type(made) is not cst.Call:
+            return None
+        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(made.func)}
+        local = sorted(name for name in names if "." in name and self.ctx.project.is_local(name))
+        return local[0] if local else None
+
+    def record_tensor_returns(self, module: cst.Module) -> None:
+        """In the first pass, record the module-level functions whose every return is a tensor
+        (k-diffusion's `get_sigmas_karras`): what another module passes on of their results."""
+        module_flow = self.ctx.flow
+        if self.ctx.project.complete or not self.ctx.project.local_packages or module_flow is None:
+            return
+        for function in module.body:
+            if type(function) is not cst.FunctionDef:
+                continue
+            returned = module_flow.returns_of(function)
+            if returned and all(
+                module_flow.in_scope(scope, partial(tensor_valued, self.ctx, value)) for value, scope in returned
+            ):
+                self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{function.name.value}", function.name)
 
     def _may_pass_tensor(self, arg: cst.Arg) -> bool:
         """An argument that may be a tensor; for `**losses`, a dict built by a comprehension
@@ -799,7 +896,7 @@ class StepRule(TensorRule):
         local = None if off_path else module_flow.step_context(ancestors)
         function = flow.enclosing_function(ancestors)
         if function is None or off_path or (local is not None and holds is None):
-            if self.ctx.project.complete:
+            if self.ctx.project.complete and not self._retyped:
                 return  # the first pass reported it
             if local is not None:
                 in_branch = self._severity_in_branch(self.ctx.chain(node), node, severity)
@@ -854,7 +951,7 @@ class StepRule(TensorRule):
                 deferred.scope, partial(module_flow.step_context, deferred.chain)
             )
             caller = own or module_flow.called_every_step(deferred.function, deferred.gates)
-            if self.ctx.project.complete:
+            if self.ctx.project.complete and not (self._retyped and caller is not None):
                 # gates stay unjudged: another file's call may well give the flag
                 local = caller is not None or module_flow.runs_steps(deferred.function)
                 caller = None if local else self._called_elsewhere(deferred)

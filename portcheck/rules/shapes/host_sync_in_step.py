@@ -522,8 +522,13 @@ class HostSyncInStep(StepRule):
             return True
         return fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS
 
+    def leave_Module(self, node: cst.Module) -> None:
+        self.record_tensor_returns(node)  # once for the step rules, here
+        super().leave_Module(node)
+
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)
+        self.note_tensor_arguments(node)  # once for the step rules, here
         method = patterns.method_name(node)
         converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._compared_tensor(node)
         number = self._tensor_as_number(node)
