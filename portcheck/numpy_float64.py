@@ -41,6 +41,12 @@ _FACTORIES = frozenset(
         "random.normal",
     )
 )
+# NumPy's random generators, and what their draws make in float64 (`RandomState(seed).randn(1, 512)`,
+# `np.random.default_rng(seed).standard_normal(n)`), unless a `dtype=` says otherwise.
+_GENERATORS = frozenset({"numpy.random.RandomState", "numpy.random.default_rng", "numpy.random.Generator"})
+_DRAWS = frozenset(
+    {"rand", "randn", "random", "random_sample", "uniform", "normal", "standard_normal", "exponential", "laplace"}
+)
 # Where those take their dtype by position (`np.zeros(n, np.float32)`).
 _DTYPE_POSITION = {"numpy.zeros": 1, "numpy.ones": 1, "numpy.empty": 1, "numpy.identity": 1, "numpy.eye": 3}
 _DTYPE_POSITION.update({"numpy.linspace": 5, "numpy.logspace": 5, "numpy.geomspace": 4})
@@ -146,6 +152,8 @@ def _made_float64(ctx: FileContext, call: cst.Call, depth: int, seen: frozenset[
         return any(float64_array(ctx, _listed(arg.value), depth + 1, seen) for arg in call.args if not arg.keyword)
     if method in _KEEPING_METHODS and not names and isinstance(call.func, cst.Attribute):
         return float64_array(ctx, call.func.value, depth + 1, seen)
+    if method in _DRAWS and not names and isinstance(call.func, cst.Attribute) and _generator(ctx, call.func.value):
+        return dtype is None or _float64_dtype(ctx, dtype.value)
     if ctx.project.float64_returns and {ctx.module.absolute(name) for name in names} & ctx.project.float64_returns:
         return True  # another module's function that returns one (known in the second pass)
     flow = ctx.flow
@@ -157,6 +165,13 @@ def _made_float64(ctx: FileContext, call: cst.Call, depth: int, seen: frozenset[
         flow.in_scope(scope, partial(float64_array, ctx, value, depth + 1, seen))
         for value, scope in flow.returned_values(call)
     )
+
+
+def _generator(ctx: FileContext, node: cst.BaseExpression) -> bool:
+    """A NumPy random generator: made here (`np.random.RandomState(seed)`) or bound to a name
+    once (`rng = np.random.default_rng(seed)`)."""
+    made = ctx.assigned_value(node) if isinstance(node, cst.Name) else node
+    return isinstance(made, cst.Call) and bool(ctx.qualified_names(made.func) & _GENERATORS)
 
 
 def _listed(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -341,6 +341,27 @@ def test_a_library_function_another_module_passes_a_tensor_tests_it_every_step(t
     assert found == [("kdiff/sampling.py", 8), ("kdiff/sampling.py", 14)]
 
 
+def test_a_helper_a_model_inherits_from_another_module_runs_every_step(tmp_path: Path) -> None:
+    """LLaVA: the models' forward() calls `self.prepare_inputs(...)`, which a mixin of another
+    module defines; what it reads back to the host, it reads every step. A class that defines
+    the method itself, or holds an object under that name, is not the mixin's."""
+    arch = (
+        "import torch\n\nclass MetaForCausalLM:\n    def prepare_inputs(self, ids):\n"
+        "        return torch.where(ids == -200)[0].tolist()\n\n"
+        "    def unused(self, ids):\n        return ids.sum().item()\n"
+    )
+    model = (
+        "import torch\nfrom ..arch import MetaForCausalLM\n\nclass Llava(torch.nn.Module, MetaForCausalLM):\n"
+        "    def forward(self, ids):\n        return self.prepare_inputs(ids)\n"
+    )
+    write(
+        tmp_path,
+        {"pkg/__init__.py": "", "pkg/arch.py": arch, "pkg/models/__init__.py": "", "pkg/models/llava.py": model},
+    )
+    found = [(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503" and f.severity > Severity.INFO]
+    assert found == [("pkg/arch.py", 5)]
+
+
 def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp_path: Path) -> None:
     """MiniGPT-4 subclasses transformers' LlamaForCausalLM in its own package and loads it with
     `torch_dtype=torch.float16`: the repository's classes count like transformers' own."""

@@ -64,8 +64,9 @@ class Float64OnTarget(Rule):
     Also reports a tensor made of a float64 NumPy array (`torch.from_numpy`, `torch.tensor`,
     `torch.as_tensor`) that reaches a device before a cast: guided-diffusion's
     `th.from_numpy(arr).to(device=t.device)[t].float()`, where every call passes a schedule
-    NumPy computed in float64 (`np.array(betas, dtype=np.float64)`, `np.linspace`, `np.eye`
-    and what NumPy computes from those, through names, `self.` attributes, parameters and
+    NumPy computed in float64 (`np.array(betas, dtype=np.float64)`, `np.linspace`, `np.eye`,
+    a random generator's draws such as `np.random.RandomState(seed).randn(1, 512)`, and what
+    NumPy computes from those, through names, `self.` attributes, parameters and
     returns, also of the repository's other modules: score_sde's
     `self.register_buffer("sigmas", torch.tensor(utils.get_sigmas(config)))`).
 
@@ -110,6 +111,12 @@ class Float64OnTarget(Rule):
     watched_names = _FLOAT64_NAMES
 
     VALID = [
+        Valid(  # drawn in float32, or cast before it moves
+            "import numpy as np\nimport torch\ndef latents(seed, device):\n"
+            "    rng = np.random.default_rng(seed)\n"
+            "    z = torch.from_numpy(rng.standard_normal((1, 512), dtype=np.float32)).to(device)\n"
+            "    return z, torch.from_numpy(np.random.RandomState(seed).randn(1, 8).astype(np.float32)).to(device)\n"
+        ),
         Valid(  # cast before the move; NumPy data of unknown dtype; float32 on purpose
             "import numpy as np\nimport torch\ndef extract(arr, t):\n"
             "    return torch.from_numpy(arr).float().to(t.device)[t]\n"
@@ -164,6 +171,14 @@ class Float64OnTarget(Rule):
         ),
     ]
     INVALID = [
+        # stylegan3's gen_images.py: NumPy's generators draw float64 latents
+        Invalid(
+            "import numpy as np\nimport torch\ndef latents(seed, device):\n"
+            "    z = torch.from_numpy(np.random.RandomState(seed).randn(1, 512)).to(device)\n"
+            "    rng = np.random.default_rng(seed)\n"
+            "    return z, torch.from_numpy(rng.standard_normal((1, 512))).to(device)\n",
+            lines=[4, 6],
+        ),
         Invalid(  # guided-diffusion: float64 schedules indexed on the device every step
             "import numpy as np\nimport torch as th\nclass Diffusion:\n    def __init__(self, betas):\n"
             "        betas = np.array(betas, dtype=np.float64)\n        alphas = 1.0 - betas\n"

@@ -801,12 +801,15 @@ class StepRule(TensorRule):
         for `logger.update(...)` after `logger = utils.Logger()`, in a function given
         `logger: Logger`, or for `self.logger.update(...)` after `self.logger = Logger()`
         (`given or Logger()`, or under `isinstance(self.logger, Logger)`), and
-        `pkg.loss.Loss.__call__` for `loss_fn(...)` after `loss_fn = Loss()`: a name of the
+        `pkg.loss.Loss.__call__` for `loss_fn(...)` after `loss_fn = Loss()`, and a method a
+        base class of another module gives (`self.prepare_inputs(...)`): a name of the
         repository."""
-        func, known = call.func, self.ctx.project
-        if type(func) not in (cst.Name, cst.Attribute):
+        func, known, module_flow = call.func, self.ctx.project, self.ctx.flow
+        if type(func) not in (cst.Name, cst.Attribute) or module_flow is None:
             return None
         names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
+        if not names and flow.is_self_attribute(func) and not module_flow.self_attribute_values(func.attr.value):
+            names = self._inherited(func.attr.value, ancestors)  # type: ignore[union-attr]
         if not names:  # a method of an object, or calling the object: `loss_fn(pred, y)` runs `__call__`
             called = type(func) is cst.Name or flow.is_self_attribute(func)
             receiver, method = (func, "__call__") if called else (func.value, func.attr.value)  # type: ignore[union-attr]
@@ -814,6 +817,21 @@ class StepRule(TensorRule):
             names = {f"{name}.{method}" for name in classes if name.rpartition(".")[2][:1].isupper()}
         local = sorted(name for name in names if "." in name and known.is_local(name))
         return local[0] if local else None
+
+    def _inherited(self, method: str, ancestors: Sequence[cst.CSTNode]) -> set[str]:
+        """`pkg.arch.MetaForCausalLM.prepare_inputs` for `self.prepare_inputs(...)` in a class
+        that does not define it but derives from a class of another module of the repository
+        (LLaVA's models take their forward's helpers from a mixin); empty elsewhere."""
+        owner = next((node for node in reversed(ancestors) if type(node) is cst.ClassDef), None)
+        if owner is None or any(
+            type(statement) is cst.FunctionDef and statement.name.value == method for statement in owner.body.body
+        ):
+            return set()
+        bases = {
+            self.ctx.module.absolute(name) for base in owner.bases for name in self.ctx.qualified_names(base.value)
+        }
+        own = self.ctx.module.name + "."
+        return {f"{base}.{method}" for base in bases if self.ctx.project.is_local(base) and not base.startswith(own)}
 
     def _receiver_classes(
         self, receiver: cst.BaseExpression, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
