@@ -1610,7 +1610,9 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | Non
         if type(node) is cst.Assert and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
             return True  # an assertion's message is made only when it fails
         if type(node) is cst.If and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
-            if periodic(node.test, resolver) or _first_steps(node.test, ancestors[:index], resolver):
+            if periodic(node.test, resolver, ancestors=ancestors[:index]) or _first_steps(
+                node.test, ancestors[:index], resolver
+            ):
                 return True
             if resolver is not None and _exporting(node.test, resolver):
                 return True
@@ -1737,19 +1739,94 @@ def _exporting(test: cst.BaseExpression, resolver: Resolver) -> bool:
     return type(test) is cst.Call and bool(resolver.qualified_names(test.func) & _EXPORTING)
 
 
-def periodic(test: cst.BaseExpression, resolver: Resolver | None = None, depth: int = 0) -> bool:
-    """A test that holds every N steps: `step % N == 0`, `not i % N`, `... or i % N == 0`, or
-    a name bound once to one (looked up with `resolver`, where given)."""
+def periodic(
+    test: cst.BaseExpression,
+    resolver: Resolver | None = None,
+    depth: int = 0,
+    ancestors: Sequence[cst.CSTNode] = (),
+) -> bool:
+    """A test that holds every N steps: `step % N == 0`, `not i % N`, `... or i % N == 0`, a
+    name bound once to one (looked up with `resolver`, where given), or a call of the module's
+    predicate that says so (`self.check_frequency(idx)` of the class around, in `ancestors`)."""
     if type(test) is cst.Name and resolver is not None and depth < _NAME_DEPTH:
         bound = resolver.assigned_value(test)
         return bound is not None and periodic(bound, resolver, depth + 1)
     if type(test) is cst.BooleanOperation:
-        return periodic(test.left, resolver, depth) or periodic(test.right, resolver, depth)
+        return periodic(test.left, resolver, depth, ancestors) or periodic(test.right, resolver, depth, ancestors)
+    if type(test) is cst.Call and depth < _NAME_DEPTH:
+        predicate = _predicate(test, ancestors, resolver)
+        return predicate is not None and _says_periodically(predicate, resolver, depth + 1)
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _is_modulo(test.expression)
     if type(test) is cst.Comparison:
         return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
     return False
+
+
+def _predicate(call: cst.Call, ancestors: Sequence[cst.CSTNode], resolver: Resolver | None) -> cst.FunctionDef | None:
+    """The function a test calls: a method of the class around (`self.check_frequency(i)`), or
+    a function of the module called by name."""
+    func = call.func
+    if is_self_attribute(func):
+        assert type(func) is cst.Attribute
+        owner = next((node for node in reversed(ancestors) if type(node) is cst.ClassDef), None)
+        body = owner.body.body if owner is not None else ()
+        name = func.attr.value
+    elif type(func) is cst.Name and resolver is not None and resolver.scope_of(func.value) is resolver.module:
+        body, name = resolver.module_node.body, func.value
+    else:
+        return None
+    return next((each for each in body if type(each) is cst.FunctionDef and each.name.value == name), None)
+
+
+def _says_periodically(function: cst.FunctionDef, resolver: Resolver | None, depth: int) -> bool:
+    """Whether a predicate returns True only every N steps: each return is `False`, a periodic
+    test, or inside an `if` whose test is periodic (Lightning image loggers' `check_frequency`:
+    `if check_idx % self.batch_freq == 0 ...: return True`, then `return False`)."""
+    returns = list(_returns_under(function.body, ()))
+    says = False
+    for value, tests in returns:
+        if type(value) is cst.Name and value.value == "False":
+            continue
+        if not (any(periodic(test, resolver, depth) for test in tests) or periodic(value, resolver, depth)):
+            return False
+        says = True
+    return says
+
+
+def _returns_under(
+    body: cst.BaseSuite, tests: tuple[cst.BaseExpression, ...]
+) -> Iterator[tuple[cst.BaseExpression | None, tuple[cst.BaseExpression, ...]]]:
+    """Each `return` of a block (not of nested functions), with the tests of the `if`s whose
+    bodies hold it."""
+    for statement in body.body:
+        if type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+            yield from ((small.value, tests) for small in statement.body if type(small) is cst.Return)
+        elif type(statement) is cst.If:
+            yield from _returns_in_if(statement, tests)
+        elif not isinstance(statement, _NESTED_SCOPES) and isinstance(statement, cst.BaseCompoundStatement):
+            for part in (statement.body, *_other_suites(statement)):
+                yield from _returns_under(part, tests)
+
+
+def _returns_in_if(
+    node: cst.If, tests: tuple[cst.BaseExpression, ...]
+) -> Iterator[tuple[cst.BaseExpression | None, tuple[cst.BaseExpression, ...]]]:
+    yield from _returns_under(node.body, (*tests, node.test))
+    if type(node.orelse) is cst.If:
+        yield from _returns_in_if(node.orelse, tests)
+    elif node.orelse is not None:
+        yield from _returns_under(node.orelse.body, tests)
+
+
+def _other_suites(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    """The blocks of a compound statement besides its body: handlers, `else`, `finally`."""
+    suites = [handler.body for handler in getattr(statement, "handlers", ())]
+    for field_name in ("orelse", "finalbody"):
+        part = getattr(statement, field_name, None)
+        if part is not None:
+            suites.append(part.body)
+    return suites
 
 
 def _is_modulo(node: cst.BaseExpression) -> bool:

@@ -84,8 +84,9 @@ class HostSyncInStep(StepRule):
     Left alone: calls on the error path (in a `raise` or an assertion's message, or an `if` body
     that ends raising or with `sys.exit()`), only while the model is exported (`if
     torch.onnx.is_in_onnx_export():`, `torch.jit.is_tracing()`), under an `if step % N == 0:`
-    (reading back every N steps, also where a function is called; not in a step loop of its own
-    there, such as an evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's
+    or a predicate of the module that returns True only so (an image logger's
+    `if self.check_frequency(idx):`) (reading back every N steps, also where a function is
+    called; not in a step loop of its own there, such as an evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's
     index, a count it keeps or a parameter named for the step (`batch_idx`: the first steps
     only); those that decide a branch (PC504) or a slice length (PC505); and those on NumPy
     arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from
@@ -139,6 +140,15 @@ class HostSyncInStep(StepRule):
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
 
     VALID = [
+        Valid(  # stable-diffusion's image logger: its predicate says yes every N steps
+            "import torch\nfrom pytorch_lightning.callbacks import Callback\nclass ImageLogger(Callback):\n"
+            "    def check_frequency(self, idx):\n        if idx % self.batch_freq == 0 and idx > 0:\n"
+            "            return True\n        return False\n    def log_img(self, pl_module, batch, idx):\n"
+            "        if self.check_frequency(idx):\n            images = pl_module.log_images(batch)\n"
+            "            for k in images:\n                images[k] = images[k].detach().cpu()\n"
+            "    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):\n"
+            "        self.log_img(pl_module, batch, batch_idx)\n"
+        ),
         Valid(  # a running number that starts as a number and stays one (the actor-critic example)
             "import torch\nrunning = 10.0\nbaseline = torch.zeros(1).cpu()\nfor episode in range(n):\n"
             "    reward = run_episode(model)\n"
@@ -292,6 +302,16 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a predicate that holds every step
+            "import torch\nfrom pytorch_lightning.callbacks import Callback\nclass ImageLogger(Callback):\n"
+            "    def check_frequency(self, idx):\n        if self.enabled:\n"
+            "            return True\n        return False\n    def log_img(self, pl_module, batch, idx):\n"
+            "        if self.check_frequency(idx):\n            images = pl_module.log_images(batch)\n"
+            "            for k in images:\n                images[k] = images[k].detach().cpu()\n"
+            "    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):\n"
+            "        self.log_img(pl_module, batch, batch_idx)\n",
+            lines=[12],
+        ),
         Invalid(  # I-JEPA: an autograd Function's `apply` makes a tensor of the loss
             "import torch\nimport torch.nn.functional as F\nclass AllReduce(torch.autograd.Function):\n"
             "    @staticmethod\n    def forward(ctx, x):\n        return x\n"
