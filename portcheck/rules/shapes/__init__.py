@@ -360,6 +360,7 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
 
 
 _OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
+_PASSING_BUILTINS = frozenset({"abs", "min", "max"})  # what they return is what they are given
 _TENSOR_TYPE = re.compile(r"torch\.(?:[A-Z]\w*)?Tensor")  # torch.Tensor, torch.LongTensor...
 
 
@@ -373,18 +374,25 @@ def _names_class(node: cst.BaseExpression) -> bool:
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`, `clip_grad_norm_`...), what the module's own function
-    returns, what an autograd Function's `apply` makes of a tensor, a value sent to a device, a tensor method, index or comparison of one, an item a
+    returns, what an autograd Function's `apply` makes of a tensor, a value sent to a device,
+    `abs()`, `min()` or `max()` of one, a tensor method, index or comparison of one, an item a
     loop takes from one, or a name bound to one (`seen`: the names being looked through; a
     cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
     number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
-    parameter is one where it is annotated so, or where every call of its function in the
-    module passes one; the results of unknown calls are not known to be tensors."""
+    parameter is one where it is annotated so, where the function's own body first rebinds it
+    to one, or where every call of its function in the module passes one; the results of
+    unknown calls are not known to be tensors."""
     if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
         return False
     if type(node) is cst.Call:
         names = ctx.qualified_names(node.func)
         if names & _TENSOR_MAKERS or any(name.startswith("torch.nn.functional.") for name in names):
             return True
+        if not names and type(node.func) is cst.Name and node.func.value in _PASSING_BUILTINS:
+            # `abs(ix)`, `max(iy - b, 0)`: the tensor itself, or one of those compared
+            given = [arg.value for arg in node.args if not arg.star and not arg.keyword]
+            if len(given) >= (1 if node.func.value == "abs" else 2):
+                return any(tensor_valued(ctx, value, depth + 1, seen) for value in given)
         returned = ctx.flow.returned_values(node) if ctx.flow is not None else ()
         if returned:  # what the module's own function returns (`get_sigmas_karras(n, ...)`)
             inner = frozenset(each for each in seen if each.startswith("self."))  # its names are its own
@@ -440,11 +448,15 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
             return tensor_valued(ctx, iterated, depth + 1, inner)
         if not values:
             annotated = ctx.parameter_annotation(node)
-            if annotated is None:
-                return _passed_tensors(ctx, node, depth)
-            return _annotated_tensor(ctx, annotated[0]) and all(
-                tensor_valued(ctx, value, depth + 1, inner) for value in annotated[1]
-            )
+            if annotated is not None:
+                return _annotated_tensor(ctx, annotated[0]) and all(
+                    tensor_valued(ctx, value, depth + 1, inner) for value in annotated[1]
+                )
+            given = f"parameter:{node.value}"  # inside its rebinding, the name is what callers give
+            rebound = ctx.flow.resolver.rebound_parameter(node) if ctx.flow is not None and given not in seen else None
+            if rebound is not None:  # made a tensor first: `tx = torch.as_tensor(tx * W).to(x.device)`
+                return tensor_valued(ctx, rebound, depth + 1, seen | {given})
+            return _passed_tensors(ctx, node, depth)
         others = [value for value in values if not flow.is_number(value)]
         if len(others) == len(values):
             return all(tensor_valued(ctx, value, depth + 1, inner) for value in values)

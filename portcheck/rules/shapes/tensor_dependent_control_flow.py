@@ -78,6 +78,10 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # a parameter rebound to a number, and `max()` of numbers
+            "import torch\ndef shift(x, tx):\n    tx = float(tx) * 4\n    if abs(tx) < max(tx, 4):\n        x = x.roll(1)\n    return x\n"
+            "class Metric(torch.nn.Module):\n    def forward(self, x):\n        return shift(x, 0.25)\n"
+        ),
         Valid(  # the same step given Python numbers
             "import torch\nclass Diffusion(torch.nn.Module):\n    def p_sample(self, x, time, time_next):\n"
             "        out = self.model(x, time)\n        if time_next == 0:\n            return out\n"
@@ -187,6 +191,12 @@ class TensorDependentControlFlow(StepRule):
             "        return x\n",
             lines=[9],
             message="`while` in a step loop",
+        ),
+        Invalid(  # stylegan3's equivariance metric: a parameter made a tensor first, then `abs()` of it
+            "import torch\ndef shift(x, tx):\n    tx = torch.as_tensor(tx * 4).to(x.device)\n    ix = tx.round()\n"
+            "    if abs(ix) < 4:\n        x = x.roll(1)\n    return x\n"
+            "class Metric(torch.nn.Module):\n    def forward(self, x):\n        return shift(x, 0.25)\n",
+            lines=[5],
         ),
         Invalid(  # a parameter annotated as a tensor (lit-llama's input_pos)
             "import torch\nfrom typing import Optional\nclass Attention(torch.nn.Module):\n"
