@@ -64,7 +64,8 @@ def optional_import(
 ) -> str:
     """Why an import the walk is at is optional (the program runs on without the package), or
     empty: guarded by a `try` whose handler catches ImportError and carries on (only logging
-    there where the module reads none of the names the import `statement` binds), by an
+    there where the module reads none of the names the import `statement` binds; not by
+    importing the package again, another version's name for the same thing), by an
     availability check (`if is_flash_attn_2_available():`, `if find_spec("apex"):`) or a test
     that selects the package (`if args.deepspeed:`, `if isinstance(strategy, DeepSpeedStrategy):`),
     or inside a function named for exporting."""
@@ -74,7 +75,9 @@ def optional_import(
             isinstance(parent, cst.Try)
             and child is parent.body
             and any(
-                patterns.carries_on_without_import(h) and (not _only_logs(h) or _unread(statement, path[0]))
+                patterns.carries_on_without_import(h)
+                and (not _only_logs(h) or _unread(statement, path[0]))
+                and not _imports_package(h, package)
                 for h in parent.handlers
             )
         ):
@@ -114,6 +117,21 @@ def _unread(statement: cst.Import | cst.ImportFrom | None, module: cst.CSTNode) 
         for alias in statement.names
     )
     return next(flow.name_reads(module, bound, apart=(cst.Import, cst.ImportFrom)), None) is None
+
+
+def _imports_package(handler: cst.ExceptHandler, package: packages.Package) -> bool:
+    """A handler that imports the package again, by another name (`except ImportError: from
+    flash_attn.flash_attn_interface import flash_attn_varlen_qkvpacked_func as ...`): a
+    fallback between its versions, which needs the package all the same."""
+    for node in walk.descendants(handler.body, ()):
+        if type(node) is cst.Import and any(
+            packages.by_import(patterns.dotted(alias.name)) == package for alias in node.names
+        ):
+            return True
+        if type(node) is cst.ImportFrom and node.module is not None and not node.relative:
+            if packages.by_import(patterns.dotted(node.module)) == package:
+                return True
+    return False
 
 
 def _only_logs(handler: cst.ExceptHandler) -> bool:

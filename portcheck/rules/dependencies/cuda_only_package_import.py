@@ -83,6 +83,11 @@ class CudaOnlyPackageImport(Rule):
             lines=[5, 8],
         ),
         Invalid("from flash_attn import flash_attn_func\n", lines=[1], message="FlashAttention"),
+        Invalid(  # LLaVA: a fallback between two versions' names needs the package all the same
+            "try:\n    from flash_attn.flash_attn_interface import flash_attn_unpadded_qkvpacked_func as attend\n"
+            "except ImportError:\n    from flash_attn.flash_attn_interface import flash_attn_varlen_qkvpacked_func as attend\n",
+            lines=[2, 4],
+        ),
         Invalid(  # TinyLlama: the extensions built from flash-attn's and apex's sources
             "import torch\nimport xentropy_cuda_lib\nimport dropout_layer_norm\nfrom amp_C import multi_tensor_l2norm\n",
             lines=[2, 3, 4],
