@@ -312,6 +312,8 @@ class DeviceFlow:
     _classes: dict[str, _Class] = field(default_factory=dict)  # the module's top-level classes seen so far
     _self_items: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)  # appended
     _titles: set[str] = field(default_factory=set)  # the names of those classes' methods seen so far
+    # functions of the module patched in as a class's forward (`LlamaAttention.forward = forward`)
+    _patched_forwards: set[str] = field(default_factory=set)
     elsewhere: bool = False  # `in_scope` is resolving names in a scope the walk is not in
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
@@ -1008,7 +1010,8 @@ class DeviceFlow:
         """The step context ("forward()", "a training loop"...) from which the module calls
         `function` every step: a call of it there, or in a function itself called every step
         (`run_step()` from the loop, then `log_step()` from `run_step()`), or a call given it as
-        a callback there (`gpu_timer(train_step)`, which runs it). A method counts the
+        a callback there (`gpu_timer(train_step)`, which runs it); a function the module patches
+        in as a class's forward (`LlamaAttention.forward = xformers_forward`). A method counts the
         calls `self.name(...)` in its own class. A function with a step loop of its own
         (`train_one_epoch()`) runs an epoch, not a step. `gates`: parameters (see
         `parameter_gates`) a call must give for what is asked about to run. Asked after the
@@ -1024,6 +1027,8 @@ class DeviceFlow:
         if drawn is not None:
             return drawn
         title, owner = function.name.value, self._methods.get(id(function))
+        if owner is None and title in self._patched_forwards and self.module_functions().get(title) is function:
+            return "forward()"  # monkey-patched in: `LlamaAttention.forward = xformers_forward`
         callbacks = self._callbacks.get(title, []) if owner is None and not gates else []
         for site in (*self._sites(title, owner), *callbacks):
             off_path = self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors))
@@ -1461,6 +1466,8 @@ class DeviceFlow:
             for name, value in pairs:
                 if type(name) is cst.Attribute and is_self_attribute(name):
                     self._self_attributes.setdefault(name.attr.value, []).append((value, self.resolver.scope))
+                elif type(name) is cst.Attribute and name.attr.value == "forward" and type(value) is cst.Name:
+                    self._patched_forwards.add(value.value)
 
     @property
     def scope(self) -> Scope:

@@ -198,6 +198,14 @@ class TensorDependentControlFlow(StepRule):
             "class Metric(torch.nn.Module):\n    def forward(self, x):\n        return shift(x, 0.25)\n",
             lines=[5],
         ),
+        Invalid(  # LLaVA's attention patch: a function the module makes a class's forward
+            "import torch\nfrom typing import Optional\nimport transformers\n"
+            "def xformers_forward(self, x, attention_mask: Optional[torch.Tensor] = None):\n"
+            "    if attention_mask is None or attention_mask[0, 0, 0, 1] == 0:\n        x = x * 2\n    return x\n"
+            "def replace_llama_attn():\n"
+            "    transformers.models.llama.modeling_llama.LlamaAttention.forward = xformers_forward\n",
+            lines=[5],
+        ),
         Invalid(  # a parameter annotated as a tensor (lit-llama's input_pos)
             "import torch\nfrom typing import Optional\nclass Attention(torch.nn.Module):\n"
             "    def forward(self, x, input_pos: Optional[torch.Tensor] = None):\n"
