@@ -50,12 +50,15 @@ class Context:
         return self.resolver.qualified_names(node)
 
     def callee_names(self, func: cst.BaseExpression) -> frozenset[str]:
-        """What a called expression refers to through imports; for a name bound once to a choice
-        of callables (`scope = autocast if amp else nullcontext`), what each choice refers to."""
+        """What a called expression refers to through imports; for a name bound once to another
+        (`precision_scope = autocast`) or to a choice of callables (`scope = autocast if amp else
+        nullcontext`), what it or each choice refers to."""
         names = self.qualified_names(func)
         if names or not isinstance(func, cst.Name):
             return names
         bound = self.assigned_value(func)
+        if isinstance(bound, (cst.Name, cst.Attribute)):
+            return self.qualified_names(bound)
         if not isinstance(bound, (cst.IfExp, cst.BooleanOperation)):
             return names
         choices = patterns.value_literals(bound, lambda node: isinstance(node, (cst.Name, cst.Attribute)))

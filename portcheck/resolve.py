@@ -38,6 +38,8 @@ class Scope:
     # what each name is updated with in place (`loss += l`: `l`), once per `+=`-style statement
     updated: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     owner: cst.CSTNode | None = None  # the function, lambda or class whose body this is
+    # the names `a, b = f(x)` binds, each with the call and its position in what the call returns
+    unpacked: dict[str, list[tuple[cst.Call, int]]] = field(default_factory=dict)
 
     def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
         self.bound.add(name)
@@ -54,6 +56,10 @@ class Scope:
             values = _paired_values(target, value)
             for element, each in zip(target.elements, values):
                 self.bind_target(element.value, each)
+            if type(value) is cst.Call and not any(type(e) is cst.StarredElement for e in target.elements):
+                for index, element in enumerate(target.elements):
+                    if type(element.value) is cst.Name:
+                        self.unpacked.setdefault(element.value.value, []).append((value, index))
         elif type(target) is cst.StarredElement:
             self.bind_target(target.value)
 
@@ -293,6 +299,15 @@ class Resolver:
         if sum(value is None for value in values) > (node.value in named):
             return []
         return [value for value in values if value is not None]
+
+    def unpacked_from(self, node: cst.Name) -> tuple[cst.Call, int] | None:
+        """The call, and the position in what it returns, of a name bound only by unpacking
+        that call's result (`sigma_down, sigma_up = get_ancestral_step(...)`)."""
+        owner = self.scope_of(node.value)
+        if owner is None or owner.values.get(node.value) != [None] or owner.updated.get(node.value):
+            return None
+        sources = owner.unpacked.get(node.value, ())
+        return sources[0] if len(sources) == 1 else None
 
     def rebound_parameter(self, node: cst.Name) -> cst.BaseExpression | None:
         """The value a function binds its parameter to in a statement of its own body (not in

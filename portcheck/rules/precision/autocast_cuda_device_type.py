@@ -14,9 +14,9 @@ class AutocastCudaDeviceType(Rule):
     Reports the device-generic AMP API called with a hard-coded `"cuda"` device type:
     `torch.autocast("cuda")`, `torch.amp.autocast(device_type="cuda")`,
     `torch.amp.GradScaler("cuda")` (or `device="cuda"`), `torch.amp.custom_fwd(device_type="cuda")`,
-    `torch.get_autocast_dtype("cuda")` and similar; also through a name bound to a choice of
-    context managers (stable-diffusion's `precision_scope = autocast if amp else nullcontext`,
-    then `precision_scope("cuda")`).
+    `torch.get_autocast_dtype("cuda")` and similar; also through a name bound to one of those
+    (`precision_scope = autocast`) or to a choice of context managers (stable-diffusion's
+    `precision_scope = autocast if amp else nullcontext`, then `precision_scope("cuda")`).
 
     ## Why is this bad?
     Autocast for `"cuda"` does not apply to tensors on another device: on a TPU the region
@@ -148,6 +148,14 @@ class AutocastCudaDeviceType(Rule):
             device="cpu",
             fixed="import torch\nfrom torch import autocast\nfrom contextlib import nullcontext\n"
             "scope = autocast if opt.precision == 'autocast' else nullcontext\nwith scope('cpu'):\n    pass\n",
+        ),
+        Invalid(  # generative-models' demos: autocast under another name
+            "import torch\nfrom torch import autocast\ndef sample(model):\n    precision_scope = autocast\n"
+            "    with precision_scope('cuda'):\n        return model()\n",
+            lines=[5],
+            device="cpu",
+            fixed="import torch\nfrom torch import autocast\ndef sample(model):\n    precision_scope = autocast\n"
+            "    with precision_scope('cpu'):\n        return model()\n",
         ),
         # not fixed: through a choice no dtype can be added, and tpu's default is float16
         Invalid(

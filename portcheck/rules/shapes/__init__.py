@@ -380,8 +380,9 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
     cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
     number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
     parameter is one where it is annotated so, where the function's own body first rebinds it
-    to one, or where every call of its function in the module passes one; the results of
-    unknown calls are not known to be tensors."""
+    to one, or where every call of its function in the module passes one; a name unpacked from
+    what the module's function returns, where that item is one. The results of unknown calls
+    are not known to be tensors."""
     if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
         return False
     if type(node) is cst.Call:
@@ -452,6 +453,9 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
                 return _annotated_tensor(ctx, annotated[0]) and all(
                     tensor_valued(ctx, value, depth + 1, inner) for value in annotated[1]
                 )
+            unpacked = ctx.flow.resolver.unpacked_from(node) if ctx.flow is not None else None
+            if unpacked is not None:  # `sigma_down, sigma_up = get_ancestral_step(...)`
+                return _returned_item_tensor(ctx, *unpacked, depth + 1)
             given = f"parameter:{node.value}"  # inside its rebinding, the name is what callers give
             rebound = ctx.flow.resolver.rebound_parameter(node) if ctx.flow is not None and given not in seen else None
             if rebound is not None:  # made a tensor first: `tx = torch.as_tensor(tx * W).to(x.device)`
@@ -469,6 +473,20 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
             return any(tensor_valued(ctx, value, depth + 1, doubted) for value in ctx.flow.resolver.updates(node))
         return all(tensor_valued(ctx, value, depth + 1, doubted) for value in others)
     return False
+
+
+def _returned_item_tensor(ctx: FileContext, call: cst.Call, index: int, depth: int) -> bool:
+    """Whether every return of the module's function that `call` calls is a tuple whose item
+    at `index` is a tensor (`return sigma_down, sigma_up`)."""
+    assert ctx.flow is not None
+    returned = ctx.flow.returned_values(call)
+    return bool(returned) and all(
+        type(value) is cst.Tuple
+        and index < len(value.elements)
+        and type(value.elements[index]) is cst.Element
+        and ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value.elements[index].value, depth + 1))
+        for value, scope in returned
+    )
 
 
 def _passed_tensors(ctx: FileContext, node: cst.Name, depth: int) -> bool:

@@ -78,6 +78,11 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # unpacked from numbers the module's function returns
+            "import torch\ndef bounds(n):\n    return n // 2, n\n"
+            "class M(torch.nn.Module):\n    def forward(self, x):\n        lo, hi = bounds(x.shape[0])\n"
+            "        if lo == 0:\n            return x\n        return x[lo:hi]\n"
+        ),
         Valid(  # a parameter rebound to a number, and `max()` of numbers
             "import torch\ndef shift(x, tx):\n    tx = float(tx) * 4\n    if abs(tx) < max(tx, 4):\n        x = x.roll(1)\n    return x\n"
             "class Metric(torch.nn.Module):\n    def forward(self, x):\n        return shift(x, 0.25)\n"
@@ -205,6 +210,16 @@ class TensorDependentControlFlow(StepRule):
             "def replace_llama_attn():\n"
             "    transformers.models.llama.modeling_llama.LlamaAttention.forward = xformers_forward\n",
             lines=[5],
+        ),
+        Invalid(  # k-diffusion's ancestral samplers: a name unpacked from what the module's function returns
+            "import torch\ndef ancestral_step(sigma_from, sigma_to):\n"
+            "    sigma_up = (sigma_to ** 2 * (sigma_from ** 2 - sigma_to ** 2) / sigma_from ** 2) ** 0.5\n"
+            "    return (sigma_to ** 2 - sigma_up ** 2) ** 0.5, sigma_up\n"
+            "def sample(model, x, n):\n    sigmas = torch.linspace(1.0, 0.0, n, device=x.device)\n"
+            "    for i in range(n - 1):\n        x = model(x, sigmas[i])\n"
+            "        sigma_down, sigma_up = ancestral_step(sigmas[i], sigmas[i + 1])\n"
+            "        if sigma_down == 0:\n            break\n    return x\n",
+            lines=[10],
         ),
         Invalid(  # a parameter annotated as a tensor (lit-llama's input_pos)
             "import torch\nfrom typing import Optional\nclass Attention(torch.nn.Module):\n"
