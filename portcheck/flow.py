@@ -148,6 +148,9 @@ _KEEPING_ITEMS = frozenset({"list", "tuple", "iter", "tqdm", "tqdm.tqdm", "tqdm.
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
 _HOME_DEPTH = 10  # how far a tensor is followed to where it was made (into callers and callees too)
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
+_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic"})
+_GET_BACKEND = frozenset({"torch.distributed.get_backend", "torch.distributed.distributed_c10d.get_backend"})
+_NCCL_NAMES = frozenset({"torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"})
 _T = TypeVar("_T")
 # Methods frameworks run once per step: Lightning (and its batch hooks), the Hugging Face
 # Trainer, MMEngine/MMCV runners.
@@ -601,6 +604,8 @@ class DeviceFlow:
             holds = False
         else:
             return None
+        if type(operator) in (cst.Equal, cst.NotEqual) and (self._nccl(left, right) or self._nccl(right, left)):
+            return holds  # `dist.get_backend() == "nccl"`: NCCL runs only between CUDA devices
         device_like = patterns.is_device_like
         if type(operator) in (cst.In, cst.NotIn) and _only_cuda(right) and device_like(left):
             return holds
@@ -610,6 +615,12 @@ class DeviceFlow:
             if (_is_cuda(right) and device_like(left)) or (_is_cuda(left) and device_like(right)):
                 return holds
         return None
+
+    def _nccl(self, backend: cst.BaseExpression, name: cst.BaseExpression) -> bool:
+        """`dist.get_backend()` compared with `"nccl"` or `dist.Backend.NCCL`."""
+        if type(backend) is not cst.Call or not self.resolver.qualified_names(backend.func) & _GET_BACKEND:
+            return False
+        return patterns.string_value(name) == "nccl" or bool(self.resolver.qualified_names(name) & _NCCL_NAMES)
 
     # --- host tensors ----------------------------------------------------------------------------
 
@@ -1754,7 +1765,8 @@ def periodic(
 ) -> bool:
     """A test that holds every N steps: `step % N == 0`, `not i % N`, `... or i % N == 0`, a
     name bound once to one (looked up with `resolver`, where given), or a call of the module's
-    predicate that says so (`self.check_frequency(idx)` of the class around, in `ancestors`)."""
+    predicate that says so (`self.check_frequency(idx)` of the class around, in `ancestors`);
+    also once per interval of time (`time.time() - last_logging > interval`)."""
     if type(test) is cst.Name and resolver is not None and depth < _NAME_DEPTH:
         bound = resolver.assigned_value(test)
         return bound is not None and periodic(bound, resolver, depth + 1)
@@ -1766,8 +1778,36 @@ def periodic(
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _is_modulo(test.expression)
     if type(test) is cst.Comparison:
-        return any(_is_modulo(side) for side in (test.left, *(link.comparator for link in test.comparisons)))
+        sides = (test.left, *(link.comparator for link in test.comparisons))
+        return any(_is_modulo(side) for side in sides) or _every_interval(test, resolver)
     return False
+
+
+def _every_interval(test: cst.Comparison, resolver: Resolver | None) -> bool:
+    """`now - last_logging > args.log_freq_time`: time since the last pass past an interval
+    (logging throttled by the clock, vicreg's), which holds once per interval, not per step."""
+    if len(test.comparisons) != 1:
+        return False
+    link = test.comparisons[0]
+    if type(link.operator) in (cst.GreaterThan, cst.GreaterThanEqual):
+        elapsed = test.left
+    elif type(link.operator) in (cst.LessThan, cst.LessThanEqual):
+        elapsed = link.comparator
+    else:
+        return False
+    return (
+        type(elapsed) is cst.BinaryOperation
+        and type(elapsed.operator) is cst.Subtract
+        and _reads_clock(elapsed.left, resolver)
+    )
+
+
+def _reads_clock(node: cst.BaseExpression, resolver: Resolver | None) -> bool:
+    """`time.time()`, `time.perf_counter()`, `time.monotonic()`, or a name bound once to one."""
+    if type(node) is cst.Name and resolver is not None:
+        bound = resolver.assigned_value(node)
+        node = bound if bound is not None else node
+    return type(node) is cst.Call and resolver is not None and bool(resolver.qualified_names(node.func) & _CLOCKS)
 
 
 def _predicate(call: cst.Call, ancestors: Sequence[cst.CSTNode], resolver: Resolver | None) -> cst.FunctionDef | None:

@@ -146,6 +146,24 @@ def test_a_build_of_torch_for_cuda_or_rocm_is_a_check() -> None:
     }
 
 
+def test_the_nccl_backend_is_a_check_for_cuda() -> None:
+    """sam2's all-gather helper moves a tensor to CUDA only where NCCL communicates, which is
+    only between CUDA devices."""
+    source = """\
+    import torch
+    import torch.distributed as dist
+    def to_comm(tensor):
+        if dist.get_backend() == dist.Backend.NCCL and not tensor.is_cuda:
+            tensor = tensor.cuda()
+        if dist.get_backend() != "nccl":
+            return tensor
+        return tensor.cuda()
+    """
+    found = findings(source)
+    assert found[(5, "PC102")][0] is Severity.INFO
+    assert found[(8, "PC102")][0] is Severity.INFO
+
+
 @pytest.mark.parametrize(
     "guard",
     [

@@ -85,7 +85,8 @@ class HostSyncInStep(StepRule):
     that ends raising or with `sys.exit()`), only while the model is exported (`if
     torch.onnx.is_in_onnx_export():`, `torch.jit.is_tracing()`), under an `if step % N == 0:`
     or a predicate of the module that returns True only so (an image logger's
-    `if self.check_frequency(idx):`) (reading back every N steps, also where a function is
+    `if self.check_frequency(idx):`), or once per interval of time (`if time.time() - last >
+    60:`) (reading back every N steps, also where a function is
     called; not in a step loop of its own there, such as an evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's
     index, a count it keeps or a parameter named for the step (`batch_idx`: the first steps
     only); those that decide a branch (PC504) or a slice length (PC505); and those on NumPy
@@ -140,6 +141,11 @@ class HostSyncInStep(StepRule):
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
 
     VALID = [
+        Valid(  # vicreg: logging throttled by the clock reads back once per interval
+            "import time\nimport torch\nlast = time.time()\nfor x, y in loader:\n    loss = model(x, y)\n"
+            "    loss.backward()\n    optimizer.step()\n    now = time.time()\n"
+            "    if now - last > 60:\n        print(loss.item())\n        last = now\n"
+        ),
         Valid(  # stable-diffusion's image logger: its predicate says yes every N steps
             "import torch\nfrom pytorch_lightning.callbacks import Callback\nclass ImageLogger(Callback):\n"
             "    def check_frequency(self, idx):\n        if idx % self.batch_freq == 0 and idx > 0:\n"
