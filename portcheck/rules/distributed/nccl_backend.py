@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import configs, filekinds, patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits, versions
@@ -26,7 +26,11 @@ HOST_BACKEND = "gloo"
 def is_nccl(node: cst.CSTNode) -> bool:
     """`"nccl"`, or a per-device backend string naming it such as `"cpu:gloo,cuda:nccl"`."""
     value = patterns.string_value(node)
-    return value is not None and (value == "nccl" or "nccl" in value.split(",") or ":nccl" in value)
+    return value is not None and _names_nccl(value)
+
+
+def _names_nccl(value: str) -> bool:
+    return value == "nccl" or "nccl" in value.split(",") or ":nccl" in value
 
 
 def target_backend(target: Target, value: str) -> str | None:
@@ -107,7 +111,8 @@ class NcclBackend(SettingValueRule):
     `backend="nccl"` in any call, `torch.distributed.Backend.NCCL` (compared, it is
     nccl-backend-check's), a `backend` variable, attribute, dict entry, dataclass field or
     `--backend` option defaulting to `"nccl"`, and a `"nccl"` string bound to a name later
-    passed as the backend.
+    passed as the backend; in YAML configs, a backend setting (`backend: nccl`,
+    `dist_backend: nccl`).
 
     ## Why is this bad?
     NCCL is NVIDIA's collective library. Without it `init_process_group("nccl")` raises at
@@ -140,7 +145,8 @@ class NcclBackend(SettingValueRule):
 
     With `--device auto` the backend becomes
     `dist.get_default_backend_for_device(DEVICE)`: gloo on a host without an accelerator,
-    NCCL on CUDA, the plugin's own elsewhere. A per-device string is not fixed for auto.
+    NCCL on CUDA, the plugin's own elsewhere. A per-device string is not fixed for auto, nor
+    is a YAML config.
     """
 
     code = "PC401"
@@ -151,8 +157,13 @@ class NcclBackend(SettingValueRule):
     fix_safety = FixSafety.SAFE
     triggers = (b"nccl", b"NCCL")
     watched_names = (_BACKEND_NCCL,)
+    file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
 
     VALID = [
+        Valid(  # a config that asks for the CPU's collectives, and a note that names NCCL
+            "trainer:\n  distributed:\n    backend: gloo\n  note: 'backend nccl on GPUs'\n",
+            path="configs/train.yaml",
+        ),
         Valid("import torch.distributed as dist\nnccl = dist.get_backend() == dist.Backend.NCCL\n"),  # PC402's
         Valid('import torch.distributed as dist\ndist.init_process_group("gloo")\n'),
         Valid('print("falling back from nccl")\n'),
@@ -164,6 +175,11 @@ class NcclBackend(SettingValueRule):
         ),
     ]
     INVALID = [
+        Invalid(  # sam2's training config (Hydra)
+            "trainer:\n  distributed:\n    backend: nccl\n    find_unused_parameters: true\n",
+            lines=[3],
+            path="configs/train.yaml",
+        ),
         Invalid(
             'import torch\ntorch.distributed.init_process_group("nccl")\n',
             lines=[2],
@@ -357,6 +373,12 @@ class NcclBackend(SettingValueRule):
         if id(node) not in self._reported:  # not given as the backend: nothing to rewrite
             self._reported.add(id(node))
             self.report(node, advice=backend_advice(self.ctx.targets))
+
+    def check_text(self, text: str) -> None:
+        """`backend: nccl` in a YAML config (sam2's `distributed:` section, Hydra recipes): not fixed."""
+        for setting in configs.settings(text):
+            if patterns.is_backend_name(setting.key) and _names_nccl(setting.value):
+                self.report_span(setting.span, advice=backend_advice(self.ctx.targets))
 
     def report_literal(self, literal: cst.CSTNode) -> None:
         self.report(literal, edit=self._edit(literal), advice=backend_advice(self.ctx.targets))

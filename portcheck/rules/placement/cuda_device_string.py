@@ -25,7 +25,7 @@ class CudaDeviceString(SettingValueRule):
     default of a `device` parameter, `--device` option or dataclass field, an assignment to a
     name, attribute or dict key called `device`, and a string bound to a name that is later
     used as a device; in YAML configs, a key named for a device (`device: cuda` in a runner's
-    config, reported but not fixed). A Hugging Face `device_map` is hf-cuda-device-map's (PC106).
+    config) or a trainer's `accelerator: cuda` (reported but not fixed). A Hugging Face `device_map` is hf-cuda-device-map's (PC106).
 
     ## Why is this bad?
     Without CUDA, `torch.zeros(3, device="cuda")` raises `AssertionError: Torch not compiled
@@ -88,6 +88,11 @@ class CudaDeviceString(SettingValueRule):
             lines=[3, 4],
             path="train_configs/minigpt4_stage1_pretrain.yaml",
             message="hard-codes a CUDA device",
+        ),
+        Invalid(  # sam2's trainer config: the accelerator it makes its torch.device of
+            "trainer:\n  _target_: training.trainer.Trainer\n  accelerator: cuda\n  seed_value: 123\n",
+            lines=[3],
+            path="configs/sam2.1_training/finetune.yaml",
         ),
         Invalid(  # ControlNet: a loader's own parameter, handed on to torch.load(map_location=...)
             "import torch\nsd = load_state_dict('./models/control_sd15_canny.pth', location='cuda')\n",
@@ -239,8 +244,10 @@ class CudaDeviceString(SettingValueRule):
         return bool(names & _OWNED_ELSEWHERE) or any(name.startswith("torch.cuda.") for name in names)
 
     def check_text(self, text: str) -> None:
+        """A device setting in a YAML config, also a trainer's `accelerator: cuda` (sam2's)."""
         for setting in configs.settings(text):
-            if self.names_setting(setting.key) and patterns.is_cuda_device_string(setting.value):
+            named = self.names_setting(setting.key) or setting.key == "accelerator"
+            if named and patterns.is_cuda_device_string(setting.value):
                 self.report_span(setting.span, literal=repr(setting.value), advice=device_advice(self.ctx.targets))
 
     def positional_setting(self, call: cst.Call, names: frozenset[str]) -> cst.Arg | None:
