@@ -367,7 +367,12 @@ _TENSOR_TYPE = re.compile(r"torch\.(?:[A-Z]\w*)?Tensor")  # torch.Tensor, torch.
 def _names_class(node: cst.BaseExpression) -> bool:
     """`AllReduce`, `dist.AllGather`: a class by the name's convention (`model.apply(init)` is a
     module's)."""
-    name = patterns.dotted(node).rpartition(".")[2]
+    return _class_like(patterns.dotted(node))
+
+
+def _class_like(qualified: str) -> bool:
+    """`pkg.ops.AllReduce`: a class by the convention of its last name (CapWords, not CONSTANT)."""
+    name = qualified.rpartition(".")[2]
     return name[:1].isupper() and not name.isupper()
 
 
@@ -751,7 +756,7 @@ class StepRule(TensorRule):
             for name in names
             if known.is_local(name)
             and name.rpartition(".")[0] not in ("", self.ctx.module.name)
-            and not _names_class(cst.Name(name.rpartition(".")[2]))
+            and not _class_like(name)
         )
         if not callees:
             return
@@ -769,8 +774,9 @@ class StepRule(TensorRule):
                 self.record(project.TENSOR_ARGUMENT, callees[0], call, parameter=key, origin=origin)
 
     def _origin(self, value: cst.BaseExpression) -> str | None:
-        """ "" for a tensor; the qualified name of the repository's function whose result the
-        value is (`sigmas` after `sigmas = K.sampling.get_sigmas_karras(...)`); else None."""
+        """Where an argument comes from: the empty string for a tensor, the qualified name of
+        the repository's function whose result it is (`sigmas` after `sigmas =
+        K.sampling.get_sigmas_karras(...)`), None for anything else."""
         if tensor_valued(self.ctx, value):
             return ""
         made = self.ctx.assigned_value(value) if type(value) is cst.Name else value
