@@ -148,6 +148,7 @@ _KEEPING_ITEMS = frozenset({"list", "tuple", "iter", "tqdm", "tqdm.tqdm", "tqdm.
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
 _HOME_DEPTH = 10  # how far a tensor is followed to where it was made (into callers and callees too)
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
+_TORCH_DEVICE = frozenset({"torch.device"})
 _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic"})
 _GET_BACKEND = frozenset({"torch.distributed.get_backend", "torch.distributed.distributed_c10d.get_backend"})
 _NCCL_NAMES = frozenset({"torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"})
@@ -534,9 +535,9 @@ class DeviceFlow:
         types = None
         if type(operator) in (cst.Equal, cst.NotEqual):
             if patterns.is_device_like(left):
-                types = _device_types(right)
+                types = _device_types(self._device_literal(right))
             elif patterns.is_device_like(right):
-                types = _device_types(left)
+                types = _device_types(self._device_literal(left))
         elif type(operator) in (cst.In, cst.NotIn):
             if patterns.is_device_like(right):
                 types = _device_types(left)  # "mps" in str(device)
@@ -547,6 +548,15 @@ class DeviceFlow:
             return None
         reach = Reach(types, False)
         return reach if type(operator) in (cst.Equal, cst.In) else ~reach
+
+    def _device_literal(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """The literal a device constant names: `"cpu"` for `_CPU_DEVICE` bound once to
+        `torch.device("cpu")` (dinov2's), or for `torch.device("cpu")` itself; else the node."""
+        if type(node) is cst.Name:
+            node = self.resolver.assigned_value(node) or node
+        if type(node) is cst.Call and self.resolver.qualified_names(node.func) & _TORCH_DEVICE and node.args:
+            return node.args[0].value
+        return node
 
     def cuda_check(self, test: cst.BaseExpression, depth: int = 0) -> bool | None:
         """True for a check that holds only on CUDA, False for one that fails only on CUDA

@@ -390,6 +390,33 @@ def test_numpy_where_outputs_leave_torch_is_info_but_not_in_training_or_decoding
     assert "leaves torch here" in found[14][1]
 
 
+def test_a_round_trip_through_numpy_in_the_step_is_no_hand_off() -> None:
+    """vits' monotonic alignment: forward() reads the scores out with `.numpy()`, searches them
+    in Cython and makes the result a device tensor again: a host sync every step, not an
+    output. A branch that runs only on the CPU (`self.device == _CPU_DEVICE`, a constant for
+    `torch.device("cpu")`) is left to the CPU."""
+    source = """\
+    import torch
+    _CPU_DEVICE = torch.device("cpu")
+
+    def maximum_path(neg_cent):
+        path = search(neg_cent.data.cpu().numpy())
+        return torch.from_numpy(path).to(device=neg_cent.device)
+
+    class Synthesizer(torch.nn.Module):
+        def forward(self, x):
+            return maximum_path(x)
+
+    class Classifier(torch.nn.Module):
+        def forward(self, samples):
+            if self.device == _CPU_DEVICE:
+                samples = samples.numpy()
+            return torch.from_numpy(self.estimator.predict_proba(samples)).to(samples.device)
+    """
+    found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
+    assert found == {5: Severity.WARNING}
+
+
 def test_a_host_copy_written_out_is_its_outputs_cost() -> None:
     """A copy given to a writer, directly or through the name it is bound to, is an output: info
     in any step loop. A copy the loop keeps computing with is not."""

@@ -32,6 +32,7 @@ _WRITERS = frozenset(
     }
 )  # fmt: skip
 _HAND_OFF_CONTEXTS = frozenset({"forward()", "a step loop"})  # no training, no decoding
+_FROM_NUMPY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
 # Arguments that torch reads as Python numbers, (position, keyword): a tensor there is read on
 # the host, an implicit `.item()` (`torch.full(size, alphas[t])`, `one_hot(y, n_classes)`).
@@ -98,7 +99,9 @@ class HostSyncInStep(StepRule):
     name it is bound to in the same function), and `.numpy()` in forward() or in a loop that
     runs the model without training or decoding (a sampling script): the tensor leaves torch
     there, mostly as an output (an image, a file, another runtime's input) whose copy is its
-    cost.
+    cost; not where the same function makes a tensor of NumPy data on a device again (vits'
+    monotonic alignment: `.numpy()`, a Cython search, `torch.from_numpy(path).to(device)`), a
+    round trip every step.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -543,10 +546,11 @@ class HostSyncInStep(StepRule):
     def handed_off(self, root: str, fields: Mapping[str, object]) -> bool:
         """A copy written out (an image, a file) anywhere, and `.numpy()` in forward() or in a
         loop that runs the model without training or decoding (a sampling script, an
-        exporter's backends): the tensor leaves torch there."""
+        exporter's backends): the tensor leaves torch there, unless the function brings NumPy
+        data back to a device (`round_trip`)."""
         if fields.get("written"):
             return True
-        return fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS
+        return fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS and not fields.get("round_trip")
 
     def leave_Module(self, node: cst.Module) -> None:
         self.record_tensor_returns(node)  # once for the step rules, here
@@ -573,7 +577,18 @@ class HostSyncInStep(StepRule):
         if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, copied):
             return
         written = self._written_out(node)
-        self.report_in_step(node, where, off_host_at_end(self.ctx, copied), call=call, written=written)
+        back = method == "numpy" and self._sends_numpy_back(node)
+        self.report_in_step(node, where, off_host_at_end(self.ctx, copied), call=call, written=written, round_trip=back)
+
+    def _sends_numpy_back(self, node: cst.Call) -> bool:
+        """Whether the function that reads a tensor out with `.numpy()` makes a tensor of NumPy
+        data on a device again (vits' monotonic alignment: `.cpu().numpy()`, a Cython search,
+        then `torch.from_numpy(path).to(device=device)`): a round trip in the step, not an output."""
+        function = flow.enclosing_function(self.ctx.ancestors)
+        return function is not None and any(
+            type(call) is cst.Call and _moves(self.ctx, call) and _made_of_numpy(self.ctx, call.func)
+            for call in descendants(function.body)
+        )
 
     def _written_out(self, node: cst.Call) -> bool:
         """Whether a host copy is written out: given to a writer (`np.save(path, x.cpu().numpy())`)
@@ -694,6 +709,21 @@ def _copied(node: cst.Call) -> cst.BaseExpression:
             copied = current.func.value
         current = current.func.value
     return copied
+
+
+def _moves(ctx: FileContext, call: cst.Call) -> bool:
+    """`x.to(device=...)`, `x.to(device)`, `x.cuda()`: a move of the receiver (not `x.to(dtype)`)."""
+    method = patterns.method_name(call)
+    if method == "cuda" or (method == "to" and patterns.keyword(call, "device") is not None):
+        return True
+    first = patterns.positional(call, 0) if method == "to" else None
+    return first is not None and ctx.flow is not None and not ctx.flow.is_dtype(first.value)
+
+
+def _made_of_numpy(ctx: FileContext, func: cst.BaseExpression) -> bool:
+    """The receiver of a method call is `torch.from_numpy(...)` (or `torch.tensor`/`as_tensor`)."""
+    receiver = func.value if type(func) is cst.Attribute else None
+    return type(receiver) is cst.Call and bool(ctx.qualified_names(receiver.func) & _FROM_NUMPY)
 
 
 def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:
