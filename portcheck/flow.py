@@ -148,7 +148,6 @@ _KEEPING_ITEMS = frozenset({"list", "tuple", "iter", "tqdm", "tqdm.tqdm", "tqdm.
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
 _HOME_DEPTH = 10  # how far a tensor is followed to where it was made (into callers and callees too)
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
-_TORCH_DEVICE = frozenset({"torch.device"})
 _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic"})
 _GET_BACKEND = frozenset({"torch.distributed.get_backend", "torch.distributed.distributed_c10d.get_backend"})
 _NCCL_NAMES = frozenset({"torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"})
@@ -554,7 +553,11 @@ class DeviceFlow:
         `torch.device("cpu")` (dinov2's), or for `torch.device("cpu")` itself; else the node."""
         if type(node) is cst.Name:
             node = self.resolver.assigned_value(node) or node
-        if type(node) is cst.Call and self.resolver.qualified_names(node.func) & _TORCH_DEVICE and node.args:
+        return self._made_device(node)
+
+    def _made_device(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """What `torch.device(...)` is given first; else the node."""
+        if type(node) is cst.Call and node.args and "torch.device" in self.resolver.qualified_names(node.func):
             return node.args[0].value
         return node
 
@@ -947,9 +950,7 @@ class DeviceFlow:
 
     def is_cpu(self, node: cst.BaseExpression) -> bool:
         """`"cpu"` or `torch.device("cpu")`."""
-        if type(node) is cst.Call and node.args and "torch.device" in self.resolver.qualified_names(node.func):
-            node = node.args[0].value
-        return patterns.string_value(node) == "cpu"
+        return patterns.string_value(self._made_device(node)) == "cpu"
 
     def is_dtype(self, node: cst.BaseExpression) -> bool:
         """`torch.float32`, `torch.long`...: a torch attribute that is a dtype."""

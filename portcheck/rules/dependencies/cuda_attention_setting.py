@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from portcheck import configs, filekinds, project
-from portcheck.rule import Invalid, Rule, Span, Valid
+from portcheck.rule import Invalid, Rule, Valid
 from portcheck.targets import packages
 
 # Settings that pick an attention implementation by name: `attn_type`, `attn_mode`,
@@ -106,9 +106,10 @@ class CudaAttentionSetting(Rule):
     def check_text(self, text: str) -> None:
         for setting in configs.settings(text):
             package = _package(setting.value) if _SETTING.search(setting.key) else None
-            if package is not None:
-                self._report(setting.span, f"`{setting.key}: {setting.value}`", package)
-
-    def _report(self, where: Span, what: str, package: packages.Package) -> None:
-        self.record(project.DEPENDENCY, package.key, where, written=package.key)
-        self.report_span(where, severity=package.severities(), what=what, package=package.key, instead=package.instead)
+            if package is None:
+                continue
+            self.record(project.DEPENDENCY, package.key, setting.span, written=package.key)
+            what = f"`{setting.key}: {setting.value}`"
+            self.report_span(
+                setting.span, severity=package.severities(), what=what, package=package.key, instead=package.instead
+            )
