@@ -743,7 +743,11 @@ class DeviceFlow:
     def returned_values(self, call: cst.Call) -> list[tuple[cst.BaseExpression, Scope]]:
         """What the module's function called by name returns, each with the scope of its
         `return` (none for other calls); also of a module-level function the walk has yet to
-        reach (k-diffusion's `append_zero`, defined after the samplers that use it)."""
+        reach (k-diffusion's `append_zero`, defined after the samplers that use it), and of a
+        method of the caller's class called through `self.` (`sigmas = self.sample_schedule(n)`)."""
+        if type(call.func) is cst.Attribute and _is_self(call.func.value):
+            method = self._sibling_method(call.func.attr.value)
+            return [] if method is None else self._returns_ahead_of(method)
         if type(call.func) is not cst.Name:
             return []
         function = self._functions.get(call.func.value)
@@ -752,11 +756,28 @@ class DeviceFlow:
         later = self.module_functions().get(call.func.value)
         if later is None or self.resolver.scope_of(call.func.value) is not self.resolver.module:
             return []
-        if id(later) not in self._returns_ahead:  # read once, before the walk gets there
-            scope = function_scope(later, self.resolver.module)
-            returns = [node for node in self._own(later.body, _NESTED_SCOPES) if type(node) is cst.Return]
-            self._returns_ahead[id(later)] = [(each.value, scope) for each in returns if each.value is not None]
-        return self._returns_ahead[id(later)]
+        return self._returns_ahead_of(later)
+
+    def _returns_ahead_of(self, function: cst.FunctionDef) -> list[tuple[cst.BaseExpression, Scope]]:
+        """What a function returns, read once, before the walk gets there if need be."""
+        if id(function) in self._returns:
+            return self._returns[id(function)]
+        if id(function) not in self._returns_ahead:
+            scope = function_scope(function, self.resolver.module)
+            returns = [node for node in self._own(function.body, _NESTED_SCOPES) if type(node) is cst.Return]
+            self._returns_ahead[id(function)] = [(each.value, scope) for each in returns if each.value is not None]
+        return self._returns_ahead[id(function)]
+
+    def _sibling_method(self, title: str) -> cst.FunctionDef | None:
+        """The method `title` of the class whose method the walk (or a scope asked in) is in."""
+        scope: Scope | None = self.resolver.scope
+        while scope is not None and scope.kind != "class":
+            scope = scope.parent
+        owner = scope.owner if scope is not None else None
+        if type(owner) is not cst.ClassDef:
+            return None
+        body = owner.body.body if isinstance(owner.body, cst.IndentedBlock) else ()
+        return next((each for each in body if type(each) is cst.FunctionDef and each.name.value == title), None)
 
     def module_functions(self) -> dict[str, cst.FunctionDef]:
         """The module-level functions, by name (the last definition of each)."""
@@ -1052,7 +1073,10 @@ class DeviceFlow:
         if owner is None and title in self._patched_forwards and self.module_functions().get(title) is function:
             return "forward()"  # monkey-patched in: `LlamaAttention.forward = xformers_forward`
         callbacks = self._callbacks.get(title, []) if owner is None and not gates else []
-        for site in (*self._sites(title, owner), *callbacks):
+        for site, given in (
+            *((each, False) for each in self._sites(title, owner)),
+            *((each, True) for each in callbacks),
+        ):
             off_path = self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors))
             if off_path or not all(_gives(site, function, gate) for gate in gates):
                 continue
@@ -1063,11 +1087,39 @@ class DeviceFlow:
             elif owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
                 continue
             where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
+            if where is None and given:
+                where = self._run_by_callee(site, title)
             if where is None:
                 caller = enclosing_function(site.ancestors)
                 where = None if caller is None else self.called_every_step(caller, (), depth + 1)
             if where is not None:
                 return None if self.runs_steps(function) else where
+        return None
+
+    def _run_by_callee(self, site: _Site, title: str) -> str | None:
+        """The step context in which the module's function that a callback is given to calls
+        it: point-e's `sample_fn(guided_denoiser, x, sigmas)`, where `sample_fn` is
+        `sample_heun`, which calls its `denoiser(x, sigma)` in its loop."""
+        func = site.call.func
+        if type(func) is not cst.Name:
+            return None
+        position, given = next(
+            (index, arg)
+            for index, arg in enumerate(site.call.args)
+            if type(arg.value) is cst.Name and arg.value.value == title and not arg.star
+        )
+        if any(arg.star for arg in site.call.args[:position]):
+            return None  # `f(*args, denoiser)`: its position is unknown
+        for name in (func.value, *self.in_scope(site.scope, partial(self._picked, func))):
+            callee = self._functions.get(name)
+            if callee is None or self._methods.get(id(callee)) is not None:
+                continue
+            parameter = given.keyword.value if given.keyword is not None else _parameter_at(callee, position)
+            for inner in self._calls.get(parameter or "", []):
+                if type(inner.call.func) is cst.Name and any(node is callee for node in inner.ancestors):
+                    where = self.in_scope(inner.scope, partial(self.step_context, inner.ancestors))
+                    if where is not None:
+                        return where
         return None
 
     def _drawn_every_step(self, function: cst.FunctionDef) -> str | None:
@@ -1324,8 +1376,10 @@ class DeviceFlow:
                 for value, scope in values
                 for kind in self.in_scope(scope, partial(self._instances, value, (), depth + 1))
             }
-        if type(node) is cst.Name:
-            values = self.resolver.assigned_values(node)
+        if (
+            type(node) is cst.Name
+        ):  # also a parameter rebound to one: point-e's `model = GaussianToKarrasDenoiser(model, diffusion)`
+            values = self.resolver.rebound_values(node)
             kinds = {kind for value in values for kind in self._instances(value, ancestors, depth + 1)}
             loop = next((a for a in reversed(ancestors) if type(a) is cst.For and _binds(a.target, node.value)), None)
             return kinds | (self._instances(loop.iter, ancestors, depth + 1) if loop is not None else set())
@@ -1976,6 +2030,12 @@ def _position(site: _Site, function: cst.FunctionDef, name: str) -> int:
         return -1
     static = any(patterns.dotted(decorator.decorator) == "staticmethod" for decorator in function.decorators)
     return params.index(name) - (0 if static else site.skipped)
+
+
+def _parameter_at(function: cst.FunctionDef, position: int) -> str | None:
+    """The name of the parameter a positional argument at `position` binds."""
+    params = (*function.params.posonly_params, *function.params.params)
+    return params[position].name.value if position < len(params) else None
 
 
 def _argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:

@@ -11,7 +11,8 @@ class CudaExtensionImport(Rule):
     """## What it does
     Reports imports of a compiled extension module that this repository builds with
     `CUDAExtension` (or `cpp_extension.load` with CUDA sources; see PC602): `import mylib._C`,
-    `from mylib import _C`, `from . import _C`, `from mylib._C import fused_adam`.
+    `from mylib import _C`, `from . import _C`, `from mylib._C import fused_adam`; and each
+    call of its functions (`_C.fused_gelu(x)`), a kernel to port.
 
     ## Why is this bad?
     The module exists only where its CUDA build succeeded. On TPU, Trainium and the other
@@ -44,7 +45,7 @@ class CudaExtensionImport(Rule):
 
     code = "PC607"
     name = "cuda-extension-import"
-    message = "imports `{module}`, which this repository builds from CUDA C++ ({where})"
+    message = "{what} `{module}`, which this repository builds from CUDA C++ ({where})"
     hint = "guard the import and keep a PyTorch path; port: {port}"
     severity = kernels.severity(kernels.EXTENSION)
 
@@ -61,6 +62,13 @@ class CudaExtensionImport(Rule):
             "from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension('mylib._C', ['k.cu'])\n"
             "import mylib._C\nfrom mylib import _C\nfrom mylib._C import gelu as g\n",
             lines=[3, 4, 5],
+        ),
+        Invalid(  # Swin Transformer's fused window kernels
+            "from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension('swin_wp', ['k.cu'])\n"
+            "import torch\nimport swin_wp as W\nfrom swin_wp import backward as b\n"
+            "def f(x):\n    return W.forward(x, 7) + b(x)\n",
+            lines=[4, 5, 7, 7],
+            message="which this repository builds from CUDA C++",
         ),
         Invalid("import torch\nfused = torch.utils.cpp_extension.load('fused', ['f.cu'])\nimport fused\n", lines=[3]),
     ]
@@ -83,12 +91,23 @@ class CudaExtensionImport(Rule):
             if not self._check(node, f"{base}.{name}" if base else name):
                 self._check(node, base)
 
+    def visit_Call(self, node: cst.Call) -> None:
+        known = self.ctx.project
+        if not known.complete:
+            return
+        for name in sorted(self.ctx.qualified_names(node.func)):
+            if name.rpartition(".")[0] in known.cuda_extensions:
+                self._report(node, "calls a kernel of", name)
+                return
+
     def _check(self, node: cst.CSTNode, module: str) -> bool:
         known = self.ctx.project
         if not known.complete or module not in known.cuda_extensions:
             return False
         self.record(project.CALL, module, node, fallback=fallbacks.fallback_evidence(self.ctx.ancestors))
-        self.report(
-            node, module=module, where="CUDAExtension", port=kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
-        )
+        self._report(node, "imports", module)
         return True
+
+    def _report(self, node: cst.CSTNode, what: str, module: str) -> None:
+        port = kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
+        self.report(node, what=what, module=module, where="CUDAExtension", port=port)

@@ -103,6 +103,7 @@ _NOT_TENSORS = frozenset(
     {"item", "tolist", "numpy", "size", "dim", "numel", "element_size", "data_ptr", "stride", "is_contiguous"}
 )
 _MOVERS = frozenset({"to", "cuda"})
+_TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
 _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
 
@@ -379,10 +380,11 @@ def _class_like(qualified: str) -> bool:
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`, `clip_grad_norm_`...), what the module's own function
-    returns, what an autograd Function's `apply` makes of a tensor, a value sent to a device,
-    `abs()`, `min()` or `max()` of one, a tensor method, index or comparison of one, an item a
-    loop takes from one, or a name bound to one (`seen`: the names being looked through; a
-    cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
+    returns (or a method of its class, through `self.`), what an autograd Function's `apply`
+    makes of a tensor, a value sent to a device, `abs()`, `min()` or `max()` of one, a gradient
+    (`p.grad`), a view of a tensor (`.data`, `.T`), a tensor method, index or comparison of
+    one, an item a loop takes from one, or a name bound to one (`seen`: the names being
+    looked through; a cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
     number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
     parameter is one where it is annotated so, where the function's own body first rebinds it
     to one, or where every call of its function in the module passes one; a name unpacked from
@@ -427,13 +429,18 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
         return any(
             tensor_valued(ctx, side, depth + 1, seen) for side in (node.left, *(c.comparator for c in node.comparisons))
         )
-    if type(node) is cst.BinaryOperation:
-        return tensor_valued(ctx, node.left, depth + 1, seen) or tensor_valued(ctx, node.right, depth + 1, seen)
+    if type(node) is cst.BinaryOperation:  # arithmetic costs no depth: the tree ends, names do not
+        return tensor_valued(ctx, node.left, depth, seen) or tensor_valued(ctx, node.right, depth, seen)
     if type(node) is cst.UnaryOperation and type(node.operator) is not cst.Not:
-        return tensor_valued(ctx, node.expression, depth + 1, seen)
+        return tensor_valued(ctx, node.expression, depth, seen)
     if type(node) is cst.IfExp:  # a tensor either way, or one way where the other value is unknown
         body, orelse = (tensor_valued(ctx, part, depth + 1, seen) for part in (node.body, node.orelse))
         return (body or _unknown(node.body)) and (orelse or _unknown(node.orelse)) and (body or orelse)
+    if type(node) is cst.Attribute and not ctx.qualified_names(node):
+        if node.attr.value == "grad":
+            return True  # a parameter's gradient: `p.grad.data.norm(2)`
+        if node.attr.value in _TENSOR_VIEWS:
+            return tensor_valued(ctx, node.value, depth + 1, seen)
     if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
         assert type(node) is cst.Attribute
         key = f"self.{node.attr.value}"

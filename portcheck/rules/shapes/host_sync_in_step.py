@@ -144,6 +144,10 @@ class HostSyncInStep(StepRule):
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
 
     VALID = [
+        Valid(  # a callback given to a function that calls it once, not in its loop
+            "import torch\ndef apply(fn, x, n):\n    for i in range(n):\n        x = model(x)\n    return fn(x)\n"
+            "def run(x):\n    def report(y):\n        return y.sum().item()\n    apply(report, x, 3)\n"
+        ),
         Valid(  # vicreg: logging throttled by the clock reads back once per interval
             "import time\nimport torch\nlast = time.time()\nfor x, y in loader:\n    loss = model(x, y)\n"
             "    loss.backward()\n    optimizer.step()\n    now = time.time()\n"
@@ -424,6 +428,24 @@ class HostSyncInStep(StepRule):
             "        for dev in dev_loader:\n            correct += (model(dev).argmax(-1) == dev.y).sum().item()\n",
             lines=[8],
         ),
+        Invalid(  # point-e's k-diffusion: a closure given to the sampler, whose loop calls it
+            "import torch\ndef sample_heun(denoiser, x, sigmas):\n    for i in range(len(sigmas) - 1):\n"
+            "        x = x + denoiser(x, sigmas[i])\ndef run(x, sigmas):\n    def scaled(x_t, sigma):\n"
+            "        return x_t * sigma.item()\n    sample_heun(scaled, x, sigmas)\n",
+            lines=[7],
+            message="`scaled()`, called from a step loop",
+        ),
+        Invalid(  # ... and a method of the object the caller rebinds its parameter to, which
+            # reads the schedule out to NumPy and makes a tensor of it on the device again
+            "import torch as th\nclass Karras:\n    def denoise(self, x, sigmas):\n"
+            "        t = th.tensor([f(s) for s in sigmas.cpu().numpy()], device=sigmas.device)\n"
+            "        return self.model(x, t)\ndef sample_euler(model_fn, x, sigmas):\n"
+            "    for i in range(len(sigmas) - 1):\n        x = x + model_fn(x, sigmas[i])\n"
+            "def sample(model, x, sigmas):\n    model = Karras(model)\n    def denoiser(x_t, sigma):\n"
+            "        return model.denoise(x_t, sigma)\n    sample_euler(denoiser, x, sigmas)\n",
+            lines=[4],
+            message="`.numpy()` in `denoise()`, called from a step loop",
+        ),
         Invalid(  # Latent Diffusion's PLMS: the loop's method, defined after it, runs the model in a closure
             "import torch\nclass PLMSSampler:\n    def sampling(self, x, steps):\n        for i in range(steps):\n"
             "            x = self.p_sample(x, i)\n            print(x.sum().item())\n"
@@ -583,12 +605,32 @@ class HostSyncInStep(StepRule):
     def _sends_numpy_back(self, node: cst.Call) -> bool:
         """Whether the function that reads a tensor out with `.numpy()` makes a tensor of NumPy
         data on a device again (vits' monotonic alignment: `.cpu().numpy()`, a Cython search,
-        then `torch.from_numpy(path).to(device=device)`): a round trip in the step, not an output."""
-        function = flow.enclosing_function(self.ctx.ancestors)
-        return function is not None and any(
-            type(call) is cst.Call and _moves(self.ctx, call) and _made_of_numpy(self.ctx, call.func)
-            for call in descendants(function.body)
+        then `torch.from_numpy(path).to(device=device)`; point-e's `torch.tensor([...],
+        device=sigmas.device)`): a round trip in the step, not an output."""
+        ancestors = self.ctx.ancestors
+        function = flow.enclosing_function(ancestors)
+        if function is None:
+            return False
+        # the loop it is read in, if any: a long function's other loops bring other data over
+        below = ancestors[ancestors.index(function) :]
+        region = next((node.body for node in reversed(below) if type(node) in (cst.For, cst.While)), function.body)
+        return any(
+            type(call) is cst.Call
+            and (
+                (_moves(self.ctx, call) and _made_of_numpy(self.ctx, call.func))
+                or (bool(self.ctx.qualified_names(call.func) & _FROM_NUMPY) and self._placed_off_host(call))
+            )
+            for call in descendants(region)
         )
+
+    def _placed_off_host(self, call: cst.Call) -> bool:
+        """`torch.tensor(data, device=x.device)`: host data made a tensor on a device (not
+        `device="cpu"`, not a tensor already, nor a display of numbers such as
+        `torch.tensor((w, h, w, h), device=device)`)."""
+        device, data = patterns.keyword(call, "device"), patterns.positional(call, 0)
+        if device is None or data is None or type(data.value) in (cst.Tuple, cst.List):
+            return False
+        return patterns.string_value(device.value) != "cpu" and not tensor_valued(self.ctx, data.value)
 
     def _written_out(self, node: cst.Call) -> bool:
         """Whether a host copy is written out: given to a writer (`np.save(path, x.cpu().numpy())`)

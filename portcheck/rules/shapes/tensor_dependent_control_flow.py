@@ -156,6 +156,19 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # dino's clip_gradients: a gradient's norm, tested for every parameter every step
+            "import torch\ndef clip(model, clip):\n    for name, p in model.named_parameters():\n"
+            "        norm = p.grad.data.norm(2)\n        if clip / (norm + 1e-6) < 1:\n            p.grad.data.mul_(0.5)\n"
+            "for x in loader:\n    model(x).backward()\n    clip(model, 3.0)\n",
+            lines=[5],
+        ),
+        Invalid(  # denoising-diffusion-pytorch's elucidated sampler: the schedule a method of the class returns
+            "import torch\nclass Elucidated(torch.nn.Module):\n    def sample(self, n):\n"
+            "        sigmas = self.schedule(n)\n        for i in range(n - 1):\n            x = self.net(sigmas[i])\n"
+            "            if sigmas[i + 1] == 0:\n                break\n"
+            "    def schedule(self, n):\n        return torch.linspace(1, 0, n)\n",
+            lines=[7],
+        ),
         Invalid(  # EDM's sampler: the noise levels are items of a device tensor, paired by zip
             "import torch\ndef edm_sampler(net, latents, n=18, s_min=0.0, s_max=80.0):\n"
             "    t_steps = torch.arange(n, device=latents.device) * 0.5\n    x = latents * t_steps[0]\n"
