@@ -401,7 +401,7 @@ def _results(
     """Turn what the rules saw into findings (each with its edit, if any), facts, where the
     findings sit among the module's CUDA checks, and the (code, line) of reports that matter
     only on targets not selected. CUDA-only code reached only under such a check does not run
-    on another target as written: info there (the check is the finding)."""
+    on another target as written (see `_under_cuda_check`)."""
     chains = {id(r.node): r.chain for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None}
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
     for rule in rules:
@@ -428,7 +428,7 @@ def _results(
             message, severity = report.message, report.severity
             if rule.cuda_only and flow is not None and flow.only_under_cuda(placement):
                 message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
-                severity = at_most_info(severity)
+                severity = _under_cuda_check(severity) if flow.on_a_device_path(placement) else at_most_info(severity)
             finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)
             if finding is None:
                 elsewhere.append((rule.code, span[0]))
@@ -444,6 +444,15 @@ def _results(
             first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
             facts.append(Fact(record.kind, record.name, path, first, last, record.details))
     return pairs, facts, placements, elsewhere
+
+
+def _under_cuda_check(severity: SeverityMap) -> dict[str, Severity]:
+    """CUDA-only code that a CUDA check keeps on the program's device path: elsewhere the check
+    skips it, which on the CPU is the program's own other path (info), and on an accelerator
+    the path a port opens to it with the check (at most a warning: the check is the error)."""
+    return {
+        target: min(level, Severity.INFO if target == "cpu" else Severity.WARNING) for target, level in severity.items()
+    }
 
 
 def _method_name(node: cst.CSTNode | None) -> cst.Name | None:

@@ -190,6 +190,11 @@ class Guard:
     # what it guards calls a CUDA-only library or reads CUDA's own facts (flash_attn, a device's
     # name or memory): right to keep from the target, where the code after it goes on portably
     guards_cuda_library: bool = False
+    keeps_extras: bool = False  # what an early exit protects only tells or uses a CUDA library (as above)
+    # it picks the program's device path (`if torch.cuda.is_available(): model.cuda()`), not part of
+    # a condition (`is_available() and capability() >= (8, 0)`), a communication backend's need
+    # (`if backend == "nccl":`) or one branch of a dispatch over devices (`elif device == "npu":`)
+    picks_device: bool = True
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,8 @@ class Placement:
 NOWHERE = Placement()
 DEVICE_TYPES = frozenset(target.device_type for target in target_data.all_targets().values()) | {"cuda"}
 _CUDA_ONLY_TYPES = frozenset({"cuda"})
+# the other accelerators by name, also as the prefix of an indexed device ("npu:")
+_OTHER_ACCELERATORS = frozenset(spelled for kind in DEVICE_TYPES - {"cuda", "cpu"} for spelled in (kind, f"{kind}:"))
 
 
 @dataclass(frozen=True)
@@ -331,18 +338,23 @@ class DeviceFlow:
         if holds is None:
             return
         test = self._source(node.test)
+        picks = not self._asks_nccl(node.test) and not _dispatches_devices(node)
         if holds:
             other = node.orelse.body if type(node.orelse) is cst.Else else None
             tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
             library = _uses_cuda_library(node.body, self.resolver)
-            self._add(Guard(test, (node.body,), tells_only=tells, guards_cuda_library=library))
+            self._add(Guard(test, (node.body,), tells_only=tells, guards_cuda_library=library, picks_device=picks))
         elif type(node.orelse) is cst.Else:  # `if device != "cuda": ... else: <CUDA path>`
             library = _uses_cuda_library(node.orelse.body, self.resolver)
-            self._add(Guard(test, (node.orelse,), guards_cuda_library=library))
+            self._add(Guard(test, (node.orelse,), guards_cuda_library=library, picks_device=picks))
         elif node.orelse is not None:
-            self._add(Guard(test, (node.orelse,)))
+            self._add(Guard(test, (node.orelse,), picks_device=picks))
         elif _exits(node.body, self.resolver):
-            self._add(Guard(test, self._following(node), skips=_skips(node.body, self.resolver)))
+            following = self._following(node)
+            rest = cst.IndentedBlock(body=following)  # type: ignore[arg-type]
+            extras = bool(following) and (_tells_only(rest, self.resolver) or _uses_cuda_library(rest, self.resolver))
+            skips = _skips(node.body, self.resolver)
+            self._add(Guard(test, following, skips=skips, keeps_extras=extras, picks_device=picks))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if len(self.ancestors) == 1:  # in the module itself
@@ -402,7 +414,7 @@ class DeviceFlow:
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         if type(node.operator) is cst.And and self.cuda_check(node.left):
-            self._add(Guard(self._source(node.left), (node.right,)))
+            self._add(Guard(self._source(node.left), (node.right,), picks_device=False))
 
     def visit_Assert(self, node: cst.Assert) -> None:
         if self.cuda_check(node.test):
@@ -458,6 +470,21 @@ class DeviceFlow:
         not an `assert`, which stops the program there, so that a port removes it and the
         code after it runs on the target."""
         return any(not self.guards[index].asserts for index in placement.protected_by)
+
+    def on_a_device_path(self, placement: Placement) -> bool:
+        """Whether a CUDA check that keeps code at `placement` on CUDA picks the program's
+        device path (`if torch.cuda.is_available(): model.cuda()`): a port opens it to the
+        target with the check. Not a test's gate, nor a check that keeps only logging, freeing
+        memory or a CUDA-only library from the target, where skipping is the portable path."""
+        if placement.checks:
+            return False  # part of a check (`is_available() and memory_allocated() > 0`): the check is the finding
+        return any(
+            guard.picks_device
+            and not (
+                guard.asserts or guard.skips or guard.tells_only or guard.guards_cuda_library or guard.keeps_extras
+            )
+            for guard in (self.guards[index] for index in placement.protected_by)
+        )
 
     def _following(self, statement: cst.CSTNode | None) -> tuple[cst.CSTNode, ...]:
         """The statements after `statement` in its block: what an early exit protects."""
@@ -628,6 +655,18 @@ class DeviceFlow:
             if (_is_cuda(right) and device_like(left)) or (_is_cuda(left) and device_like(right)):
                 return holds
         return None
+
+    def _asks_nccl(self, test: cst.BaseExpression) -> bool:
+        """A test that compares the communication backend with NCCL (alone or among others)."""
+        return any(
+            type(node) is cst.Comparison
+            and len(node.comparisons) == 1
+            and (
+                self._nccl(node.left, node.comparisons[0].comparator)
+                or self._nccl(node.comparisons[0].comparator, node.left)
+            )
+            for node in (test, *descendants(test))
+        )
 
     def _nccl(self, backend: cst.BaseExpression, name: cst.BaseExpression) -> bool:
         """`dist.get_backend()` compared with `"nccl"` or `dist.Backend.NCCL`."""
@@ -2125,6 +2164,17 @@ def _exits(body: cst.BaseSuite, resolver: Resolver) -> bool:
 
 # Calls that only free memory the allocator caches: skipping them off CUDA changes no result.
 _FREES_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.ipc_collect", "gc.collect"})
+
+
+def _dispatches_devices(node: cst.If) -> bool:
+    """An `if` whose `elif` tests name another accelerator (`elif device.startswith("npu:"):`,
+    `elif device == "mps":`): a dispatch over devices, of which the CUDA branch is one."""
+    orelse = node.orelse
+    while type(orelse) is cst.If:
+        if any(patterns.string_value(each) in _OTHER_ACCELERATORS for each in (orelse.test, *descendants(orelse.test))):
+            return True
+        orelse = orelse.orelse
+    return False
 
 
 def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:

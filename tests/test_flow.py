@@ -139,10 +139,11 @@ def test_a_build_of_torch_for_cuda_or_rocm_is_a_check() -> None:
         torch.cuda.synchronize()
     """
     found = findings(source)
+    # reading CUDA's own facts is kept from the target; a synchronization is the program's, to port with its check
     assert {line: found[(line, code)][0] for line, code in ((3, "PC206"), (5, "PC203"), (9, "PC203"))} == {
         3: Severity.INFO,
-        5: Severity.INFO,
-        9: Severity.INFO,
+        5: Severity.WARNING,
+        9: Severity.WARNING,
     }
 
 
@@ -238,8 +239,9 @@ def test_a_checked_name_is_a_check_where_it_is_bound() -> None:
 
 def test_a_parameter_rebound_to_a_check_is_one_in_the_rest_of_its_function() -> None:
     """I-JEPA's gpu_timer: `log_timings = log_timings and torch.cuda.is_available()` first thing;
-    the CUDA events under `if log_timings:` run only on CUDA. A rebinding in a branch may not
-    happen: what the parameter guards there is reported in full."""
+    the CUDA events under `if log_timings:` run only on CUDA (a warning: the timing a port
+    opens to the target with the check). A rebinding in a branch may not happen: what the
+    parameter guards there is reported in full."""
     source = """\
     import torch
     def gpu_timer(closure, log_timings=True):
@@ -254,7 +256,7 @@ def test_a_parameter_rebound_to_a_check_is_one_in_the_rest_of_its_function() -> 
             torch.cuda.synchronize()
     """
     found = findings(source)
-    assert found[(5, "PC207")][0] is Severity.INFO
+    assert found[(5, "PC207")][0] is Severity.WARNING
     assert found[(11, "PC203")][0] is Severity.ERROR
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from portcheck import flow, patterns
@@ -15,6 +17,10 @@ _DECLARED = (
     "succeeds and this call runs there without CUDA"
 )
 _UNDECLARED = "behind a guarded import; the project does not declare {package}, so the target takes the other path"
+_STAND_IN = (
+    "behind a guarded import whose handler sets `{name} = None`, and nothing here checks it: where this "
+    "runs, the target raises TypeError ('NoneType' object is not callable)"
+)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _REQUIRED = (
     "behind a guarded import, but this function raises where `{name}` is missing: there is no other "
@@ -60,8 +66,10 @@ class CudaOnlyPackageCall(Rule):
     ## Targets
     The package's severity where the project declares it (an error where it has no backend, a
     warning where a partial one exists), or where the function raises without the package
-    (`if natten is None: raise ModuleNotFoundError(...)`: there is no portable path to take);
-    info elsewhere, since the target's environment then lacks it and the guard takes the
+    (`if natten is None: raise ModuleNotFoundError(...)`: there is no portable path to take),
+    or where the handler binds the name to None and nothing around the call checks it or a
+    flag the `try` sets (Swin's `FusedAdam = None`, then `FusedAdam(params)` where the config
+    asks for it: the target raises TypeError there); info elsewhere, since the target's environment then lacks it and the guard takes the
     portable path. Under a CUDA check (`if q.is_cuda:`) it is info: the check keeps the call
     on CUDA.
 
@@ -93,6 +101,21 @@ class CudaOnlyPackageCall(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # Swin Transformer: the handler leaves None, and only the config decides
+            "import torch\ntry:\n    from apex.optimizers import FusedAdam\nexcept ImportError:\n    FusedAdam = None\n"
+            "def build(name, params):\n    if name == 'fused_adam':\n        return FusedAdam(params)\n"
+            "    return torch.optim.AdamW(params)\n",
+            lines=[8],
+            message="whose handler sets `FusedAdam = None`, and nothing here checks it",
+        ),
+        Invalid(  # the call checks what the handler left, through a helper of the module (k-diffusion): info
+            "import torch\ntry:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n"
+            "def use_flash(x):\n    return flash_attn is not None and x.is_cuda\n"
+            "def attend(qkv):\n    if use_flash(qkv):\n        return flash_attn.flash_attn_qkvpacked_func(qkv)\n"
+            "    return qkv\n",
+            lines=[10],
+            message="so the target takes the other path",
+        ),
         # dinov2: xFormers declared in requirements.txt, imported under try, called in forward
         Invalid(
             "import torch\ntry:\n    from xformers.ops import memory_efficient_attention, unbind\n"
@@ -137,6 +160,9 @@ class CudaOnlyPackageCall(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._optional: dict[str, packages.Package] = {}  # local names an optional import binds
+        # names whose handler binds None, with the names a check of them would read (flags the try sets)
+        self._stand_ins: dict[str, frozenset[str]] = {}
+        self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -164,6 +190,11 @@ class CudaOnlyPackageCall(Rule):
             return
         if optional_import(self.ctx.ancestors, self.ctx, package):
             self._optional[name] = package
+            checks = _none_fallback(self.ctx.ancestors, name)
+            if checks:
+                self._stand_ins[name] = checks
+            else:
+                self._stand_ins.pop(name, None)
         else:
             self._optional.pop(name, None)  # also imported for sure: the import fails first
 
@@ -181,10 +212,13 @@ class CudaOnlyPackageCall(Rule):
         required = _raises_without(flow.enclosing_function(self.ctx.ancestors), name, module_flow.resolver)
         if self.ctx.project.complete and not declared:
             return  # the first pass reported it
+        checks = self._stand_ins.get(name)
         if required:
             severity, saying = package.severities(), _REQUIRED.format(name=name)
         elif declared:
             severity, saying = package.severities(), _DECLARED.format(package=package.key)
+        elif checks and not _checked(self.ctx.ancestors, checks | self._asking(checks)):
+            severity, saying = package.severities(), _STAND_IN.format(name=name)
         else:
             severity, saying = at_most_info(package.severities()), _UNDECLARED.format(package=package.key)
         self.report(
@@ -196,6 +230,72 @@ class CudaOnlyPackageCall(Rule):
             what=package.what,
             instead=package.instead,
         )
+
+    def _asking(self, names: frozenset[str]) -> frozenset[str]:
+        """The module's functions that read one of `names`: a call of one in a test checks them
+        (k-diffusion's `if use_flash_2(qkv):`, which tests `flash_attn is None`)."""
+        if names not in self._askers:
+            module_flow = self.ctx.flow
+            assert module_flow is not None, "a Python rule"
+            self._askers[names] = frozenset(
+                title
+                for title, function in module_flow.module_functions().items()
+                if any(type(each) is cst.Name and each.value in names for each in descendants(function.body))
+            )
+        return self._askers[names]
+
+
+def _none_fallback(ancestors: Sequence[cst.CSTNode], name: str) -> frozenset[str]:
+    """For an import in `try:` whose handler binds `name = None` (Swin's `FusedAdam = None`):
+    the names a check of it would read, `name` and the flags the `try` or handler binds
+    (`XFORMERS_AVAILABLE = True`); empty for any other fallback (a portable stand-in)."""
+    path = list(ancestors)
+    found = next(
+        (
+            parent
+            for parent, child in zip(reversed(path[:-1]), reversed(path[1:]))
+            if type(parent) is cst.Try and child is parent.body
+        ),
+        None,
+    )
+    if found is None:
+        return frozenset()
+    bound: dict[str, list[cst.BaseExpression]] = {}
+    for block in (found.body, *(handler.body for handler in found.handlers)):
+        for node in descendants(block, _SCOPES):
+            if type(node) is cst.Assign:
+                for target in node.targets:
+                    if type(target.target) is cst.Name:
+                        bound.setdefault(target.target.value, []).append(node.value)
+    if not any(type(value) is cst.Name and value.value == "None" for value in bound.get(name, [])):
+        return frozenset()
+    flags = {
+        flag
+        for flag, values in bound.items()
+        if any(type(v) is cst.Name and v.value in ("True", "False") for v in values)
+    }
+    return frozenset({name, *flags})
+
+
+def _checked(ancestors: Sequence[cst.CSTNode], names: frozenset[str]) -> bool:
+    """Whether a test around the node, or an `if` of its function (an early `return`), reads
+    one of `names` (`if FusedAdam is not None:`, `x if XFORMERS_AVAILABLE else y`, `use_apex
+    and amp`)."""
+    function = flow.enclosing_function(ancestors)
+    checks = [node for node in descendants(function.body, _SCOPES) if type(node) is cst.If] if function else []
+    for node in (*ancestors, *checks):
+        test = (
+            node.test
+            if type(node) in (cst.If, cst.IfExp, cst.While)
+            else node.left
+            if type(node) is cst.BooleanOperation
+            else None
+        )
+        if test is not None and any(
+            type(each) is cst.Name and each.value in names for each in (test, *descendants(test))
+        ):
+            return True
+    return False
 
 
 def _raises_without(function: cst.FunctionDef | None, name: str, resolver: Resolver) -> bool:
