@@ -90,6 +90,13 @@ def test_an_import_that_loads_triton_or_a_cuda_extension_is_reported_with_its_ch
         ("train.py", 1, "`pkg` imports Triton when it is imported (pkg -> pkg.layers -> lib.kernels -> triton)"),
         ("app.py", 5, "`pkg` imports Triton when it is imported (pkg -> pkg.layers -> lib.kernels -> triton)"),
     }  # app.py stops at line 2, but loads only once line 5 is guarded too
+    # where the imported module does not import the cause itself, it loads once that one is fixed: info
+    levels = {(f.path, f.line): f.severity for f in scan(tmp_path).findings if f.code == "PC610"}
+    assert {place for place, level in levels.items() if level is Severity.INFO} == {
+        ("pkg/__init__.py", 1),
+        ("train.py", 1),
+        ("app.py", 5),
+    }
     found_both = scan(tmp_path, targets=("tpu", "rocm")).findings
     both = {(f.path, f.line): dict(f.targets) for f in found_both if f.code == "PC610"}
     assert both[("lib/kernels.py", 2)] == {"tpu": Severity.ERROR}  # Triton runs on rocm
@@ -611,3 +618,28 @@ def test_kernels_in_tests_and_vendored_code_are_listed_but_not_counted(tmp_path:
     report = scan(tmp_path, targets=["tpu"])
     (row,) = readiness.assess(report, inventory.build(report.facts))
     assert row.kernels == 1 and row.reason == "1 custom kernel to rewrite"
+
+
+def test_an_extension_built_when_its_module_is_imported_fails_that_import(tmp_path: Path) -> None:
+    """rosinality's stylegan2: op/fused_act.py builds its kernels with `load(...)` at import
+    time and calls them through the name it binds; the model imports the package."""
+    fused_act = (
+        "import torch\nfrom torch.utils.cpp_extension import load\nfused = load('fused', sources=['k.cu'])\n"
+        "def act(x):\n    return fused.fused_bias_act(x, 3)\n"
+    )
+    write(
+        tmp_path,
+        {
+            "op/__init__.py": "from .fused_act import act\n",
+            "op/fused_act.py": fused_act,
+            "model.py": "from op import act\n",
+            "train.py": "import model\n",
+        },
+    )
+    found = {(f.path, f.line, f.code): f.severity for f in scan(tmp_path).findings if f.code in ("PC607", "PC610")}
+    assert found == {
+        ("op/fused_act.py", 5, "PC607"): Severity.ERROR,
+        ("op/__init__.py", 1, "PC610"): Severity.ERROR,
+        ("model.py", 1, "PC610"): Severity.ERROR,  # through op's own re-export
+        ("train.py", 1, "PC610"): Severity.INFO,  # loads once op guards its kernels
+    }

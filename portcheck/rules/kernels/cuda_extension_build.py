@@ -4,6 +4,7 @@ import libcst as cst
 
 from portcheck import kernels, patterns, project, walk
 from portcheck.rule import Invalid, Rule, Valid
+from portcheck.rules.kernels.unguarded_kernel_import import runs_unguarded_on_import
 
 _EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
 _LOAD = frozenset({"torch.utils.cpp_extension.load"})
@@ -102,6 +103,10 @@ class CudaExtensionBuild(Rule):
         if module:
             self.record(project.CUDA_EXTENSION, module, node, sources=",".join(sources))
             self.record(project.KERNEL, module, node, kind=kind, sources=",".join(sources))
+            if what != "CUDAExtension" and runs_unguarded_on_import([*self.ctx.ancestors, node]):
+                # built when the module is imported (stylegan2's `fused = load(...)` in op/fused_act.py):
+                # importing the module imports the extension, for PC610's chains
+                self.record(project.IMPORT, self.ctx.module.name, node, module=module, statement="")
         self.report(node, what=f"`{what}`", port=kernels.port_hint(kind, self.ctx.targets))
 
 

@@ -6,13 +6,16 @@ from portcheck import fallbacks, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.rule import Invalid, Rule, Valid
 
+_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
+
 
 class CudaExtensionImport(Rule):
     """## What it does
     Reports imports of a compiled extension module that this repository builds with
     `CUDAExtension` (or `cpp_extension.load` with CUDA sources; see PC602): `import mylib._C`,
     `from mylib import _C`, `from . import _C`, `from mylib._C import fused_adam`; and each
-    call of its functions (`_C.fused_gelu(x)`), a kernel to port.
+    call of its functions (`_C.fused_gelu(x)`, or `fused.fused_bias_act(x)` after `fused =
+    load("fused", sources=[...])`), a kernel to port.
 
     ## Why is this bad?
     The module exists only where its CUDA build succeeded. On TPU, Trainium and the other
@@ -70,6 +73,12 @@ class CudaExtensionImport(Rule):
             lines=[4, 5, 7, 7],
             message="which this repository builds from CUDA C++",
         ),
+        Invalid(  # rosinality's stylegan2: built when the module is imported, called through its name
+            "import torch\nfrom torch.utils.cpp_extension import load\nfused = load('fused', sources=['k.cu'])\n"
+            "def act(x):\n    return fused.fused_bias_act(x, 3)\n",
+            lines=[5],
+            message="calls a kernel of `fused.fused_bias_act`",
+        ),
         Invalid("import torch\nfused = torch.utils.cpp_extension.load('fused', ['f.cu'])\nimport fused\n", lines=[3]),
     ]
 
@@ -99,6 +108,14 @@ class CudaExtensionImport(Rule):
             if name.rpartition(".")[0] in known.cuda_extensions:
                 self._report(node, "calls a kernel of", name)
                 return
+        func = node.func  # `fused.fused_bias_act(...)` after `fused = load("fused", ...)`
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:
+            built = self.ctx.assigned_value(func.value)
+            if type(built) is cst.Call and self.ctx.qualified_names(built.func) & _LOADERS:
+                name = patterns.argument(built, 0, "name")
+                module = patterns.string_value(name.value) if name is not None else None
+                if module in known.cuda_extensions:
+                    self._report(node, "calls a kernel of", f"{module}.{func.attr.value}", "cpp_extension.load")
 
     def _check(self, node: cst.CSTNode, module: str) -> bool:
         known = self.ctx.project
@@ -108,6 +125,6 @@ class CudaExtensionImport(Rule):
         self._report(node, "imports", module)
         return True
 
-    def _report(self, node: cst.CSTNode, what: str, module: str) -> None:
+    def _report(self, node: cst.CSTNode, what: str, module: str, where: str = "CUDAExtension") -> None:
         port = kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
-        self.report(node, what=what, module=module, where="CUDAExtension", port=port)
+        self.report(node, what=what, module=module, where=where, port=port)

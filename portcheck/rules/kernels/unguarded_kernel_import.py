@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck import kernels, patterns, project
 from portcheck.project import Project
-from portcheck.rule import Invalid, Rule, SeverityMap, Valid
+from portcheck.rule import Invalid, Rule, SeverityMap, Valid, at_most_info
 from portcheck.targets import TARGET_ORDER
 
 _GUARDS = (cst.If, cst.Match)
@@ -22,9 +22,11 @@ class UnguardedKernelImport(Rule):
     repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
     and an import of one of the repository's own modules that itself imports Triton or a
     CUDA extension that way, directly or through other modules. The finding names the chain
-    (`pkg.model -> pkg.kernels -> triton`). Each such statement is reported: the module
-    stops at the first, but loads only once every one is guarded (`import triton`, then
-    `import triton.language as tl`, then `from kernels import add`).
+    (`pkg.model -> pkg.kernels -> triton`); where the imported module does not import the
+    cause itself (nor through its own package's re-exports), the statement is info: it loads
+    once the module nearer the cause guards its import. Each such statement is reported: the
+    module stops at the first, but loads only once every one is guarded (`import triton`,
+    then `import triton.language as tl`, then `from kernels import add`).
 
     ## Why is this bad?
     Triton is a GPU compiler for NVIDIA, AMD and Intel: TPU, Trainium, Apple and Gaudi hosts
@@ -163,8 +165,20 @@ class UnguardedKernelImport(Rule):
                 continue  # the import itself is the cause: reported as such (here or by PC607)
             chain = known.failing_import(module, importer)
             if chain is not None:
-                self.report(node, severity=_chain_severity(chain), **_chain_fields(chain))
+                severity = _chain_severity(chain)
+                self.report(
+                    node, severity=severity if _direct(chain) else at_most_info(severity), **_chain_fields(chain)
+                )
                 return
+
+
+def _direct(chain: Sequence[str]) -> bool:
+    """Whether the imported module itself imports the cause, through its package's own
+    re-exports at most (stylegan2's `from op import upfirdn2d`: op -> op.upfirdn2d -> the
+    extension); a module further away (a script importing the model) loads once that one
+    guards its import, so the finding there is info."""
+    links = [module for module, after in zip(chain, chain[1:]) if not after.startswith(module + ".")]
+    return len(links) <= 1
 
 
 def _is_triton(module: str) -> bool:
