@@ -155,18 +155,16 @@ def test_both_kinds_in_one_comment() -> None:
 
 # --- multi-line statements -------------------------------------------------------------------
 
-DDP = (
-    "import torch\nm = torch.nn.parallel.DistributedDataParallel(\n    m,\n    device_ids=[0],\n)\n"  # PC403 on line 2
-)
+SUMMARY = "import torch\ns = torch.cuda.memory_summary(\n    device,\n    abbreviated=True,\n)\n"  # PC204 on line 2
 
 
 def test_an_own_line_comment_covers_every_line_of_the_next_statement() -> None:
-    assert codes(DDP) == [(2, "PC403")]
-    assert codes(DDP.replace("m = ", "# portcheck: ignore[PC403]\nm = ")) == []
+    assert codes(SUMMARY) == [(2, "PC204")]
+    assert codes(SUMMARY.replace("s = ", "# portcheck: ignore[PC204]\ns = ")) == []
     later = 'import torch\n# portcheck: ignore[PC101]\nx = torch.zeros(\n    3, device="cuda",\n)\n'
     assert codes(later) == [], "a finding on a later line of the statement"
-    inside = DDP.replace("    device_ids", "    # portcheck: ignore[PC403]\n    device_ids")
-    assert codes(inside) == [(2, "PC403"), (4, "PC004")], "inside a statement: the next line only"
+    inside = SUMMARY.replace("    abbreviated", "    # portcheck: ignore[PC204]\n    abbreviated")
+    assert codes(inside) == [(2, "PC204"), (4, "PC004")], "inside a statement: the next line only"
 
 
 def test_stacked_comments_cover_the_statement_after_them_but_a_blank_line_ends_them() -> None:
@@ -177,9 +175,9 @@ def test_stacked_comments_cover_the_statement_after_them_but_a_blank_line_ends_t
 
 
 def test_a_comment_ending_a_multi_line_statement_covers_only_its_line_and_says_where_to_go() -> None:
-    source = DDP.replace("\n)\n", "\n)  # portcheck: ignore[PC403]\n")
+    source = SUMMARY.replace("\n)\n", "\n)  # portcheck: ignore[PC204]\n")
     findings = scan_source(source, config=TWO_TARGETS)
-    assert [(f.line, f.code) for f in findings] == [(2, "PC403"), (5, "PC004")]
+    assert [(f.line, f.code) for f in findings] == [(2, "PC204"), (5, "PC004")]
     assert "starts on line 2" in findings[1].message and "above the statement" in findings[1].message
 
 

@@ -170,7 +170,7 @@ class DdpDeviceIds(Rule):
         Invalid(
             "from torch.nn.parallel import DistributedDataParallel as DDP\n\n"
             "model = DDP(\n    model,\n    device_ids=[local_rank],\n    output_device=local_rank,\n)\n",
-            lines=[3],
+            lines=[5],  # at the argument to change
             device="cpu",
             fixed="from torch.nn.parallel import DistributedDataParallel as DDP\n\nmodel = DDP(\n    model,\n)\n",
         ),
@@ -210,7 +210,8 @@ class DdpDeviceIds(Rule):
         ]
         if given:
             edit = self._edit(node, [arg for _, arg in given])
-            self.report(node, edit=edit, what=" and ".join(f"`{name}`" for name, _ in given))
+            # at the argument, where the call spans lines (`device_ids=[args.gpu]` under `DDP(model,`)
+            self.report(given[0][1], edit=edit, what=" and ".join(f"`{name}`" for name, _ in given))
 
     def _edit(self, call: cst.Call, args: list[cst.Arg]) -> Edit | None:
         target = self.ctx.fix_target

@@ -34,6 +34,10 @@ _WRITERS = frozenset(
 _HAND_OFF_CONTEXTS = frozenset({"forward()", "a step loop"})  # no training, no decoding
 _FROM_NUMPY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
+_MATH = frozenset(
+    f"math.{name}"
+    for name in ("isnan", "isinf", "isfinite", "sqrt", "exp", "log", "log2", "log10", "floor", "ceil", "fabs")
+)
 # Arguments that torch reads as Python numbers, (position, keyword): a tensor there is read on
 # the host, an implicit `.item()` (`torch.full(size, alphas[t])`, `one_hot(y, n_classes)`).
 _NUMBER_ARGUMENTS = {
@@ -50,10 +54,11 @@ class HostSyncInStep(StepRule):
     Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
     `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value
     it is registered with), `min()` / `max()` comparing one (`min(self.decay, n / 10)`), a
-    tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`) and a tensor given where
-    torch or Python reads a number (`torch.full(size, alphas[t])`'s fill value, `torch.arange`'s
-    and `range`'s bounds, `F.one_hot`'s `num_classes`, `torch.randint`'s bounds) where they run
-    every step. That is step code:
+    tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`, `"{:.6f}".format(norm)`)
+    and a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s
+    fill value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
+    `torch.randint`'s bounds, `math.isnan(grad_norm)`) where they run every step. That is step
+    code:
     - a module's `forward`, and a method a framework runs every step (Lightning's
       `training_step` and batch hooks, the Hugging Face Trainer's `compute_loss`, MMEngine's
       `train_step` and `forward_train`, a torchmetrics `Metric`'s `update`; the `__call__` of a
@@ -141,9 +146,13 @@ class HostSyncInStep(StepRule):
     message = "{call} in {where} copies a tensor to the host and waits for the device every step"
     hint = "keep values on the device (accumulate tensors, use torch.where) and read them back every N steps"
     severity = SYNC_SEVERITY
-    triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer")
+    triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer", b".format(", b"math.")
 
     VALID = [
+        Valid(  # numbers formatted, and Python's math of numbers
+            "import math\nimport torch\nfor batch in train_loader:\n    loss = model(batch)\n    loss.backward()\n"
+            "    print('step {} of {}'.format(i, n), math.sqrt(n))\n"
+        ),
         Valid(  # a callback given to a function that calls it once, not in its loop
             "import torch\ndef apply(fn, x, n):\n    for i in range(n):\n        x = model(x)\n    return fn(x)\n"
             "def run(x):\n    def report(y):\n        return y.sum().item()\n    apply(report, x, 3)\n"
@@ -428,6 +437,12 @@ class HostSyncInStep(StepRule):
             "        for dev in dev_loader:\n            correct += (model(dev).argmax(-1) == dev.y).sum().item()\n",
             lines=[8],
         ),
+        Invalid(  # tacotron2: the gradient norm tested and printed every step
+            "import math\nimport torch\nfor batch in train_loader:\n    model(batch).backward()\n"
+            "    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    overflow = math.isnan(norm)\n"
+            "    print('norm {:.6f}'.format(norm))\n",
+            lines=[6, 7],
+        ),
         Invalid(  # point-e's k-diffusion: a closure given to the sampler, whose loop calls it
             "import torch\ndef sample_heun(denoiser, x, sigmas):\n    for i in range(len(sigmas) - 1):\n"
             "        x = x + denoiser(x, sigmas[i])\ndef run(x, sigmas):\n    def scaled(x_t, sigma):\n"
@@ -582,7 +597,10 @@ class HostSyncInStep(StepRule):
         self.note_step_call(node)
         self.note_tensor_arguments(node)  # once for the step rules, here
         method = patterns.method_name(node)
-        converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._compared_tensor(node)
+        if method == "format" and _is_text(node.func.value):  # type: ignore[attr-defined]
+            self._report_format_arguments(node)
+            return
+        converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._compared_tensor(node) or self._math_of(node)
         number = self._tensor_as_number(node)
         if converted is not None and tensor_valued(self.ctx, converted):
             copied, call = converted, f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
@@ -679,6 +697,19 @@ class HostSyncInStep(StepRule):
         formatted = next((value for value in values if tensor_valued(self.ctx, value)), None)
         if formatted is not None:
             self._report_formatted(formatted)
+
+    def _report_format_arguments(self, node: cst.Call) -> None:
+        """`"loss {:.6f}".format(loss)`: `str.format` reads each tensor it formats on the host."""
+        formatted = next((arg.value for arg in node.args if not arg.star and tensor_valued(self.ctx, arg.value)), None)
+        if formatted is not None:
+            self._report_formatted(formatted)
+
+    def _math_of(self, node: cst.Call) -> cst.BaseExpression | None:
+        """The argument of `math.isnan(x)`, `math.sqrt(x)`...: Python's math reads a tensor as
+        a number (tacotron2's `math.isnan(grad_norm)` every step)."""
+        if len(node.args) != 1 or node.args[0].star or not self.ctx.qualified_names(node.func) & _MATH:
+            return None
+        return node.args[0].value
 
     def _report_formatted(self, tensor: cst.BaseExpression) -> None:
         ancestors = self.ctx.ancestors
