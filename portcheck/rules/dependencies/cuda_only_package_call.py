@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import flow, patterns
 from portcheck.project import Project
 from portcheck.resolve import Resolver
-from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, at_most_info, per_target
+from portcheck.rule import ERROR, WARNING, FileContext, Invalid, Rule, Valid, at_most_info, per_target
 from portcheck.rules.dependencies import optional_import
 from portcheck.targets import packages
 from portcheck.walk import descendants
@@ -21,6 +21,7 @@ _STAND_IN = (
     "behind a guarded import whose handler sets `{name} = None`, and nothing here checks it: where this "
     "runs, the target raises TypeError ('NoneType' object is not callable)"
 )
+_IMPORTED = "whose import fails on the target first (PC701): each call needs a replacement too"
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _REQUIRED = (
     "behind a guarded import, but this function raises where `{name}` is missing: there is no other "
@@ -35,7 +36,9 @@ class CudaOnlyPackageCall(Rule):
     a test that selects the package (`xformers.ops.memory_efficient_attention(q, k, v)` after
     `try: import xformers.ops`). Where the repository declares the package as a dependency
     (requirements, pyproject.toml, setup.py, a conda file, a Dockerfile), at the package's
-    severity; elsewhere info.
+    severity; elsewhere info. Calls where the import is not optional are a warning: the import
+    is where the target fails first (PC701), and each call still needs its replacement
+    (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`).
 
     ## Why is this bad?
     The guard only asks whether the package is installed, not whether there is a CUDA device.
@@ -71,7 +74,7 @@ class CudaOnlyPackageCall(Rule):
     flag the `try` sets (Swin's `FusedAdam = None`, then `FusedAdam(params)` where the config
     asks for it: the target raises TypeError there); info elsewhere, since the target's environment then lacks it and the guard takes the
     portable path. Under a CUDA check (`if q.is_cuda:`) it is info: the check keeps the call
-    on CUDA.
+    on CUDA. Behind an unguarded import, at most a warning (the import is the error).
 
     ## Fix safety
     No automatic fix.
@@ -86,10 +89,6 @@ class CudaOnlyPackageCall(Rule):
     cuda_only = True
 
     VALID = [
-        Valid(  # an unguarded import fails first: cuda-only-package-import (PC701) reports it
-            "import torch\nfrom xformers.ops import memory_efficient_attention\n"
-            "def attend(q, k, v):\n    return memory_efficient_attention(q, k, v)\n"
-        ),
         Valid(  # a parameter of the imported name's spelling
             "try:\n    import xformers\nexcept ImportError:\n    xformers = None\n"
             "def attend(xformers, q, torch):\n    return xformers.ops.memory_efficient_attention(q, q, q)\n"
@@ -101,6 +100,12 @@ class CudaOnlyPackageCall(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # tacotron2: the import fails first (PC701's error); each call needs its replacement too
+            "import torch\ndef train(model, optimizer, fp16):\n    if fp16:\n        from apex import amp\n"
+            "        model, optimizer = amp.initialize(model, optimizer, opt_level='O2')\n",
+            lines=[5],
+            message="whose import fails on the target first (PC701)",
+        ),
         Invalid(  # Swin Transformer: the handler leaves None, and only the config decides
             "import torch\ntry:\n    from apex.optimizers import FusedAdam\nexcept ImportError:\n    FusedAdam = None\n"
             "def build(name, params):\n    if name == 'fused_adam':\n        return FusedAdam(params)\n"
@@ -163,6 +168,7 @@ class CudaOnlyPackageCall(Rule):
         # names whose handler binds None, with the names a check of them would read (flags the try sets)
         self._stand_ins: dict[str, frozenset[str]] = {}
         self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
+        self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -197,12 +203,26 @@ class CudaOnlyPackageCall(Rule):
                 self._stand_ins.pop(name, None)
         else:
             self._optional.pop(name, None)  # also imported for sure: the import fails first
+            self._imported[name] = package
 
     def visit_Call(self, node: cst.Call) -> None:
         called = patterns.dotted(node.func)
         package = self._optional.get(called.split(".")[0])
         if "__" in called or called.rpartition(".")[2].startswith(("has_", "is_")):
             return  # `trt.__version__.split(".")`, `natten.has_fused_na()`: questions, no work
+        imported = self._imported.get(called.split(".")[0])
+        if package is None and imported is not None and self.ctx.qualified_names(node.func):
+            if not self.ctx.project.complete:
+                self.report(
+                    node.func,
+                    severity={t: min(level, WARNING) for t, level in imported.severities().items()},
+                    called=called,
+                    package=imported.key,
+                    declared=_IMPORTED,
+                    what=imported.what,
+                    instead=imported.instead,
+                )
+            return
         if package is None or not self.ctx.qualified_names(node.func):
             return  # not the imported name here (a parameter or local of the same name)
         declared = package.key in self.ctx.project.declared_packages
