@@ -38,6 +38,7 @@ after callees) and are answered once the walk is over.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -208,6 +209,7 @@ class Placement:
 NOWHERE = Placement()
 DEVICE_TYPES = frozenset(target.device_type for target in target_data.all_targets().values()) | {"cuda"}
 _CUDA_ONLY_TYPES = frozenset({"cuda"})
+_BUILTIN_CALLS = frozenset(dir(builtins))
 # the other accelerators by name, also as the prefix of an indexed device ("npu:")
 _OTHER_ACCELERATORS = frozenset(spelled for kind in DEVICE_TYPES - {"cuda", "cpu"} for spelled in (kind, f"{kind}:"))
 
@@ -1317,6 +1319,8 @@ class DeviceFlow:
             return "step"  # `model.forward_decoder(...)`, `self.model.decode(z)`
         if _BATCH_GETTER.search(named) and (depth == 0 or named != "next"):
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
+        if depth == 0 and self._runs_on_device_data(call):
+            return "step"  # `feature = inception(img)` after `img = img.to(device)`
         helpers = self._helpers_called(call, depth)
         if depth >= 2 or named.startswith("test_"):
             return None  # a test function run from a loop over cases is no step
@@ -1325,6 +1329,20 @@ class DeviceFlow:
             return self._markers(*lambdas, depth=depth + 1) if lambdas else None
         found = {self._helper_marker(helper, depth) for helper in helpers}
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
+
+    def _runs_on_device_data(self, call: cst.Call) -> bool:
+        """A call of a name bound to something unknown (a model given as a parameter: `g`,
+        `inception`) with a tensor sent to a device as an argument (`img = img.to(device)`,
+        `torch.randn(n, 512, device=device)`, also in a list): a loop making it runs the model
+        on device data every iteration (stylegan2's feature extraction)."""
+        func = call.func
+        if type(func) is not cst.Name or self.resolver.qualified_names(func) or func.value in self._functions:
+            return False
+        if func.value[:1].isupper() or func.value in _BUILTIN_CALLS:
+            return False  # a class made, or Python's own
+        given = [arg.value for arg in call.args if not arg.star]
+        given = [e.value for g in given for e in (g.elements if type(g) in (cst.List, cst.Tuple) else [])] + given
+        return any(type(value) is cst.Name and self.home(value) is Home.MOVED for value in given)
 
     def _yields(self, function: cst.FunctionDef) -> bool:
         """A generator function: a `yield` of its own (asked once per function)."""
@@ -1469,13 +1487,13 @@ class DeviceFlow:
 
     def _iterates_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
-        `enumerate(...)`, `tqdm(...)`, `zip(...)`."""
+        `enumerate(...)`, `tqdm(...)`, `zip(...)`, also through a name (`pbar = tqdm(loader)`)."""
         if type(node) in (cst.Name, cst.Attribute):
             name = patterns.target_name(node) or ""
             if _LOADER_NAME.search(name) and not _LOADER_SETTING.search(name):
                 return True
             bound = self.resolver.assigned_value(node) if type(node) is cst.Name else None
-            return type(bound) is cst.Call and bool(self.resolver.qualified_names(bound.func) & DATALOADERS)
+            return type(bound) is cst.Call and depth < 2 and self._iterates_loader(bound, depth + 1)
         if type(node) is cst.Call:
             if self.resolver.qualified_names(node.func) & DATALOADERS:
                 return True

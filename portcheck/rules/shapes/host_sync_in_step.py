@@ -64,9 +64,11 @@ class HostSyncInStep(StepRule):
       `train_step` and `forward_train`, a torchmetrics `Metric`'s `update`; the `__call__` of a
       `StoppingCriteria` or `LogitsProcessor`, run for every generated token);
     - a step loop: a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one
-      that says "loader"), or any `for` or `while` loop that trains (`.backward()`, an
-      optimizer's `.step()`), evaluates (calls the model or a predictor's `predict_*()`,
-      `next(...)` or a batch getter) or decodes (samples tokens), in its body or `while` test,
+      that says "loader", also wrapped: `pbar = tqdm(loader)`), or any `for` or `while` loop
+      that trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model or a
+      predictor's `predict_*()`, `next(...)` or a batch getter, or something it was given with
+      data sent to a device: `inception(img)` after `img = img.to(device)`) or decodes (samples
+      tokens), in its body or `while` test,
       directly or through the module's functions and the methods of its class (Mamba's
       `get_logits()`, segment-anything's `self._process_batch()`; not one with a step loop of
       its own, which makes an epoch loop, nor a `for` loop calling a function that runs one:
@@ -149,6 +151,10 @@ class HostSyncInStep(StepRule):
     triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer", b".format(", b"math.")
 
     VALID = [
+        Valid(  # a class made of device data is no model run; nor a function given host data
+            "import torch\nfor b in sizes:\n    z = torch.randn(b, 512, device=device)\n    stats = Summary(z)\n"
+            "    y = process(b)\n    print(z.sum().item())\n"
+        ),
         Valid(  # numbers formatted, and Python's math of numbers
             "import math\nimport torch\nfor batch in train_loader:\n    loss = model(batch)\n    loss.backward()\n"
             "    print('step {} of {}'.format(i, n), math.sqrt(n))\n"
@@ -436,6 +442,13 @@ class HostSyncInStep(StepRule):
             "        for name, value in stats.items():\n            print(name, value.item())\n"
             "        for dev in dev_loader:\n            correct += (model(dev).argmax(-1) == dev.y).sum().item()\n",
             lines=[8],
+        ),
+        Invalid(  # stylegan2's metrics: a loader wrapped under another name, a model given as a parameter
+            "import torch\ndef extract(loader, inception, device):\n    pbar = tqdm(loader)\n    feats = []\n"
+            "    for img in pbar:\n        img = img.to(device)\n        feats.append(inception(img).to('cpu'))\n"
+            "def sample(g, sizes, device):\n    for b in sizes:\n        z = torch.randn(b, 512, device=device)\n"
+            "        img, _ = g([z])\n        feats.append(img.to('cpu'))\n",
+            lines=[7, 12],
         ),
         Invalid(  # tacotron2: the gradient norm tested and printed every step
             "import math\nimport torch\nfor batch in train_loader:\n    model(batch).backward()\n"
