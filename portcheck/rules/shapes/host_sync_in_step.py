@@ -34,6 +34,7 @@ _WRITERS = frozenset(
 _HAND_OFF_CONTEXTS = frozenset({"forward()", "a step loop"})  # no training, no decoding
 _FROM_NUMPY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
+_SCALAR_LOGGERS = frozenset({"add_scalar"})  # TensorBoard's SummaryWriter (torch.utils.tensorboard, tensorboardX)
 _MATH = frozenset(
     f"math.{name}"
     for name in ("isnan", "isinf", "isfinite", "sqrt", "exp", "log", "log2", "log10", "floor", "ceil", "fabs")
@@ -55,6 +56,7 @@ class HostSyncInStep(StepRule):
     `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value
     it is registered with), `min()` / `max()` comparing one (`min(self.decay, n / 10)`), a
     tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`, `"{:.6f}".format(norm)`)
+    or logged as a number (`writer.add_scalar("loss", loss, step)`, `wandb.log({"loss": loss})`)
     and a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s
     fill value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
     `torch.randint`'s bounds, `math.isnan(grad_norm)`) where they run every step. That is step
@@ -148,12 +150,28 @@ class HostSyncInStep(StepRule):
     message = "{call} in {where} copies a tensor to the host and waits for the device every step"
     hint = "keep values on the device (accumulate tensors, use torch.where) and read them back every N steps"
     severity = SYNC_SEVERITY
-    triggers = (b".item", b".tolist", b".cpu", b".numpy", b"'cpu'", b'"cpu"', b"register_buffer", b".format(", b"math.")
+    triggers = (
+        b".item",
+        b".tolist",
+        b".cpu",
+        b".numpy",
+        b"'cpu'",
+        b'"cpu"',
+        b"register_buffer",
+        b".format(",
+        b"math.",
+        b"add_scalar",
+        b"wandb",
+    )
 
     VALID = [
         Valid(  # a class made of device data is no model run; nor a function given host data
             "import torch\nfor b in sizes:\n    z = torch.randn(b, 512, device=device)\n    stats = Summary(z)\n"
             "    y = process(b)\n    print(z.sum().item())\n"
+        ),
+        Valid(  # numbers logged
+            "import torch\nimport wandb\nfor x, y in train_loader:\n    loss = model(x, y)\n    loss.backward()\n"
+            "    writer.add_scalar('lr', optimizer.param_groups[0]['lr'], step)\n    wandb.log({'step': step})\n"
         ),
         Valid(  # numbers formatted, and Python's math of numbers
             "import math\nimport torch\nfor batch in train_loader:\n    loss = model(batch)\n    loss.backward()\n"
@@ -450,6 +468,12 @@ class HostSyncInStep(StepRule):
             "        img, _ = g([z])\n        feats.append(img.to('cpu'))\n",
             lines=[7, 12],
         ),
+        Invalid(  # a logger reads the tensor it writes, every step
+            "import torch\nimport wandb\nfor x, y in train_loader:\n    loss = torch.nn.functional.mse_loss(model(x), y)\n"
+            "    loss.backward()\n    writer.add_scalar('loss', loss, step)\n    wandb.log({'loss': loss, 'step': step})\n",
+            lines=[6, 7],
+            message="logging `loss`",
+        ),
         Invalid(  # tacotron2: the gradient norm tested and printed every step
             "import math\nimport torch\nfor batch in train_loader:\n    model(batch).backward()\n"
             "    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    overflow = math.isnan(norm)\n"
@@ -613,6 +637,10 @@ class HostSyncInStep(StepRule):
         if method == "format" and _is_text(node.func.value):  # type: ignore[attr-defined]
             self._report_format_arguments(node)
             return
+        logged = self._logged_tensor(node, method)
+        if logged is not None:
+            self._report_formatted(logged, "logging")
+            return
         converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._compared_tensor(node) or self._math_of(node)
         number = self._tensor_as_number(node)
         if converted is not None and tensor_valued(self.ctx, converted):
@@ -717,6 +745,19 @@ class HostSyncInStep(StepRule):
         if formatted is not None:
             self._report_formatted(formatted)
 
+    def _logged_tensor(self, node: cst.Call, method: str | None) -> cst.BaseExpression | None:
+        """The tensor a logger writes as a number: TensorBoard's `writer.add_scalar(tag,
+        loss, step)` (its value), `wandb.log({"loss": loss})` (a value of its dict); both read
+        it on the host."""
+        if method in _SCALAR_LOGGERS:
+            value = patterns.argument(node, 1, "scalar_value")
+            return value.value if value is not None and tensor_valued(self.ctx, value.value) else None
+        if not self.ctx.qualified_names(node.func) & {"wandb.log"} or not node.args:
+            return None
+        logged = node.args[0].value
+        values = [e.value for e in logged.elements if type(e) is cst.DictElement] if type(logged) is cst.Dict else []
+        return next((value for value in values if tensor_valued(self.ctx, value)), None)
+
     def _math_of(self, node: cst.Call) -> cst.BaseExpression | None:
         """The argument of `math.isnan(x)`, `math.sqrt(x)`...: Python's math reads a tensor as
         a number (tacotron2's `math.isnan(grad_norm)` every step)."""
@@ -724,11 +765,11 @@ class HostSyncInStep(StepRule):
             return None
         return node.args[0].value
 
-    def _report_formatted(self, tensor: cst.BaseExpression) -> None:
+    def _report_formatted(self, tensor: cst.BaseExpression, how: str = "formatting") -> None:
         ancestors = self.ctx.ancestors
         where = self.step_context(ancestors)
         if where is not None and not in_host_memory(self.ctx, tensor):
-            self.report_in_step(tensor, where, call=f"formatting `{cst.Module([]).code_for_node(tensor)}`")
+            self.report_in_step(tensor, where, call=f"{how} `{cst.Module([]).code_for_node(tensor)}`")
 
     def _tensor_as_number(self, node: cst.Call) -> tuple[cst.BaseExpression, str] | None:
         """The tensor given where torch or `range()` reads a Python number, and how to name it:
