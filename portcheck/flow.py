@@ -1267,9 +1267,27 @@ class DeviceFlow:
             found = self._markers(loop.test if type(loop) is cst.While else None, loop.body)
         finally:
             self._marking_class = judging  # a helper's loop judged on the way has its own class
+        if found is None and type(loop) is cst.While and self._runs_submodules(loop):
+            found = "decoding"
         if found is None:
             return None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
+
+    def _runs_submodules(self, loop: cst.While) -> bool:
+        """A `while` loop that calls layers its class made (`self.prenet(x)` after `self.prenet =
+        Prenet(...)`): a model's own autoregressive decoding (tacotron2's `inference`)."""
+        own = self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While))
+        for call in own:
+            if type(call) is not cst.Call or not is_self_attribute(call.func):
+                continue
+            assert type(call.func) is cst.Attribute
+            made = [value for value, _ in self._self_attributes.get(call.func.attr.value, [])]
+            if any(
+                type(value) is cst.Call and (patterns.dotted(value.func) or "").rpartition(".")[2][:1].isupper()
+                for value in made
+            ):
+                return True
+        return False
 
     def _runs_epochs(self, loop: cst.For | cst.While) -> bool:
         """A loop around a training loop that steps no optimizer itself (yolov5's `for epoch in

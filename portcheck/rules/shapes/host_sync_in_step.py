@@ -70,7 +70,8 @@ class HostSyncInStep(StepRule):
       that trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model or a
       predictor's `predict_*()`, `next(...)` or a batch getter, or something it was given with
       data sent to a device: `inception(img)` after `img = img.to(device)`) or decodes (samples
-      tokens), in its body or `while` test,
+      tokens, or a `while` loop calls layers its class made: tacotron2's `self.prenet(x)`), in
+      its body or `while` test,
       directly or through the module's functions and the methods of its class (Mamba's
       `get_logits()`, segment-anything's `self._process_batch()`; not one with a step loop of
       its own, which makes an epoch loop, nor a `for` loop calling a function that runs one:

@@ -156,6 +156,13 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # tacotron2's decoder: a model's own `while` loop over its layers, stopped by its gate
+            "import torch\nclass Decoder(torch.nn.Module):\n    def __init__(self):\n        self.prenet = Prenet(80)\n"
+            "    def inference(self, x):\n        while True:\n            x, gate = self.prenet(x)\n"
+            "            if torch.sigmoid(gate) > 0.5:\n                break\n        return x\n",
+            lines=[8],
+            message="in a decoding loop",
+        ),
         Invalid(  # dino's clip_gradients: a gradient's norm, tested for every parameter every step
             "import torch\ndef clip(model, clip):\n    for name, p in model.named_parameters():\n"
             "        norm = p.grad.data.norm(2)\n        if clip / (norm + 1e-6) < 1:\n            p.grad.data.mul_(0.5)\n"
