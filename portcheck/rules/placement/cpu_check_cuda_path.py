@@ -17,7 +17,7 @@ class CpuCheckCudaPath(Rule):
     device: where the other branch calls a kernel of a CUDA extension the module builds
     (`fused.fused_bias_act(...)` after `fused = load("fused", sources=[..., "k.cu"])`), or
     runs one through the module's own functions or autograd Functions
-    (`FusedLeakyReLUFunction.apply(...)`), or moves to CUDA (`.cuda()`).
+    (`FusedLeakyReLUFunction.apply(...)`).
 
     ## Why is this bad?
     "Not the CPU" meant "CUDA" when the code was written. On a TPU or Trainium the check is
@@ -120,16 +120,14 @@ class CpuCheckCudaPath(Rule):
             )
 
     def _calls_kernel(self, root: cst.CSTNode, shadowed: frozenset[str] = frozenset()) -> str | None:
-        """The first call under `root` of a loaded extension's function (`fused.act`), of one
-        of the module's functions or classes that make one, or of `.cuda()`; not through a
-        name the function binds itself (`shadowed`)."""
+        """The first call under `root` of a loaded extension's function (`fused.act`), or of
+        one of the module's functions or classes that make one; not through a name the
+        function binds itself (`shadowed`)."""
         kernels_here = (self._kernels or frozenset()) - shadowed
         for call in descendants(root):
             if type(call) is not cst.Call:
                 continue
             func = call.func
-            if type(func) is cst.Attribute and func.attr.value == "cuda":
-                return patterns.dotted(func) or ".cuda"
             if type(func) is cst.Attribute and type(func.value) is cst.Name:
                 if func.value.value in kernels_here and not self.ctx.qualified_names(func):
                     return patterns.dotted(func)
