@@ -335,7 +335,8 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
 
 def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether a condition needs tensor values: `mask.any()`, `torch.equal(a, b)`,
-    `x.sum() > 0`, `bool(t.max())`. `self.training`, `x.dim() == 3`, `x is None` are not."""
+    `x.sum() > 0`, `bool(t.max())`, `tok in eos_ids`. `self.training`, `x.dim() == 3`,
+    `x is None` are not."""
     if depth > _DEPTH:
         return False
     if type(node) is cst.BooleanOperation:
@@ -343,6 +344,9 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
         return tests_tensor_value(ctx, node.expression, depth + 1)
     if type(node) is cst.Comparison:
+        members = [link.comparator for link in node.comparisons if type(link.operator) in (cst.In, cst.NotIn)]
+        if members and any(tensor_valued(ctx, side) for side in (node.left, *members)):
+            return True  # `tok in eos_ids`, `x in t`: each element compared, the answer read on the host
         if not any(type(link.operator) in _VALUE_COMPARISONS for link in node.comparisons):
             return False
         sides = (node.left, *(link.comparator for link in node.comparisons))

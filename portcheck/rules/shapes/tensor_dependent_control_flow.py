@@ -163,6 +163,11 @@ class TensorDependentControlFlow(StepRule):
             lines=[8],
             message="in a decoding loop",
         ),
+        Invalid(  # LoRA's beam search: a token tested for membership every step
+            "import torch\nfor step in range(n):\n    logits = model(ids)\n    last = torch.argmax(logits, -1)\n"
+            "    if last[0] in eos_ids:\n        break\n    if 'cuda' in device_name:\n        pass\n",
+            lines=[5],
+        ),
         Invalid(  # dino's clip_gradients: a gradient's norm, tested for every parameter every step
             "import torch\ndef clip(model, clip):\n    for name, p in model.named_parameters():\n"
             "        norm = p.grad.data.norm(2)\n        if clip / (norm + 1e-6) < 1:\n            p.grad.data.mul_(0.5)\n"
