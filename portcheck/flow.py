@@ -1721,6 +1721,13 @@ class DeviceFlow:
         return [site for site in self._calls.get(title, []) if site.skipped == 1]  # `self.step(...)`
 
 
+def runs_model(call: cst.Call) -> bool:
+    """A call of a model by its name (`model(x)`, `self.net(x, t)`, `denoiser(x, sigma)`)."""
+    func = call.func
+    named = func.value if type(func) is cst.Name else func.attr.value if is_self_attribute(func) else ""  # type: ignore[union-attr]
+    return bool(named) and bool(_MODEL_NAME.search(named))
+
+
 def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Inside the body of a method named `forward` (nn.Module.forward, autograd.Function.forward):
     what runs, and is traced, once per step."""

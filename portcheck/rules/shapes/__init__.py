@@ -384,7 +384,8 @@ def _class_like(qualified: str) -> bool:
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`, `clip_grad_norm_`...), what the module's own function
-    returns (or a method of its class, through `self.`), what an autograd Function's `apply`
+    returns (or a method of its class, through `self.`), what a model returns (`model(x)`,
+    `self.net(x)`), what an autograd Function's `apply`
     makes of a tensor, a value sent to a device, `abs()`, `min()` or `max()` of one, a gradient
     (`p.grad`), a view of a tensor (`.data`, `.T`), a tensor method, index or comparison of
     one, an item a loop takes from one, or a name bound to one (`seen`: the names being
@@ -412,6 +413,8 @@ def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: fro
                 ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, inner))
                 for value, scope in returned
             )
+        if not names and flow.runs_model(node):
+            return True  # what a model returns: `logits = model(ids)[:, -1]`, `eps = self.net(x, t)`
         method = patterns.method_name(node)
         receiver = node.func.value if type(node.func) is cst.Attribute else None
         if method == "apply" and receiver is not None and _names_class(receiver):

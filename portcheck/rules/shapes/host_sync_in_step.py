@@ -292,12 +292,6 @@ class HostSyncInStep(StepRule):
             "for epoch in range(10):\n    train_one_epoch(model, loader, opt)\n    print(loss_total.item())\n"
             "for case in cases:\n    i = worst(case.out, case.ref)\n    d = device_of(net)\n    print(case.out.flatten()[i].item())\n"
         ),
-        Valid(  # the error path: SAM 2's trainer logs the loss before it raises
-            "import math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
-            "    if not math.isfinite(loss.detach().float().sum()):\n        msg = f'Loss is {loss.item()}'\n"
-            "        logging.error(msg)\n        if raise_on_error:\n            raise FloatingPointError(msg)\n"
-            "        else:\n            return\n    loss.backward()\n"
-        ),
         Valid(  # yolov5's detect.py: `torch.tensor` copies whatever it is given to the host
             "import torch\nfor path, im in dataset:\n    pred = model(im.to(device))\n"
             "    gn = torch.tensor(im.shape)[[1, 0, 1, 0]]\n    for *xyxy, conf, cls in reversed(pred[0]):\n"
@@ -308,11 +302,6 @@ class HostSyncInStep(StepRule):
             "    for image, image_id in logger.log_every(data_loader, 10):\n        image = image.to(device)\n"
             "        captions = model.generate(image)\n        for caption, img_id in zip(captions, image_id):\n"
             "            result.append({'image_id': img_id.item(), 'caption': caption})\n    return result\n"
-        ),
-        Valid(  # DINO stops on a non-finite loss; mistral-inference's assertion message
-            "import sys\nimport math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
-            "    if not math.isfinite(loss.detach().float().sum()):\n        print(f'Loss is {loss.item()}')\n        sys.exit(1)\n"
-            "    assert loss.dim() == 0, f'loss {loss.sum().item()}'\n    loss.backward()\n"
         ),
         Valid(  # the first few steps only, counted by hand
             "import torch\nseen = 0\nfor example in examples:\n    loss = model(example)\n    seen += 1\n"
@@ -474,6 +463,19 @@ class HostSyncInStep(StepRule):
             "    loss.backward()\n    writer.add_scalar('loss', loss, step)\n    wandb.log({'loss': loss, 'step': step})\n",
             lines=[6, 7],
             message="logging `loss`",
+        ),
+        Invalid(  # the error path: SAM 2's trainer logs the loss before it raises (the test itself reads it every step)
+            "import math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
+            "    if not math.isfinite(loss.detach().float().sum()):\n        msg = f'Loss is {loss.item()}'\n"
+            "        logging.error(msg)\n        if raise_on_error:\n            raise FloatingPointError(msg)\n"
+            "        else:\n            return\n    loss.backward()\n",
+            lines=[5],
+        ),
+        Invalid(  # DINO stops on a non-finite loss; mistral-inference's assertion message: only the test reads
+            "import sys\nimport math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
+            "    if not math.isfinite(loss.detach().float().sum()):\n        print(f'Loss is {loss.item()}')\n        sys.exit(1)\n"
+            "    assert loss.dim() == 0, f'loss {loss.sum().item()}'\n    loss.backward()\n",
+            lines=[6],
         ),
         Invalid(  # tacotron2: the gradient norm tested and printed every step
             "import math\nimport torch\nfor batch in train_loader:\n    model(batch).backward()\n"

@@ -163,6 +163,10 @@ class TensorDependentControlFlow(StepRule):
             lines=[8],
             message="in a decoding loop",
         ),
+        Invalid(  # what a model returns is a tensor
+            "import torch\nfor i in range(steps):\n    logits = model(ids)[:, -1]\n    if logits[0, eos] > 0:\n        break\n",
+            lines=[4],
+        ),
         Invalid(  # LoRA's beam search: a token tested for membership every step
             "import torch\nfor step in range(n):\n    logits = model(ids)\n    last = torch.argmax(logits, -1)\n"
             "    if last[0] in eos_ids:\n        break\n    if 'cuda' in device_name:\n        pass\n",
