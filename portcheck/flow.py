@@ -1451,9 +1451,8 @@ class DeviceFlow:
                 for value, scope in values
                 for kind in self.in_scope(scope, partial(self._instances, value, (), depth + 1))
             }
-        if (
-            type(node) is cst.Name
-        ):  # also a parameter rebound to one: point-e's `model = GaussianToKarrasDenoiser(model, diffusion)`
+        if type(node) is cst.Name:
+            # also a parameter rebound to one: point-e's `model = GaussianToKarrasDenoiser(model, diffusion)`
             values = self.resolver.rebound_values(node)
             kinds = {kind for value in values for kind in self._instances(value, ancestors, depth + 1)}
             loop = next((a for a in reversed(ancestors) if type(a) is cst.For and _binds(a.target, node.value)), None)
