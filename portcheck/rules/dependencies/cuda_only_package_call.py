@@ -221,6 +221,7 @@ class CudaOnlyPackageCall(Rule):
                     declared=_IMPORTED,
                     what=imported.what,
                     instead=imported.instead,
+                    hint=f"{imported.what}: use instead: {imported.instead}",
                 )
             return
         if package is None or not self.ctx.qualified_names(node.func):
