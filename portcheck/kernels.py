@@ -19,6 +19,8 @@ INLINE = "inline-cuda"
 LIBRARY_OP = "library-op"
 PTX = "inline-ptx"
 KINDS = (TRITON, CUDA_CPP, EXTENSION, INLINE, LIBRARY_OP, PTX)
+# What builds an extension module when it is called, and returns it.
+EXTENSION_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
 
 
 def runs_as_is(kind: str, target: str) -> bool:

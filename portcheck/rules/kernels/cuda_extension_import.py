@@ -6,8 +6,6 @@ from portcheck import fallbacks, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.rule import Invalid, Rule, Valid
 
-_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
-
 
 class CudaExtensionImport(Rule):
     """## What it does
@@ -111,7 +109,7 @@ class CudaExtensionImport(Rule):
         func = node.func  # `fused.fused_bias_act(...)` after `fused = load("fused", ...)`
         if type(func) is cst.Attribute and type(func.value) is cst.Name:
             built = self.ctx.assigned_value(func.value)
-            if type(built) is cst.Call and self.ctx.qualified_names(built.func) & _LOADERS:
+            if type(built) is cst.Call and self.ctx.qualified_names(built.func) & kernels.EXTENSION_LOADERS:
                 name = patterns.argument(built, 0, "name")
                 module = patterns.string_value(name.value) if name is not None else None
                 if module in known.cuda_extensions:

@@ -7,8 +7,6 @@ from portcheck.resolve import function_scope
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.walk import descendants
 
-_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
-
 
 class CpuCheckCudaPath(Rule):
     """## What it does
@@ -96,23 +94,16 @@ class CpuCheckCudaPath(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._kernels: frozenset[str] | None = None  # module names bound to a loaded extension
+        self._kernels: frozenset[str] = frozenset()  # module names bound to a loaded extension
         self._cuda_callables: frozenset[str] = frozenset()  # the module's functions and classes calling one
 
     def visit_Module(self, node: cst.Module) -> None:
-        loaded = {
-            target.target.value
-            for line in node.body
-            if type(line) is cst.SimpleStatementLine
-            for statement in line.body
-            if type(statement) is cst.Assign
-            and type(statement.value) is cst.Call
-            and self.ctx.qualified_names(statement.value.func) & _LOADERS
-            for target in statement.targets
-            if type(target.target) is cst.Name
-        }
-        self._kernels = frozenset(loaded)
-        if loaded:
+        self._kernels = frozenset(
+            name
+            for name, value in self.ctx.resolver.module_assignments()
+            if type(value) is cst.Call and self.ctx.qualified_names(value.func) & kernels.EXTENSION_LOADERS
+        )
+        if self._kernels:
             self._cuda_callables = frozenset(
                 each.name.value
                 for each in node.body
@@ -123,7 +114,7 @@ class CpuCheckCudaPath(Rule):
         """The first call under `root` of a loaded extension's function (`fused.act`), or of
         one of the module's functions or classes that make one; not through a name the
         function binds itself (`shadowed`)."""
-        kernels_here = (self._kernels or frozenset()) - shadowed
+        kernels_here = self._kernels - shadowed
         for call in descendants(root):
             if type(call) is not cst.Call:
                 continue
