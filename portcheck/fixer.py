@@ -83,7 +83,7 @@ def fix_source(
             tree, done = _apply(examination.tree, chosen, cells.import_block if cells else None)
         except RecursionError:  # the scan copes with deeper nesting than rebuilding the tree does
             return FixOutcome(path, data, error="too deeply nested to rewrite; file left unchanged")
-        fixed = _with_final_carriage_return(source, tree.bytes, tree.encoding) if cells is None else tree.code
+        fixed = _with_final_line_ending(source, tree.bytes, tree.encoding) if cells is None else tree.code
         try:
             cst.parse_module(fixed)
         except (cst.ParserSyntaxError, SyntaxError) as error:
@@ -145,10 +145,13 @@ def _apply(
     return fixed, applied
 
 
-def _with_final_carriage_return(before: bytes, after: bytes, encoding: str) -> bytes:
-    """libcst drops a lone carriage return that ends a file (old Mac line endings): keep it."""
-    ending = "a\r".encode(encoding)[len("a".encode(encoding)) :]  # without the BOM utf-8-sig writes
-    return after + ending if before.endswith(ending) and not after.endswith(ending) else after
+def _with_final_line_ending(before: bytes, after: bytes, encoding: str) -> bytes:
+    """libcst drops the line ending that ends a file in places (a lone carriage return, old Mac
+    line endings; a last line that is a comment ending in a backslash): keep it."""
+    endings = [f"a{ending}".encode(encoding)[len("a".encode(encoding)) :] for ending in ("\r\n", "\n", "\r")]
+    if any(after.endswith(ending) for ending in endings):  # without the BOM utf-8-sig writes
+        return after
+    return after + next((ending for ending in endings if before.endswith(ending)), b"")
 
 
 def _extent(span: tuple[int, int, int, int]) -> tuple[int, int, int, int]:

@@ -339,6 +339,14 @@ def test_fix_keeps_final_carriage_return_after_bom() -> None:
     assert outcome.source == BOM + b"import torch\rx = torch.zeros(1).cpu()\r"
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_fix_keeps_the_final_line_ending_after_a_comment_ending_in_a_backslash(ending: str) -> None:
+    """libcst drops it (found by test_spliced_program)."""
+    source = f"import torch\nwhile True:\n    torch.cuda.synchronize()\n    # cache \\{ending}".encode()
+    outcome = fix_source(source, "tpu")
+    assert outcome.source == source.replace(b"torch.cuda.synchronize", b"torch.accelerator.synchronize")
+
+
 def test_str_with_lone_surrogate_is_reported_not_raised() -> None:
     source = "import torch\nname = 'caf\udce9'\ntorch.cuda.synchronize()\n"
     assert [finding.code for finding in scan_source(source)] == ["PC002"]
