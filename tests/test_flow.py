@@ -13,6 +13,7 @@ import pytest
 from portcheck import api
 from portcheck.config import Config
 from portcheck.findings import FixSafety, Severity
+from portcheck.rules import shapes
 from portcheck.rules.shapes.boolean_mask_indexing import BooleanMaskIndexing
 
 
@@ -554,3 +555,18 @@ def test_a_loader_whose_iter_a_training_loop_draws_from_runs_every_step() -> Non
     assert findings(source, "neuron")[(6, "PC502")][0] is Severity.ERROR
     alone = source.replace("for x in train:\n    model(x).sum().backward()\n", "")
     assert findings(alone, "neuron")[(6, "PC502")][0] is Severity.INFO  # nothing draws from it
+
+
+@pytest.mark.parametrize(("first", "found"), [("torch.zeros(3)", True), ("unknown(b)", False)])
+def test_tensor_typing_follows_each_value_once_however_often_it_is_read(
+    monkeypatch: pytest.MonkeyPatch, first: str, found: bool
+) -> None:
+    """Each read of `a1` leads to the same values: followed again per read, five lines that
+    read the previous name six times ask 6**5 questions (12**8 took minutes on one file)."""
+    asked: list[object] = []
+    answer = shapes._tensor_valued
+    monkeypatch.setattr(shapes, "_tensor_valued", lambda *question: asked.append(question) or answer(*question))
+    sums = "".join(f"    a{i} = {' + '.join([f'a{i - 1}'] * 6)}\n" for i in range(1, 6))
+    source = f"import torch\nfor b in loader:\n    a0 = {first}\n{sums}    if a5 > 0:\n        break\n"
+    assert ((9, "PC504") in findings(source)) is found
+    assert len(asked) < 300

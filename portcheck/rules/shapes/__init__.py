@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -382,6 +383,29 @@ def _class_like(qualified: str) -> bool:
 
 
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
+    """`_tensor_valued`, each question answered once per outermost question: a name read
+    twelve times in each of eight chained sums (`a2 = a1 + a1 + ...`) asks about the same
+    values again and again, exponentially many times where nothing caps the arithmetic."""
+    answers = _answers.get()
+    if answers is None:
+        token = _answers.set({})
+        try:
+            return tensor_valued(ctx, node, depth, seen)
+        finally:
+            _answers.reset(token)
+    where = (id(ctx.flow.resolver.scope), ctx.flow.elsewhere) if ctx.flow is not None else None
+    key = (node, depth, seen, where)  # the node itself: it stays alive, so no other node takes its id
+    if key not in answers:
+        answers[key] = _tensor_valued(ctx, node, depth, seen)
+    return answers[key]
+
+
+# The answers of the outermost `tensor_valued` question being asked (None between questions):
+# the flow learns more as the walk goes on, so an answer is not kept past its question.
+_answers: ContextVar[dict[tuple[object, ...], bool] | None] = ContextVar("tensor_answers", default=None)
+
+
+def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozenset[str]) -> bool:
     """Whether an expression is a tensor: what a torch function makes (`torch.zeros`,
     `torch.multinomial`, `F.softmax`, `clip_grad_norm_`...), what the module's own function
     returns (or a method of its class, through `self.`), what a model returns (`model(x)`,
