@@ -464,9 +464,9 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
         return tensor_valued(ctx, node.left, depth, seen) or tensor_valued(ctx, node.right, depth, seen)
     if type(node) is cst.UnaryOperation and type(node.operator) is not cst.Not:
         return tensor_valued(ctx, node.expression, depth, seen)
-    if type(node) is cst.IfExp:  # a tensor either way, or one way where the other value is unknown
+    if type(node) is cst.IfExp:  # a tensor either way, or one way where the other value is unknown or None
         body, orelse = (tensor_valued(ctx, part, depth + 1, seen) for part in (node.body, node.orelse))
-        return (body or _unknown(node.body)) and (orelse or _unknown(node.orelse)) and (body or orelse)
+        return (body or _open(node.body)) and (orelse or _open(node.orelse)) and (body or orelse)
     if type(node) is cst.Attribute and not ctx.qualified_names(node):
         if node.attr.value == "grad":
             return True  # a parameter's gradient: `p.grad.data.norm(2)`
@@ -504,6 +504,8 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             if rebound is not None:  # made a tensor first: `tx = torch.as_tensor(tx * W).to(x.device)`
                 return tensor_valued(ctx, rebound, depth + 1, seen | {given})
             return _passed_tensors(ctx, node, depth)
+        # `class_acc = None` on the other path: where the name holds the tensor, reading it waits
+        values = [value for value in values if not _is_none(value)] or values
         others = [value for value in values if not flow.is_number(value)]
         if len(others) == len(values):
             return all(tensor_valued(ctx, value, depth + 1, inner) for value in values)
@@ -577,10 +579,15 @@ def _position_of(function: cst.FunctionDef, name: str) -> int | None:
     return next((index for index, param in enumerate(params) if param.name.value == name), None)
 
 
-def _unknown(node: cst.BaseExpression) -> bool:
-    """An attribute or call whose value portcheck cannot tell (`self.model.alphas`): not a
-    literal, a name or an expression it would know."""
-    return type(node) in (cst.Attribute, cst.Call, cst.Subscript)
+def _is_none(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Name and node.value == "None"
+
+
+def _open(node: cst.BaseExpression) -> bool:
+    """The other value of a tensor-or-something choice that leaves the name a tensor on one
+    path: None (`acc = ... if mixup is None else None`), or an attribute or call whose value
+    portcheck cannot tell (`self.model.alphas`)."""
+    return _is_none(node) or type(node) in (cst.Attribute, cst.Call, cst.Subscript)
 
 
 def _annotated_classes(ctx: FileContext, annotation: cst.BaseExpression) -> set[str]:

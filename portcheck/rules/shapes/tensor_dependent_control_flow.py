@@ -167,6 +167,11 @@ class TensorDependentControlFlow(StepRule):
             "import torch\nfor i in range(steps):\n    logits = model(ids)[:, -1]\n    if logits[0, eos] > 0:\n        break\n",
             lines=[4],
         ),
+        Invalid(  # ConvNeXt's training step: a tensor, or None on the other path
+            "import torch\nfor x, y in loader:\n    out = model(x)\n    acc = (out.argmax(-1) == y).float().mean() if y.ndim == 1 else None\n"
+            "    if acc:\n        wandb.log({'acc': acc})\n",
+            lines=[5],
+        ),
         Invalid(  # LoRA's beam search: a token tested for membership every step
             "import torch\nfor step in range(n):\n    logits = model(ids)\n    last = torch.argmax(logits, -1)\n"
             "    if last[0] in eos_ids:\n        break\n    if 'cuda' in device_name:\n        pass\n",
