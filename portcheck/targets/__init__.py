@@ -41,6 +41,9 @@ class Target:
     rejects_legacy_device_api: bool  # TorchTPU raises on torch.<dev>.synchronize() & co.
     distributed_backend: str
     distributed_init_method: str
+    # What nn.SyncBatchNorm does in distributed training there: runs | unverified (the device
+    # passes its check, but no source says the backend has its kernels) | raises (ValueError)
+    sync_batchnorm: str
     autocast_default_dtype: str  # what torch.autocast(dev) picks without dtype= (torch 2.13)
     amp_dtype: str  # the dtype autocast should use there
     needs_grad_scaler: bool
