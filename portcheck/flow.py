@@ -147,6 +147,7 @@ _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate
 # Calls whose items are those of their one argument, in order (a progress bar, a copy).
 _KEEPING_ITEMS = frozenset({"list", "tuple", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm"})
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
+_COMMAND_LINE_DECORATORS = frozenset({"click.command", "click.option", "click.argument"})
 _HOME_DEPTH = 10  # how far a tensor is followed to where it was made (into callers and callees too)
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
 _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic"})
@@ -995,8 +996,22 @@ class DeviceFlow:
             if node.value in self._held:
                 return node.value in self._listed
             values = self.resolver.assigned_values(node)
-            return bool(values) and all(_python_data(value) for value in values)
+            if not values:
+                return self._command_line_value(node)
+            return all(_python_data(value) for value in values)
         return _python_data(node)
+
+    def _command_line_value(self, node: cst.Name) -> bool:
+        """A parameter of a Click command (`@click.command()`, `@click.option(...)`): what the
+        command line gives, strings and numbers and their lists (EDM's `seeds`), never a tensor."""
+        function = self.resolver.parameter_of(node)
+        return function is not None and any(
+            self.resolver.qualified_names(
+                decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
+            )
+            & _COMMAND_LINE_DECORATORS
+            for decorator in function.decorators
+        )
 
     def default_device_set(self, ancestors: Sequence[cst.CSTNode], source: bytes) -> bool:
         """Whether factories may make tensors elsewhere than in host memory: under

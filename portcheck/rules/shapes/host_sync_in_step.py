@@ -170,6 +170,12 @@ class HostSyncInStep(StepRule):
             "import torch\nfor b in sizes:\n    z = torch.randn(b, 512, device=device)\n    stats = Summary(z)\n"
             "    y = process(b)\n    print(z.sum().item())\n"
         ),
+        Valid(  # EDM's seeds: a Click command's parameter is command-line data, so its tensor is in host memory
+            "import click\nimport torch\n@click.command()\n@click.option('--seeds', type=parse_int_list)\n"
+            "def main(seeds, device):\n    for batch_seeds in torch.as_tensor(seeds).tensor_split(4):\n"
+            "        images = net(torch.randn([len(batch_seeds), 3], device=device))\n"
+            "        for seed in batch_seeds:\n            print(f'{seed:06d}')\n"
+        ),
         Valid(  # numbers logged
             "import torch\nimport wandb\nfor x, y in train_loader:\n    loss = model(x, y)\n    loss.backward()\n"
             "    writer.add_scalar('lr', optimizer.param_groups[0]['lr'], step)\n    wandb.log({'step': step})\n"
