@@ -104,6 +104,33 @@ def test_an_import_that_loads_triton_or_a_cuda_extension_is_reported_with_its_ch
     assert both[("app.py", 2)] == {"tpu": Severity.ERROR, "rocm": Severity.WARNING}  # hipified: a build to make
 
 
+def test_a_top_level_extension_fails_its_importers_and_the_calls_behind_a_none_fallback(tmp_path: Path) -> None:
+    """Swin's shape: an extension named by setup.py alone (no file of the tree), imported at the
+    top of a kernels module; a model imports that module optionally, leaving None."""
+    write(
+        tmp_path,
+        {
+            "setup.py": "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('fused_ext', ['k.cu'])\n",
+            "pkg/__init__.py": "",
+            "pkg/ops.py": "import torch\nimport fused_ext\nclass Fused(torch.autograd.Function):\n    pass\n",
+            "pkg/user.py": "import torch\nfrom pkg.ops import Fused\n",
+            "pkg/model.py": (
+                "import torch\ntry:\n    from .ops import Fused\nexcept ImportError:\n    Fused = None\n"
+                "def forward(x, fused):\n    return Fused.apply(x) if fused else x\n"
+                "def checked(x):\n    return Fused.apply(x) if Fused is not None else x\n"
+            ),
+            "pkg/plain.py": "import torch\nimport numpy\ntry:\n    import scipy\nexcept ImportError:\n    scipy = None\n",
+        },
+    )
+    found = {(f.path, f.line, f.code): f.severity for f in scan(tmp_path).findings if f.code in ("PC610", "PC707")}
+    assert found == {
+        ("pkg/user.py", 2, "PC610"): Severity.ERROR,
+        ("pkg/model.py", 7, "PC707"): Severity.ERROR,
+    }
+    (message,) = [f.message for f in scan(tmp_path).findings if f.code == "PC707"]
+    assert "calls `Fused.apply` of `pkg.ops`" in message and "AttributeError" in message
+
+
 def test_what_a_step_loop_calls_in_another_module_runs_every_step(tmp_path: Path) -> None:
     utils = """\
 import torch

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from portcheck import flow, patterns
+from portcheck import flow, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.resolve import Resolver
 from portcheck.rule import ERROR, WARNING, FileContext, Invalid, Rule, Valid, at_most_info, per_target
@@ -19,8 +19,10 @@ _DECLARED = (
 _UNDECLARED = "behind a guarded import; the project does not declare {package}, so the target takes the other path"
 _STAND_IN = (
     "behind a guarded import whose handler sets `{name} = None`, and nothing here checks it: where this "
-    "runs, the target raises TypeError ('NoneType' object is not callable)"
+    "runs, the target raises {error}"
 )
+_NOT_CALLABLE = "TypeError ('NoneType' object is not callable)"
+_NO_ATTRIBUTE = "AttributeError ('NoneType' object has no attribute '{attribute}')"
 _IMPORTED = "whose import fails on the target first (PC701): each call needs a replacement too"
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _REQUIRED = (
@@ -38,7 +40,11 @@ class CudaOnlyPackageCall(Rule):
     (requirements, pyproject.toml, setup.py, a conda file, a Dockerfile), at the package's
     severity; elsewhere info. Calls where the import is not optional are a warning: the import
     is where the target fails first (PC701), and each call still needs its replacement
-    (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`).
+    (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`). The
+    repository's own modules that fail to import without Triton or one of its CUDA extensions
+    (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
+    of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
+    `except ImportError: WindowProcess = None`).
 
     ## Why is this bad?
     The guard only asks whether the package is installed, not whether there is a CUDA device.
@@ -72,7 +78,8 @@ class CudaOnlyPackageCall(Rule):
     (`if natten is None: raise ModuleNotFoundError(...)`: there is no portable path to take),
     or where the handler binds the name to None and nothing around the call checks it or a
     flag the `try` sets (Swin's `FusedAdam = None`, then `FusedAdam(params)` where the config
-    asks for it: the target raises TypeError there); info elsewhere, since the target's environment then lacks it and the guard takes the
+    asks for it: the target raises TypeError, or AttributeError for `name.attribute(...)`,
+    there); info elsewhere, since the target's environment then lacks it and the guard takes the
     portable path. Under a CUDA check (`if q.is_cuda:`) it is info: the check keeps the call
     on CUDA. Behind an unguarded import, at most a warning (the import is the error).
 
@@ -151,16 +158,11 @@ class CudaOnlyPackageCall(Rule):
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
-        """The import names of the CUDA-only packages the project declares."""
-        return tuple(
-            sorted(
-                {
-                    name.split(".")[0].encode()
-                    for key in known.declared_packages
-                    for name in packages.by_key(key).imports
-                }
-            )
-        )
+        """The import names of the CUDA-only packages the project declares, and the names of
+        its own modules that fail to import (`_failing_module`)."""
+        declared = {name.split(".")[0] for key in known.declared_packages for name in packages.by_key(key).imports}
+        failing = {chain[0].rpartition(".")[2] for chain in known.import_failures}
+        return tuple(sorted(name.encode() for name in declared | failing))
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -169,31 +171,64 @@ class CudaOnlyPackageCall(Rule):
         self._stand_ins: dict[str, frozenset[str]] = {}
         self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
         self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
+        self._local: set[str] = set()  # names bound to the repository's failing modules (`_failing_module`)
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
-            package = packages.by_import(patterns.dotted(alias.name))
             module = patterns.dotted(alias.name)
+            listed = packages.by_import(module)
+            package = listed or self._failing_module(module)
             if package is not None and alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self._note(alias.asname.name.value, module, package)
+                self._note(alias.asname.name.value, module, package, local=listed is None)
             elif package is not None:
-                self._note(module.split(".")[0], module, package)
+                self._note(module.split(".")[0], module, package, local=listed is None)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar) or (node.module is None and not node.relative):
             return
-        module = patterns.dotted(node.module)
+        written = patterns.dotted(node.module) if node.module is not None else ""
+        module = self.ctx.module.absolute("." * len(node.relative) + written) if node.relative else written
         for alias in node.names:
-            package = packages.by_import(f"{module}.{patterns.dotted(alias.name)}") or packages.by_import(module)
-            local = alias.asname.name if alias.asname is not None else alias.name
-            if package is not None and isinstance(local, cst.Name):
-                self._note(local.value, module, package)
+            name = f"{module}.{patterns.dotted(alias.name)}"
+            listed = None if node.relative else packages.by_import(name) or packages.by_import(module)
+            package = listed or self._failing_module(name) or self._failing_module(module)
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if package is not None and isinstance(bound, cst.Name):
+                self._note(bound.value, module, package, local=listed is None)
 
-    def _note(self, name: str, module: str, package: packages.Package) -> None:
+    def _failing_module(self, module: str) -> packages.Package | None:
+        """One of the repository's modules that fails to import without Triton or one of its
+        CUDA extensions (the chains of unguarded-kernel-import, PC610), as the package its
+        optional import's calls need (`from .ops import Fused` where `ops` imports the
+        extension `fused_ext`). Known once the project pass has run."""
+        known = self.ctx.project
+        chain = known.failing_import(module, self.ctx.module.name) if known.complete and module else None
+        if chain is None:
+            return None
+        cause = chain[-1]
+        kind = kernels.TRITON if cause.split(".")[0] == project.TRITON else kernels.EXTENSION
+        needs = "Triton" if kind == kernels.TRITON else f"the repository's CUDA extension `{cause}`"
+        return packages.Package(
+            key=f"`{chain[0]}`",
+            imports=(chain[0],),
+            pip=(),
+            what=f"`{chain[0]}` needs {needs} ({' -> '.join(chain)})",
+            instead=kernels.port_hint(kind, self.ctx.targets),
+            severity=ERROR,
+            per_target=kernels.severity(kind),
+        )
+
+    def _note(self, name: str, module: str, package: packages.Package, *, local: bool) -> None:
         """A name an import of `module` binds, where the import is optional (else PC701's
-        finding stands); not the repository's own package (scanning xformers itself)."""
-        if self.ctx.project.is_local(module):
+        finding stands, or PC610's for a `local` module, one of the repository's own that
+        fails to import); not the repository's own copy of a listed package (scanning
+        xformers itself)."""
+        if self.ctx.project.is_local(module) and not local:
             return
+        if local:
+            self._local.add(name)
+        else:
+            self._local.discard(name)
         if optional_import(self.ctx.ancestors, self.ctx, package):
             self._optional[name] = package
             checks = _none_fallback(self.ctx.ancestors, name)
@@ -203,7 +238,8 @@ class CudaOnlyPackageCall(Rule):
                 self._stand_ins.pop(name, None)
         else:
             self._optional.pop(name, None)  # also imported for sure: the import fails first
-            self._imported[name] = package
+            if not local:
+                self._imported[name] = package
 
     def visit_Call(self, node: cst.Call) -> None:
         called = patterns.dotted(node.func)
@@ -231,7 +267,8 @@ class CudaOnlyPackageCall(Rule):
         module_flow = self.ctx.flow
         assert module_flow is not None, "a Python rule"
         required = _raises_without(flow.enclosing_function(self.ctx.ancestors), name, module_flow.resolver)
-        if self.ctx.project.complete and not declared:
+        local = name in self._local  # known only to the project pass
+        if self.ctx.project.complete and not declared and not local:
             return  # the first pass reported it
         checks = self._stand_ins.get(name)
         if required:
@@ -239,7 +276,11 @@ class CudaOnlyPackageCall(Rule):
         elif declared:
             severity, saying = package.severities(), _DECLARED.format(package=package.key)
         elif checks and not _checked(self.ctx.ancestors, checks | self._asking(checks)):
-            severity, saying = package.severities(), _STAND_IN.format(name=name)
+            attribute = called.split(".")[1] if "." in called else ""
+            error = _NO_ATTRIBUTE.format(attribute=attribute) if attribute else _NOT_CALLABLE
+            severity, saying = package.severities(), _STAND_IN.format(name=name, error=error)
+        elif local:
+            return  # the target takes the other path: PC610 tells of the module, if it must
         else:
             severity, saying = at_most_info(package.severities()), _UNDECLARED.format(package=package.key)
         self.report(

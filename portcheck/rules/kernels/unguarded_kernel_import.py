@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import libcst as cst
@@ -134,7 +135,7 @@ class UnguardedKernelImport(Rule):
                 if not told:
                     told = True
                     self._report_triton(node, module)
-            elif relative or known.is_local(module):
+            elif relative or known.is_local(module) or _maybe_built_here(module):
                 self._record(importer, module, node)
         if known.complete:
             self._report_chain(node, [module for module, _ in modules], importer)
@@ -170,6 +171,14 @@ class UnguardedKernelImport(Rule):
                     node, severity=severity if _direct(chain) else at_most_info(severity), **_chain_fields(chain)
                 )
                 return
+
+
+def _maybe_built_here(module: str) -> bool:
+    """A module that neither Python nor torch ships, which may be a CUDA extension the
+    repository builds (Swin's `swin_window_process`, named in a setup.py that the same pass
+    reads): its import is recorded, and the project pass chains it once it knows."""
+    top = module.split(".", 1)[0]
+    return top not in sys.stdlib_module_names and top != "torch"
 
 
 def _direct(chain: Sequence[str]) -> bool:
