@@ -194,7 +194,8 @@ def import_failures(facts: Iterable[Fact], extensions: frozenset[str]) -> dict[s
     edges: dict[str, set[str]] = {}
     for fact in facts:
         if fact.kind == IMPORT:
-            edges.setdefault(fact.name, set()).add(fact.detail("module"))
+            for importer in _importer_names(fact):
+                edges.setdefault(importer, set()).add(fact.detail("module"))
     chains = {
         importer: (importer, cause)
         for importer, imported in sorted(edges.items())
@@ -225,6 +226,18 @@ def failing_statements(
         and not is_failure_cause(fact.detail("module"), extensions)
         and failing_prefix(fact.detail("module"), fact.name, chains)
     }
+
+
+def _importer_names(fact: Fact) -> list[str]:
+    """The module an IMPORT fact was recorded in; for one outside any package (Swin's
+    `window_process`, in kernels/window_process/ without `__init__.py`) also the dotted path of
+    its file, the name a namespace-package import gives it (`kernels.window_process.window_process`,
+    PEP 420, once the program puts the folder above on sys.path)."""
+    names = [fact.name]
+    parts = PurePosixPath(fact.path).with_suffix("").parts
+    if "." not in fact.name and fact.path.endswith(".py") and len(parts) > 1 and all(p.isidentifier() for p in parts):
+        names.append(".".join(parts))
+    return names
 
 
 def is_failure_cause(module: str, extensions: frozenset[str]) -> bool:

@@ -120,15 +120,23 @@ def test_a_top_level_extension_fails_its_importers_and_the_calls_behind_a_none_f
                 "def checked(x):\n    return Fused.apply(x) if Fused is not None else x\n"
             ),
             "pkg/plain.py": "import torch\nimport numpy\ntry:\n    import scipy\nexcept ImportError:\n    scipy = None\n",
+            # a folder without __init__.py: a namespace package once the program extends sys.path
+            "kernels/window/process.py": "import torch\nimport fused_ext\nclass Window(torch.autograd.Function):\n    pass\n",
+            "pkg/swin.py": (
+                "import torch\ntry:\n    from kernels.window.process import Window\nexcept:\n    Window = None\n"
+                "def forward(x):\n    return Window.apply(x)\n"
+            ),
         },
     )
     found = {(f.path, f.line, f.code): f.severity for f in scan(tmp_path).findings if f.code in ("PC610", "PC707")}
     assert found == {
         ("pkg/user.py", 2, "PC610"): Severity.ERROR,
         ("pkg/model.py", 7, "PC707"): Severity.ERROR,
+        ("pkg/swin.py", 7, "PC707"): Severity.ERROR,
     }
-    (message,) = [f.message for f in scan(tmp_path).findings if f.code == "PC707"]
-    assert "calls `Fused.apply` of `pkg.ops`" in message and "AttributeError" in message
+    messages = sorted(f.message for f in scan(tmp_path).findings if f.code == "PC707")
+    assert "calls `Fused.apply` of `pkg.ops`" in messages[0] and "AttributeError" in messages[0]
+    assert "calls `Window.apply` of `kernels.window.process`" in messages[1]
 
 
 def test_what_a_step_loop_calls_in_another_module_runs_every_step(tmp_path: Path) -> None:
