@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -18,16 +18,17 @@ _DECLARED = (
 )
 _UNDECLARED = "behind a guarded import; the project does not declare {package}, so the target takes the other path"
 _STAND_IN = (
-    "behind a guarded import whose handler sets `{name} = None`, and nothing here checks it: where this "
-    "runs, the target raises {error}"
+    "behind a guarded import whose handler {leaves}, and nothing here checks it: where this runs, the target "
+    "raises {error}"
 )
 _NOT_CALLABLE = "TypeError ('NoneType' object is not callable)"
 _NO_ATTRIBUTE = "AttributeError ('NoneType' object has no attribute '{attribute}')"
+_UNBOUND = "NameError (name '{name}' is not defined)"
 _IMPORTED = "whose import fails on the target first (PC701): each call needs a replacement too"
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _REQUIRED = (
-    "behind a guarded import, but this function raises where `{name}` is missing: there is no other "
-    "path, and the target fails here"
+    "behind a guarded import, but this function raises without it (`{test}`): there is no other path, "
+    "and the target fails here"
 )
 
 
@@ -76,10 +77,11 @@ class CudaOnlyPackageCall(Rule):
     The package's severity where the project declares it (an error where it has no backend, a
     warning where a partial one exists), or where the function raises without the package
     (`if natten is None: raise ModuleNotFoundError(...)`: there is no portable path to take),
-    or where the handler binds the name to None and nothing around the call checks it or a
-    flag the `try` sets (Swin's `FusedAdam = None`, then `FusedAdam(params)` where the config
-    asks for it: the target raises TypeError, or AttributeError for `name.attribute(...)`,
-    there); info elsewhere, since the target's environment then lacks it and the guard takes the
+    or asserts it (`assert has_apex and ...`), or where the handler binds the name to None, or
+    leaves it unbound while it sets a flag, and nothing around the call checks it or the flag
+    (Swin's `FusedAdam = None`, then `FusedAdam(params)` where the config asks for it: the
+    target raises TypeError, AttributeError for `name.attribute(...)`, or NameError for an
+    unbound name, there); info elsewhere, since the target's environment then lacks it and the guard takes the
     portable path. Under a CUDA check (`if q.is_cuda:`) it is info: the check keeps the call
     on CUDA. Behind an unguarded import, at most a warning (the import is the error).
 
@@ -119,6 +121,29 @@ class CudaOnlyPackageCall(Rule):
             "    return torch.optim.AdamW(params)\n",
             lines=[8],
             message="whose handler sets `FusedAdam = None`, and nothing here checks it",
+        ),
+        Invalid(  # ConvNeXt: the handler leaves the names unbound and sets a flag that the function asserts
+            "import torch\ntry:\n    from apex.optimizers import FusedAdam, FusedSGD\n    has_apex = True\n"
+            "except ImportError:\n    has_apex = False\ndef create_optimizer(name, params):\n"
+            "    if 'fused' in name:\n        assert has_apex and torch.cuda.is_available(), 'APEX and CUDA required'\n"
+            "    if name == 'fusedsgd':\n        return FusedSGD(params)\n    return torch.optim.AdamW(params)\n",
+            lines=[11],
+            message="this function raises without it (`assert has_apex and torch.cuda.is_available()`)",
+        ),
+        Invalid(  # the flag the handler sets picks the portable path, and a fallback is bound after the `try`: info
+            "import torch\ntry:\n    from apex.optimizers import FusedAdam\n    from apex.normalization import FusedLayerNorm\n"
+            "    has_apex = True\nexcept ImportError:\n    has_apex = False\nif not has_apex:\n"
+            "    FusedLayerNorm = torch.nn.LayerNorm\ndef build(params, dim):\n"
+            "    opt = FusedAdam(params) if has_apex else torch.optim.AdamW(params)\n    return opt, FusedLayerNorm(dim)\n",
+            lines=[11, 12],
+            message="so the target takes the other path",
+        ),
+        Invalid(  # nothing checks the flag: the name is unbound where the import failed
+            "import torch\ntry:\n    from apex.optimizers import FusedLAMB\n    APEX = True\n"
+            "except ImportError:\n    APEX = False\ndef create_optimizer(name, params):\n"
+            "    if name == 'lamb':\n        return FusedLAMB(params)\n    return torch.optim.AdamW(params)\n",
+            lines=[9],
+            message="whose handler leaves `FusedLAMB` unbound, and nothing here checks it: where this runs, the target raises NameError",
         ),
         Invalid(  # the call checks what the handler left, through a helper of the module (k-diffusion): info
             "import torch\ntry:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n"
@@ -167,8 +192,9 @@ class CudaOnlyPackageCall(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._optional: dict[str, packages.Package] = {}  # local names an optional import binds
-        # names whose handler binds None, with the names a check of them would read (flags the try sets)
-        self._stand_ins: dict[str, frozenset[str]] = {}
+        # names whose handler binds None or nothing: the names a check of them would read (flags
+        # the try sets), and whether it leaves them unbound (`_stand_in`)
+        self._stand_ins: dict[str, tuple[frozenset[str], bool]] = {}
         self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
         self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
         self._local: set[str] = set()  # names bound to the repository's failing modules (`_failing_module`)
@@ -231,9 +257,9 @@ class CudaOnlyPackageCall(Rule):
             self._local.discard(name)
         if optional_import(self.ctx.ancestors, self.ctx, package):
             self._optional[name] = package
-            checks = _none_fallback(self.ctx.ancestors, name)
-            if checks:
-                self._stand_ins[name] = checks
+            stand_in = _stand_in(self.ctx.ancestors, name)
+            if stand_in is not None:
+                self._stand_ins[name] = stand_in
             else:
                 self._stand_ins.pop(name, None)
         else:
@@ -266,19 +292,25 @@ class CudaOnlyPackageCall(Rule):
         name = called.split(".")[0]
         module_flow = self.ctx.flow
         assert module_flow is not None, "a Python rule"
-        required = _raises_without(flow.enclosing_function(self.ctx.ancestors), name, module_flow.resolver)
         local = name in self._local  # known only to the project pass
         if self.ctx.project.complete and not declared and not local:
             return  # the first pass reported it
-        checks = self._stand_ins.get(name)
-        if required:
-            severity, saying = package.severities(), _REQUIRED.format(name=name)
+        stand_in = self._stand_ins.get(name)
+        checks = stand_in[0] if stand_in is not None else frozenset({name})
+        function = flow.enclosing_function(self.ctx.ancestors)
+        required = _raises_without(function, checks, module_flow.resolver)
+        if required is not None:
+            severity, saying = package.severities(), _REQUIRED.format(test=required)
         elif declared:
             severity, saying = package.severities(), _DECLARED.format(package=package.key)
-        elif checks and not _checked(self.ctx.ancestors, checks | self._asking(checks)):
+        elif stand_in is not None and not _checked(self.ctx.ancestors, checks | self._asking(checks)):
             attribute = called.split(".")[1] if "." in called else ""
-            error = _NO_ATTRIBUTE.format(attribute=attribute) if attribute else _NOT_CALLABLE
-            severity, saying = package.severities(), _STAND_IN.format(name=name, error=error)
+            if stand_in[1]:
+                leaves, error = f"leaves `{name}` unbound", _UNBOUND.format(name=name)
+            else:
+                leaves = f"sets `{name} = None`"
+                error = _NO_ATTRIBUTE.format(attribute=attribute) if attribute else _NOT_CALLABLE
+            severity, saying = package.severities(), _STAND_IN.format(leaves=leaves, error=error)
         elif local:
             return  # the target takes the other path: PC610 tells of the module, if it must
         else:
@@ -307,10 +339,12 @@ class CudaOnlyPackageCall(Rule):
         return self._askers[names]
 
 
-def _none_fallback(ancestors: Sequence[cst.CSTNode], name: str) -> frozenset[str]:
-    """For an import in `try:` whose handler binds `name = None` (Swin's `FusedAdam = None`):
-    the names a check of it would read, `name` and the flags the `try` or handler binds
-    (`XFORMERS_AVAILABLE = True`); empty for any other fallback (a portable stand-in)."""
+def _stand_in(ancestors: Sequence[cst.CSTNode], name: str) -> tuple[frozenset[str], bool] | None:
+    """For an import in `try:` whose handler binds `name = None` (Swin's `FusedAdam = None`)
+    or leaves it unbound (ConvNeXt's `except ImportError: has_apex = False`): the names a
+    check of it would read (`name` and the flags the `try` or handler binds,
+    `XFORMERS_AVAILABLE = True`), and whether the handler leaves it unbound; None for any other fallback
+    (a portable stand-in, also one the module binds outside the `try`)."""
     path = list(ancestors)
     found = next(
         (
@@ -321,22 +355,57 @@ def _none_fallback(ancestors: Sequence[cst.CSTNode], name: str) -> frozenset[str
         None,
     )
     if found is None:
-        return frozenset()
-    bound: dict[str, list[cst.BaseExpression]] = {}
+        return None
+    bound: dict[str, list[cst.BaseExpression | None]] = {}
     for block in (found.body, *(handler.body for handler in found.handlers)):
         for node in descendants(block, _SCOPES):
-            if type(node) is cst.Assign:
-                for target in node.targets:
-                    if type(target.target) is cst.Name:
-                        bound.setdefault(target.target.value, []).append(node.value)
-    if not any(type(value) is cst.Name and value.value == "None" for value in bound.get(name, [])):
-        return frozenset()
+            for target, value in _bindings(node):
+                bound.setdefault(target, []).append(value)
     flags = {
         flag
         for flag, values in bound.items()
         if any(type(v) is cst.Name and v.value in ("True", "False") for v in values)
     }
-    return frozenset({name, *flags})
+    handled = [
+        value
+        for handler in found.handlers
+        for node in descendants(handler.body, _SCOPES)
+        for target, value in _bindings(node)
+        if target == name
+    ]
+    if any(type(value) is cst.Name and value.value == "None" for value in handled):
+        return frozenset({name, *flags}), False
+    if handled or not flags or _bound_outside(path[0], found, name):
+        return None
+    return frozenset({name, *flags}), True
+
+
+def _bindings(node: cst.CSTNode) -> Iterator[tuple[str, cst.BaseExpression | None]]:
+    """The names a statement binds, with the value where it assigns one (None for an import,
+    a `def` or a `class`)."""
+    if type(node) is cst.Assign:
+        for target in node.targets:
+            if type(target.target) is cst.Name:
+                yield target.target.value, node.value
+    elif type(node) is cst.AnnAssign and type(node.target) is cst.Name:
+        yield node.target.value, node.value
+    elif type(node) in (cst.Import, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+        for alias in node.names:
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if type(bound) is cst.Name:
+                yield bound.value, None
+            elif type(alias.name) is cst.Attribute:  # `import a.b` binds `a`
+                yield patterns.dotted(alias.name).split(".")[0], None
+    elif type(node) in (cst.FunctionDef, cst.ClassDef):
+        yield node.name.value, None
+
+
+def _bound_outside(module: cst.CSTNode, guarded: cst.Try, name: str) -> bool:
+    """Whether the module binds `name` somewhere other than in the `try` (a fallback set later)."""
+    inside = set(map(id, descendants(guarded)))
+    return any(
+        target == name for node in descendants(module) if id(node) not in inside for target, _ in _bindings(node)
+    )
 
 
 def _checked(ancestors: Sequence[cst.CSTNode], names: frozenset[str]) -> bool:
@@ -360,25 +429,44 @@ def _checked(ancestors: Sequence[cst.CSTNode], names: frozenset[str]) -> bool:
     return False
 
 
-def _raises_without(function: cst.FunctionDef | None, name: str, resolver: Resolver) -> bool:
-    """Whether the function raises where the optional import left `name` unset: `if name is
-    None: raise ...` or `if not name: raise ...` (k-diffusion's NATTEN attention)."""
+def _raises_without(function: cst.FunctionDef | None, names: frozenset[str], resolver: Resolver) -> str | None:
+    """How the function raises if the optional import left one of `names` unset or a flag
+    False: `if name is None: raise ...`, `if not name: raise ...` (k-diffusion's NATTEN
+    attention) or `assert has_apex and ...` (ConvNeXt's fused optimizers), as written."""
     if function is None:
-        return False
-    return any(
-        type(node) is cst.If and _tests_missing(node.test, name) and flow.raises(node.body, resolver)
-        for node in descendants(function.body, _SCOPES)
-    )
+        return None
+    for node in descendants(function.body, _SCOPES):
+        if type(node) is cst.If and _tests_missing(node.test, names) and flow.raises(node.body, resolver):
+            return f"if {cst.Module([]).code_for_node(node.test)}: raise"
+        if type(node) is cst.Assert and _asserts(node.test, names):
+            return f"assert {cst.Module([]).code_for_node(node.test)}"
+    return None
 
 
-def _tests_missing(test: cst.BaseExpression, name: str) -> bool:
+def _asserts(test: cst.BaseExpression, names: frozenset[str]) -> bool:
+    """`has_apex`, `name is not None`, or either among what `and` joins."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _asserts(test.left, names) or _asserts(test.right, names)
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        compared = test.comparisons[0]
+        return (
+            type(compared.operator) is cst.IsNot
+            and type(test.left) is cst.Name
+            and test.left.value in names
+            and type(compared.comparator) is cst.Name
+            and compared.comparator.value == "None"
+        )
+    return type(test) is cst.Name and test.value in names
+
+
+def _tests_missing(test: cst.BaseExpression, names: frozenset[str]) -> bool:
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return type(test.expression) is cst.Name and test.expression.value == name
+        return type(test.expression) is cst.Name and test.expression.value in names
     if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Is:
         compared = test.comparisons[0].comparator
         return (
             type(test.left) is cst.Name
-            and test.left.value == name
+            and test.left.value in names
             and type(compared) is cst.Name
             and compared.value == "None"
         )
