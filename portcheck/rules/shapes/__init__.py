@@ -109,6 +109,28 @@ _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.Grea
 _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
 
 
+_SHOWN = 40  # characters of an expression quoted in a message
+
+
+def shown(node: cst.CSTNode) -> str:
+    """An expression as written, cut to fit in a message."""
+    code = cst.Module(body=[]).code_for_node(node).strip()
+    return code if len(code) <= _SHOWN else code[: _SHOWN - 3] + "..."
+
+
+def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | None:
+    """The loop whose body holds the node, within its function: what repeats it. A loop
+    further out repeats the inner loop as a whole, which mostly starts over with the same
+    shapes (DenseNet's layers)."""
+    for index in range(len(ancestors) - 2, -1, -1):
+        node = ancestors[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
+            return node
+    return None
+
+
 def tensor_method(ctx: FileContext, node: cst.CSTNode, names: frozenset[str]) -> bool:
     """`<receiver>.m(...)` with `m` in `names`, where the receiver may be a tensor (it resolves
     to nothing outside torch, and is no NumPy array)."""

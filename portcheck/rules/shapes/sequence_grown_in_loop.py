@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
 from portcheck import patterns
 from portcheck.flow import in_forward, reads
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, builtin_call
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, builtin_call, innermost_loop
 from portcheck.walk import child_fields
 
 # Concatenations that take the sequence of tensors as their first argument (`tensors=`).
@@ -231,7 +229,7 @@ class SequenceGrownInLoop(TensorRule):
         if not grown or flow is None:
             return
         ancestors = self.ctx.ancestors
-        loop = _innermost_loop(ancestors)
+        loop = innermost_loop(ancestors)
         if loop is None or in_forward(ancestors) or flow.off_the_step_path(ancestors):
             return
         step = flow.loop_step(loop)
@@ -354,18 +352,6 @@ def _bound(node: cst.CSTNode) -> list[cst.BaseExpression]:
         else:
             unpacked.append(target)
     return unpacked
-
-
-def _innermost_loop(ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | None:
-    """The loop whose body holds the node: what repeats it. A loop further out repeats the
-    inner loop as a whole, which mostly starts over with the same shapes (DenseNet's layers)."""
-    for index in range(len(ancestors) - 2, -1, -1):
-        node = ancestors[index]
-        if isinstance(node, _SCOPES):
-            return None
-        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
-            return node
-    return None
 
 
 def _identity_test(node: cst.CSTNode) -> bool:

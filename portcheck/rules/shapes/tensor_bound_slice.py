@@ -10,9 +10,8 @@ from portcheck.rules.shapes import (
     in_host_memory,
     read_in_host_memory,
     reads_tensor_value,
+    shown,
 )
-
-_SHOWN = 40  # characters of the bound quoted in the message
 
 
 class TensorBoundSlice(StepRule):
@@ -104,7 +103,7 @@ class TensorBoundSlice(StepRule):
                 continue
             if read_in_host_memory(self.ctx, bound) and self._slices_host_data():
                 continue
-            self.report_by_reach(bound, bound=_shown(bound), advice=advice(self.ctx.targets))
+            self.report_by_reach(bound, bound=shown(bound), advice=advice(self.ctx.targets))
             return  # one finding per slice: `x[start:end]` has one length to fix
 
     def _slices_host_data(self) -> bool:
@@ -115,8 +114,3 @@ class TensorBoundSlice(StepRule):
             and isinstance(ancestors[-2], cst.Subscript)
             and in_host_memory(self.ctx, ancestors[-2].value)
         )
-
-
-def _shown(node: cst.BaseExpression) -> str:
-    code = cst.Module(body=[]).code_for_node(node).strip()
-    return code if len(code) <= _SHOWN else code[: _SHOWN - 3] + "..."
