@@ -156,6 +156,15 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # bark: a test over several lines is reported on each line that reads the device
+            "import torch\ndef generate(model, x, n, eos, min_p, early):\n    for _ in range(n):\n"
+            "        probs = torch.softmax(model(x)[-1], dim=-1)\n        nxt = torch.multinomial(probs, 1)\n"
+            "        if early and (\n            nxt == eos\n"
+            "            or (min_p is not None and probs[-1] >= min_p)\n        ):\n            break\n"
+            "        x = torch.cat([x, nxt])\n",
+            lines=[7, 8],
+            message="`if` in a decoding loop depends on tensor values",
+        ),
         Invalid(  # tacotron2's decoder: a model's own `while` loop over its layers, stopped by its gate
             "import torch\nclass Decoder(torch.nn.Module):\n    def __init__(self):\n        self.prenet = Prenet(80)\n"
             "    def inference(self, x):\n        while True:\n            x, gate = self.prenet(x)\n"
@@ -352,12 +361,40 @@ class TensorDependentControlFlow(StepRule):
         if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
             return  # `if step % N == 0 and loss.item() > x:` reads every N steps
         effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
-        holds = partial(_tests_device_values, self.ctx, test)
-        self.report_in_step(test, where, holds, kind=_KINDS[type(node)], effect=effect)
+        lines = _by_line(test)
+        for line in lines if len(lines) > 1 else [[test]]:
+            holds = partial(_tests_device_values, self.ctx, line)
+            self.report_in_step(line[0], where, holds, kind=_KINDS[type(node)], effect=effect)
 
 
-def _tests_device_values(ctx: FileContext, test: cst.BaseExpression) -> bool:
-    return tests_tensor_value(ctx, test) and not _reads_host_memory_only(ctx, test)
+def _tests_device_values(ctx: FileContext, parts: list[cst.BaseExpression]) -> bool:
+    return any(tests_tensor_value(ctx, part) and not _reads_host_memory_only(ctx, part) for part in parts)
+
+
+def _by_line(
+    test: cst.BaseExpression, newline: bool = False, found: list[list[cst.BaseExpression]] | None = None
+) -> list[list[cst.BaseExpression]]:
+    """The values a test joins with `and`, `or` and `not`, grouped by the line each starts
+    (bark's `if stop and (\n nxt == EOS\n or probs[-1] >= p\n):`): each is read on the host
+    in turn, and a test written over several lines is reported on each line that reads one.
+    `newline`: whether a line break comes right before `test`."""
+    found = [] if found is None else found
+    newline = newline or any(_breaks(paren.whitespace_after) for paren in test.lpar)
+    if isinstance(test, cst.BooleanOperation):
+        _by_line(test.left, newline, found)
+        operator = test.operator
+        _by_line(test.right, _breaks(operator.whitespace_before) or _breaks(operator.whitespace_after), found)
+    elif isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        _by_line(test.expression, newline or _breaks(test.operator.whitespace_after), found)
+    elif newline or not found:
+        found.append([test])
+    else:
+        found[-1].append(test)
+    return found
+
+
+def _breaks(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
+    return isinstance(whitespace, cst.ParenthesizedWhitespace)
 
 
 def _reads_host_memory_only(ctx: FileContext, test: cst.BaseExpression) -> bool:
