@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import flow, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.resolve import Resolver
-from portcheck.rule import ERROR, WARNING, FileContext, Invalid, Rule, Valid, at_most_info, per_target
+from portcheck.rule import ERROR, WARNING, FileContext, Invalid, Report, Rule, Valid, at_most_info, per_target
 from portcheck.rules.dependencies import optional_import
 from portcheck.targets import packages
 from portcheck.walk import descendants
@@ -41,7 +41,8 @@ class CudaOnlyPackageCall(Rule):
     (requirements, pyproject.toml, setup.py, a conda file, a Dockerfile), at the package's
     severity; elsewhere info. Calls where the import is not optional are a warning: the import
     is where the target fails first (PC701), and each call still needs its replacement
-    (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`). The
+    (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`, also in a
+    function defined above an import under `if __name__ == "__main__":`). The
     repository's own modules that fail to import without Triton or one of its CUDA extensions
     (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
@@ -113,6 +114,13 @@ class CudaOnlyPackageCall(Rule):
             "import torch\ndef train(model, optimizer, fp16):\n    if fp16:\n        from apex import amp\n"
             "        model, optimizer = amp.initialize(model, optimizer, opt_level='O2')\n",
             lines=[5],
+            message="whose import fails on the target first (PC701)",
+        ),
+        Invalid(  # LoRA: a function calls what the main block imports further down
+            "import torch\ndef optimizer_step(loss, optimizer, fp16):\n    if fp16:\n"
+            "        with amp.scale_loss(loss, optimizer) as scaled:\n            scaled.backward()\n"
+            "if __name__ == '__main__':\n    from apex import amp\n    model, opt = amp.initialize(model, opt)\n",
+            lines=[4, 8],
             message="whose import fails on the target first (PC701)",
         ),
         Invalid(  # Swin Transformer: the handler leaves None, and only the config decides
@@ -198,6 +206,8 @@ class CudaOnlyPackageCall(Rule):
         self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
         self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
         self._local: set[str] = set()  # names bound to the repository's failing modules (`_failing_module`)
+        # calls in functions of names no import had bound yet: judged at the end of the module
+        self._ahead: list[tuple[cst.BaseExpression, str, tuple[cst.CSTNode, ...]]] = []
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -275,17 +285,11 @@ class CudaOnlyPackageCall(Rule):
         imported = self._imported.get(called.split(".")[0])
         if package is None and imported is not None and self.ctx.qualified_names(node.func):
             if not self.ctx.project.complete:
-                self.report(
-                    node.func,
-                    severity={t: min(level, WARNING) for t, level in imported.severities().items()},
-                    called=called,
-                    package=imported.key,
-                    declared=_IMPORTED,
-                    what=imported.what,
-                    instead=imported.instead,
-                    hint=f"{imported.what}: use instead: {imported.instead}",
-                )
+                self.reports.append(self._imported_call(node.func, called, imported, self.ctx.chain(node.func)))
             return
+        if package is None and self.ctx.qualified_names(node.func) and flow.enclosing_function(self.ctx.ancestors):
+            # a function may call what the module imports further down (`if __name__ == "__main__":`)
+            self._ahead.append((node.func, called, self.ctx.chain(node.func)))
         if package is None or not self.ctx.qualified_names(node.func):
             return  # not the imported name here (a parameter or local of the same name)
         declared = package.key in self.ctx.project.declared_packages
@@ -323,6 +327,33 @@ class CudaOnlyPackageCall(Rule):
             declared=saying,
             what=package.what,
             instead=package.instead,
+        )
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Calls in functions of what an unguarded import further down binds (LoRA's
+        `amp.scale_loss(...)` in `optimizer_step`, with `from apex import amp` under `if
+        __name__ == "__main__":`): by the time the function runs, the import has failed."""
+        for func, called, chain in self._ahead if not self.ctx.project.complete else ():
+            first = called.split(".")[0]
+            imported = self._imported.get(first)
+            if imported is not None and first not in self._optional:
+                self.reports.append(self._imported_call(func, called, imported, chain))
+
+    def _imported_call(
+        self, func: cst.BaseExpression, called: str, imported: packages.Package, chain: tuple[cst.CSTNode, ...]
+    ) -> Report:
+        """The report of a call of what an unguarded import binds: at most a warning, since the
+        import is where the target fails first (PC701's error)."""
+        return self.report_here(
+            func,
+            severity={t: min(level, WARNING) for t, level in imported.severities().items()},
+            chain=chain,
+            called=called,
+            package=imported.key,
+            declared=_IMPORTED,
+            what=imported.what,
+            instead=imported.instead,
+            hint=f"{imported.what}: use instead: {imported.instead}",
         )
 
     def _asking(self, names: frozenset[str]) -> frozenset[str]:
