@@ -300,14 +300,22 @@ class Resolver:
             return []
         return [value for value in values if value is not None]
 
-    def unpacked_from(self, node: cst.Name) -> tuple[cst.Call, int] | None:
-        """The call, and the position in what it returns, of a name bound only by unpacking
-        that call's result (`sigma_down, sigma_up = get_ancestral_step(...)`)."""
+    def values_and_unpacking(
+        self, node: cst.Name
+    ) -> tuple[list[cst.BaseExpression], list[tuple[cst.Call, int]]] | None:
+        """For a name bound both by assignments and by unpacking calls' results (`logits,
+        past = model(x)`, then `logits = logits[:, -1]`): the values `=` gives it (as
+        `values_before_updates`) and the calls, each with its position, it is unpacked from;
+        None where something else binds it too (a parameter, a loop target...)."""
         owner = self.scope_of(node.value)
-        if owner is None or owner.values.get(node.value) != [None] or owner.updated.get(node.value):
+        if owner is None or node.value in owner.imports:
             return None
-        sources = owner.unpacked.get(node.value, ())
-        return sources[0] if len(sources) == 1 else None
+        values = owner.values.get(node.value, [])
+        sources = owner.unpacked.get(node.value, [])
+        unknown = sum(value is None for value in values)
+        if not sources or unknown != len(owner.updated.get(node.value, ())) + len(sources):
+            return None
+        return [value for value in values if value is not None], list(sources)
 
     def rebound_parameter(self, node: cst.Name) -> cst.BaseExpression | None:
         """The value a function binds its parameter to in a statement of its own body (not in

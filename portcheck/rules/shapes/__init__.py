@@ -439,7 +439,9 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
     number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
     parameter is one where it is annotated so, where the function's own body first rebinds it
     to one, or where every call of its function in the module passes one; a name unpacked from
-    what the module's function returns, where that item is one. The results of unknown calls
+    what the module's function returns, where that item is one, or first from what a model
+    returns (`logits, past = model(ids)`); what a function of the module returns where it
+    returns a parameter as given, the argument passed for it. The results of unknown calls
     are not known to be tensors."""
     if depth > 2 * _DEPTH:  # a longer chain than a value test: names, methods, indexes
         return False
@@ -453,6 +455,9 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             if len(given) >= (1 if node.func.value == "abs" else 2):
                 return any(tensor_valued(ctx, value, depth + 1, seen) for value in given)
         returned = ctx.flow.returned_values(node) if ctx.flow is not None else ()
+        given = _passed_through(node, returned)
+        if given is not None:  # `logits = process(logits, ...)` where it returns its parameter
+            return tensor_valued(ctx, given, depth + 1, seen)
         if returned:  # what the module's own function returns (`get_sigmas_karras(n, ...)`)
             inner = frozenset(each for each in seen if each.startswith("self."))  # its names are its own
             return all(
@@ -472,10 +477,10 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             receiver is not None
             and not names
             and method not in _NOT_TENSORS
-            and tensor_valued(ctx, receiver, depth + 1, seen)
+            and tensor_valued(ctx, receiver, depth, seen)  # like arithmetic, a method chain ends in the tree
         )
     if type(node) is cst.Subscript:
-        return tensor_valued(ctx, node.value, depth + 1, seen)
+        return tensor_valued(ctx, node.value, depth, seen)
     if type(node) is cst.Comparison:
         if not any(type(link.operator) in _VALUE_COMPARISONS for link in node.comparisons):
             return False
@@ -512,15 +517,17 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
         iterated = ctx.flow.iterated(node) if ctx.flow is not None and not values else None
         if iterated is not None:  # an item of a tensor: `for t_cur, t_next in zip(t_steps[:-1], t_steps[1:])`
             return tensor_valued(ctx, iterated, depth + 1, inner)
+        mixed = ctx.flow.resolver.values_and_unpacking(node) if ctx.flow is not None and not values else None
+        if mixed is not None:  # `logits, past = model(x)`, then `logits = logits[:, -1, :]`
+            return all(tensor_valued(ctx, value, depth + 1, inner) for value in mixed[0]) and all(
+                _unpacked_tensor(ctx, call, index, depth + 1) for call, index in mixed[1]
+            )
         if not values:
             annotated = ctx.parameter_annotation(node)
             if annotated is not None:
                 return _annotated_tensor(ctx, annotated[0]) and all(
                     tensor_valued(ctx, value, depth + 1, inner) for value in annotated[1]
                 )
-            unpacked = ctx.flow.resolver.unpacked_from(node) if ctx.flow is not None else None
-            if unpacked is not None:  # `sigma_down, sigma_up = get_ancestral_step(...)`
-                return _returned_item_tensor(ctx, *unpacked, depth + 1)
             given = f"parameter:{node.value}"  # inside its rebinding, the name is what callers give
             rebound = ctx.flow.resolver.rebound_parameter(node) if ctx.flow is not None and given not in seen else None
             if rebound is not None:  # made a tensor first: `tx = torch.as_tensor(tx * W).to(x.device)`
@@ -540,6 +547,48 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return any(tensor_valued(ctx, value, depth + 1, doubted) for value in ctx.flow.resolver.updates(node))
         return all(tensor_valued(ctx, value, depth + 1, doubted) for value in others)
     return False
+
+
+def _passed_through(call: cst.Call, returned: Sequence[tuple[cst.BaseExpression, Scope]]) -> cst.BaseExpression | None:
+    """What `call` passes for the parameter its function returns as given (LoRA's
+    `_postprocess_next_token_scores(scores, ...)`, which changes `scores` in place and returns
+    it), where every `return` returns it and the function never rebinds it; else None."""
+    names = {value.value for value, _ in returned if type(value) is cst.Name}
+    scope = returned[0][1] if returned else None
+    if len(names) != 1 or any(type(value) is not cst.Name or each is not scope for value, each in returned):
+        return None
+    (name,) = names
+    assert scope is not None
+    function = scope.owner
+    if type(function) is not cst.FunctionDef or scope.values.get(name) != [None] or scope.updated.get(name):
+        return None
+    params = function.params
+    positional = [param.name.value for param in (*params.posonly_params, *params.params)]
+    if type(call.func) is cst.Attribute:  # `self.process(x)`: `self` is not passed
+        positional = positional[1:]
+    if name not in positional and all(param.name.value != name for param in params.kwonly_params):
+        return None
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+        if arg.keyword is None and index < len(positional) and positional[index] == name:
+            return arg.value
+    return None
+
+
+def _unpacked_tensor(ctx: FileContext, call: cst.Call, index: int, depth: int) -> bool:
+    """Whether the item at `index` of what `call` returns is a tensor: any item of a tensor,
+    or of what a torch function or tensor method returns (`values, ids = torch.topk(...)`,
+    `q, k, v = qkv.unbind(0)`), the first output of a model (`logits, past = model(ids)`),
+    or where the module's function returns one there (`sigma_down, sigma_up =
+    get_ancestral_step(...)`)."""
+    if not ctx.qualified_names(call.func) and flow.runs_model(call):
+        return index == 0  # what else it returns may be anything (`logits, stats = model(x)`)
+    if tensor_valued(ctx, call, depth):
+        return True
+    return _returned_item_tensor(ctx, call, index, depth)
 
 
 def _returned_item_tensor(ctx: FileContext, call: cst.Call, index: int, depth: int) -> bool:

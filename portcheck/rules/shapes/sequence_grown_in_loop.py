@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import in_forward, reads
+from portcheck.flow import in_forward, is_number, reads
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, builtin_call, innermost_loop
 from portcheck.walk import child_fields
@@ -26,8 +26,9 @@ class SequenceGrownInLoop(TensorRule):
     concatenating onto itself and reads again: `idx = torch.cat((idx, idx_next), dim=1)` in a
     loop that also feeds `idx` to the model or slices it. `torch.concat`, `torch.concatenate`,
     `torch.hstack`, `torch.vstack`, `torch.row_stack`, `torch.column_stack` and
-    `torch.dstack` grow it too, and attributes count:
-    `self.tokens = torch.cat([self.tokens, t])`, as do shape-keeping methods on the result
+    `torch.dstack` grow it too. Attributes count (`self.tokens = torch.cat([self.tokens,
+    t])`), as do a tensor reordered by an index first (beam search's
+    `torch.cat((history[beam_idx], nxt), 1)`), shape-keeping methods on the result
     (`torch.cat(...).detach()`) and a first value bound under `if x is None:`. The
     concatenation must be in the body of the step loop itself, outside `forward` and outside
     `if step % N == 0:`.
@@ -207,11 +208,12 @@ class SequenceGrownInLoop(TensorRule):
             lines=[6],
             message="a training loop",
         ),
-        # LoRA's beam search: the first step binds it, later ones grow it (`.detach()` keeps the shape)
+        # LoRA's beam search: the first step binds it, later ones grow it (`.detach()` keeps the
+        # shape), also reordered by the beams kept
         Invalid(
             "import torch\nhistory = None\nfor i in range(eval_len):\n    logits = model(token_id, history)\n"
             "    token_id = logits.argmax(-1, keepdim=True)\n    if history is None:\n        history = token_id.detach()\n"
-            "    else:\n        history = torch.cat((history, token_id.detach()), dim=1).detach()\n",
+            "    else:\n        history = torch.cat((history[beam_idx], token_id.detach()), dim=1).detach()\n",
             lines=[9],
             message="`history` grows by `torch.cat`",
         ),
@@ -296,11 +298,27 @@ class SequenceGrownInLoop(TensorRule):
 
 
 def _joined(call: cst.Call) -> set[str]:
-    """The names and attribute paths a concatenation lists, written out as a list or tuple."""
+    """The names and attribute paths a concatenation lists, written out as a list or tuple,
+    also reordered along the first dimension (beam search's `history[beam_idx]`), which keeps
+    the length it grows."""
     arg = patterns.argument(call, 0, "tensors")
     if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
         return set()
-    return {patterns.dotted(item.value) for item in arg.value.elements if isinstance(item, cst.Element)} - {""}
+    return {patterns.dotted(_reordered(item.value)) for item in arg.value.elements if isinstance(item, cst.Element)} - {
+        ""
+    }
+
+
+def _reordered(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`history` for `history[beam_idx]` (an index that is not a number, alone); else `value`."""
+    if (
+        isinstance(value, cst.Subscript)
+        and len(value.slice) == 1
+        and isinstance(value.slice[0].slice, cst.Index)
+        and not is_number(value.slice[0].slice.value)
+    ):
+        return value.value
+    return value
 
 
 def _unchained(value: cst.BaseExpression) -> cst.BaseExpression:

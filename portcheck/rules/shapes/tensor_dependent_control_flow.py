@@ -24,7 +24,8 @@ class TensorDependentControlFlow(StepRule):
     parameter where every call of its function in the module passes a tensor, also through a
     table of functions: `sample_fn = {"heun": sample_heun}[name]`; an item a loop takes from a
     tensor: `for t_cur, t_next in zip(t_steps[:-1], t_steps[1:]):`; what the module's own
-    function returns, or a value sent to a device with `.to(device)`);
+    function returns, or the argument it returns as given; the first output of a model,
+    `logits, past = model(ids)`; or a value sent to a device with `.to(device)`);
     also in the module's functions called every step from those places (see PC503), and the
     test of a `while` loop that is itself a step loop (DPM-Solver's adaptive `while
     torch.abs(s - t_0).mean() > t_err:`). In a step loop, tests on the error path and under
@@ -78,6 +79,10 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # what else a model returns is not known to be a tensor
+            "import torch\nfor step in range(100):\n    logits, stats = model(x)\n"
+            "    if stats['skip']:\n        continue\n    logits.sum().backward()\n"
+        ),
         Valid(  # unpacked from numbers the module's function returns
             "import torch\ndef bounds(n):\n    return n // 2, n\n"
             "class M(torch.nn.Module):\n    def forward(self, x):\n        lo, hi = bounds(x.shape[0])\n"
@@ -156,6 +161,24 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # LoRA's beam candidates: the ids `torch.topk` gives, tested against the end tokens
+            "import torch\ndef add_candidates(history, eos):\n    last = history[:, -1]\n"
+            "    for i in range(len(last)):\n        if last[i] in eos:\n            print(i)\n"
+            "def beam(model, ids, n, eos):\n    history = None\n    for step in range(n):\n"
+            "        scores, nxt = torch.topk(model(ids)[:, -1], 1)\n"
+            "        history = nxt if history is None else torch.cat([history, nxt], 1)\n        add_candidates(history, eos)\n",
+            lines=[5],
+        ),
+        Invalid(  # LoRA's beam search: a model's first output, through a helper that returns what it is given
+            "import torch\ndef penalize(lprobs, prev):\n    for i in range(lprobs.shape[0]):\n        for tok in prev[i]:\n"
+            "            if lprobs[i, tok] < 0:\n                lprobs[i, tok] *= 2.0\n"
+            "def process(scores, prev):\n    penalize(scores, prev)\n    return scores\n"
+            "def beam(model, ids, n):\n    logits, past = model(ids)\n    for i in range(n):\n"
+            "        logits = process(logits[:, -1, :], ids)\n        nxt = logits.argmax(-1, keepdim=True)\n"
+            "        logits, past = model(nxt, past=past)\n        ids = torch.cat([ids, nxt], 1)\n",
+            lines=[5],
+            message="`if` in `penalize()`, called from",
+        ),
         Invalid(  # bark: a test over several lines is reported on each line that reads the device
             "import torch\ndef generate(model, x, n, eos, min_p, early):\n    for _ in range(n):\n"
             "        probs = torch.softmax(model(x)[-1], dim=-1)\n        nxt = torch.multinomial(probs, 1)\n"
