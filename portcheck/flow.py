@@ -1285,7 +1285,7 @@ class DeviceFlow:
         if found is None and type(loop) is cst.While and self._runs_submodules(loop):
             found = "decoding"
         if found is None:
-            return None
+            return "a loop over chunks" if type(loop) is cst.For and _takes_chunks(loop) else None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
 
     def _runs_submodules(self, loop: cst.While) -> bool:
@@ -1902,6 +1902,24 @@ def _counted(loop: cst.For | cst.While) -> Iterator[str]:
                     and small.value.value == "1"
                 ):
                     yield small.target.value
+
+
+def _takes_chunks(loop: cst.For) -> bool:
+    """A loop that batches by hand, `for i in range(0, n, chunk):` slicing `x[i : i + chunk]`
+    (also `x[i : min(i + chunk, n)]`): each pass works on the next batch, as a step does (DINO's
+    k-NN evaluation)."""
+    counted, counter = loop.iter, loop.target
+    if type(counted) is not cst.Call or not _calls(counted, "range") or len(counted.args) != 3:
+        return False
+    stride = counted.args[2].value
+    if type(counter) is not cst.Name or is_number(stride):
+        return False
+    for node in descendants(loop.body, _NESTED_SCOPES):
+        if type(node) is cst.Slice and type(node.lower) is cst.Name and node.lower.value == counter.value:
+            upper = node.upper
+            if upper is not None and any(stride.deep_equals(each) for each in (upper, *descendants(upper))):
+                return True
+    return False
 
 
 def _calls(node: cst.BaseExpression, builtin: str) -> bool:

@@ -71,7 +71,8 @@ class HostSyncInStep(StepRule):
       predictor's `predict_*()`, `next(...)` or a batch getter, or something it was given with
       data sent to a device: `inception(img)` after `img = img.to(device)`) or decodes (samples
       tokens, or a `while` loop calls layers its class made: tacotron2's `self.prenet(x)`), in
-      its body or `while` test,
+      its body or `while` test, or batches by hand (`for i in range(0, n, chunk):` slicing
+      `x[i : i + chunk]`, DINO's k-NN evaluation),
       directly or through the module's functions and the methods of its class (Mamba's
       `get_logits()`, segment-anything's `self._process_batch()`; not one with a step loop of
       its own, which makes an epoch loop, nor a `for` loop calling a function that runs one:
@@ -344,6 +345,16 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # DINO's k-NN evaluation: a loop over chunks of device features
+            "import torch\ndef knn(train_features, test_features, test_labels, chunk):\n    top1 = 0.0\n"
+            "    for idx in range(0, test_features.shape[0], chunk):\n"
+            "        features = test_features[idx : min(idx + chunk, len(test_features))]\n"
+            "        similarity = torch.mm(features, train_features)\n"
+            "        top1 = top1 + similarity.gt(0.5).eq(test_labels[idx : idx + chunk]).sum().item()\n"
+            "    return top1\n",
+            lines=[7],
+            message="in a loop over chunks",
+        ),
         Invalid(  # a predicate that holds every step
             "import torch\nfrom pytorch_lightning.callbacks import Callback\nclass ImageLogger(Callback):\n"
             "    def check_frequency(self, idx):\n        if self.enabled:\n"
