@@ -848,15 +848,36 @@ class DeviceFlow:
         return None if loop is None else _paired(loop.target, loop.iter, node.value)
 
     def _binding_loop(self, node: cst.Name) -> cst.For | None:
-        """The loop around the walk that binds the name, where nothing else does."""
-        if self.elsewhere or self.resolver.bindings(node) != 1:
+        """The loop around the walk that binds the name, where nothing else does, or where no
+        statement of the loop's body binds it again before the walk reads it (BLIP's `ques_id =
+        int(ques_id.item())`, and another loop over `ques_id` elsewhere: what it reads is still
+        this loop's item)."""
+        if self.elsewhere:
             return None
-        for ancestor in reversed(self.ancestors):
+        once = self.resolver.bindings(node) == 1
+        path = (*self.ancestors, node)
+        for index in range(len(path) - 2, -1, -1):
+            ancestor = path[index]
             if type(ancestor) in _NESTED_SCOPES:
                 return None
             if type(ancestor) is cst.For and node.value in _target_names(ancestor.target):
-                return ancestor
+                return ancestor if once or self._read_before_rebinding(ancestor, path[index:], node.value) else None
         return None
+
+    def _read_before_rebinding(self, loop: cst.For, path: Sequence[cst.CSTNode], name: str) -> bool:
+        """Whether `path` (from `loop` down) reads `name` in a statement of the loop's body
+        that no earlier statement of the body rebinds it before: in a line that binds it not
+        at all, or only in the value of its assignment (`ques_id = int(ques_id.item())`)."""
+        if len(path) < 4 or path[1] is not loop.body or type(path[2]) is not cst.SimpleStatementLine:
+            return False
+        line = path[2]
+        if name in self.names_bound_in(line):
+            assign = path[3]
+            if type(assign) is not cst.Assign or len(path) < 5 or path[4] is not assign.value:
+                return False
+        statements = loop.body.body if type(loop.body) is cst.IndentedBlock else ()
+        earlier = statements[: next((i for i, each in enumerate(statements) if each is line), 0)]
+        return not any(name in self.names_bound_in(statement) for statement in earlier)
 
     def _moves_items(self, loop: cst.For) -> bool:
         """Whether the loop's body moves one of the items it binds to the device (`x = x.to(device)`)."""

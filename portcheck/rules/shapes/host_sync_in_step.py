@@ -310,6 +310,13 @@ class HostSyncInStep(StepRule):
             "        captions = model.generate(image)\n        for caption, img_id in zip(captions, image_id):\n"
             "            result.append({'image_id': img_id.item(), 'caption': caption})\n    return result\n"
         ),
+        Valid(  # BLIP's VQA: an id of the batch the loop leaves on the host, rebound to its number
+            "import torch\ndef evaluate(model, data_loader, device):\n    result = []\n"
+            "    for n, (image, question, question_id) in enumerate(logger.log_every(data_loader, 10)):\n"
+            "        image = image.to(device)\n        answers = model(image, question)\n"
+            "        for answer, ques_id in zip(answers, question_id):\n            ques_id = int(ques_id.item())\n"
+            "            result.append({'question_id': ques_id, 'answer': answer})\n    return result\n"
+        ),
         Valid(  # the first few steps only, counted by hand
             "import torch\nseen = 0\nfor example in examples:\n    loss = model(example)\n    seen += 1\n"
             "    if seen < 10:\n        print(loss.item())\n"
