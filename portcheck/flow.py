@@ -142,6 +142,10 @@ _MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder|predict)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 _BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
+_TRANSFORMS = "torchvision.transforms"
+_MODULE = "torch.nn.Module"
+# `torch.nn` classes that hold other modules or none: no layer of a model among them.
+_CONTAINERS = frozenset(f"torch.nn.{name}" for name in ("Module", "Sequential", "ModuleList", "ModuleDict", "Identity"))
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate what they are given
 # Calls whose items are those of their one argument, in order (a progress bar, a copy).
@@ -327,6 +331,7 @@ class DeviceFlow:
     _titles: set[str] = field(default_factory=set)  # the names of those classes' methods seen so far
     # functions of the module patched in as a class's forward (`LlamaAttention.forward = forward`)
     _patched_forwards: set[str] = field(default_factory=set)
+    _transforms_module: bool | None = None  # see `_only_transforms`
     elsewhere: bool = False  # `in_scope` is resolving names in a scope the walk is not in
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
@@ -564,9 +569,9 @@ class DeviceFlow:
         types = None
         if type(operator) in (cst.Equal, cst.NotEqual):
             if patterns.is_device_like(left):
-                types = _device_types(self._device_literal(right))
+                types = _device_types(self.device_literal(right))
             elif patterns.is_device_like(right):
-                types = _device_types(self._device_literal(left))
+                types = _device_types(self.device_literal(left))
         elif type(operator) in (cst.In, cst.NotIn):
             if patterns.is_device_like(right):
                 types = _device_types(left)  # "mps" in str(device)
@@ -578,7 +583,7 @@ class DeviceFlow:
         reach = Reach(types, False)
         return reach if type(operator) in (cst.Equal, cst.In) else ~reach
 
-    def _device_literal(self, node: cst.BaseExpression) -> cst.BaseExpression:
+    def device_literal(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """The literal a device constant names: `"cpu"` for `_CPU_DEVICE` bound once to
         `torch.device("cpu")` (dinov2's), or for `torch.device("cpu")` itself; else the node."""
         if type(node) is cst.Name:
@@ -828,6 +833,46 @@ class DeviceFlow:
             self._module_functions = {each.name.value: each for each in body if type(each) is cst.FunctionDef}
         return self._module_functions
 
+    def in_data_worker(self, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Inside what DataLoader workers (or the host's data pipeline) run: a dataset's methods
+        (in a class derived from a `...Dataset` or a torchvision dataset: `__getitem__`, the
+        helpers it calls, `collater`, `ordered_indices`), a collate function or collator (named
+        like one), or a data transform: a class derived from a torchvision transform, or any
+        `nn.Module` of a module of transforms (`_only_transforms`: torchvision's detection and
+        classification references, `RandomIoUCrop`, `RandomMixup`)."""
+        for node in ancestors:
+            if type(node) in (cst.FunctionDef, cst.ClassDef) and COLLATE_NAME.search(node.name.value):
+                return True
+            if type(node) is not cst.ClassDef:
+                continue
+            bases = [self.resolver.qualified_names(base.value) for base in node.bases]
+            if any(_is_dataset(base.value, self.resolver) for base in node.bases):
+                return True
+            if any(name.startswith(_TRANSFORMS) for names in bases for name in names):
+                return True
+            if any(_MODULE in names for names in bases) and ancestors and self._only_transforms(ancestors[0]):
+                return True
+        return False
+
+    def _only_transforms(self, module: cst.CSTNode) -> bool:
+        """Whether the module uses torchvision's transforms and makes no layer (no `torch.nn`
+        class but containers and `Identity`, no `nn.Parameter`): its `nn.Module`s transform
+        data samples, as torchvision's own transforms do, in the data pipeline."""
+        if self._transforms_module is None:
+            uses = made = False
+            for node in descendants(module):
+                if type(node) in (cst.Name, cst.Attribute):
+                    names = self.resolver.qualified_names(node)
+                    uses = uses or any(name.startswith(_TRANSFORMS) for name in names)
+                elif type(node) is cst.Call:
+                    names = self.resolver.qualified_names(node.func)
+                    made = made or any(
+                        name.startswith("torch.nn.") and name[9:10].isupper() and name not in _CONTAINERS
+                        for name in names
+                    )
+            self._transforms_module = uses and not made
+        return self._transforms_module
+
     def _iterated_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """Where the items lie that a loop around the walk binds to the name, where nothing else
         binds it: those of a tensor where it lies (`for row in host_boxes:`, also paired by
@@ -836,7 +881,7 @@ class DeviceFlow:
         loop = self._binding_loop(node)
         if loop is None:
             return None
-        if self._iterates_loader(loop.iter) and self._moves_items(loop):
+        if type(loop) is cst.For and self._iterates_loader(loop.iter) and self._moves_items(loop):
             return Home.HOST
         source = _paired(loop.target, loop.iter, node.value)
         return None if source is None else self._home(source, depth + 1, seen | {node.value})
@@ -847,8 +892,9 @@ class DeviceFlow:
         loop = self._binding_loop(node)
         return None if loop is None else _paired(loop.target, loop.iter, node.value)
 
-    def _binding_loop(self, node: cst.Name) -> cst.For | None:
-        """The loop around the walk that binds the name, where nothing else does, or where no
+    def _binding_loop(self, node: cst.Name) -> cst.For | cst.CompFor | None:
+        """The loop around the walk that binds the name (also a comprehension's, from its `if`:
+        `[i for i, w in enumerate(words) if w != end]`), where nothing else does, or where no
         statement of the loop's body binds it again before the walk reads it (BLIP's `ques_id =
         int(ques_id.item())`, and another loop over `ques_id` elsewhere: what it reads is still
         this loop's item)."""
@@ -860,6 +906,8 @@ class DeviceFlow:
             ancestor = path[index]
             if type(ancestor) in _NESTED_SCOPES:
                 return None
+            if type(ancestor) is cst.CompFor and node.value in _target_names(ancestor.target):
+                return ancestor if once else None
             if type(ancestor) is cst.For and node.value in _target_names(ancestor.target):
                 return ancestor if once or self._read_before_rebinding(ancestor, path[index:], node.value) else None
         return None
@@ -1365,7 +1413,7 @@ class DeviceFlow:
         samplers = self.resolver.qualified_names(call.func) & _SAMPLERS
         if method == "multinomial" or "torch.multinomial" in samplers:
             return "decoding"
-        if depth == 0 and (samplers or method == "argmax"):
+        if depth == 0 and (samplers or method in ("argmax", "topk")):
             return "decoding"  # in a helper an argmax or topk may as well score accuracy or diffs
         if _MODEL_NAME.search(named) and not _MODEL_HANDLING.match(named):
             return "step"
@@ -1775,19 +1823,6 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
             and index + 1 < len(ancestors)
             and ancestors[index + 1] is node.body
         ):
-            return True
-    return False
-
-
-def in_data_worker(ancestors: Sequence[cst.CSTNode], resolver: Resolver) -> bool:
-    """Inside what DataLoader workers (or the host's data pipeline) run: a dataset's methods
-    (in a class derived from a `...Dataset` or a torchvision dataset: `__getitem__`, the
-    helpers it calls, `collater`, `ordered_indices`), or a collate function or collator (named
-    like one)."""
-    for node in ancestors:
-        if type(node) in (cst.FunctionDef, cst.ClassDef) and COLLATE_NAME.search(node.name.value):
-            return True
-        if type(node) is cst.ClassDef and any(_is_dataset(base.value, resolver) for base in node.bases):
             return True
     return False
 

@@ -100,9 +100,16 @@ _TENSOR_MAKERS = frozenset(
         "nn.utils.clip_grad_norm_", "nn.utils.clip_grad_norm", "nn.utils.get_total_norm",
     )
 )  # fmt: skip
+# Methods only a tensor has (not an array, a list or a module): what they return is a tensor,
+# whatever the receiver is known to be (`scores.view(-1).topk(k)` where `scores = decoder.fc(h)`).
+_TENSOR_ONLY_METHODS = frozenset(
+    {"topk", "unsqueeze", "masked_fill", "masked_fill_", "expand_as", "view_as", "type_as", "index_select",
+     "log_softmax", "softmax", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "detach"}
+)  # fmt: skip
 _NOT_TENSORS = frozenset(
-    {"item", "tolist", "numpy", "size", "dim", "numel", "element_size", "data_ptr", "stride", "is_contiguous"}
-)
+    {"item", "tolist", "numpy", "size", "dim", "ndimension", "numel", "nelement", "element_size", "data_ptr",
+     "stride", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "is_pinned", "get_device"}
+)  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
 _TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
 _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
@@ -210,7 +217,7 @@ def in_host_memory(ctx: FileContext, node: cst.BaseExpression) -> bool:
         home is flow.Home.DEFAULT and not flow_.default_device_set(ctx.ancestors, ctx.source)
     ):
         return True
-    return home is not flow.Home.MOVED and flow.in_data_worker(ctx.ancestors, flow_.resolver)
+    return home is not flow.Home.MOVED and flow_.in_data_worker(ctx.ancestors)
 
 
 def off_host_at_end(ctx: FileContext, node: cst.BaseExpression) -> Callable[[], bool]:
@@ -468,6 +475,8 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return True  # what a model returns: `logits = model(ids)[:, -1]`, `eps = self.net(x, t)`
         method = patterns.method_name(node)
         receiver = node.func.value if type(node.func) is cst.Attribute else None
+        if method in _TENSOR_ONLY_METHODS and not names:
+            return True
         if method == "apply" and receiver is not None and _names_class(receiver):
             # a torch.autograd.Function's (`AllReduce.apply(loss)`): tensors in, tensors out
             return any(tensor_valued(ctx, arg.value, depth + 1, seen) for arg in node.args if not arg.keyword)

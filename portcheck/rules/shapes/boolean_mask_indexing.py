@@ -16,9 +16,14 @@ from portcheck.rules.shapes import (
     is_bool_mask,
     numpy_valued,
     tensor_method,
+    tests_tensor_value,
 )
+from portcheck.walk import descendants
 
 _READ = "boolean-mask indexing returns as many elements as the mask has True values"
+_KEPT = (
+    "indexing with `{name}`, the positions a test of tensor values keeps, returns as many elements as the test keeps"
+)
 _WRITE = "assigning a tensor through a boolean mask needs the positions of its True values"
 _FILL = (
     "filling through a boolean mask is a masked_fill in eager PyTorch, but torch_xla reads the mask on the "
@@ -40,7 +45,9 @@ class BooleanMaskIndexing(StepRule):
     (`x[x > 0]`), a `~`, `&` or `|` combination of masks, a call that makes one (`.bool()`,
     `torch.isnan`, `logical_and`, `.any(dim)`, `dtype=torch.bool`...), a name bound once to
     one of those, or a parameter that a call in the same module passes one of those (`def pick(x, keep): return
-    x[keep]` with `pick(x, x > 0)`).
+    x[keep]` with `pick(x, x > 0)`). So is indexing with the positions a list comprehension
+    keeps by a test of tensor values (a beam search's `incomplete = [i for i, w in
+    enumerate(words) if w != end]`, then `seqs[incomplete]`), or a list made from them.
     Assignments through a mask are reported too: of a tensor (`x[mask] = y[mask]`) and augmented
     (`x[mask] += 1`) as reads are; of a scalar (`x[mask] = 0`, `logits[:, m] = -inf`) as a
     warning, where compiled graphs need static shapes. NumPy arrays (a `numpy` call's result,
@@ -97,6 +104,10 @@ class BooleanMaskIndexing(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # positions kept by a test of Python values
+            "import torch\ndef keep(x, lengths):\n    for step in range(8):\n        y = model(x)\n"
+            "        long = [i for i, n in enumerate(lengths) if n > 3]\n        y = y[long]\n"
+        ),
         Valid(  # fairseq's data helpers: handed to NumPy, and in a dataset's own methods
             "import numpy as np\nimport torch\ndef spans(mask_idc, sz):\n    return np.unique(mask_idc[mask_idc < sz])\n"
             "class DenoisingDataset(torch.utils.data.Dataset):\n    def add_whole_word_mask(self, source, p):\n"
@@ -227,16 +238,44 @@ class BooleanMaskIndexing(StepRule):
             "    return mask\n",
             lines=[4, 7],
         ),
+        Invalid(  # the image-captioning tutorial's beam search: beams that reached <end> leave the batch
+            "import torch\ndef beam(decoder, k_prev, end, k):\n    seqs = k_prev\n    while k > 0:\n"
+            "        scores = decoder.fc(decoder.embedding(k_prev))\n"
+            "        top, words = scores.view(-1).topk(k, 0, True, True)\n"
+            "        seqs = torch.cat([seqs, words.unsqueeze(1)], dim=1)\n"
+            "        incomplete = [i for i, w in enumerate(words) if w != end]\n"
+            "        complete = list(set(range(len(words))) - set(incomplete))\n"
+            "        done = seqs[complete].tolist()\n        k -= len(complete)\n"
+            "        seqs = seqs[incomplete]\n        k_prev = words[incomplete].unsqueeze(1)\n    return seqs\n",
+            lines=[10, 12, 13],
+            message="the positions a test of tensor values keeps",
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._calls: dict[str, list[tuple[cst.Call, Scope]]] = {}  # by the name called, with its scope
+        self._filters: set[int] = set()  # the list comprehensions that keep items by a test of tensor values
+
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        """Note a list comprehension whose `if` tests tensor values (`[i for i, w in
+        enumerate(words) if w != end]`): the positions it keeps depend on the data."""
+        comprehension = next(
+            (each for each in reversed(self.ctx.ancestors) if isinstance(each, (cst.ListComp, cst.SetComp))), None
+        )
+        if comprehension is not None and tests_tensor_value(self.ctx, node.test):
+            self._filters.add(id(comprehension))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if isinstance(node.value, (cst.Tuple, cst.List, cst.Dict)):
             return  # a literal picked by a Python bool
         if not self._masked(node):
+            kept = self._kept_positions(node)
+            if kept is not None and not in_host_memory(self.ctx, node.value) and not self._given_to_numpy():
+                problem = _KEPT.format(name=kept)
+                instead = "every row, with the finished ones masked (torch.where), or index tensors of a fixed size"
+                self.report_by_reach(node, problem=problem, instead=instead, advice=advice(self.ctx.targets))
+                return
             self._note_parameter_index(node)
             return
         if in_host_memory(self.ctx, node.value) or self._given_to_numpy():
@@ -253,6 +292,29 @@ class BooleanMaskIndexing(StepRule):
         else:
             problem, instead = _READ, "torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions"
         self.report_by_reach(node, problem=problem, instead=instead, advice=advice(self.ctx.targets))
+
+    def _kept_positions(self, node: cst.Subscript) -> str | None:
+        """The name of the index list, where a subscript indexes with the positions a list
+        comprehension keeps by a test of tensor values, or a list made from them
+        (`list(set(range(n)) - set(incomplete))`)."""
+        for element in node.slice:
+            index = element.slice.value if isinstance(element.slice, cst.Index) else None
+            if isinstance(index, cst.Name) and self._keeps_by_data(index, 0):
+                return index.value
+        return None
+
+    def _keeps_by_data(self, name: cst.Name, depth: int) -> bool:
+        values = self.ctx.assigned_values(name)
+        if not values or depth > 2:
+            return False
+        return all(
+            id(value) in self._filters
+            or any(
+                isinstance(each, cst.Name) and each.value != name.value and self._keeps_by_data(each, depth + 1)
+                for each in descendants(value)
+            )
+            for value in values
+        )
 
     def _note_parameter_index(self, node: cst.Subscript) -> None:
         """`x[keep]` where `keep` is a parameter of the enclosing function: reported at the end

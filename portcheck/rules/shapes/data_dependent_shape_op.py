@@ -39,13 +39,24 @@ _OPS = {
         "without min/max reads the data's range on the host",
         "torch.histc(x, bins, min=lo, max=hi) with a fixed range",
     ),
+    "pack_padded_sequence": _Op(
+        "packs as many rows as the lengths add up to: a new shape at every batch",
+        "the padded batch with a mask of the valid steps (torch.arange(T) < lengths[:, None]), reading each"
+        " sequence's last valid output with gather",
+    ),
+    "pad_packed_sequence": _Op(
+        "without total_length pads to the batch's longest sequence: a new shape at every batch",
+        "pad_packed_sequence(..., total_length=T) with the fixed length T",
+    ),
 }
+_RNN_UTILS = ("pack_padded_sequence", "pad_packed_sequence")
 _FUNCTIONS = {
-    **{f"{module}.{op}": op for op in _OPS for module in ("torch", "torch.Tensor")},
+    **{f"{module}.{op}": op for op in _OPS for module in ("torch", "torch.Tensor") if op not in _RNN_UTILS},
+    **{f"torch.nn.utils.rnn.{op}": op for op in _RNN_UTILS},
     "torch.functional.unique": "unique",
     "torch.functional.unique_consecutive": "unique_consecutive",
 }
-_METHODS = frozenset(_OPS) - {"where"}  # Tensor.where(cond, other) always keeps the shape
+_METHODS = frozenset(_OPS) - {"where", *_RNN_UTILS}  # Tensor.where(cond, other) always keeps the shape
 # Methods whose result is a tensor: evidence that a `repeats` argument is one.
 _TENSOR_RESULTS = frozenset({"long", "int", "to", "sum", "cumsum", "diff", "flatten", "view", "reshape", "clamp"})
 
@@ -55,7 +66,8 @@ class DataDependentShapeOp(StepRule):
     Reports operators whose output shape depends on tensor values: `nonzero`, `argwhere`,
     one-argument `torch.where`, `masked_select`, `unique`, `unique_consecutive`, `bincount`,
     `repeat_interleave` with tensor repeats and no `output_size=`, and `histc` without a range,
-    as functions or tensor methods; not of a tensor in host memory (`.cpu()`, made from Python
+    as functions or tensor methods, and `torch.nn.utils.rnn.pack_padded_sequence` (as many rows
+    as the lengths add up to) and `pad_packed_sequence` without `total_length=`; not of a tensor in host memory (`.cpu()`, made from Python
     data where nothing sets a default device, or in a dataset's methods or a collate
     function), which the host computes.
 
@@ -96,9 +108,14 @@ class DataDependentShapeOp(StepRule):
     hint = "use {instead}{advice}"
     severity = SYNC_SEVERITY
     triggers = (b"nonzero", b"argwhere", b"where", b"masked_select", b"unique", b"repeat_interleave", b"bincount",
-                b"histc")  # fmt: skip
+                b"histc", b"pack_padded_sequence", b"pad_packed_sequence")  # fmt: skip
 
     VALID = [
+        Valid(  # unpacked to a fixed length
+            "import torch\nclass Encoder(torch.nn.Module):\n    def forward(self, packed):\n"
+            "        out, _ = torch.nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], True, 0.0, 200)\n"
+            "        return out\n"
+        ),
         Valid("import torch\nidx = torch.nonzero_static(x, size=8, fill_value=-1)\ny = torch.where(m, x, 0)\n"),
         Valid("import torch\ndef nonzero(x):\n    return x\nidx = nonzero(t)\n"),
         Valid("import numpy as np\nimport torch\nu = np.unique(a)\ni = np.where(a > 0)\nj = np.nonzero(a)\n"),
@@ -117,6 +134,14 @@ class DataDependentShapeOp(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # tacotron2's encoder: the packed rows follow the batch's lengths; unpacking pads to its longest
+            "import torch\nfrom torch.nn.utils.rnn import pack_padded_sequence as pack\nfrom torch.nn.utils import rnn\n"
+            "class Encoder(torch.nn.Module):\n    def forward(self, x, input_lengths):\n"
+            "        x = pack(x, input_lengths.cpu().numpy(), batch_first=True)\n        outputs, _ = self.lstm(x)\n"
+            "        outputs, _ = rnn.pad_packed_sequence(outputs, batch_first=True)\n        return outputs\n",
+            lines=[6, 8],
+            message="a new shape at every batch",
+        ),
         Invalid(  # a metric computed once after evaluation: info
             "import torch\ndef summarize(labels):\n    return torch.unique(labels)\n",
             lines=[3],
@@ -165,7 +190,7 @@ class DataDependentShapeOp(StepRule):
         subject = node.func.value if offset else next((arg.value for arg in node.args if not arg.keyword), None)
         if subject is not None and in_host_memory(self.ctx, subject):
             return
-        what = f".{op}()" if offset else f"torch.{op}"
+        what = f".{op}()" if offset else min(names).replace("torch.Tensor.", "torch.").replace(".functional.", ".")
         self.report_by_reach(
             node,
             holds=off_host_at_end(self.ctx, subject) if subject is not None else None,
@@ -180,6 +205,8 @@ class DataDependentShapeOp(StepRule):
         receiver takes the place of the first argument."""
         if op == "where":
             return len(call.args) == 1
+        if op == "pad_packed_sequence":
+            return patterns.argument(call, 3, "total_length") is None
         if op == "histc":
             bounds = (patterns.argument(call, 2 + offset, "min"), patterns.argument(call, 3 + offset, "max"))
             return all(arg is None or _is_zero(arg.value) for arg in bounds)

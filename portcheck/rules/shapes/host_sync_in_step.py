@@ -52,7 +52,8 @@ _NUMBER_ARGUMENTS = {
 
 class HostSyncInStep(StepRule):
     """## What it does
-    Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")`, `.numpy()`, `int()`, `float()`,
+    Reports `.item()`, `.tolist()`, `.cpu()`, `.to("cpu")` (also `.to(cpu_device)` where
+    `cpu_device = torch.device("cpu")`), `.numpy()`, `int()`, `float()`,
     `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value
     it is registered with), `min()` / `max()` comparing one (`min(self.decay, n / 10)`), a
     tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`, `"{:.6f}".format(norm)`)
@@ -103,8 +104,10 @@ class HostSyncInStep(StepRule):
     index, a count it keeps or a parameter named for the step (`batch_idx`: the first steps
     only); those that decide a branch (PC504) or a slice length (PC505); and those on NumPy
     arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from
-    Python data where nothing sets a default device, or in a dataset's methods or a collate
-    function; a loader's batch items the loop leaves there while it moves others to the device;
+    Python data where nothing sets a default device, or in a dataset's methods, a collate
+    function or a data transform: a torchvision transform's subclass, or an `nn.Module` of a
+    module that uses torchvision's transforms and makes no layer; a loader's batch items the
+    loop leaves there while it moves others to the device;
     the items of a host tensor), which live on the host. Info: a copy written out (given to
     `Image.fromarray`, `np.save`, `cv2.imwrite`, `torchaudio.save`... directly or through the
     name it is bound to in the same function), and `.numpy()` in forward() or in a loop that
@@ -167,6 +170,13 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # torchvision's references: a module of transforms, which run in the data pipeline
+            "import torch\nfrom torchvision.transforms import functional as F\nclass RandomCutmix(torch.nn.Module):\n"
+            "    def forward(self, batch, target):\n        if not batch.is_floating_point():\n"
+            "            batch = batch.float()\n        _, h, w = F.get_dimensions(batch)\n"
+            "        cut = int(target.float().mean().item() * h)\n        batch[:, :, :cut] = batch.roll(1, 0)[:, :, :cut]\n"
+            "        return batch, target\n"
+        ),
         Valid(  # a class made of device data is no model run; nor a function given host data
             "import torch\nfor b in sizes:\n    z = torch.randn(b, 512, device=device)\n    stats = Summary(z)\n"
             "    y = process(b)\n    print(z.sum().item())\n"
@@ -352,6 +362,21 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a module that makes layers is a model's, whatever transforms it also uses
+            "import torch\nfrom torchvision.transforms import functional as F\nclass Head(torch.nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.proj = torch.nn.Linear(4, 4)\n"
+            "    def forward(self, batch, target):\n        _, h, w = F.get_dimensions(batch)\n"
+            "        cut = int(target.float().mean().item() * h)\n        return self.proj(batch[:, :, :cut])\n",
+            lines=[9],
+            message="`.item()` in forward()",
+        ),
+        Invalid(  # torchvision's detection evaluation: outputs copied to a CPU device named once
+            "import torch\ndef evaluate(model, data_loader, device):\n    cpu_device = torch.device('cpu')\n"
+            "    for images, targets in data_loader:\n        outputs = model([img.to(device) for img in images])\n"
+            "        outputs = [{k: v.to(cpu_device) for k, v in t.items()} for t in outputs]\n",
+            lines=[6],
+            message='`.to("cpu")` in a loop over a DataLoader',
+        ),
         Invalid(  # DINO's k-NN evaluation: a loop over chunks of device features
             "import torch\ndef knn(train_features, test_features, test_labels, chunk):\n    top1 = 0.0\n"
             "    for idx in range(0, test_features.shape[0], chunk):\n"
@@ -657,6 +682,18 @@ class HostSyncInStep(StepRule):
         self.record_tensor_returns(node)  # once for the step rules, here
         super().leave_Module(node)
 
+    def _to_named_cpu(self, node: cst.Call) -> bool:
+        """`.to(cpu_device)` where `cpu_device = torch.device("cpu")` (torchvision's detection
+        evaluation)."""
+        module_flow = self.ctx.flow
+        if patterns.method_name(node) != "to" or module_flow is None:
+            return False
+        places = [arg.value for arg in node.args if arg.keyword is None or arg.keyword.value == "device"]
+        return any(
+            type(place) is cst.Name and patterns.string_value(module_flow.device_literal(place)) == "cpu"
+            for place in places
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)
         self.note_tensor_arguments(node)  # once for the step rules, here
@@ -674,7 +711,7 @@ class HostSyncInStep(StepRule):
             copied, call = converted, f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
         elif number is not None:
             copied, call = number
-        elif _syncs(node) and tensor_method(self.ctx, node, _SYNCS | {"to"}):
+        elif (_syncs(node) or self._to_named_cpu(node)) and tensor_method(self.ctx, node, _SYNCS | {"to"}):
             copied, call = _copied(node), '`.to("cpu")`' if method == "to" else f"`.{method}()`"
         else:
             return

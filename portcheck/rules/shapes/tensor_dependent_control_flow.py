@@ -9,12 +9,19 @@ from portcheck.flow import periodic
 from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, in_host_memory, tests_tensor_value
 
-_KINDS = {cst.If: "`if`", cst.While: "`while`", cst.IfExp: "conditional expression", cst.Assert: "`assert`"}
+_KINDS = {
+    cst.If: "`if`",
+    cst.While: "`while`",
+    cst.IfExp: "conditional expression",
+    cst.Assert: "`assert`",
+    cst.CompIf: "comprehension's `if`",
+}
 
 
 class TensorDependentControlFlow(StepRule):
     """## What it does
-    Reports `if`, `while`, conditional-expression and `assert` tests that depend on tensor
+    Reports `if`, `while`, conditional-expression, comprehension `if` (`[i for i, w in
+    enumerate(words) if w != end]`, one read per element) and `assert` tests that depend on tensor
     values, in a module's `forward` or in a step loop (training, evaluation, decoding: see
     PC503): `mask.any()`, `x.all()`, `t.item()`, comparisons of reductions (`x.sum() > 0`,
     `x.max() < t`), `torch.any` / `torch.all` / `torch.equal` / `torch.is_nonzero`,
@@ -161,6 +168,14 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a beam search keeps the beams that have not ended: one read per beam, every step
+            "import torch\ndef beam(decoder, k_prev, end, k):\n    while True:\n"
+            "        top, words = decoder.fc(k_prev).view(-1).topk(k, 0, True, True)\n"
+            "        alive = [i for i, w in enumerate(words) if w != end]\n        if not alive:\n            break\n"
+            "        k_prev = words\n",
+            lines=[5],
+            message="comprehension's `if` in a decoding loop",
+        ),
         Invalid(  # LoRA's beam candidates: the ids `torch.topk` gives, tested against the end tokens
             "import torch\ndef add_candidates(history, eos):\n    last = history[:, -1]\n"
             "    for i in range(len(last)):\n        if last[i] in eos:\n            print(i)\n"
@@ -374,7 +389,10 @@ class TensorDependentControlFlow(StepRule):
     def visit_Assert(self, node: cst.Assert) -> None:
         self._check(node)
 
-    def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> None:
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert | cst.CompIf) -> None:
         where = self.step_context(self.ctx.ancestors)
         if isinstance(node, cst.While) and self.ctx.flow is not None and not self.ctx.project.complete:
             where = self.ctx.flow.loop_step(node) or where  # its test runs before each of its own steps
