@@ -352,6 +352,11 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
         return False
     if tensor_method(ctx, node, _REDUCTIONS) or resolved_call(ctx, node, _TORCH_REDUCTIONS):
         return True
+    summed = builtin_call(ctx, node, ("max", "min", "sum"))
+    if summed is not None and _read_back(ctx, summed, depth + 1):
+        return True  # `max(lengths)`, `sum([n > t for n in lengths])` after `lengths = lens.tolist()`
+    if type(node) is cst.Subscript and _read_back(ctx, node.value, depth + 1):
+        return True  # `lengths[i]`
     inner = builtin_call(ctx, node, ("int", "float"))
     values = (inner,) if inner is not None else values_reaching(ctx, node)
     if values:
@@ -361,6 +366,23 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
     if type(node) is cst.UnaryOperation:
         return reads_tensor_scalar(ctx, node.expression, depth + 1)
     return False
+
+
+def _read_back(ctx: FileContext, node: cst.BaseExpression, depth: int) -> bool:
+    """A list of numbers read back from a tensor (`lengths = (lens - 1).tolist()`, not a NumPy
+    array's), or a comprehension over one: the numbers are the data's."""
+    if depth > _DEPTH:
+        return False
+    if type(node) in (cst.ListComp, cst.GeneratorExp):
+        return _read_back(ctx, node.for_in.iter, depth + 1)
+    values = values_reaching(ctx, node)
+    return bool(values) and all(
+        type(value) is cst.Call
+        and patterns.method_name(value) == "tolist"
+        and type(value.func) is cst.Attribute
+        and not numpy_valued(ctx, value.func.value)
+        for value in values
+    )
 
 
 def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:

@@ -9,17 +9,24 @@ from portcheck.rules.shapes import (
     advice,
     in_host_memory,
     read_in_host_memory,
+    reads_tensor_scalar,
     reads_tensor_value,
     shown,
 )
+
+# torch's factories that take sizes: a size from tensor values makes a data-dependent shape.
+_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn"))
 
 
 class TensorBoundSlice(StepRule):
     """## What it does
     Reports slices whose bounds come from tensor values: `x[:n]` where `n` is `t.item()`,
-    `int(t.sum())`, `lengths.max()`, `mask.sum()`, an expression using one, a tensor itself
-    (`idx[:input_pos]` after `input_pos = torch.arange(..., device=d)`: slicing calls its
-    `__index__`), or a name bound to one of those. A slice of host data by tensors in host
+    `int(t.sum())`, `lengths.max()`, `mask.sum()`, a number of a list read back with
+    `.tolist()` (`max(lengths)`, `sum([n > t for n in lengths])`, `lengths[i]`), an expression
+    using one, a tensor itself (`idx[:input_pos]` after `input_pos = torch.arange(..., device=d)`:
+    slicing calls its `__index__`), or a name bound to one of those; and the sizes that
+    `torch.zeros`, `ones`, `empty`, `rand` and `randn` take from such numbers
+    (`torch.zeros(batch, max(decode_lengths), vocab)`). A slice of host data by tensors in host
     memory is left alone (a dataset's `self.data[start : start + n]` in `__getitem__` with
     `start = torch.randint(0, len, (1,))`): no device takes part. Host bounds still vary the
     shape of a slice of device data (`images[:, :, y : y + size]`). A slice is reported once,
@@ -27,7 +34,7 @@ class TensorBoundSlice(StepRule):
 
     ## Why is this bad?
     The slice's length is only known once the device has computed the bound, so the value is
-    copied to the host (a sync), Dynamo breaks the graph at `.item()` or specializes on the
+    copied to the host (a sync, here or where `.tolist()` read it back), Dynamo breaks the graph at `.item()` or specializes on the
     value, and XLA compiles a new graph for every distinct length. Trainium cannot compile the
     dynamic dimension.
 
@@ -57,13 +64,17 @@ class TensorBoundSlice(StepRule):
 
     code = "PC505"
     name = "tensor-bound-slice"
-    message = "slice bound `{bound}` comes from tensor values: a host sync and a data-dependent length{reach}"
+    message = "{what} `{bound}` comes from tensor values, read on the host: a data-dependent shape{reach}"
     hint = "slice to a fixed size and mask the rest (torch.arange(N) < n), or pad to a few bucket sizes{advice}"
     severity = SYNC_SEVERITY
     # The rule reports only in files that import torch, so "torch" is in every one of them.
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # numbers of a NumPy array's list
+            "import numpy as np\nimport torch\nclass M(torch.nn.Module):\n    def forward(self, x, sizes):\n"
+            "        n = max(np.asarray(sizes).tolist())\n        return x[:, :n] + torch.zeros(4, n)\n"
+        ),
         Valid("import torch\ny = x[:, : x.size(1) // 2]\nz = x[: len(x) - 1, ::2]\nw = x[: max(a, b)]\n"),
         Valid("import torch\nn = x.shape[0]\ny = x[:n]\nk = cfg.max_len\nz = x[:k]\n"),
         Valid("def f(torch, x):\n    return x[: torch.sum(x)]\n"),
@@ -77,6 +88,17 @@ class TensorBoundSlice(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # the image-captioning tutorial's decoder: lengths read back, then a batch that shrinks each step
+            "import torch\nclass Decoder(torch.nn.Module):\n    def forward(self, encoder_out, caption_lengths):\n"
+            "        decode_lengths = (caption_lengths - 1).tolist()\n"
+            "        predictions = torch.zeros(encoder_out.size(0), max(decode_lengths), 10)\n"
+            "        for t in range(max(decode_lengths)):\n"
+            "            batch_size_t = sum([n > t for n in decode_lengths])\n"
+            "            predictions[:batch_size_t, t, :] = self.fc(encoder_out[:batch_size_t])\n"
+            "        return predictions\n",
+            lines=[5, 8, 8],
+            message="comes from tensor values, read on the host",
+        ),
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
         Invalid("import torch as T\nn = int(mask.sum())\nz = x[:, :n]\n", lines=[3]),
         Invalid("from torch import amax\ny = x[amax(lengths) - 1 :]\n", lines=[2]),
@@ -103,8 +125,24 @@ class TensorBoundSlice(StepRule):
                 continue
             if read_in_host_memory(self.ctx, bound) and self._slices_host_data():
                 continue
-            self.report_by_reach(bound, bound=shown(bound), advice=advice(self.ctx.targets))
+            self.report_by_reach(bound, what="slice bound", bound=shown(bound), advice=advice(self.ctx.targets))
             return  # one finding per slice: `x[start:end]` has one length to fix
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """`torch.zeros(batch, max(lengths), vocab)`: a size from tensor values (torch's number
+        arguments of tensors, `torch.full`'s and `torch.arange`'s, are host-sync-in-step's)."""
+        if not self.ctx.qualified_names(node.func) & _FACTORIES:
+            return
+        for arg in node.args:
+            sizes = arg.value.elements if type(arg.value) in (cst.Tuple, cst.List) else (arg,)
+            if arg.keyword is not None and arg.keyword.value != "size":
+                continue
+            for size in sizes:
+                if reads_tensor_scalar(self.ctx, size.value) and not read_in_host_memory(self.ctx, size.value):
+                    self.report_by_reach(
+                        size.value, what="size", bound=shown(size.value), advice=advice(self.ctx.targets)
+                    )
+                    return  # one finding per tensor made
 
     def _slices_host_data(self) -> bool:
         """Whether the tensor sliced is in host memory (a dataset's own data)."""
