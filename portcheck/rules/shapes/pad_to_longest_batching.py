@@ -14,6 +14,13 @@ _PAD_SEQUENCE = frozenset({"torch.nn.utils.rnn.pad_sequence"})
 _COLLATORS = frozenset(
     {"transformers.DataCollatorWithPadding", "transformers.data.data_collator.DataCollatorWithPadding"}
 )
+# torchtext's iterators that batch examples of similar length and pad them to the longest.
+_BUCKET_ITERATORS = frozenset(
+    f"torchtext.{package}.{name}"
+    for package in ("data", "legacy.data", "data.iterator", "legacy.data.iterator")
+    for name in ("BucketIterator", "BucketIterator.splits")
+)
+_FIELDS = frozenset(f"torchtext.{package}.Field" for package in ("data", "legacy.data", "data.field"))
 _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
 _SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty"))
 _BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
@@ -28,7 +35,9 @@ class PadToLongestBatching(Rule):
     bound to `max(...)`), calls with `padding=True` or
     `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`; of classes, only
     collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), and
-    `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`. Calls that
+    `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`, and
+    torchtext's `BucketIterator` (also `.splits`) where no `Field` of the module sets
+    `fix_length=`. Calls that
     also pass `pad_to_multiple_of=` already bucket lengths and are left alone, and so is a
     tokenizer given one item of a loop or comprehension (`[tok(t, padding="longest") for t in
     texts]`), which has nothing to pad against.
@@ -62,9 +71,13 @@ class PadToLongestBatching(Rule):
     message = "{what} pads each batch to its longest sequence, so every new length compiles a new graph"
     hint = 'pad to a fixed length (padding="max_length", max_length=N) or to a few bucket sizes{advice}'
     severity = RECOMPILE_SEVERITY
-    triggers = (b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat")
+    triggers = (b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat", b"BucketIterator")
 
     VALID = [
+        Valid(  # every example padded to a fixed length
+            "import torch\nfrom torchtext.legacy import data\nSRC = data.Field(fix_length=128)\n"
+            "train_iterator, val_iterator = data.BucketIterator.splits((train, val), batch_size=64)\n"
+        ),
         Valid('import torch\nenc = tokenizer(texts, padding="max_length", max_length=128)\n'),
         Valid(
             "import torch\ndef encode(prompt):\n"
@@ -97,6 +110,12 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # attention-is-all-you-need: torchtext pads each bucket to its longest sentence
+            "import torch\nfrom torchtext.data import Field, BucketIterator\nSRC = Field(pad_token='<blank>')\n"
+            "train_iterator = BucketIterator(train, batch_size=64, device=device, train=True)\n",
+            lines=[4],
+            message="torchtext's `BucketIterator` pads each batch",
+        ),
         Invalid(  # BLIP's VQA: the answers are padded to the longest, then fed to the model
             "import torch\nclass BlipVQA(torch.nn.Module):\n    def forward(self, image, question, answer):\n"
             "        q = self.tokenizer(question, padding='longest', truncation=True, max_length=35,\n"
@@ -152,6 +171,8 @@ class PadToLongestBatching(Rule):
         self._collate_fns: set[str] = set()  # names passed as collate_fn=
         self._pads: list[tuple[cst.Call, list[str], str]] = []  # padding calls, enclosing function names, label
         self._scopes: list[_Scope] = [_Scope()]  # the module, then each enclosing function
+        self._buckets: list[cst.Call] = []  # torchtext's bucket iterators made
+        self._fixed_fields = False  # whether a torchtext Field pads to `fix_length=`
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(_Scope())
@@ -167,6 +188,10 @@ class PadToLongestBatching(Rule):
             self._in_collate(node, "`pad_sequence` in a collate function")
         elif resolved_call(self.ctx, node, _SIZE_FACTORIES) and any(map(self._longest, _sizes(node))):
             self._in_collate(node, f"`{_code(node.func)}(...)` sized by `max(...)` in a collate function")
+        elif resolved_call(self.ctx, node, _BUCKET_ITERATORS):
+            self._buckets.append(node)
+        elif resolved_call(self.ctx, node, _FIELDS):
+            self._fixed_fields = self._fixed_fields or patterns.keyword(node, "fix_length") is not None
         elif resolved_call(self.ctx, node, _COLLATORS):
             padding = patterns.argument(node, 1, "padding")
             if not _bucketed(node) and (padding is None or _pads_to_longest(padding.value)):
@@ -262,6 +287,8 @@ class PadToLongestBatching(Rule):
         for call, names, what in self._pads:
             if any(COLLATE_NAME.search(name) or name in self._collate_fns for name in names):
                 self.report(call, what=what, advice=advice(self.ctx.targets))
+        for call in self._buckets if not self._fixed_fields else ():
+            self.report(call, what="torchtext's `BucketIterator`", advice=advice(self.ctx.targets))
 
 
 @dataclass
