@@ -28,6 +28,10 @@ else:  # pragma: no cover
 
 _INDEX_OPTIONS = ("--index-url", "--extra-index-url", "-i", "--find-links", "-f")
 _CONDA_SPEC = re.compile(r"^\s*([A-Za-z0-9][\w.-]*)\s*(?:[=<>!~].*)?$")
+# A package installed from its repository: `git+https://host/org/name(.git)(@ref)`, and a
+# repository's URL (`https://github.com/NVIDIA/apex`), each by the repository's name.
+_VCS_URL = re.compile(r"^git\+\w+://[^\s@]+/([A-Za-z0-9][\w.-]*?)(?:\.git)?(?:@[^\s#]*)?(?:#.*)?$")
+_REPOSITORY = re.compile(r"^(?:https?|git|ssh)://[^\s]+/([A-Za-z0-9][\w.-]*?)(?:\.git)?/?$")
 _INSTALLERS = frozenset({"pip", "pip3", "uv", "conda", "mamba", "micromamba"})  # before `install`
 _CONDA_TOOLS = frozenset({"conda", "mamba", "micromamba"})
 # pip's and uv's options that take a value (the value is no requirement)
@@ -147,6 +151,11 @@ def _requirement_line(line: str, number: int, manifest: Manifest) -> None:
         if option in _INDEX_OPTIONS:
             manifest.indexes.append(Located((inline or value).strip(), number))
         return  # -r, -c, -e and other options name files, not projects
+    from_vcs = _VCS_URL.match(line.split(" --", 1)[0].strip())
+    if from_vcs:  # `git+https://github.com/NVIDIA/apex.git#egg=apex`
+        egg = re.search(r"#egg=([A-Za-z0-9][\w.-]*)", line)
+        manifest.requirements.append(Declared(egg.group(1) if egg else from_vcs.group(1), "", number, line))
+        return
     if "://" in line and "@" not in line:
         return  # a direct URL without a name
     manifest.keep(parse_requirement(line.split(" --", 1)[0].strip(), number))
@@ -281,8 +290,10 @@ def _conda(text: str, manifest: Manifest) -> None:
 
 def _dockerfile(text: str, manifest: Manifest) -> None:
     """`FROM` images (a `pytorch/pytorch:2.1.0-...` tag also declares its torch) and what `RUN`
-    installs with pip, uv or conda. Arguments that are no requirement (`.`, `-r file`, `$VAR`)
-    are skipped: a Dockerfile is not a requirements file."""
+    installs with pip, uv or conda (also from a repository, `git+https://.../megablocks.git`,
+    and apex's CUDA build, `--global-option="--cuda_ext"`), or clones to build (`git clone
+    https://github.com/NVIDIA/apex`). Arguments that are no requirement (`.`, `-r file`,
+    `$VAR`) are skipped: a Dockerfile is not a requirements file."""
     lines = text.splitlines()
     for number, logical in _logical_lines(text):
         instruction, _, rest = logical.strip().partition(" ")
@@ -295,6 +306,7 @@ def _dockerfile(text: str, manifest: Manifest) -> None:
         elif instruction.upper() == "RUN":
             for command in re.split(r"&&|\|\||;|\|", rest):
                 _install_command(command, number, lines, manifest)
+                _cloned_source(command, number, lines, manifest)
 
 
 def _install_command(command: str, start: int, lines: list[str], manifest: Manifest) -> None:
@@ -314,8 +326,14 @@ def _install_command(command: str, start: int, lines: list[str], manifest: Manif
             channel = conda and option in ("-c", "--channel")
             takes_value = channel or option in _INSTALL_OPTIONS_WITH_VALUES
             value = inline or (next(arguments, "") if takes_value else "")
+            if option == "--global-option" and value.strip("\"'") == "--cuda_ext":
+                manifest.requirements.append(Declared("apex", "", _line_of(value, start, lines), command.strip()))
             if channel or option in _INDEX_OPTIONS:
                 manifest.indexes.append(Located(value, _line_of(value, start, lines)))
+            continue
+        from_vcs = _VCS_URL.match(word)
+        if from_vcs:  # `git+https://github.com/stanford-futuredata/megablocks.git`: the repository's name
+            manifest.requirements.append(Declared(from_vcs.group(1), "", _line_of(word, start, lines), word))
             continue
         if "$" in word or "/" in word or word.startswith("."):
             continue  # a variable, a path or a URL
@@ -328,6 +346,19 @@ def _install_command(command: str, start: int, lines: list[str], manifest: Manif
             found = parse_requirement(word, 0)
         if isinstance(found, Declared):
             manifest.requirements.append(replace(found, line=_line_of(word, start, lines)))
+
+
+def _cloned_source(command: str, start: int, lines: list[str], manifest: Manifest) -> None:
+    """`git clone https://github.com/NVIDIA/apex` (a package built from its source, as the
+    repository's name says) and apex's own build, `python setup.py install --cuda_ext`."""
+    words = command.split()
+    if words[:2] == ["git", "clone"]:
+        url = next((word for word in words[2:] if not word.startswith("-")), "")
+        cloned = _REPOSITORY.search(url)
+        if cloned:
+            manifest.requirements.append(Declared(cloned.group(1), "", _line_of(url, start, lines), url))
+    elif "setup.py" in words and "--cuda_ext" in words:
+        manifest.requirements.append(Declared("apex", "", _line_of("--cuda_ext", start, lines), command.strip()))
 
 
 def _line_of(word: str, start: int, lines: list[str]) -> int:

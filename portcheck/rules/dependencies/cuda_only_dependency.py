@@ -21,8 +21,11 @@ class CudaOnlyDependency(Rule):
     (project dependencies, optional dependencies, dependency groups, build requirements,
     Poetry), setup.cfg, `setup(install_requires=..., extras_require=...)` in setup.py (also
     through a name, and Hugging Face's table `install_requires = [deps["bitsandbytes"]]`), conda
-    environment files, what a Dockerfile's `RUN pip/uv/conda install` installs and Cog's
-    `python_packages`; including the `nvidia-*` runtime wheels, `cupy-cuda*` and `pytorch-cuda`.
+    environment files, what a Dockerfile's `RUN pip/uv/conda install` installs (also from a
+    repository, `git+https://github.com/NVIDIA/apex.git`, named by the repository), clones to
+    build (`git clone https://github.com/NVIDIA/apex`) or builds with apex's `--cuda_ext`, and
+    Cog's `python_packages`; including the `nvidia-*` runtime wheels, `cupy-cuda*` and
+    `pytorch-cuda`.
     A Dockerfile's CUDA base image (`FROM nvidia/cuda:...`, `pytorch/pytorch:...-cuda12.1-...`,
     NVIDIA's NGC images) and Cog's `build.cuda` count as the CUDA runtime libraries.
 
@@ -91,6 +94,19 @@ class CudaOnlyDependency(Rule):
             path="conda.yaml",
         ),
         Invalid("torch==2.5.1\nflash-attn==2.6.3\nnvidia-cudnn-cu12>=9\n", lines=[2, 3], path="requirements.txt"),
+        Invalid(  # installed from their repositories, named by them
+            "git+https://github.com/NVIDIA/apex.git#egg=apex\ngit+https://github.com/facebookresearch/xformers.git@main\n"
+            "git+https://github.com/openai/CLIP.git\n",
+            lines=[1, 2],
+            path="requirements.txt",
+        ),
+        Invalid(  # mistral-inference's and tacotron2's images: built from a clone, or with apex's CUDA option
+            "FROM python:3.11\nRUN pip3 install \"git+https://github.com/stanford-futuredata/megablocks.git\"\n"
+            "RUN git clone https://github.com/NVIDIA/apex && \\\n    cd apex && python3 setup.py install --cpp_ext --cuda_ext\n"
+            "ADD apex /apex/\nRUN pip install -v --global-option=\"--cuda_ext\" /apex\n",
+            lines=[2, 3, 4, 6],
+            path="Dockerfile",
+        ),
         Invalid(
             '[project]\nname = "x"\ndependencies = ["torch"]\n[project.optional-dependencies]\nfast = ["xformers>=0.0.25"]\n',
             lines=[5],
