@@ -101,9 +101,9 @@ class CudaOnlyDependency(Rule):
             path="requirements.txt",
         ),
         Invalid(  # mistral-inference's and tacotron2's images: built from a clone, or with apex's CUDA option
-            "FROM python:3.11\nRUN pip3 install \"git+https://github.com/stanford-futuredata/megablocks.git\"\n"
+            'FROM python:3.11\nRUN pip3 install "git+https://github.com/stanford-futuredata/megablocks.git"\n'
             "RUN git clone https://github.com/NVIDIA/apex && \\\n    cd apex && python3 setup.py install --cpp_ext --cuda_ext\n"
-            "ADD apex /apex/\nRUN pip install -v --global-option=\"--cuda_ext\" /apex\n",
+            'ADD apex /apex/\nRUN pip install -v --global-option="--cuda_ext" /apex\n',
             lines=[2, 3, 4, 6],
             path="Dockerfile",
         ),

@@ -24,9 +24,10 @@ HOST_BACKEND = "gloo"
 
 
 def is_nccl(node: cst.CSTNode) -> bool:
-    """`"nccl"`, or a per-device backend string naming it such as `"cpu:gloo,cuda:nccl"`."""
+    """`"nccl"` (in any case: torch lowercases a backend's name, so `"NCCL"` is NCCL too), or a
+    per-device backend string naming it such as `"cpu:gloo,cuda:nccl"`."""
     value = patterns.string_value(node)
-    return value is not None and _names_nccl(value)
+    return value is not None and _names_nccl(value.lower())
 
 
 def _names_nccl(value: str) -> bool:
@@ -41,6 +42,7 @@ def target_backend(target: Target, value: str) -> str | None:
     backend = target.distributed_backend
     if not backend or target.keeps_cuda_api:
         return None
+    value = value.lower()
     if value == "nccl":
         return backend
     if ":" not in value:
@@ -107,7 +109,7 @@ def backend_advice(selected: tuple[str, ...]) -> str:
 
 class NcclBackend(SettingValueRule):
     """## What it does
-    Reports the `"nccl"` process-group backend: `init_process_group("nccl")`,
+    Reports the `"nccl"` process-group backend (in any case, `"NCCL"`): `init_process_group("nccl")`,
     `backend="nccl"` in any call, `torch.distributed.Backend.NCCL` (compared, it is
     nccl-backend-check's), a `backend` variable, attribute, dict entry, dataclass field or
     `--backend` option defaulting to `"nccl"`, and a `"nccl"` string bound to a name later
@@ -191,6 +193,12 @@ class NcclBackend(SettingValueRule):
             lines=[2],
             device="auto",
             options={"torch-version": "2.5"},
+        ),
+        Invalid(  # vq-vae-2: torch lowercases the name
+            'import torch.distributed as dist\ndist.init_process_group(backend="NCCL", init_method=url)\n',
+            lines=[2],
+            device="cpu",
+            fixed='import torch.distributed as dist\ndist.init_process_group(backend="gloo", init_method=url)\n',
         ),
         Invalid(
             'import torch as T\nT.distributed.init_process_group(backend="nccl", init_method="env://")\n',
@@ -377,7 +385,7 @@ class NcclBackend(SettingValueRule):
     def check_text(self, text: str) -> None:
         """`backend: nccl` in a YAML config (sam2's `distributed:` section, Hydra recipes): not fixed."""
         for setting in configs.settings(text):
-            if patterns.is_backend_name(setting.key) and _names_nccl(setting.value):
+            if patterns.is_backend_name(setting.key) and _names_nccl(setting.value.lower()):
                 self.report_span(setting.span, advice=backend_advice(self.ctx.targets))
 
     def report_literal(self, literal: cst.CSTNode) -> None:
