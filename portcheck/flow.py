@@ -145,6 +145,8 @@ _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _TRANSFORMS = "torchvision.transforms"
 _MODULE = "torch.nn.Module"
 # `torch.nn` classes that hold other modules or none: no layer of a model among them.
+# Libraries whose calls make models: a module that makes one is a model's, not a transforms module.
+_MODEL_LIBRARIES = ("torchvision.models.", "timm.", "transformers.", "diffusers.")
 _CONTAINERS = frozenset(f"torch.nn.{name}" for name in ("Module", "Sequential", "ModuleList", "ModuleDict", "Identity"))
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate what they are given
@@ -856,8 +858,9 @@ class DeviceFlow:
 
     def _only_transforms(self, module: cst.CSTNode) -> bool:
         """Whether the module uses torchvision's transforms and makes no layer (no `torch.nn`
-        class but containers and `Identity`, no `nn.Parameter`): its `nn.Module`s transform
-        data samples, as torchvision's own transforms do, in the data pipeline."""
+        class but containers and `Identity`, no `nn.Parameter`, no model of torchvision, timm,
+        Transformers or Diffusers): its `nn.Module`s transform data samples, as torchvision's
+        own transforms do, in the data pipeline."""
         if self._transforms_module is None:
             uses = made = False
             for node in descendants(module):
@@ -867,7 +870,8 @@ class DeviceFlow:
                 elif type(node) is cst.Call:
                     names = self.resolver.qualified_names(node.func)
                     made = made or any(
-                        name.startswith("torch.nn.") and name[9:10].isupper() and name not in _CONTAINERS
+                        (name.startswith("torch.nn.") and name[9:10].isupper() and name not in _CONTAINERS)
+                        or name.startswith(_MODEL_LIBRARIES)
                         for name in names
                     )
             self._transforms_module = uses and not made

@@ -106,9 +106,9 @@ class HostSyncInStep(StepRule):
     arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from
     Python data where nothing sets a default device, or in a dataset's methods, a collate
     function or a data transform: a torchvision transform's subclass, or an `nn.Module` of a
-    module that uses torchvision's transforms and makes no layer; a loader's batch items the
-    loop leaves there while it moves others to the device;
-    the items of a host tensor), which live on the host. Info: a copy written out (given to
+    module that uses torchvision's transforms and makes no layer or model; a loader's batch
+    items the loop leaves there while it moves others to the device; the items of a host
+    tensor), which live on the host. Info: a copy written out (given to
     `Image.fromarray`, `np.save`, `cv2.imwrite`, `torchaudio.save`... directly or through the
     name it is bound to in the same function), and `.numpy()` in forward() or in a loop that
     runs the model without training or decoding (a sampling script): the tensor leaves torch
@@ -362,6 +362,16 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # a perceptual loss: a model of torchvision's makes it no transforms module
+            "import torch\nimport torchvision\nfrom torchvision import transforms\nclass VGGLoss(torch.nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.vgg = torchvision.models.vgg16().features\n"
+            "        self.norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])\n"
+            "    def forward(self, x, y):\n        loss = (self.vgg(self.norm(x)) - self.vgg(self.norm(y))).abs().mean()\n"
+            "        print(loss.item())\n        return loss\n",
+            lines=[11],
+            message="`.item()` in forward()",
+        ),
         Invalid(  # a module that makes layers is a model's, whatever transforms it also uses
             "import torch\nfrom torchvision.transforms import functional as F\nclass Head(torch.nn.Module):\n"
             "    def __init__(self):\n        super().__init__()\n        self.proj = torch.nn.Linear(4, 4)\n"
