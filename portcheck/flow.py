@@ -145,9 +145,9 @@ _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _TRANSFORMS = "torchvision.transforms"
 _MODULE = "torch.nn.Module"
 # `torch.nn` classes that hold other modules or none: no layer of a model among them.
+_CONTAINERS = frozenset(f"torch.nn.{name}" for name in ("Module", "Sequential", "ModuleList", "ModuleDict", "Identity"))
 # Libraries whose calls make models: a module that makes one is a model's, not a transforms module.
 _MODEL_LIBRARIES = ("torchvision.models.", "timm.", "transformers.", "diffusers.")
-_CONTAINERS = frozenset(f"torch.nn.{name}" for name in ("Module", "Sequential", "ModuleList", "ModuleDict", "Identity"))
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate what they are given
 # Calls whose items are those of their one argument, in order (a progress bar, a copy).

@@ -463,7 +463,7 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
     `self.net(x)`), what an autograd Function's `apply`
     makes of a tensor, a value sent to a device, `abs()`, `min()` or `max()` of one, a gradient
     (`p.grad`), a view of a tensor (`.data`, `.T`), a tensor method, index or comparison of
-    one, an item a loop takes from one, or a name bound to one (`seen`: the names being
+    one, a method only tensors have (`.topk(k)`, `.unsqueeze(1)`), an item a loop takes from one, or a name bound to one (`seen`: the names being
     looked through; a cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
     number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
     parameter is one where it is annotated so, where the function's own body first rebinds it
