@@ -218,6 +218,10 @@ def evaluate(model, loader):
     write(tmp_path, {"evaluate.py": losses})  # detr: a dict of losses passed as **kwargs
     found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
     assert found == {("utils.py", 7), ("utils.py", 11)}
+    numbers = losses.replace("{k: v * w[k] for", "{k: v.item() / world for")
+    write(tmp_path, {"evaluate.py": numbers})  # dinov2: numbers read back once, here, then divided
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {("evaluate.py", 7), ("utils.py", 11)}
     annotated = "from utils import MetricLogger\n\ndef train(logger: MetricLogger, loader):\n"
     annotated += "    for x in loader:\n        logger.log(x)\n"
     write(tmp_path, {"evaluate.py": annotated})  # the logger is a parameter, known by its annotation
@@ -677,4 +681,32 @@ def test_an_extension_built_when_its_module_is_imported_fails_that_import(tmp_pa
         ("op/__init__.py", 1, "PC610"): Severity.ERROR,
         ("model.py", 1, "PC610"): Severity.ERROR,  # through op's own re-export
         ("train.py", 1, "PC610"): Severity.INFO,  # loads once op guards its kernels
+    }
+
+
+def test_a_function_a_package_re_exports_runs_every_step_where_a_loop_calls_it_by_that_name(tmp_path: Path) -> None:
+    """vq-vae-2's `import distributed as dist` and `dist.all_gather(comm)` every step, where
+    `distributed/__init__.py` re-exports `all_gather` from `.distributed`: its syncs are the step's."""
+    write(
+        tmp_path,
+        {
+            "distributed/__init__.py": "from .distributed import all_gather, get_rank\n",
+            "distributed/distributed.py": (
+                "import torch\ndef all_gather(data):\n    size = torch.tensor([len(data)], device='cuda')\n"
+                "    return int(size.item())\ndef get_rank():\n    return 0\n"
+            ),
+            "train.py": (
+                "import torch\nimport distributed as dist\ndef train(model, loader, optimizer):\n"
+                "    for x, y in loader:\n        loss = model(x, y)\n        loss.backward()\n        optimizer.step()\n"
+                "        dist.all_gather({'loss': loss.detach()})\n"
+            ),
+        },
+    )
+    found = {(f.path, f.line, f.message.split(" copies")[0]) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {
+        (
+            "distributed/distributed.py",
+            4,
+            "`.item()` in `all_gather()`, called from a loop over a DataLoader in train.py,",
+        ),
     }

@@ -958,10 +958,15 @@ class StepRule(TensorRule):
             value = self.ctx.assigned_value(value) or value
         if type(value) is not cst.DictComp:
             return False
-        item = value.value
-        return not (
-            type(item) is cst.Call
-            and (patterns.method_name(item) == "item" or patterns.dotted(item.func) in ("float", "int"))
+        return not self._read_back_number(value.value)
+
+    def _read_back_number(self, item: cst.BaseExpression) -> bool:
+        """`v.item()`, `float(v)`, `int(v)`, or one of those in arithmetic with what is no tensor
+        (dinov2's `v.item() / distributed.get_global_size()`): a Python number."""
+        if type(item) is cst.BinaryOperation:
+            return self._read_back_number(item.left) and not tensor_valued(self.ctx, item.right)
+        return type(item) is cst.Call and (
+            patterns.method_name(item) == "item" or patterns.dotted(item.func) in ("float", "int")
         )
 
     def _may_be_tensor(self, value: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> bool:
@@ -1211,17 +1216,34 @@ class StepRule(TensorRule):
         assert module_flow is not None
         tensor_only = self._tensor_only(deferred.chain)
         for function in (deferred.function, *module_flow.callers(deferred.function)):
-            where = self.ctx.project.step_caller(self._qualified(function), passing_tensors=tensor_only)
+            known = self.ctx.project
+            where = next(
+                filter(None, (known.step_caller(name, tensor_only) for name in self._qualified_names(function))), None
+            )
             if where is not None:
                 return where if function is deferred.function else f"`{function.name.value}()`, called from {where}"
         return None
 
-    def _qualified(self, function: cst.FunctionDef) -> str:
-        """`pkg.mod.Class.method` for a method, else `pkg.mod.function`."""
+    def _qualified_names(self, function: cst.FunctionDef) -> tuple[str, ...]:
+        """`pkg.mod.function` (`pkg.mod.Class.method` for a method), and, for a module of a
+        package, `pkg.function`, the name its package re-exports it by (`import distributed as
+        dist; dist.all_gather(...)` where `distributed/__init__.py` imports it from
+        `.distributed`): another file's step loop calls it by either."""
         module_flow = self.ctx.flow
         assert module_flow is not None
         owner = module_flow.owner_class(function)
-        return ".".join([self.ctx.module.name, *([owner] if owner else []), function.name.value])
+        local = ".".join([*([owner] if owner else []), function.name.value])
+        package = self.ctx.module.name.rpartition(".")[0]
+        return (f"{self.ctx.module.name}.{local}", *([f"{package}.{local}"] if package else []))
+
+    @classmethod
+    def in_second_pass(cls, known: project.Project, module: str) -> bool:
+        """Also over the modules of a package whose name a step call names (`distributed.all_gather`
+        may be `distributed.distributed`'s, re-exported)."""
+        modules = cls.project_modules(known)
+        return bool(cls.project_triggers(known)) and (
+            modules is None or module in modules or module.rpartition(".")[0] in modules
+        )
 
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the node runs only `if isinstance(v, torch.Tensor):` (MetricLogger.update)."""

@@ -88,7 +88,8 @@ class HostSyncInStep(StepRule):
       self.filters: f.apply(...)`, a base class's method where the subclass has none); not what
       runs only `if flag:` where the flag defaults to False or None and the calls leave it so;
     - the functions and methods of the repository's other modules that step code calls, and
-      what those call in their own module: `utils.clip_gradients(model)`,
+      what those call in their own module: `utils.clip_gradients(model)` (also by the name a
+      package re-exports it by: `dist.all_gather(comm)`, defined in `distributed/distributed.py`),
       `metric_logger.update(acc=acc)`, `self.mp_trainer.optimize(opt)` where `self.mp_trainer =
       MixedPrecisionTrainer(...)` (also `given or Default()`, or narrowed by `isinstance`), and
       an object called (`compute_loss(pred, targets)` runs `ComputeLoss.__call__`); what runs
