@@ -287,6 +287,14 @@ class Resolver:
         values = owner.values.get(node.value, [])
         return [] if any(value is None for value in values) else list(values)  # type: ignore[arg-type]
 
+    def explicit_values(self, node: cst.Name) -> list[cst.BaseExpression]:
+        """Every expression `=` binds the name to in its scope, whatever else binds it too (`model,
+        opt = amp.initialize(model, opt)`): what it may hold, not all it may hold."""
+        owner = self.scope_of(node.value)
+        if owner is None or node.value in owner.imports:
+            return []
+        return [value for value in owner.values.get(node.value, []) if value is not None]
+
     def rebound_values(self, node: cst.Name) -> list[cst.BaseExpression]:
         """`assigned_values`, and for a parameter its function rebinds only by `=` (`betas =
         np.array(betas, dtype=np.float64)`, which normalises what callers give) those values."""

@@ -710,3 +710,26 @@ def test_a_function_a_package_re_exports_runs_every_step_where_a_loop_calls_it_b
             "`.item()` in `all_gather()`, called from a loop over a DataLoader in train.py,",
         ),
     }
+
+
+def test_a_model_a_factory_of_the_module_returns_runs_its_methods_every_step(tmp_path: Path) -> None:
+    """tacotron2: `model = load_model(hparams)` returns `Tacotron2(hparams).cuda()`, the name is
+    rebound by unpacking later, and `model.parse_batch(batch)` runs every step in train.py."""
+    write(
+        tmp_path,
+        {
+            "model.py": (
+                "import torch\nclass Tacotron2(torch.nn.Module):\n    def parse_batch(self, batch):\n"
+                "        lengths = batch[1]\n        longest = torch.max(lengths.data).item()\n        return batch, longest\n"
+            ),
+            "train.py": (
+                "import torch\nfrom model import Tacotron2\ndef load_model(hparams):\n"
+                "    model = Tacotron2(hparams).cuda()\n    return model\n"
+                "def train(hparams, loader, optimizer):\n    model = load_model(hparams)\n"
+                "    model, optimizer = initialize(model, optimizer)\n    for batch in loader:\n"
+                "        x, y = model.parse_batch(batch)\n        loss = model(x).sum()\n        loss.backward()\n"
+            ),
+        },
+    )
+    found = {(f.path, f.line, f.message.split(" copies")[0]) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {("model.py", 5, "`.item()` in `parse_batch()`, called from a loop over a DataLoader in train.py,")}

@@ -111,6 +111,8 @@ _NOT_TENSORS = frozenset(
      "stride", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "is_pinned", "get_device"}
 )  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
+# `nn.Module` methods that return the module itself: `Net().cuda()` is still a `Net`.
+_RETURN_THE_MODULE = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 _TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
 _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
@@ -884,11 +886,13 @@ class StepRule(TensorRule):
         looped = any(type(node) in (cst.For, cst.While) for node in ancestors)
         if function is None and not looped:
             return
-        callee = self._local_callee(call, function, ancestors)
-        if callee is None or callee.startswith(self.ctx.module.name + ".") or module_flow.off_the_step_path(ancestors):
+        own = self.ctx.module.name + "."
+        callees = [callee for callee in self._local_callees(call, function, ancestors) if not callee.startswith(own)]
+        if not callees or module_flow.off_the_step_path(ancestors):
             return
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
-        self._step_calls.append(_CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope))
+        for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba
+            self._step_calls.append(_CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope))
 
     def note_tensor_arguments(self, call: cst.Call) -> None:
         """In the first pass, record what a call of another module's function passes it as a
@@ -982,19 +986,19 @@ class StepRule(TensorRule):
             return self._may_be_tensor(value.body, seen) or self._may_be_tensor(value.orelse, seen)
         return tensor_valued(self.ctx, value) or tensor_method(self.ctx, value, _TENSOR_RESULTS)
 
-    def _local_callee(
+    def _local_callees(
         self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
-    ) -> str | None:
+    ) -> list[str]:
         """`pkg.utils.clip_gradients` for `utils.clip_gradients(...)`, `pkg.utils.Logger.update`
         for `logger.update(...)` after `logger = utils.Logger()`, in a function given
         `logger: Logger`, or for `self.logger.update(...)` after `self.logger = Logger()`
         (`given or Logger()`, or under `isinstance(self.logger, Logger)`), and
         `pkg.loss.Loss.__call__` for `loss_fn(...)` after `loss_fn = Loss()`, and a method a
-        base class of another module gives (`self.prepare_inputs(...)`): a name of the
-        repository."""
+        base class of another module gives (`self.prepare_inputs(...)`): names of the
+        repository, each it may be."""
         func, known, module_flow = call.func, self.ctx.project, self.ctx.flow
         if type(func) not in (cst.Name, cst.Attribute) or module_flow is None:
-            return None
+            return []
         names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
         if not names and flow.is_self_attribute(func) and not module_flow.self_attribute_values(func.attr.value):
             names = self._inherited(func.attr.value, ancestors)  # type: ignore[union-attr]
@@ -1003,8 +1007,7 @@ class StepRule(TensorRule):
             receiver, method = (func, "__call__") if called else (func.value, func.attr.value)  # type: ignore[union-attr]
             classes = {self.ctx.module.absolute(name) for name in self._receiver_classes(receiver, function, ancestors)}
             names = {f"{name}.{method}" for name in classes if name.rpartition(".")[2][:1].isupper()}
-        local = sorted(name for name in names if "." in name and known.is_local(name))
-        return local[0] if local else None
+        return sorted(name for name in names if "." in name and known.is_local(name))
 
     def _inherited(self, method: str, ancestors: Sequence[cst.CSTNode]) -> set[str]:
         """`pkg.arch.MetaForCausalLM.prepare_inputs` for `self.prepare_inputs(...)` in a class
@@ -1024,15 +1027,15 @@ class StepRule(TensorRule):
     def _receiver_classes(
         self, receiver: cst.BaseExpression, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
     ) -> set[str]:
-        """The qualified names of the classes whose instance `receiver` may hold."""
+        """The qualified names of the classes whose instance `receiver` may hold (for a name, as
+        any of its `=` values makes, whatever else binds it)."""
         module_flow = self.ctx.flow
         assert module_flow is not None
         found: set[str] = set()
         if type(receiver) is cst.Name:
-            made = self.ctx.assigned_value(receiver)
-            if made is not None:
-                found |= self._classes_made(made)
-            elif (kind := _annotation(function, receiver.value)) is not None:
+            made = module_flow.resolver.explicit_values(receiver)
+            found |= {name for value in made for name in self._classes_made(value)}
+            if (kind := _annotation(function, receiver.value)) is not None:  # `model = model.eval()` after it
                 found |= _annotated_classes(self.ctx, kind)
         elif flow.is_self_attribute(receiver):
             assert type(receiver) is cst.Attribute
@@ -1043,14 +1046,36 @@ class StepRule(TensorRule):
         return found | self._narrowed(receiver, ancestors)
 
     def _classes_made(self, value: cst.BaseExpression, depth: int = 0) -> set[str]:
-        """The classes `Logger(...)`, `given or Logger(...)`, `A() if c else B()` instantiate."""
+        """The classes `Logger(...)`, `given or Logger(...)`, `A() if c else B()` instantiate,
+        also through a method that returns its module (`Tacotron2(hparams).cuda()`) and what a
+        function of the module returns (tacotron2's `model = load_model(hparams)`)."""
         if type(value) is cst.Call:
-            return set(self.ctx.qualified_names(value.func))
+            made = set(self.ctx.qualified_names(value.func))
+            module_flow = self.ctx.flow
+            if made or depth >= 3 or module_flow is None:
+                return made
+            if type(value.func) is cst.Attribute and value.func.attr.value in _RETURN_THE_MODULE:
+                return self._classes_made(value.func.value, depth + 1)
+            return {
+                name
+                for returned, scope in module_flow.returned_values(value)
+                for name in module_flow.in_scope(scope, partial(self._classes_returned, returned, depth + 1))
+            }
         if type(value) is cst.BooleanOperation and depth < 3:
             return self._classes_made(value.left, depth + 1) | self._classes_made(value.right, depth + 1)
         if type(value) is cst.IfExp and depth < 3:
             return self._classes_made(value.body, depth + 1) | self._classes_made(value.orelse, depth + 1)
         return set()
+
+    def _classes_returned(self, returned: cst.BaseExpression, depth: int) -> set[str]:
+        """The classes a returned value may be an instance of: for a name, each value `=` gives it
+        in its scope."""
+        if type(returned) is not cst.Name:
+            return self._classes_made(returned, depth)
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        values = module_flow.resolver.explicit_values(returned)
+        return {name for value in values for name in self._classes_made(value, depth)}
 
     def _narrowed(self, receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> set[str]:
         """The classes an enclosing `if isinstance(receiver, C):` narrows the receiver to."""

@@ -91,7 +91,9 @@ class HostSyncInStep(StepRule):
       what those call in their own module: `utils.clip_gradients(model)` (also by the name a
       package re-exports it by: `dist.all_gather(comm)`, defined in `distributed/distributed.py`),
       `metric_logger.update(acc=acc)`, `self.mp_trainer.optimize(opt)` where `self.mp_trainer =
-      MixedPrecisionTrainer(...)` (also `given or Default()`, or narrowed by `isinstance`), and
+      MixedPrecisionTrainer(...)` (also `given or Default()`, narrowed by `isinstance`, or made
+      by a function of the module: tacotron2's `model = load_model(h)`, which returns
+      `Tacotron2(h).cuda()`), and
       an object called (`compute_loss(pred, targets)` runs `ComputeLoss.__call__`); what runs
       there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor.
 
