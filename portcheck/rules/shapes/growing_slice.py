@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck.flow import enclosing_function, in_forward, is_number
+from portcheck.flow import enclosing_function, in_forward
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, innermost_loop, shown, tensor_valued
 from portcheck.walk import descendants
@@ -177,7 +177,7 @@ class GrowingSlice(TensorRule):
         if type(end) is not cst.BinaryOperation or type(end.operator) is not cst.Add:
             return None
         positions = {name for name in _positions(function) if _reads(end, {name})}
-        if not positions or (part.lower is not None and not is_number(part.lower) and _reads(part.lower, positions)):
+        if not positions or (part.lower is not None and _reads(part.lower, positions)):
             return None
         return part.upper, "the caller moves"
 
