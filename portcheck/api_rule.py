@@ -47,7 +47,7 @@ class CudaApiRule(Rule):
         match = api.lookup(qualified_name)
         if match is None or match[1].rule != self.code or id(node) in self._reported:
             return
-        if in_annotation(self.ctx.ancestors):
+        if in_annotation(self.ctx.ancestors) or self._has_portable_twin(node, qualified_name):
             return
         name, entry = match
         self._reported.add(id(node))
@@ -60,6 +60,15 @@ class CudaApiRule(Rule):
             name=name,
             effect=self.effect(node, name, entry),
         )
+
+    def _has_portable_twin(self, node: cst.Name | cst.Attribute, qualified_name: str) -> bool:
+        """A name bound to the device-generic API on another path too (`from torch.amp import
+        custom_fwd` where torch.amp has it, else `from torch.cuda.amp import custom_fwd`): the
+        CUDA one is an old torch's fallback, not what a current one runs."""
+        if not qualified_name.startswith("torch.cuda."):
+            return False
+        twin = "torch." + qualified_name.removeprefix("torch.cuda.")
+        return twin in self.ctx.qualified_names(node)
 
     def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
         """How much this use matters per target (the table says; a rule may know better here)."""

@@ -379,7 +379,7 @@ def _analyse(
     tree = tree or parsing.parse(data, text, config.max_expression_chain)
     resolver = Resolver(tree)
     context = Context(path, kind, config, resolver, project, module, fix_target, data)
-    flow = context.flow = DeviceFlow(resolver)
+    flow = context.flow = DeviceFlow(resolver, project.host_parameters_in(module.name))
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker([flow, *rules], resolver)  # the flow first: rules see what it saw
     context.walker = walker

@@ -154,7 +154,7 @@ _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate
 _KEEPING_ITEMS = frozenset({"list", "tuple", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm"})
 _DEPTH = 6  # how far a value is followed through names, parameters and calls
 _COMMAND_LINE_DECORATORS = frozenset({"click.command", "click.option", "click.argument"})
-_HOME_DEPTH = 10  # how far a tensor is followed to where it was made (into callers and callees too)
+_HOME_DEPTH = 16  # how far a tensor is followed to where it was made (into callers and callees too)
 _NAME_DEPTH = 3  # how many names a periodic test is followed through
 _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic"})
 _GET_BACKEND = frozenset({"torch.distributed.get_backend", "torch.distributed.distributed_c10d.get_backend"})
@@ -296,6 +296,9 @@ class DeviceFlow:
     """What the walk learnt about the module's device logic (see the module docstring)."""
 
     resolver: Resolver
+    # (function or `Class.method`, position or keyword): the module's parameters that every
+    # other module's step loop passes host data (see `Project.host_parameters`)
+    host_parameters: frozenset[tuple[str, str]] = frozenset()
     ancestors: Sequence[cst.CSTNode] = ()
     guards: list[Guard] = field(default_factory=list)
     _protected: dict[int, int] = field(default_factory=dict)  # node id -> index of its guard
@@ -706,8 +709,10 @@ class DeviceFlow:
         if type(node) in _NUMBERS:
             return Home.HOST  # a number: no device of its own
         parts: Sequence[cst.BaseExpression] = ()
-        if type(node) in (cst.List, cst.Tuple) and node.elements:
-            parts = [element.value for element in node.elements]
+        if type(node) in (cst.List, cst.Tuple, cst.Dict) and node.elements:
+            parts = [element.value for element in node.elements]  # a dict's values, not its keys
+        elif isinstance(node, cst.BaseComp):
+            return self._comprehension_home(node, depth, seen)
         elif type(node) is cst.Subscript:
             parts = [node.value]
         elif type(node) is cst.UnaryOperation:
@@ -723,6 +728,25 @@ class DeviceFlow:
         ):  # `self.tokens`; `shard.tokens` where `shard = Shard(tokens)`, a class of the module
             return self._attribute_home(node, depth, seen)
         return _weakest(self._home(part, depth + 1, seen) for part in parts) if parts else Home.UNKNOWN
+
+    def _comprehension_home(self, node: cst.BaseComp, depth: int, seen: frozenset[str]) -> Home | None:
+        """The home of what a comprehension makes, that of its items (a dict's values), each
+        name its `for`s bind held where the items it takes lie (torchvision's `[{k:
+        v.to(cpu_device) for k, v in t.items()} for t in outputs]`: in host memory)."""
+        saved = dict(self._held)
+        try:
+            inner: cst.CompFor | None = node.for_in
+            while inner is not None:
+                for name in target_names(inner.target):
+                    source = item_source(inner.target, inner.iter, name)
+                    home = None if source is None else self._home(source, depth + 1, seen)
+                    self._held[name] = Home.UNKNOWN if home is None else home
+                inner = inner.inner_for_in
+            item = node.value if type(node) is cst.DictComp else node.elt  # type: ignore[attr-defined]
+            return self._home(item, depth + 1, seen)
+        finally:
+            self._held.clear()
+            self._held.update(saved)
 
     def _attribute_home(self, node: cst.Attribute, depth: int, seen: frozenset[str]) -> Home | None:
         """The weakest home of what the module's methods assign to `self.<attribute>`
@@ -745,35 +769,62 @@ class DeviceFlow:
     def _name_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """The weakest home of the tensors a name is bound to; what else it is bound to (a list
         of the data, None) cannot be indexed as a tensor. A name of the statement the walk is
-        in is first asked of the function's own statements before it (`_held_before`)."""
+        in is first asked of the statements before it, in its block, then in each block around
+        it up to the function's body (`_held_before`)."""
         if not seen and self.resolver.bindings(node) > 1:
-            before = self._statements_before()
-            held = None if before is None else self._held_before(node.value, *before, depth)
-            if held is not None:
-                return held[0]
+            for body, position in self._blocks_around():
+                held = self._held_before(node.value, body, position, depth)
+                if held is not None:
+                    return held[0]
         values = self.resolver.assigned_values(node)  # none where `+=` may add a device tensor
         values = [value for value in values if not _python_data(value)] or values
         if not values:
             found = self._iterated_home(node, depth, seen)
             if found is None:
                 found = self._passed_home(node, depth, seen)
+            if found is None:
+                found = self._unpacked_home(node, depth, seen)
             return Home.UNKNOWN if found is None else found
         home = _weakest(self._home(value, depth + 1, seen | {node.value}) for value in values)
         return Home.UNKNOWN if home is None and not seen else home
+
+    def _unpacked_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
+        """For a name bound only by unpacking what calls return (`xmin, ymin, xmax, ymax =
+        boxes.unbind(1)`): the weakest home of those results."""
+        unpacking = self.resolver.values_and_unpacking(node)
+        if unpacking is None or unpacking[0]:
+            return None
+        seen = seen | {node.value}
+        return _weakest(self._home(call, depth + 1, seen) for call, _ in unpacking[1])
 
     def _passed_home(self, node: cst.Name, depth: int, seen: frozenset[str]) -> Home | None:
         """For a parameter of the module's function (nothing else binds it): the weakest home
         of what the module's calls pass for it (modded-nanogpt's `Shard(tokens)`, where
         `tokens` is read from a file into host memory); None where a call passes nothing."""
         function = self.resolver.parameter_of(node)
-        passed = self.passed_arguments(function, node.value) if function is not None else None
+        passed = self._passed_at(function, node.value) if function is not None else None
+        if passed == [] and self._given_host_data(function, node.value):  # type: ignore[arg-type]
+            return Home.HOST
         if not passed:
             return None
         key = f"{id(function)}:{node.value}"
         if key in seen:
             return None
         seen = across_scopes(seen) | {key}
-        return _weakest(self.in_scope(scope, partial(self._home, arg, depth + 1, seen)) for arg, scope in passed)
+        return _weakest(self._at_site(site, partial(self._home, arg, depth + 1, seen)) for arg, site in passed)
+
+    def _given_host_data(self, function: cst.FunctionDef, name: str) -> bool:
+        """Whether the step loops of other modules pass host data for a parameter of a function
+        the module never calls itself (torchvision's `CocoEvaluator.update(res)`, `res` made
+        of outputs copied to the CPU)."""
+        owner = self._methods.get(id(function))
+        local = f"{owner}.{function.name.value}" if owner else function.name.value
+        if (local, name) in self.host_parameters:
+            return True
+        params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
+        static = any(patterns.dotted(decorator.decorator) == "staticmethod" for decorator in function.decorators)
+        skipped = 1 if owner and not static else 0
+        return name in params[skipped:] and (local, str(params.index(name) - skipped)) in self.host_parameters
 
     def _returned_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
         """For a call of the module's function: the weakest home of what it returns
@@ -865,10 +916,10 @@ class DeviceFlow:
             uses = made = False
             for node in descendants(module):
                 if type(node) in (cst.Name, cst.Attribute):
-                    names = self.resolver.qualified_names(node)
+                    names = self.resolver.module_level_names(node)
                     uses = uses or any(name.startswith(_TRANSFORMS) for name in names)
                 elif type(node) is cst.Call:
-                    names = self.resolver.qualified_names(node.func)
+                    names = self.resolver.module_level_names(node.func)
                     made = made or any(
                         (name.startswith("torch.nn.") and name[9:10].isupper() and name not in _CONTAINERS)
                         or name.startswith(_MODEL_LIBRARIES)
@@ -887,7 +938,7 @@ class DeviceFlow:
             return None
         if type(loop) is cst.For and self._iterates_loader(loop.iter) and self._moves_items(loop):
             return Home.HOST
-        source = _paired(loop.target, loop.iter, node.value)
+        source = item_source(loop.target, loop.iter, node.value)
         return None if source is None else self._home(source, depth + 1, seen | {node.value})
 
     def iterated(self, node: cst.Name) -> cst.BaseExpression | None:
@@ -910,9 +961,9 @@ class DeviceFlow:
             ancestor = path[index]
             if type(ancestor) in _NESTED_SCOPES:
                 return None
-            if type(ancestor) is cst.CompFor and node.value in _target_names(ancestor.target):
+            if type(ancestor) is cst.CompFor and node.value in target_names(ancestor.target):
                 return ancestor if once else None
-            if type(ancestor) is cst.For and node.value in _target_names(ancestor.target):
+            if type(ancestor) is cst.For and node.value in target_names(ancestor.target):
                 return ancestor if once or self._read_before_rebinding(ancestor, path[index:], node.value) else None
         return None
 
@@ -933,7 +984,7 @@ class DeviceFlow:
 
     def _moves_items(self, loop: cst.For) -> bool:
         """Whether the loop's body moves one of the items it binds to the device (`x = x.to(device)`)."""
-        for name in _target_names(loop.target):
+        for name in target_names(loop.target):
             for statement in loop.body.body:
                 value = _plain_assignment(statement, name)
                 func = value.func if type(value) is cst.Call else None
@@ -941,19 +992,21 @@ class DeviceFlow:
                     return True
         return False
 
-    def _statements_before(self) -> tuple[Sequence[cst.BaseStatement], int] | None:
-        """The body of the function the walk is in, with the position of the top-level statement
-        the walk is in."""
+    def _blocks_around(self) -> Iterator[tuple[Sequence[cst.BaseStatement], int]]:
+        """The blocks the walk is in, from the innermost out to the body of the function it is
+        in (none outside a function), each with the position of the statement the walk is in."""
         ancestors = self.ancestors
-        for index in range(len(ancestors) - 1, -1, -1):
-            if type(ancestors[index]) in _NESTED_SCOPES:
-                function = ancestors[index]
-                if type(function) is not cst.FunctionDef or index + 2 >= len(ancestors):
-                    return None
-                body, statement = function.body.body, ancestors[index + 2]
-                position = next((i for i, each in enumerate(body) if each is statement), None)
-                return None if position is None else (body, position)
-        return None
+        function = next(
+            (index for index in range(len(ancestors) - 1, -1, -1) if type(ancestors[index]) in _NESTED_SCOPES), None
+        )
+        if function is None or type(ancestors[function]) is not cst.FunctionDef:
+            return
+        for index in range(len(ancestors) - 2, function, -1):
+            block, statement = ancestors[index], ancestors[index + 1]
+            if type(block) is cst.IndentedBlock:
+                position = next((i for i, each in enumerate(block.body) if each is statement), None)
+                if position is not None:
+                    yield block.body, position
 
     def _held_before(
         self, name: str, body: Sequence[cst.BaseStatement], position: int, depth: int
@@ -1033,7 +1086,9 @@ class DeviceFlow:
             tensors = [value for value in given if not is_number(value)]  # `dim`, `k`: no tensor of theirs
             return _weakest(self._home(value, depth + 1, seen) for value in tensors) if tensors else Home.UNKNOWN
         method = patterns.method_name(call)
-        if type(call.func) is cst.Name and call.func.value in self._functions:
+        if type(call.func) is cst.Name and (
+            call.func.value in self._functions or call.func.value in self.module_functions()
+        ):  # also one the walk has yet to reach (`convert_to_xywh`, defined after its callers)
             returned = self._returned_home(call, depth, seen)
             return Home.UNKNOWN if returned is None else returned
         if names or method is None or type(call.func) is not cst.Attribute:
@@ -1099,8 +1154,8 @@ class DeviceFlow:
         return b"set_default_device" in source or b"set_default_tensor_type" in source  # before or after
 
     def is_cpu(self, node: cst.BaseExpression) -> bool:
-        """`"cpu"` or `torch.device("cpu")`."""
-        return patterns.string_value(self._made_device(node)) == "cpu"
+        """`"cpu"` or `torch.device("cpu")`, or a name bound once to either (`cpu_device`)."""
+        return patterns.string_value(self.device_literal(node)) == "cpu"
 
     def is_dtype(self, node: cst.BaseExpression) -> bool:
         """`torch.float32`, `torch.long`...: a torch attribute that is a dtype."""
@@ -1789,14 +1844,29 @@ class DeviceFlow:
         """What the module's calls of `function` pass for its parameter `name`, each with the
         scope of the call (empty where the module never calls it); None where a call passes
         nothing for it (the default, or what `*args` may hold)."""
+        passed = self._passed_at(function, name)
+        return None if passed is None else [(arg, site.scope) for arg, site in passed]
+
+    def _passed_at(self, function: cst.FunctionDef, name: str) -> list[tuple[cst.BaseExpression, _Site]] | None:
+        """`passed_arguments`, each with its call site."""
         title, owner = function.name.value, self._methods.get(id(function))
         passed = []
         for site in self._sites(title, owner):
             arg = _argument(site.call, _position(site, function, name), name)
             if arg is None:
                 return None
-            passed.append((arg, site.scope))
+            passed.append((arg, site))
         return passed
+
+    def _at_site(self, site: _Site, question: Callable[[], _T]) -> _T:
+        """The answer to `question` asked as the walk would at a call site: names resolved in
+        its scope, the loops around it known (what a loop target holds)."""
+        saved = self.resolver.scope, self.elsewhere, self.ancestors
+        self.resolver.scope, self.elsewhere, self.ancestors = site.scope, False, site.ancestors
+        try:
+            return question()
+        finally:
+            self.resolver.scope, self.elsewhere, self.ancestors = saved
 
     def _sites(self, title: str, owner: str | None) -> list[_Site]:
         """Calls of a function (of a method of `owner` through `self.`, of `__init__` through
@@ -2453,6 +2523,20 @@ def _paired(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str)
     return next((found for each, arg in zip(targets, args) if (found := _paired(each, arg, name)) is not None), None)
 
 
+def item_source(target: cst.BaseExpression, iterated: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """What a loop target's name takes its items from (see `_paired`), and for the values of
+    `for k, v in d.items()`, the dict itself: where a container lies is where its values lie."""
+    found = _paired(target, iterated, name)
+    if found is not None or type(iterated) is not cst.Call or iterated.args:
+        return found
+    func = iterated.func
+    if type(func) is not cst.Attribute or func.attr.value != "items" or type(target) not in (cst.Tuple, cst.List):
+        return None
+    elements = target.elements  # type: ignore[attr-defined]
+    value = elements[1].value if len(elements) == 2 else None
+    return func.value if type(value) is cst.Name and value.value == name else None
+
+
 def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:
     """The value of a statement that is only `name = value`."""
     if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
@@ -2481,7 +2565,7 @@ def _bound_names(statement: cst.CSTNode) -> frozenset[str]:
     return frozenset(found)
 
 
-def _target_names(target: cst.CSTNode) -> set[str]:
+def target_names(target: cst.CSTNode) -> set[str]:
     found: set[str] = set()
     _collect_names(target, found)
     return found
@@ -2499,9 +2583,12 @@ def _collect_names(target: cst.CSTNode, found: set[str]) -> None:
 
 
 def _python_data(node: cst.BaseExpression) -> bool:
-    """A list, tuple or comprehension display, or None: Python data, not a tensor."""
+    """A list, tuple or comprehension display, None, or what `.tolist()` gives: Python data,
+    not a tensor."""
     if type(node) is cst.Name:
         return node.value == "None"
+    if type(node) is cst.Call:
+        return patterns.method_name(node) == "tolist"
     return type(node) in (cst.List, cst.Tuple, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Dict)
 
 

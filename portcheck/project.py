@@ -31,7 +31,8 @@ IMPORT = "import"
 TRITON = "triton"
 # name: the qualified name of a function or method of the repository that a step loop calls
 # (`utils.clip_gradients`, `utils.MetricLogger.update`); details `where`: the loop and its file,
-# `tensors`: "yes" when the call passes a tensor
+# `tensors`: "yes" when the call passes a tensor, `host`: the positions and keywords of the
+# arguments that are host data (numbers read back, tensors in host memory, containers of those)
 STEP_CALL = "step-call"
 # name: what a module binds by importing another package's API (`utils.torch_utils.smart_amp_autocast`);
 # detail `target`: the API's own qualified name (`ultralytics.utils.torch_utils.autocast`)
@@ -84,6 +85,9 @@ class Project:
     # The parameters of the repository's functions that another module passes a tensor:
     # (qualified function, position or keyword).
     tensor_parameters: frozenset[tuple[str, str]] = frozenset()
+    # The parameters for which every step loop that calls the function passes host data:
+    # (qualified function, position or keyword).
+    host_parameters: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -112,6 +116,7 @@ class Project:
                 for f in facts
                 if f.kind == TENSOR_ARGUMENT and f.detail("origin") in tensors_returned
             ),
+            host_parameters=frozenset(host_parameters(facts)),
         )
 
     @property
@@ -127,6 +132,7 @@ class Project:
             or self.on_cuda
             or self.float64_returns
             or self.tensor_parameters
+            or self.host_parameters
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:
@@ -143,11 +149,19 @@ class Project:
 
     @cached_property
     def _tensor_parameters_by_module(self) -> dict[str, frozenset[tuple[str, str]]]:
-        by_module: dict[str, set[tuple[str, str]]] = {}
-        for function, parameter in self.tensor_parameters:
-            module, _, name = function.rpartition(".")
-            by_module.setdefault(module, set()).add((name, parameter))
-        return {module: frozenset(known) for module, known in by_module.items()}
+        return _by_module(self.tensor_parameters, 1)
+
+    def host_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
+        """(function or `Class.method`, position or keyword) for the module's parameters that
+        every step loop of another module passes host data."""
+        return self._host_parameters_by_module.get(module, frozenset())
+
+    @cached_property
+    def _host_parameters_by_module(self) -> dict[str, frozenset[tuple[str, str]]]:
+        by_module = _by_module(self.host_parameters, 1)
+        for module, known in _by_module(self.host_parameters, 2).items():  # methods: `module.Class.method`
+            by_module[module] = by_module.get(module, frozenset()) | known
+        return by_module
 
     def alias_target(self, qualified: str) -> str | None:
         """The API a repository module's name stands for, when it re-exports one."""
@@ -292,3 +306,24 @@ class ModulePath:
         base = package[: len(package) - (dots - 1)] if dots > 1 else package
         rest = qualified[dots:]
         return ".".join([*base, rest]) if rest else ".".join(base)
+
+
+def host_parameters(facts: Iterable[Fact]) -> set[tuple[str, str]]:
+    """(function, position or keyword) for the parameters that every step call of the function
+    passes host data (a function no step loop calls has none)."""
+    passed: dict[str, set[str]] = {}
+    for fact in facts:
+        if fact.kind == STEP_CALL:
+            keys = set(fact.detail("host").split())
+            passed[fact.name] = passed[fact.name] & keys if fact.name in passed else keys
+    return {(function, key) for function, keys in passed.items() for key in keys}
+
+
+def _by_module(named: Iterable[tuple[str, str]], parts: int) -> dict[str, frozenset[tuple[str, str]]]:
+    """Qualified names with a detail, by module, taking the last `parts` parts as the name in it."""
+    by_module: dict[str, set[tuple[str, str]]] = {}
+    for qualified, detail in named:
+        pieces = qualified.rsplit(".", parts)
+        if len(pieces) == parts + 1:
+            by_module.setdefault(pieces[0], set()).add((".".join(pieces[1:]), detail))
+    return {module: frozenset(known) for module, known in by_module.items()}

@@ -241,6 +241,13 @@ class Resolver:
             self._cache[key] = cached
         return cached
 
+    def module_level_names(self, node: cst.CSTNode) -> frozenset[str]:
+        """`qualified_names` through the module's own imports, wherever the walk is: for what
+        reads the whole module at once (the walk's scope is not the node's), so not cached."""
+        base, _, rest = dotted(node).partition(".")
+        targets = self.module.imports.get(base, ()) if base else ()
+        return frozenset(f"{target}.{rest}" if rest else target for target in targets)
+
     def bound_name(self, module: str, at_module_level: bool = False) -> str | None:
         """A name visible here (or at module level) that an import binds to `module` (`T` after
         `import torch as T`), preferring the module scope's; None when there is none."""

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from textwrap import dedent
 
+import libcst as cst
 import pytest
 
 from portcheck import api
 from portcheck.config import Config
 from portcheck.findings import FixSafety, Severity
+from portcheck.flow import DeviceFlow
+from portcheck.resolve import Resolver
 from portcheck.rules import shapes
 from portcheck.rules.shapes.boolean_mask_indexing import BooleanMaskIndexing
+from portcheck.walk import Walker
 
 
 def fixed(source: str, device: str, *, unsafe: bool = False) -> str:
@@ -570,3 +574,32 @@ def test_tensor_typing_follows_each_value_once_however_often_it_is_read(
     source = f"import torch\nfor b in loader:\n    a0 = {first}\n{sums}    if a5 > 0:\n        break\n"
     assert ((9, "PC504") in findings(source)) is found
     assert len(asked) < 300
+
+
+def test_asking_whether_code_runs_in_a_data_worker_leaves_other_functions_names_resolved() -> None:
+    """`in_data_worker` reads the whole module for transforms; doing so from one function must
+    not fix what a name imported inside another function resolves to (consistency_models'
+    `from flash_attn.flash_attention import FlashAttention` in `__init__`)."""
+    source = (
+        "import torch\nclass Attention(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+        "    def __init__(self):\n        from flash_attn.flash_attention import FlashAttention\n"
+        "        self.inner = FlashAttention()\n"
+    )
+    module = cst.parse_module(source)
+    resolver = Resolver(module)
+    module_flow = DeviceFlow(resolver)
+    resolved: dict[str, frozenset[str]] = {}
+
+    class Probe:
+        watched_names = ()
+
+        def visit_Return(self, node: cst.Return) -> None:
+            assert not module_flow.in_data_worker(walker.ancestors)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            resolved[cst.Module([]).code_for_node(node.func)] = resolver.qualified_names(node.func)
+
+    walker = Walker([module_flow, Probe()], resolver)
+    module_flow.ancestors = walker.ancestors
+    walker.walk(module)
+    assert resolved["FlashAttention"] == {"flash_attn.flash_attention.FlashAttention"}

@@ -733,3 +733,42 @@ def test_a_model_a_factory_of_the_module_returns_runs_its_methods_every_step(tmp
     )
     found = {(f.path, f.line, f.message.split(" copies")[0]) for f in scan(tmp_path).findings if f.code == "PC503"}
     assert found == {("model.py", 5, "`.item()` in `parse_batch()`, called from a loop over a DataLoader in train.py,")}
+
+
+def test_what_a_step_loop_passes_in_host_memory_is_read_there_without_a_sync(tmp_path: Path) -> None:
+    """torchvision's detection evaluation: the outputs are copied to the CPU, then a dict of
+    them goes to `CocoEvaluator.update`, whose helpers call `.tolist()` (also on what a helper
+    of theirs returns): host work. Given the outputs as they come from the model, it syncs."""
+    evaluator = (
+        "import torch\nclass Evaluator:\n    def update(self, predictions):\n"
+        "        return self.prepare(predictions)\n    def prepare(self, predictions):\n"
+        "        results = []\n        for image_id, prediction in predictions.items():\n"
+        "            boxes = prediction['boxes']\n            boxes = to_xywh(boxes).tolist()\n"
+        "            results.append((image_id, boxes, prediction['scores'].tolist()))\n        return results\n"
+        "def to_xywh(boxes):\n    xmin, ymin, xmax, ymax = boxes.unbind(1)\n"
+        "    return torch.stack((xmin, ymin, xmax - xmin, ymax - ymin), dim=1)\n"
+    )
+    engine = (
+        "import torch\nfrom coco_eval import Evaluator\ndef evaluate(model, loader):\n"
+        "    cpu_device = torch.device('cpu')\n    evaluator = Evaluator()\n    for images, targets in loader:\n"
+        "        outputs = model(images)\n"
+        "        outputs = [{k: v.to(cpu_device) for k, v in t.items()} for t in outputs]\n"
+        "        res = {target['image_id'].item(): output for target, output in zip(targets, outputs)}\n"
+        "        evaluator.update(res)\n"
+    )
+    write(tmp_path, {"coco_eval.py": evaluator, "engine.py": engine})
+    assert not [f for f in scan(tmp_path).findings if f.code == "PC503" and f.path == "coco_eval.py"]
+    write(
+        tmp_path,
+        {
+            "engine.py": engine.replace(
+                "        outputs = [{k: v.to(cpu_device) for k, v in t.items()} for t in outputs]\n", ""
+            )
+        },
+    )
+    found = {(f.line, f.message.split(" copies")[0]) for f in scan(tmp_path).findings if f.path == "coco_eval.py"}
+    called = "called from `update()`, called from a loop over a DataLoader in engine.py,"
+    assert found == {
+        (9, f"`.tolist()` in `prepare()`, {called}"),
+        (10, f"`.tolist()` in `prepare()`, {called}"),
+    }

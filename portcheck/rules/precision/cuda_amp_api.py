@@ -140,6 +140,10 @@ class CudaAmpApi(CudaApiRule):
         ),
         Valid("import torch\ndtype = torch.get_autocast_gpu_dtype()\n", options={"targets": ["rocm"]}),
         Valid("def cast(torch, x):\n    return x.to(torch.get_autocast_gpu_dtype())\n"),
+        Valid(  # the device-generic decorator where torch has it: the CUDA one is an old torch's fallback
+            "import torch\nif hasattr(torch.amp, 'custom_fwd'):\n    from torch.amp import custom_fwd\n"
+            "else:\n    from torch.cuda.amp import custom_fwd\nforward = custom_fwd(device_type=kind)\n"
+        ),
     ]
     INVALID = [
         Invalid(

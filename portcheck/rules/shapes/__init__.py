@@ -891,8 +891,10 @@ class StepRule(TensorRule):
         if not callees or module_flow.off_the_step_path(ancestors):
             return
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
+        host = " ".join(_host_keys(self.ctx, call))
         for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba
-            self._step_calls.append(_CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope))
+            site = _CallSite(callee, call, function, tensors, host, tuple(ancestors), module_flow.scope)
+            self._step_calls.append(site)
 
     def note_tensor_arguments(self, call: cst.Call) -> None:
         """In the first pass, record what a call of another module's function passes it as a
@@ -1174,7 +1176,13 @@ class StepRule(TensorRule):
             if where is not None:
                 where = f"{where} in {self.ctx.path}"
                 self.record(
-                    project.STEP_CALL, site.callee, site.call, chain=site.ancestors, where=where, tensors=site.tensors
+                    project.STEP_CALL,
+                    site.callee,
+                    site.call,
+                    chain=site.ancestors,
+                    where=where,
+                    tensors=site.tensors,
+                    host=site.host,
                 )
         for deferred in self._in_functions if module_flow is not None else ():
             # asked again now the module is known: the loop around it may call methods defined after it
@@ -1281,6 +1289,52 @@ class StepRule(TensorRule):
         return False
 
 
+def _host_keys(ctx: FileContext, call: cst.Call) -> list[str]:
+    """The positions and keywords of a call's arguments that are host data where the walk is."""
+    keys, position = [], 0
+    for arg in call.args:
+        if arg.star:
+            break  # what follows has unknown positions
+        if arg.keyword is None:
+            position += 1
+        if holds_host_data(ctx, arg.value, {}):
+            keys.append(arg.keyword.value if arg.keyword is not None else str(position - 1))
+    return keys
+
+
+def holds_host_data(ctx: FileContext, node: cst.BaseExpression, bound: Mapping[str, cst.BaseExpression | None]) -> bool:
+    """Whether an expression is host data where the walk is: a number or a string, a number
+    read back (`loss.item()`), a tensor in host memory, or a list, tuple, dict or comprehension
+    of those (torchvision's `res = {id: out for id, out in zip(ids, outputs)}` after `outputs =
+    [{k: v.to(cpu_device) for k, v in t.items()} for t in outputs]`). `bound`: what the
+    comprehensions around `node` take the names they bind from."""
+    if type(node) is cst.Name and node.value in bound:
+        source = bound[node.value]
+        return source is not None and holds_host_data(ctx, source, {})
+    if type(node) is cst.Name:
+        values = values_reaching(ctx, node)
+        return bool(values) and all(holds_host_data(ctx, value, {}) for value in values)
+    if type(node) in (cst.List, cst.Tuple, cst.Dict):
+        elements = node.elements  # type: ignore[attr-defined]
+        return all(holds_host_data(ctx, element.value, bound) for element in elements)
+    if isinstance(node, cst.BaseComp):
+        inner: cst.CompFor | None = node.for_in
+        bound = {**bound}
+        while inner is not None:
+            for name in flow.target_names(inner.target):
+                source = flow.item_source(inner.target, inner.iter, name)
+                bound[name] = source
+            inner = inner.inner_for_in
+        return holds_host_data(ctx, node.value if type(node) is cst.DictComp else node.elt, bound)  # type: ignore[attr-defined]
+    if type(node) in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString):
+        return True
+    if type(node) is cst.Call and (
+        patterns.method_name(node) in ("item", "tolist") or patterns.dotted(node.func) in ("float", "int")
+    ):
+        return True
+    return in_host_memory(ctx, node)  # a name a comprehension binds has no home of its own: `v.cpu()` has
+
+
 def _annotation(function: cst.FunctionDef | None, name: str) -> cst.BaseExpression | None:
     """The annotation of `function`'s parameter `name` (`trainer: Trainer`)."""
     if function is None:
@@ -1299,6 +1353,7 @@ class _CallSite:
     call: cst.Call
     function: cst.FunctionDef | None  # the function it is made in
     tensors: str  # "yes" where it may pass a tensor
+    host: str  # the positions and keywords of the arguments that are host data, spaced
     ancestors: tuple[cst.CSTNode, ...]
     scope: Scope
 

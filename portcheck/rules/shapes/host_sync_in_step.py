@@ -702,10 +702,7 @@ class HostSyncInStep(StepRule):
         if patterns.method_name(node) != "to" or module_flow is None:
             return False
         places = [arg.value for arg in node.args if arg.keyword is None or arg.keyword.value == "device"]
-        return any(
-            type(place) is cst.Name and patterns.string_value(module_flow.device_literal(place)) == "cpu"
-            for place in places
-        )
+        return any(type(place) is cst.Name and module_flow.is_cpu(place) for place in places)
 
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)
