@@ -603,3 +603,20 @@ def test_asking_whether_code_runs_in_a_data_worker_leaves_other_functions_names_
     module_flow.ancestors = walker.ancestors
     walker.walk(module)
     assert resolved["FlashAttention"] == {"flash_attn.flash_attention.FlashAttention"}
+
+
+def test_float16_an_option_chooses_beside_bfloat16_is_info() -> None:
+    """open_clip's precision choices: where the option offers bfloat16 too, the user picks it on
+    a bfloat16 target (info); float16 against float32 is the port's to change (a warning)."""
+    found = findings(
+        """\
+        import torch
+        def load(model, precision):
+            dtype = torch.float16 if 'fp16' in precision else torch.bfloat16
+            model.to(dtype=dtype)
+            input_dtype = torch.float16 if precision == 'fp16' else torch.float32
+            model.to(dtype=input_dtype)
+        """
+    )
+    assert found[(3, "PC308")][0] is Severity.INFO
+    assert found[(5, "PC308")][0] is Severity.WARNING

@@ -772,3 +772,42 @@ def test_what_a_step_loop_passes_in_host_memory_is_read_there_without_a_sync(tmp
         (9, f"`.tolist()` in `prepare()`, {called}"),
         (10, f"`.tolist()` in `prepare()`, {called}"),
     }
+
+
+def test_calls_of_a_kernels_module_of_the_repository_are_listed(tmp_path: Path) -> None:
+    """mamba itself (a package portcheck lists, scanned as the repository's own): a module that
+    imports Triton defines the kernels' wrappers, whose calls are info (the wrapper may take a
+    portable path, or each call needs a replacement); a
+    module further away loads once that one is fixed, and a kernels module importing another
+    is ported whole (its own `import triton` says so)."""
+    write(
+        tmp_path,
+        {
+            "mamba_ssm/__init__.py": "",
+            "mamba_ssm/ops/__init__.py": "",
+            "mamba_ssm/ops/layer_norm.py": (
+                "import torch\nimport triton\n@triton.jit\ndef _fwd_kernel(x):\n    pass\n"
+                "def layer_norm_fn(x):\n    return x\n"
+            ),
+            "mamba_ssm/ops/combined.py": (
+                "import torch\nimport triton\nfrom mamba_ssm.ops.layer_norm import layer_norm_fn\n"
+                "@triton.jit\ndef _chunk_kernel(x):\n    pass\n"
+            ),
+            "mamba_ssm/block.py": (
+                "import torch\nfrom mamba_ssm.ops.layer_norm import layer_norm_fn\nclass Block(torch.nn.Module):\n"
+                "    def forward(self, x):\n        return layer_norm_fn(x)\n"
+            ),
+            "mamba_ssm/model.py": "import torch\nfrom mamba_ssm.block import Block\nblock = Block()\n",
+        },
+    )
+    found = {(f.path, f.line, f.code): f.severity for f in scan(tmp_path).findings if f.code in ("PC610", "PC707")}
+    assert found == {
+        ("mamba_ssm/ops/layer_norm.py", 2, "PC610"): Severity.ERROR,
+        ("mamba_ssm/ops/combined.py", 2, "PC610"): Severity.ERROR,
+        ("mamba_ssm/ops/combined.py", 3, "PC610"): Severity.INFO,
+        ("mamba_ssm/block.py", 2, "PC610"): Severity.ERROR,
+        ("mamba_ssm/block.py", 5, "PC707"): Severity.INFO,
+        ("mamba_ssm/model.py", 2, "PC610"): Severity.INFO,
+    }
+    message = next(f.message for f in scan(tmp_path).findings if f.code == "PC707")
+    assert message.startswith("calls `layer_norm_fn` of `mamba_ssm.ops.layer_norm`, whose module fails to import")

@@ -7,8 +7,9 @@ import libcst as cst
 from portcheck import flow, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.resolve import Resolver
-from portcheck.rule import ERROR, WARNING, FileContext, Invalid, Report, Rule, Valid, at_most_info, per_target
+from portcheck.rule import ERROR, INFO, WARNING, FileContext, Invalid, Report, Rule, Valid, at_most_info, per_target
 from portcheck.rules.dependencies import optional_import
+from portcheck.rules.kernels.unguarded_kernel_import import imports_cause_itself
 from portcheck.targets import packages
 from portcheck.walk import descendants
 
@@ -25,6 +26,10 @@ _NOT_CALLABLE = "TypeError ('NoneType' object is not callable)"
 _NO_ATTRIBUTE = "AttributeError ('NoneType' object has no attribute '{attribute}')"
 _UNBOUND = "NameError (name '{name}' is not defined)"
 _IMPORTED = "whose import fails on the target first (PC701): each call needs a replacement too"
+_IMPORTED_LOCAL = (
+    "whose module fails to import on the target first (PC610): the definition needs a portable path, or each "
+    "call a replacement"
+)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _REQUIRED = (
     "behind a guarded import, but this function raises without it (`{test}`): there is no other path, "
@@ -46,7 +51,12 @@ class CudaOnlyPackageCall(Rule):
     repository's own modules that fail to import without Triton or one of its CUDA extensions
     (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
-    `except ImportError: WindowProcess = None`).
+    `except ImportError: WindowProcess = None`); as info, calls of what an unguarded import
+    binds from a module that imports Triton or the extension itself, the kernels' wrappers
+    (mamba's `layer_norm_fn(...)` from `ops.triton.layer_norm`): the wrapper's one definition
+    may take a portable path instead (stylegan2's `upfirdn2d` already has one for the CPU),
+    or each call needs a replacement; not a model class from a module further away, which
+    loads once that one is fixed.
 
     ## Why is this bad?
     The guard only asks whether the package is installed, not whether there is a CUDA device.
@@ -212,7 +222,7 @@ class CudaOnlyPackageCall(Rule):
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             module = patterns.dotted(alias.name)
-            listed = packages.by_import(module)
+            listed = self._listed(module)
             package = listed or self._failing_module(module)
             if package is not None and alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 self._note(alias.asname.name.value, module, package, local=listed is None)
@@ -226,11 +236,16 @@ class CudaOnlyPackageCall(Rule):
         module = self.ctx.module.absolute("." * len(node.relative) + written) if node.relative else written
         for alias in node.names:
             name = f"{module}.{patterns.dotted(alias.name)}"
-            listed = None if node.relative else packages.by_import(name) or packages.by_import(module)
+            listed = None if node.relative else self._listed(name) or self._listed(module)
             package = listed or self._failing_module(name) or self._failing_module(module)
             bound = alias.asname.name if alias.asname is not None else alias.name
             if package is not None and isinstance(bound, cst.Name):
                 self._note(bound.value, module, package, local=listed is None)
+
+    def _listed(self, module: str) -> packages.Package | None:
+        """The CUDA-bound package a module belongs to, but for the repository's own copy of one
+        (scanning mamba itself, whose modules are judged as the repository's own)."""
+        return None if self.ctx.project.is_local(module) else packages.by_import(module)
 
     def _failing_module(self, module: str) -> packages.Package | None:
         """One of the repository's modules that fails to import without Triton or one of its
@@ -254,13 +269,18 @@ class CudaOnlyPackageCall(Rule):
             per_target=kernels.severity(kind),
         )
 
+    def _kernels_module(self, module: str) -> bool:
+        """Whether one of the repository's modules fails to import because it imports Triton or
+        a CUDA extension itself (mamba's `ops.triton.layer_norm`): what it defines are the
+        kernels' wrappers, each call of which needs a replacement. A module further from the
+        cause loads once that one is fixed."""
+        chain = self.ctx.project.failing_import(module, self.ctx.module.name)
+        return chain is not None and imports_cause_itself(chain)
+
     def _note(self, name: str, module: str, package: packages.Package, *, local: bool) -> None:
         """A name an import of `module` binds, where the import is optional (else PC701's
         finding stands, or PC610's for a `local` module, one of the repository's own that
-        fails to import); not the repository's own copy of a listed package (scanning
-        xformers itself)."""
-        if self.ctx.project.is_local(module) and not local:
-            return
+        fails to import)."""
         if local:
             self._local.add(name)
         else:
@@ -274,7 +294,7 @@ class CudaOnlyPackageCall(Rule):
                 self._stand_ins.pop(name, None)
         else:
             self._optional.pop(name, None)  # also imported for sure: the import fails first
-            if not local:
+            if not local or self._kernels_module(module):
                 self._imported[name] = package
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -284,7 +304,7 @@ class CudaOnlyPackageCall(Rule):
             return  # `trt.__version__.split(".")`, `natten.has_fused_na()`: questions, no work
         imported = self._imported.get(called.split(".")[0])
         if package is None and imported is not None and self.ctx.qualified_names(node.func):
-            if not self.ctx.project.complete:
+            if not self.ctx.project.complete or called.split(".")[0] in self._local:  # the project pass knows those
                 self.reports.append(self._imported_call(node.func, called, imported, self.ctx.chain(node.func)))
             return
         if package is None and self.ctx.qualified_names(node.func) and flow.enclosing_function(self.ctx.ancestors):
@@ -343,14 +363,18 @@ class CudaOnlyPackageCall(Rule):
         self, func: cst.BaseExpression, called: str, imported: packages.Package, chain: tuple[cst.CSTNode, ...]
     ) -> Report:
         """The report of a call of what an unguarded import binds: at most a warning, since the
-        import is where the target fails first (PC701's error)."""
+        import is where the target fails first (PC701's error); info for what one of the
+        repository's kernels modules defines (PC610's), whose one definition may take a
+        portable path instead."""
+        local = called.split(".")[0] in self._local
+        ceiling = INFO if local else WARNING
         return self.report_here(
             func,
-            severity={t: min(level, WARNING) for t, level in imported.severities().items()},
+            severity={t: min(level, ceiling) for t, level in imported.severities().items()},
             chain=chain,
             called=called,
             package=imported.key,
-            declared=_IMPORTED,
+            declared=_IMPORTED_LOCAL if local else _IMPORTED,
             what=imported.what,
             instead=imported.instead,
             hint=f"{imported.what}: use instead: {imported.instead}",

@@ -25,7 +25,8 @@ class UnguardedKernelImport(Rule):
     CUDA extension that way, directly or through other modules. The finding names the chain
     (`pkg.model -> pkg.kernels -> triton`); where the imported module does not import the
     cause itself (nor through its own package's re-exports), the statement is info: it loads
-    once the module nearer the cause guards its import. Each such statement is reported: the
+    once the module nearer the cause guards its import, and so is it in a module that defines
+    Triton kernels itself, which is ported whole. Each such statement is reported: the
     module stops at the first, but loads only once every one is guarded (`import triton`,
     then `import triton.language as tl`, then `from kernels import add`).
 
@@ -167,10 +168,16 @@ class UnguardedKernelImport(Rule):
             chain = known.failing_import(module, importer)
             if chain is not None:
                 severity = _chain_severity(chain)
-                self.report(
-                    node, severity=severity if _direct(chain) else at_most_info(severity), **_chain_fields(chain)
-                )
+                if not imports_cause_itself(chain) or self._defines_kernels(importer):
+                    severity = at_most_info(severity)
+                self.report(node, severity=severity, **_chain_fields(chain))
                 return
+
+    def _defines_kernels(self, module: str) -> bool:
+        """Whether the module defines Triton kernels itself (mamba's `ssd_combined`, which imports
+        its sibling kernel modules): it is ported whole, and its own `import triton` is the
+        finding that says so."""
+        return any(kernel.startswith(module + ".") for kernel in self.ctx.project.kernels)
 
 
 def _maybe_built_here(module: str) -> bool:
@@ -181,7 +188,7 @@ def _maybe_built_here(module: str) -> bool:
     return top not in sys.stdlib_module_names and top != "torch"
 
 
-def _direct(chain: Sequence[str]) -> bool:
+def imports_cause_itself(chain: Sequence[str]) -> bool:
     """Whether the imported module itself imports the cause, through its package's own
     re-exports at most (stylegan2's `from op import upfirdn2d`: op -> op.upfirdn2d -> the
     extension); a module further away (a script importing the model) loads once that one

@@ -8,10 +8,11 @@ import libcst as cst
 from portcheck import kwargs, patterns
 from portcheck import targets as target_data
 from portcheck.flow import ANYWHERE, Home, Reach
-from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
+from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid, at_most_info
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
 from portcheck.rules.precision import FLOAT16, chooses_float16, tests_equal, under_test
 from portcheck.rules.shapes import values_reaching
+from portcheck.walk import descendants
 from portcheck.wording import verb
 
 _LOADERS = frozenset({"from_pretrained", "from_single_file", "from_pipe", "from_config"})
@@ -84,7 +85,9 @@ class Float16OnBf16Target(Rule):
     device type never takes it: float16 is the right choice there. Float16 that the user's
     option chooses (`if args.fp16:`, `torch.float16 if use_fp16 else torch.float32`, `elif
     precision == "fp16":`) is reported with the option named: on these targets the
-    half-precision option should mean bfloat16. `from_pretrained` counts when its class comes
+    half-precision option should mean bfloat16; as info where the same choice gives bfloat16
+    on another path (`torch.float16 if "fp16" in precision else torch.bfloat16`, an `elif`
+    for "bf16"): the program has the option these targets want. `from_pretrained` counts when its class comes
     from transformers or diffusers, from the repository itself (MiniGPT-4's own
     `LlamaForCausalLM`), or from nowhere portcheck can see. Nor is float16 in a conversion script,
     which loads and saves weights and places nothing on a device (no `.cuda()`, `.to(device)`,
@@ -289,6 +292,14 @@ class Float16OnBf16Target(Rule):
             "unet = UNet2DConditionModel.from_pretrained('x', torch_dtype=dtype)\n",
             lines=[5, 10, 11],
             message="asks for half precision",
+        ),
+        Invalid(  # open_clip: the option offers bfloat16 too, the one to pick on these targets (info)
+            "import torch\ndef cast_dtype(precision):\n    if precision == 'bf16':\n        return torch.bfloat16\n"
+            "    elif precision == 'fp16':\n        dtype = torch.float16\n        return dtype\n"
+            "def load(model, precision):\n    dtype = torch.float16 if 'fp16' in precision else torch.bfloat16\n"
+            "    model.to(dtype=dtype)\n",
+            lines=[6, 9],
+            message="another choice gives bfloat16",
         ),
         Invalid(  # yolov5 and guided diffusion: inputs on the device, a loaded model, dtypes casts read
             "import torch as th\nim = th.from_numpy(im).to(model.device)\nim = im.half() if model.fp16 else im.float()\n"
@@ -627,32 +638,58 @@ class Float16OnBf16Target(Rule):
                     return isinstance(iterated, cst.Call) and patterns.method_name(iterated) in _MODULE_ITERATORS
         return False
 
+    def _offers_bfloat16(self, choice: cst.If | cst.IfExp, chain: list[cst.CSTNode]) -> bool:
+        """Whether the option's choice gives bfloat16 on another path: the other value of the
+        `if` expression (open_clip's `torch.float16 if 'fp16' in precision else
+        torch.bfloat16`), or a branch of the `if`/`elif` chain (`if precision == 'bf16': ...
+        elif precision == 'fp16': ...`)."""
+        if isinstance(choice, cst.IfExp):
+            others: list[cst.CSTNode] = [choice.orelse]
+        else:
+            top = choice
+            for parent, child in zip(reversed(chain[:-1]), reversed(chain[1:])):
+                if child is top and isinstance(parent, cst.If) and parent.orelse is top:
+                    top = parent  # an `elif`: its chain starts further up
+            others = [top.body, *([top.orelse] if top.orelse is not None else [])]
+            others = [other for other in others if other is not choice.body]
+        return any(
+            isinstance(each, (cst.Name, cst.Attribute)) and "torch.bfloat16" in self.ctx.qualified_names(each)
+            for other in others
+            for each in (other, *descendants(other))
+        )
+
     def _report(self, node: cst.CSTNode, what: str, reach: Reach, runs: str = "runs the model") -> None:
         """Report for the targets whose device type can take the branch `node` is in: float16 is
         the right choice in code that only CUDA (or MPS...) runs."""
         if id(node) in self._reported:
             return
         self._reported.add(id(node))
-        option = _choosing_option([*self.ctx.chain(node), node])
-        if option is not None:
-            what = f"{what}, where `{option}` asks for half precision,"
+        chain = [*self.ctx.chain(node), node]
+        choice = _choosing_option(chain)
         severity = {
             name: level if reach.includes(target_data.get(name).device_type) else OFF
             for name, level in self.severity.items()
         }
+        if choice is not None:
+            option = cst.Module([]).code_for_node(choice.test)
+            if self._offers_bfloat16(choice, chain):
+                what = f"{what}, where `{option}` asks for half precision and another choice gives bfloat16,"
+                severity = at_most_info(severity)  # the user picks that one on these targets
+            else:
+                what = f"{what}, where `{option}` asks for half precision,"
         affected = [t for t in self.ctx.targets if severity[t] > OFF]
         names = "/".join(affected) or "the selected targets"
         compute = verb(affected, "computes", "compute")
         self.report(node, severity=severity, what=what, runs=runs, targets=names, compute=compute)
 
 
-def _choosing_option(chain: list[cst.CSTNode]) -> str | None:
-    """The user's option that chooses the float16 at the end of `chain`: the test of an `if`
-    whose body, or of an `if` expression whose first value, holds it (`if args.fp16:`,
-    `torch.float16 if use_fp16 else torch.float32`)."""
+def _choosing_option(chain: list[cst.CSTNode]) -> cst.If | cst.IfExp | None:
+    """The choice by the user's option of the float16 at the end of `chain`: an `if` whose
+    body, or an `if` expression whose first value, holds it (`if args.fp16:`, `torch.float16
+    if use_fp16 else torch.float32`)."""
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, (cst.If, cst.IfExp)) and child is parent.body and chooses_float16(parent.test):
-            return cst.Module([]).code_for_node(parent.test)
+            return parent
     return None
 
 

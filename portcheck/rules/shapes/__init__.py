@@ -267,15 +267,18 @@ def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
     return False
 
 
-def values_reaching(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.BaseExpression, ...]:
+def values_reaching(
+    ctx: FileContext, node: cst.CSTNode, path: Sequence[cst.CSTNode] | None = None
+) -> tuple[cst.BaseExpression, ...]:
     """The values a name may hold: its one binding, else those that reach the statement the
-    walk is in (`j = r < t; x = x[j]; j, k = m.T; y = y[j]`)."""
+    walk is in (`j = r < t; x = x[j]; j, k = m.T; y = y[j]`), or the last statement of `path`
+    (the nodes from the module down to it: an `if` the walk visits)."""
     if type(node) is not cst.Name:
         return ()
     bound = ctx.assigned_value(node)
     if bound is not None or ctx.flow is None or ctx.flow.elsewhere:  # the walk's path is another scope's
         return () if bound is None else (bound,)
-    return _reaching_values(ctx.ancestors, node.value, ctx.flow)
+    return _reaching_values(ctx.ancestors if path is None else path, node.value, ctx.flow)
 
 
 def _reaching_values(
@@ -283,8 +286,9 @@ def _reaching_values(
 ) -> tuple[cst.BaseExpression, ...]:
     """The values that reach the walk's statement from the last statements before it, in its
     block or an enclosing one of the same function, that bind `name` by `=` (for `a, b = v`,
-    `v`): that of a plain assignment, and those of an `if` without `else` whose body assigns
-    the name last (`m = t > 0` then `if cap: m = m & (t < cap)`), with what reaches the `if`.
+    `v`): that of a plain assignment, and those of an `if` whose branches assign the name
+    last (`m = t > 0` then `if cap: m = m & (t < cap)`; YOLO's `if multi_label: x = ... else:
+    x = ...`), with what reaches the `if` where a path through it leaves the name alone.
     Nothing where a binding of another kind, or another compound statement, may come last."""
     found: list[cst.BaseExpression] = []
     for index in range(len(path) - 1, 0, -1):
@@ -300,25 +304,46 @@ def _reaching_values(
                 return (*found, bound)
             if bound is None:
                 continue
-            branch = _assigned_last_in_branch(previous, name, module_flow)
-            if branch is None:
+            branches = _assigned_in_branches(previous, name, module_flow)
+            if branches is None:
                 return ()
-            found.append(branch)
+            found.extend(branches[0])
+            if branches[1]:
+                return tuple(found)
     return ()
 
 
-def _assigned_last_in_branch(
+def _assigned_in_branches(
     statement: cst.CSTNode, name: str, module_flow: flow.DeviceFlow
-) -> cst.BaseExpression | None:
-    """The value an `if` without `else` gives `name` where its body runs: its body's last
-    statement that binds it, a plain assignment."""
-    if type(statement) is not cst.If or statement.orelse is not None:
+) -> tuple[list[cst.BaseExpression], bool] | None:
+    """The values an `if` gives `name` in the branches that bind it (each one's last binding,
+    a plain assignment), and whether every path through it does; None where a branch binds
+    it otherwise."""
+    if type(statement) is not cst.If:
         return None
-    body = statement.body.body if type(statement.body) is cst.IndentedBlock else ()
-    for inner in reversed(body):
+    body = _assigned_last(statement.body, name, module_flow)
+    if body is False:
+        return None
+    values = [] if body is None else [body]
+    orelse = statement.orelse
+    if orelse is None:
+        return values, False
+    if type(orelse) is cst.If:  # `elif`
+        inner = _assigned_in_branches(orelse, name, module_flow)
+        return None if inner is None else ([*values, *inner[0]], body is not None and inner[1])
+    other = _assigned_last(orelse.body, name, module_flow)
+    if other is False:
+        return None
+    return [*values, *([] if other is None else [other])], body is not None and other is not None
+
+
+def _assigned_last(block: cst.BaseSuite, name: str, module_flow: flow.DeviceFlow) -> cst.BaseExpression | bool | None:
+    """The value the last statement of a block that binds `name` assigns it (False where it
+    binds it otherwise), None where none binds it."""
+    for inner in reversed(block.body if type(block) is cst.IndentedBlock else ()):
         bound = _binds_by_assignment(inner, name, module_flow)
         if bound is not None:
-            return bound if isinstance(bound, cst.BaseExpression) else None
+            return bound if isinstance(bound, cst.BaseExpression) else False
     return None
 
 
@@ -1302,30 +1327,38 @@ def _host_keys(ctx: FileContext, call: cst.Call) -> list[str]:
     return keys
 
 
-def holds_host_data(ctx: FileContext, node: cst.BaseExpression, bound: Mapping[str, cst.BaseExpression | None]) -> bool:
+def holds_host_data(
+    ctx: FileContext,
+    node: cst.BaseExpression,
+    bound: Mapping[str, cst.BaseExpression | None],
+    seen: frozenset[str] = frozenset(),
+) -> bool:
     """Whether an expression is host data where the walk is: a number or a string, a number
     read back (`loss.item()`), a tensor in host memory, or a list, tuple, dict or comprehension
     of those (torchvision's `res = {id: out for id, out in zip(ids, outputs)}` after `outputs =
     [{k: v.to(cpu_device) for k, v in t.items()} for t in outputs]`). `bound`: what the
-    comprehensions around `node` take the names they bind from."""
+    comprehensions around `node` take the names they bind from; `seen`: the names being
+    looked through."""
     if type(node) is cst.Name and node.value in bound:
         source = bound[node.value]
-        return source is not None and holds_host_data(ctx, source, {})
+        return source is not None and holds_host_data(ctx, source, {}, seen)
     if type(node) is cst.Name:
-        values = values_reaching(ctx, node)
-        return bool(values) and all(holds_host_data(ctx, value, {}) for value in values)
+        if node.value in seen or len(seen) > _DEPTH:
+            return False
+        values, seen = values_reaching(ctx, node), seen | {node.value}
+        return bool(values) and all(holds_host_data(ctx, value, {}, seen) for value in values)
     if type(node) in (cst.List, cst.Tuple, cst.Dict):
         elements = node.elements  # type: ignore[attr-defined]
-        return all(holds_host_data(ctx, element.value, bound) for element in elements)
+        return all(holds_host_data(ctx, element.value, bound, seen) for element in elements)
     if isinstance(node, cst.BaseComp):
         inner: cst.CompFor | None = node.for_in
         bound = {**bound}
         while inner is not None:
             for name in flow.target_names(inner.target):
-                source = flow.item_source(inner.target, inner.iter, name)
-                bound[name] = source
+                bound[name] = flow.item_source(inner.target, inner.iter, name)
             inner = inner.inner_for_in
-        return holds_host_data(ctx, node.value if type(node) is cst.DictComp else node.elt, bound)  # type: ignore[attr-defined]
+        item = node.value if type(node) is cst.DictComp else node.elt  # type: ignore[attr-defined]
+        return holds_host_data(ctx, item, bound, seen)
     if type(node) in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString):
         return True
     if type(node) is cst.Call and (

@@ -1,12 +1,23 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, advice, in_host_memory, off_host_at_end, tensor_method
+from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.rules.shapes import (
+    SYNC_SEVERITY,
+    StepRule,
+    advice,
+    in_host_memory,
+    is_bool_mask,
+    off_host_at_end,
+    tensor_method,
+    values_reaching,
+)
+from portcheck.targets import vision_ops
 
 _DATA_SHAPED = "has an output shape that depends on tensor values"
 
@@ -231,6 +242,40 @@ class DataDependentShapeOp(StepRule):
             bound = self.ctx.assigned_value(node)
             return bound is not None and self._is_tensor(bound, depth + 1)
         return False
+
+
+_SELECTING = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
+
+
+def shaped_by_data(ctx: FileContext, node: cst.BaseExpression, path: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    """Whether a tensor's shape depends on tensor values: what `nonzero`, `argwhere`,
+    `masked_select`, `unique`, one-argument `torch.where` and torchvision's `nms` return, a
+    tensor indexed with a boolean mask or with one of those (`x[keep]`), a view or part of one
+    (`i[:max_det]`, `idx.T`), and a name the last statement of `path` gets one of those from."""
+    if depth > 4:
+        return False
+    if type(node) is cst.Name:
+        return any(shaped_by_data(ctx, value, path, depth + 1) for value in values_reaching(ctx, node, path))
+    if type(node) is cst.Attribute and node.attr.value in ("T", "mT"):
+        return shaped_by_data(ctx, node.value, path, depth + 1)
+    if type(node) is cst.Subscript:
+        index = node.slice[0].slice if len(node.slice) == 1 else None
+        if type(index) is cst.Index and (
+            is_bool_mask(ctx, index.value) or shaped_by_data(ctx, index.value, path, depth + 1)
+        ):
+            return True
+        return shaped_by_data(ctx, node.value, path, depth + 1)
+    if type(node) is not cst.Call:
+        return False
+    names = ctx.qualified_names(node.func)
+    for name in names:
+        found = vision_ops.by_call(name)
+        if found is not None and all(op.data_dependent for op in found[1]):
+            return True  # `torchvision.ops.nms(boxes, scores, t)`
+    if names & _FUNCTIONS.keys():
+        op = _FUNCTIONS[min(names & _FUNCTIONS.keys())]
+        return op in _SELECTING or (op == "where" and len(node.args) == 1)
+    return patterns.method_name(node) in _SELECTING and tensor_method(ctx, node, _SELECTING)
 
 
 def _is_zero(node: cst.BaseExpression) -> bool:

@@ -1,13 +1,15 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 
 import libcst as cst
 
+from portcheck import patterns
 from portcheck.flow import periodic
 from portcheck.rule import FileContext, Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, in_host_memory, tests_tensor_value
+from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, in_host_memory, tests_tensor_value, values_reaching
+from portcheck.rules.shapes.data_dependent_shape_op import shaped_by_data
 
 _KINDS = {
     cst.If: "`if`",
@@ -41,7 +43,10 @@ class TensorDependentControlFlow(StepRule):
 
     Shape and Python-value checks are static under tracing and are not reported:
     `if self.training:`, `x.dim() == 3`, `x.shape[0] > 1`, `x.size(1)`, `len(x)`,
-    `x is None`, `isinstance(...)`.
+    `x is None`, `isinstance(...)`; but the length of what a boolean mask, `nonzero`,
+    `unique`, `masked_select`, one-argument `torch.where` or torchvision's `nms` left (its
+    `.shape[0]`, `.size(0)`, `len()` or `.numel()`: YOLO's `if not x.shape[0]:` after `x =
+    x[x[:, 4] > conf]`) is known only once the device has computed it, and is reported.
 
     ## Why is this bad?
     Python needs a real bool, so the device must finish and copy the value to the host. Dynamo
@@ -165,6 +170,12 @@ class TensorDependentControlFlow(StepRule):
             "        if safe_merge:\n            if not torch.isfinite(self.w + self.delta).all():\n"
             "                raise ValueError('NaN')\n        self.w += self.delta\n"
             "    def forward(self, x):\n        self.merge(names=['a'])\n        return x @ self.w\n"
+        ),
+        Valid(  # the sizes a mask leaves alone, and the size of what no mask or selection made
+            "import torch\ndef keep(x, conf):\n    for row in x:\n        row = row[row[:, 4] > conf]\n"
+            "        if row.size(1) > 5 or row.shape[-1] > 5:\n            row = row[:, :5]\n"
+            "        boxes = row[:, :4]\n    n = len(conf)\n    if n > 2:\n        return x\n"
+            "def detect(model, loader):\n    for imgs in loader:\n        keep(model(imgs), 0.5)\n"
         ),
     ]
     INVALID = [
@@ -375,6 +386,15 @@ class TensorDependentControlFlow(StepRule):
             "        if bool(x.sum()) and x.item() != 0:\n            pass\n        return x\n",
             lines=[6, 7],
         ),
+        Invalid(  # YOLO's NMS: the number of boxes a mask or nms leaves, read every step
+            "import torch\nimport torchvision\ndef nms(prediction, conf, max_det):\n    for x in prediction:\n"
+            "        x = x[x[..., 4] > conf]\n        if not x.shape[0]:\n            continue\n"
+            "        n = x.size(0)\n        if not n:\n            continue\n"
+            "        i = torchvision.ops.nms(x[:, :4], x[:, 4], 0.5)\n        if len(i) > max_det:\n"
+            "            i = i[:max_det]\n"
+            "def detect(model, loader):\n    for imgs in loader:\n        nms(model(imgs), 0.5, 300)\n",
+            lines=[6, 9, 12],
+        ),
     ]
 
     def visit_If(self, node: cst.If) -> None:
@@ -404,12 +424,39 @@ class TensorDependentControlFlow(StepRule):
         effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
         lines = _by_line(test)
         for line in lines if len(lines) > 1 else [[test]]:
-            holds = partial(_tests_device_values, self.ctx, line)
+            path = (*self.ctx.ancestors, node)
+            sized = any(_reads_data_shaped_size(self.ctx, part, path) for part in line)  # where the walk is
+            holds = partial(_tests_device_values, self.ctx, line, sized)
             self.report_in_step(line[0], where, holds, kind=_KINDS[type(node)], effect=effect)
 
 
-def _tests_device_values(ctx: FileContext, parts: list[cst.BaseExpression]) -> bool:
-    return any(tests_tensor_value(ctx, part) and not _reads_host_memory_only(ctx, part) for part in parts)
+def _tests_device_values(ctx: FileContext, parts: list[cst.BaseExpression], sized: bool) -> bool:
+    """Whether the parts of a test on one line read tensor values (`sized`: the size of a
+    tensor shaped by data, found where the walk was)."""
+    return sized or any(tests_tensor_value(ctx, part) and not _reads_host_memory_only(ctx, part) for part in parts)
+
+
+def _reads_data_shaped_size(ctx: FileContext, test: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> bool:
+    """Whether a test reads the size of a tensor whose shape depends on tensor values (YOLO's
+    `if not x.shape[0]:` after `x = x[x[:, 4] > conf]`, `n = len(keep)` after `keep = nms(...)`):
+    that size is known only once the device has computed it. `path`: the nodes from the module
+    down to the test's statement."""
+    return any(_data_shaped_size(ctx, operand, path, 0) for operand in _operands(test))
+
+
+def _data_shaped_size(ctx: FileContext, node: cst.BaseExpression, path: Sequence[cst.CSTNode], depth: int) -> bool:
+    if type(node) is cst.Name and depth < 2:
+        return any(_data_shaped_size(ctx, value, path, depth + 1) for value in values_reaching(ctx, node, path))
+    sized = None  # the first dimension, which a mask or a selection sets
+    if type(node) is cst.Subscript and type(node.value) is cst.Attribute and node.value.attr.value == "shape":
+        sized = node.value.value if _first(node.slice) else None  # `x.shape[0]`
+    elif type(node) is cst.Call and patterns.method_name(node) == "size" and _first(node.args):
+        sized = node.func.value  # type: ignore[attr-defined]
+    elif type(node) is cst.Call and patterns.method_name(node) == "numel":
+        sized = node.func.value  # type: ignore[attr-defined]
+    elif type(node) is cst.Call and patterns.dotted(node.func) == "len" and len(node.args) == 1:
+        sized = node.args[0].value
+    return sized is not None and shaped_by_data(ctx, sized, path) and not in_host_memory(ctx, sized)
 
 
 def _by_line(
@@ -432,6 +479,15 @@ def _by_line(
     else:
         found[-1].append(test)
     return found
+
+
+def _first(items: Sequence[cst.SubscriptElement] | Sequence[cst.Arg]) -> bool:
+    """`[0]` or `(0)`: the first dimension."""
+    if len(items) != 1:
+        return False
+    item = items[0]
+    value = item.value if isinstance(item, cst.Arg) else item.slice.value if isinstance(item.slice, cst.Index) else None
+    return isinstance(value, cst.Integer) and value.value == "0"
 
 
 def _breaks(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
