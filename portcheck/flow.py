@@ -819,12 +819,8 @@ class DeviceFlow:
         of outputs copied to the CPU)."""
         owner = self._methods.get(id(function))
         local = f"{owner}.{function.name.value}" if owner else function.name.value
-        if (local, name) in self.host_parameters:
-            return True
-        params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
-        static = any(patterns.dotted(decorator.decorator) == "staticmethod" for decorator in function.decorators)
-        skipped = 1 if owner and not static else 0
-        return name in params[skipped:] and (local, str(params.index(name) - skipped)) in self.host_parameters
+        position = _parameter_position(function, name, 1 if owner else 0)
+        return (local, name) in self.host_parameters or (local, str(position)) in self.host_parameters
 
     def _returned_home(self, call: cst.Call, depth: int, seen: frozenset[str]) -> Home | None:
         """For a call of the module's function: the weakest home of what it returns
@@ -2267,13 +2263,19 @@ def _gives(site: _Site, function: cst.FunctionDef, name: str) -> bool:
 
 def _position(site: _Site, function: cst.FunctionDef, name: str) -> int:
     """Where a call passes the parameter `name` among its positional arguments (-1: by keyword
-    only): after `self`, which a call through `self.` does not pass, unless the method is a
-    staticmethod (DiT's `self.timestep_embedding(t, dim)`), which has no `self`."""
+    only): after `self`, which a call through `self.` does not pass."""
+    return _parameter_position(function, name, site.skipped)
+
+
+def _parameter_position(function: cst.FunctionDef, name: str, skipped: int) -> int:
+    """The position of the parameter `name` among a call's positional arguments that leave out
+    `skipped` leading parameters (`self`), unless the method is a staticmethod (DiT's
+    `self.timestep_embedding(t, dim)`), which has no `self`; -1 for one passed by keyword only."""
     params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
     if name not in params:
         return -1
     static = any(patterns.dotted(decorator.decorator) == "staticmethod" for decorator in function.decorators)
-    return params.index(name) - (0 if static else site.skipped)
+    return params.index(name) - (0 if static else skipped)
 
 
 def _parameter_at(function: cst.FunctionDef, position: int) -> str | None:
