@@ -23,6 +23,10 @@ def fallback_evidence(ancestors: Sequence[cst.CSTNode]) -> str:
             other = ancestor.orelse if inside is ancestor.body else ancestor.body
             if _computes_without_kernels(other):
                 return "in an if/else on availability"
+        elif isinstance(ancestor, cst.If) and inside is ancestor.body and _mentions_availability(ancestor.test):
+            after = _after_early_return(ancestor, chain[depth - 1] if depth else None)
+            if after and all(_computes_without_kernels(statement) for statement in after):
+                return "in an `if` on availability that returns, before the other path"
         elif isinstance(ancestor, cst.IfExp) and _mentions_availability(ancestor.test):
             other = ancestor.orelse if inside is ancestor.body else ancestor.body
             if _computes_without_kernels(other):
@@ -33,9 +37,22 @@ def fallback_evidence(ancestors: Sequence[cst.CSTNode]) -> str:
     return ""
 
 
+def _after_early_return(branch: cst.If, block: cst.CSTNode | None) -> Sequence[cst.CSTNode]:
+    """The statements after an `if` without `else` whose body ends in `return` (the other path
+    of `if x.is_cuda: ...; return out` then `return reference(x)`); none otherwise."""
+    body = branch.body.body
+    last = body[-1] if body else None
+    returns = isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
+    if not returns or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return ()
+    statements = list(block.body)
+    return statements[statements.index(branch) + 1 :] if branch in statements else ()
+
+
 def _computes_without_kernels(node: cst.CSTNode) -> bool:
-    """Whether a branch does work (some call, or an import to fall back on) and launches no
-    kernel (`kernel[grid](...)`): what a pure-PyTorch alternative looks like."""
+    """Whether a branch does work (some call, an import to fall back on, an assignment or a
+    returned value: `return x + y`) and launches no kernel (`kernel[grid](...)`): what a
+    pure-PyTorch alternative looks like."""
     works = False
     stack: list[cst.CSTNode] = [node]
     while stack:
@@ -44,7 +61,9 @@ def _computes_without_kernels(node: cst.CSTNode) -> bool:
             if isinstance(current.func, cst.Subscript):
                 return False
             works = True
-        elif isinstance(current, (cst.Import, cst.ImportFrom, cst.Assign)):
+        elif isinstance(current, (cst.Import, cst.ImportFrom, cst.Assign)) or (
+            isinstance(current, cst.Return) and current.value is not None
+        ):
             works = True
         stack.extend(current.children)
     return works

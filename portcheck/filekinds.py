@@ -65,6 +65,8 @@ _BY_NAME = (
     ("environment*.yaml", CONDA),
     ("*conda*.yml", CONDA),  # conda.yaml, conda-extras.yaml (dinov2)
     ("*conda*.yaml", CONDA),
+    ("env.yml", CONDA),  # SimCLR's
+    ("env.yaml", CONDA),
     *(
         (f"{prefix}{name}{suffix}", DOCKERFILE)
         for name in ("Dockerfile", "dockerfile")

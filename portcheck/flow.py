@@ -351,7 +351,7 @@ class DeviceFlow:
         if holds is None:
             return
         test = self._source(node.test)
-        picks = not self._asks_nccl(node.test) and not _dispatches_devices(node)
+        picks = not self._asks_nccl(node.test) and (not _dispatches_devices(node) or self._sets_cuda_device(node.body))
         if holds:
             other = node.orelse.body if type(node.orelse) is cst.Else else None
             tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
@@ -368,6 +368,16 @@ class DeviceFlow:
             extras = bool(following) and (_tells_only(rest, self.resolver) or _uses_cuda_library(rest, self.resolver))
             skips = _skips(node.body, self.resolver)
             self._add(Guard(test, following, skips=skips, keeps_extras=extras, picks_device=picks))
+
+    def _sets_cuda_device(self, body: cst.BaseSuite) -> bool:
+        """Whether a branch sets the device to CUDA (`device = "cuda"`, llm.c's choice between
+        cuda, mps and cpu): in a chain that has no branch for the target, the target then takes
+        the CPU's, and a port opens the CUDA branch with its check."""
+        return any(
+            type(statement) is cst.Assign
+            and (patterns.string_value(self._made_device(statement.value)) or "").startswith("cuda")
+            for statement in patterns.simple_statements(body)
+        )
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if len(self.ancestors) == 1:  # in the module itself

@@ -27,6 +27,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _INDEX_OPTIONS = ("--index-url", "--extra-index-url", "-i", "--find-links", "-f")
+# What `conda list --export` and `conda list --explicit` write at the top of a file.
+_CONDA_LIST = re.compile(r"^(# platform: |# \$ conda create |@EXPLICIT)", re.M)
 _CONDA_SPEC = re.compile(r"^\s*([A-Za-z0-9][\w.-]*)\s*(?:[=<>!~].*)?$")
 # A package installed from its repository: `git+https://host/org/name(.git)(@ref)`, and a
 # repository's URL (`https://github.com/NVIDIA/apex`), each by the repository's name.
@@ -88,6 +90,7 @@ class Declared:
     line: int
     text: str  # as written
     conda: bool = False
+    build: str = ""  # a conda spec's build string (`py3.7_cuda10.1.243_cudnn7.6.3_0`)
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,9 @@ def parse_requirement(text: str, line: int) -> Declared | Located:
 
 
 def _requirements(text: str, manifest: Manifest) -> None:
+    if _CONDA_LIST.search(text):
+        _conda_list(text, manifest)
+        return
     for number, raw in _logical_lines(text):
         _requirement_line(re.sub(r"(^|\s)#.*$", "", raw).strip(), number, manifest)
 
@@ -274,13 +280,9 @@ def _conda(text: str, manifest: Manifest) -> None:
             continue
         for item in value.value:
             if isinstance(item, yaml.ScalarNode):
-                spec = str(item.value).split("::")[-1]
-                match = _CONDA_SPEC.match(spec)
-                if match:
-                    rest = spec[match.end(1) :].strip()
-                    manifest.requirements.append(
-                        Declared(match.group(1), _conda_specifier(rest), item.start_mark.line + 1, spec, conda=True)
-                    )
+                declared = _conda_spec(str(item.value), item.start_mark.line + 1)
+                if declared is not None:
+                    manifest.requirements.append(declared)
             elif isinstance(item, yaml.MappingNode):
                 for sub_key, sub_value in item.value:
                     if sub_key.value == "pip" and isinstance(sub_value, yaml.SequenceNode):
@@ -337,13 +339,7 @@ def _install_command(command: str, start: int, lines: list[str], manifest: Manif
             continue
         if "$" in word or "/" in word or word.startswith("."):
             continue  # a variable, a path or a URL
-        spec = word.split("::")[-1]
-        match = _CONDA_SPEC.match(spec) if conda else None
-        if conda and match:
-            rest = spec[match.end(1) :].strip()
-            found: Declared | Located = Declared(match.group(1), _conda_specifier(rest), 0, spec, conda=True)
-        else:
-            found = parse_requirement(word, 0)
+        found = (_conda_spec(word, 0) if conda else None) or parse_requirement(word, 0)
         if isinstance(found, Declared):
             manifest.requirements.append(replace(found, line=_line_of(word, start, lines)))
 
@@ -385,6 +381,33 @@ def _cog(text: str, manifest: Manifest) -> None:
         elif key.value == "python_packages" and isinstance(value, yaml.SequenceNode):
             for item in value.value:
                 _requirement_line(str(item.value).strip(), item.start_mark.line + 1, manifest)
+
+
+def _conda_list(text: str, manifest: Manifest) -> None:
+    """A requirements-named file that `conda list --export` or `--explicit` wrote (SimCLR's
+    `name=version=build` lines, or package URLs after `@EXPLICIT`): conda specs, not pip's."""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line or line.startswith("@"):
+            continue
+        if "://" in line:  # `.../pytorch-1.4.0-py3.7_cuda10.1.243_cudnn7.6.3_0.tar.bz2`
+            parts = re.sub(r"\.(tar\.bz2|conda)$", "", line.rsplit("/", 1)[-1]).rsplit("-", 2)
+            line = "=".join(parts) if len(parts) == 3 else ""
+        declared = _conda_spec(line, number) if line else None
+        if declared is not None:
+            manifest.requirements.append(declared)
+
+
+def _conda_spec(written: str, line: int) -> Declared | None:
+    """A conda package spec (`pytorch::pytorch=1.4.0=py3.7_cuda10.1_0`, `cudatoolkit=10.1`)."""
+    spec = written.split("::")[-1].strip()
+    match = _CONDA_SPEC.match(spec)
+    if match is None:
+        return None
+    rest = spec[match.end(1) :].strip()
+    pinned = rest.split("=") if rest.startswith("=") and not rest.startswith("==") else []
+    build = pinned[2] if len(pinned) > 2 else ""
+    return Declared(match.group(1), _conda_specifier(rest), line, spec, conda=True, build=build)
 
 
 def _conda_specifier(rest: str) -> str:

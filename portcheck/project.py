@@ -50,6 +50,11 @@ FLOAT64_RETURN = "float64-return"
 TENSOR_ARGUMENT = "tensor-argument"
 # name: a module-level function of the repository whose every return is a tensor
 TENSOR_RETURN = "tensor-return"
+# name: a module-level function of the repository, or `Class.apply` of an autograd Function,
+# that launches a kernel whenever it is called, itself or through the module's other functions
+# and classes, with no PyTorch path beside; detail `kernels`: the launched names, comma-separated
+# (those the project knows as Triton kernels count)
+LAUNCHER = "launcher"
 
 
 @dataclass(frozen=True)
@@ -88,18 +93,22 @@ class Project:
     # The parameters for which every step loop that calls the function passes host data:
     # (qualified function, position or keyword).
     host_parameters: frozenset[tuple[str, str]] = frozenset()
+    # The repository's functions (and `Class.apply`) that launch one of its Triton kernels
+    # whenever they are called: (qualified name, the kernel's qualified name).
+    launchers: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
         extensions = frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION)
         chains = import_failures(facts, extensions)
         tensors_returned = {"", *(f.name for f in facts if f.kind == TENSOR_RETURN)}
+        kernels = frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton")
         return replace(
             self,
             complete=True,
             cuda_only_ops=frozenset(cuda_only_ops(facts)),
             cuda_extensions=extensions,
-            kernels=frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton"),
+            kernels=kernels,
             import_failures=frozenset(chains.values()),
             failing_statements=frozenset(failing_statements(facts, chains, extensions)),
             step_calls=frozenset(
@@ -117,6 +126,13 @@ class Project:
                 if f.kind == TENSOR_ARGUMENT and f.detail("origin") in tensors_returned
             ),
             host_parameters=frozenset(host_parameters(facts)),
+            launchers=frozenset(
+                (f.name, kernel)
+                for f in facts
+                if f.kind == LAUNCHER
+                for kernel in f.detail("kernels").split(",")
+                if kernel in kernels
+            ),
         )
 
     @property
@@ -162,6 +178,18 @@ class Project:
         for module, known in _by_module(self.host_parameters, 2).items():  # methods: `module.Class.method`
             by_module[module] = by_module.get(module, frozenset()) | known
         return by_module
+
+    def launched_by(self, qualified: str) -> str | None:
+        """The Triton kernel a call of the repository's function (or `Class.apply`) always
+        launches, the first by name; None where it has a PyTorch path or launches none."""
+        return self._launched.get(qualified)
+
+    @cached_property
+    def _launched(self) -> dict[str, str]:
+        launched: dict[str, str] = {}
+        for function, kernel in sorted(self.launchers):
+            launched.setdefault(function, kernel)
+        return launched
 
     def alias_target(self, qualified: str) -> str | None:
         """The API a repository module's name stands for, when it re-exports one."""

@@ -231,6 +231,25 @@ def test_a_device_string_with_a_cuda_index_prefix_is_a_check() -> None:
     assert findings(source)[(4, "PC202")][0] is Severity.INFO
 
 
+def test_a_device_choice_without_a_branch_for_the_target_is_its_device_path() -> None:
+    """llm.c: cuda, else mps, else the CPU. On a TPU host the chain picks the CPU, so the CUDA
+    branch is the one a port opens, with its check (which the fixer rewrites together)."""
+    source = """\
+    import torch
+    device = "cpu"
+    if torch.cuda.is_available():
+        device = "cuda"
+    elif hasattr(torch.backends, "mps") and torch.backends.mps.is_available():
+        device = "mps"
+    """
+    found = findings(source)
+    assert found[(3, "PC201")][0] is Severity.ERROR
+    assert found[(4, "PC101")][0] is Severity.WARNING
+    assert fixed(source, "tpu") == dedent(source).replace(
+        "torch.cuda.is_available", "torch.accelerator.is_available"
+    ).replace('"cuda"', '"tpu"')
+
+
 def test_a_checked_name_is_a_check_where_it_is_bound() -> None:
     source = """\
     import torch

@@ -811,3 +811,61 @@ def test_calls_of_a_kernels_module_of_the_repository_are_listed(tmp_path: Path) 
     }
     message = next(f.message for f in scan(tmp_path).findings if f.code == "PC707")
     assert message.startswith("calls `layer_norm_fn` of `mamba_ssm.ops.layer_norm`, whose module fails to import")
+
+
+KERNELS_MODULE = (
+    "import torch\nimport triton\n@triton.jit\ndef _fwd_kernel(x):\n    pass\n"
+    "def _fwd(x):\n    _fwd_kernel[(1,)](x)\n    return x\n"
+    "class LayerNormFn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return _fwd(x)\n"
+    "def layer_norm_fn(x):\n    return LayerNormFn.apply(x)\n"
+    "def add(x, y):\n    if x.is_cuda:\n        _fwd_kernel[(1,)](x)\n        return x\n    return x + y\n"
+)
+
+
+def test_calls_of_a_wrapper_that_always_launches_a_kernel_are_warnings(tmp_path: Path) -> None:
+    """mamba's `layer_norm_fn` -> `LayerNormFn.apply` -> `_fwd` -> `_fwd_kernel[grid](...)`: no
+    PyTorch path on the way, so each call needs a replacement (a warning: the import is the
+    error); `add` has one beside its launch, and stays info. The launches are reported too."""
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/ops.py": KERNELS_MODULE,
+            "pkg/block.py": (
+                "import torch\nfrom pkg.ops import layer_norm_fn, add, LayerNormFn\n"
+                "def forward(x):\n    return add(layer_norm_fn(x), LayerNormFn.apply(x))\n"
+            ),
+        },
+    )
+    findings = scan(tmp_path).findings
+    found = {(f.path, f.line, f.code): f.severity for f in findings if f.code in ("PC611", "PC707")}
+    assert found == {
+        ("pkg/ops.py", 7, "PC611"): Severity.ERROR,
+        ("pkg/block.py", 4, "PC707"): Severity.WARNING,
+    }
+    calls = sorted((f.column, f.severity, f.message) for f in findings if f.code == "PC707")
+    assert [(severity, message.split(" ")[1]) for _, severity, message in calls] == [
+        (Severity.INFO, "`add`"),
+        (Severity.WARNING, "`layer_norm_fn`"),
+        (Severity.WARNING, "`LayerNormFn.apply`"),
+    ]
+    assert "launches Triton kernel `_fwd_kernel` whenever it is called" in calls[1][2]
+
+
+def test_a_checked_optional_import_of_a_kernels_module_runs_where_the_project_installs_triton(
+    tmp_path: Path,
+) -> None:
+    """mamba's `selective_state_update` is None where the import fails, and checked; but mamba
+    requires triton, which installs on a TPU host, so the import succeeds and the launch fails."""
+    model = (
+        "import torch\ntry:\n    from pkg.ops import layer_norm_fn\nexcept ImportError:\n    layer_norm_fn = None\n"
+        "def forward(x):\n    if layer_norm_fn is None:\n        return torch.nn.functional.layer_norm(x, x.shape[-1:])\n"
+        "    return layer_norm_fn(x)\n"
+    )
+    files = {"pkg/__init__.py": "", "pkg/ops.py": KERNELS_MODULE, "pkg/model.py": model}
+    write(tmp_path, files)
+    assert not [f for f in scan(tmp_path).findings if f.code == "PC707"]
+    write(tmp_path, {"requirements.txt": "torch\ntriton>=3.0\n"})
+    (call,) = [f for f in scan(tmp_path).findings if f.code == "PC707"]
+    assert (call.path, call.line, call.severity) == ("pkg/model.py", 9, Severity.ERROR)
+    assert "the project declares triton" in call.message

@@ -16,7 +16,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-_CUDA_WHEEL = re.compile(r"^(nvidia-.+|cupy-cuda.+|.+-cu1\d\d?)$")
+# CUDA's own packages: NVIDIA's wheels, CUDA builds by suffix, and the nvidia conda channel's
+# toolkit pieces (`cuda-cudart`, `libcublas`, `libnvjpeg-dev`...)
+_CUDA_WHEEL = re.compile(
+    r"^(nvidia-.+|cupy-cuda.+|.+-cu1\d\d?|cuda-.+|libcu(blas|fft|rand|solver|sparse|file|pti)(-.+)?"
+    r"|libnv(jpeg|jitlink|vm)(-.+)?|libnpp(-.+)?)$"
+)
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,9 @@ class CudaOnlyDependency(Rule):
     environment files, what a Dockerfile's `RUN pip/uv/conda install` installs (also from a
     repository, `git+https://github.com/NVIDIA/apex.git`, named by the repository), clones to
     build (`git clone https://github.com/NVIDIA/apex`) or builds with apex's `--cuda_ext`, and
-    Cog's `python_packages`; including the `nvidia-*` runtime wheels, `cupy-cuda*` and
-    `pytorch-cuda`.
+    Cog's `python_packages`; including the `nvidia-*` runtime wheels, `cupy-cuda*`,
+    `pytorch-cuda` and the nvidia conda channel's toolkit packages (`cuda-cudart`, `libcublas`,
+    `libnvjpeg`...), also in a requirements file that `conda list --export` wrote.
     A Dockerfile's CUDA base image (`FROM nvidia/cuda:...`, `pytorch/pytorch:...-cuda12.1-...`,
     NVIDIA's NGC images) and Cog's `build.cuda` count as the CUDA runtime libraries.
 
@@ -129,6 +130,17 @@ class CudaOnlyDependency(Rule):
             "dependencies:\n  - pytorch=2.1\n  - pytorch-cuda=12.1\n  - pip:\n    - deepspeed\n    - liger-kernel\n",
             lines=[3, 5, 6],
             path="environment.yml",
+        ),
+        Invalid(  # the nvidia channel's toolkit pieces (GroundingDINO), in SimCLR's env.yml
+            "name: simclr\ndependencies:\n  - cudatoolkit=10.1\n  - numpy=1.18.1\n  - cuda-cudart=11.8.89=0\n"
+            "  - libnvjpeg-dev=11.9.0.86=0\n  - nvidia-apex=0.1\n",
+            lines=[3, 5, 6, 7],
+            path="env.yml",
+        ),
+        Invalid(  # what `conda list --export` wrote, named requirements.txt
+            "# platform: linux-64\ncudatoolkit=10.1.243=h6bb024c_0\nnumpy=1.18.1=py37h4f9e942_0\n",
+            lines=[2],
+            path="requirements.txt",
         ),
     ]
 

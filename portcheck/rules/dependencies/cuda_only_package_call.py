@@ -30,6 +30,14 @@ _IMPORTED_LOCAL = (
     "whose module fails to import on the target first (PC610): the definition needs a portable path, or each "
     "call a replacement"
 )
+_LAUNCHING = (
+    "whose module fails to import on the target first (PC610), and which launches Triton kernel `{kernel}` "
+    "whenever it is called, with no PyTorch path: each call needs a replacement"
+)
+_DECLARED_TRITON = (
+    "whose import is guarded, but the project declares triton: installed on the target, the import succeeds "
+    "and this call launches Triton kernel `{kernel}` there, which has no driver to run on"
+)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _REQUIRED = (
     "behind a guarded import, but this function raises without it (`{test}`): there is no other path, "
@@ -52,11 +60,15 @@ class CudaOnlyPackageCall(Rule):
     (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
     `except ImportError: WindowProcess = None`); as info, calls of what an unguarded import
-    binds from a module that imports Triton or the extension itself, the kernels' wrappers
-    (mamba's `layer_norm_fn(...)` from `ops.triton.layer_norm`): the wrapper's one definition
-    may take a portable path instead (stylegan2's `upfirdn2d` already has one for the CPU),
-    or each call needs a replacement; not a model class from a module further away, which
-    loads once that one is fixed.
+    binds from a module that imports Triton or the extension itself, the kernels' wrappers:
+    the wrapper's one definition may take a portable path instead (stylegan2's `upfirdn2d`
+    already has one for the CPU), or each call needs a replacement; not a model class from a
+    module further away, which loads once that one is fixed. A wrapper that launches one of
+    the repository's Triton kernels whenever it is called, with no PyTorch path on the way
+    (mamba's `layer_norm_fn(...)` -> `LayerNormFn.apply` -> `_layer_norm_fwd` -> the launch),
+    has no portable path to take: its calls are warnings. Where the project declares triton,
+    an optional import of such a module succeeds on the target (Triton installs without a
+    GPU), so its checked calls launch there: an error.
 
     ## Why is this bad?
     The guard only asks whether the package is installed, not whether there is a CUDA device.
@@ -216,6 +228,7 @@ class CudaOnlyPackageCall(Rule):
         self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
         self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
         self._local: set[str] = set()  # names bound to the repository's failing modules (`_failing_module`)
+        self._targets: dict[str, str] = {}  # what each of those names stands for (`pkg.ops.layer_norm_fn`)
         # calls in functions of names no import had bound yet: judged at the end of the module
         self._ahead: list[tuple[cst.BaseExpression, str, tuple[cst.CSTNode, ...]]] = []
 
@@ -225,9 +238,10 @@ class CudaOnlyPackageCall(Rule):
             listed = self._listed(module)
             package = listed or self._failing_module(module)
             if package is not None and alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self._note(alias.asname.name.value, module, package, local=listed is None)
+                self._note(alias.asname.name.value, module, package, local=listed is None, target=module)
             elif package is not None:
-                self._note(module.split(".")[0], module, package, local=listed is None)
+                top = module.split(".")[0]
+                self._note(top, module, package, local=listed is None, target=top)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if isinstance(node.names, cst.ImportStar) or (node.module is None and not node.relative):
@@ -240,7 +254,7 @@ class CudaOnlyPackageCall(Rule):
             package = listed or self._failing_module(name) or self._failing_module(module)
             bound = alias.asname.name if alias.asname is not None else alias.name
             if package is not None and isinstance(bound, cst.Name):
-                self._note(bound.value, module, package, local=listed is None)
+                self._note(bound.value, module, package, local=listed is None, target=name)
 
     def _listed(self, module: str) -> packages.Package | None:
         """The CUDA-bound package a module belongs to, but for the repository's own copy of one
@@ -277,12 +291,13 @@ class CudaOnlyPackageCall(Rule):
         chain = self.ctx.project.failing_import(module, self.ctx.module.name)
         return chain is not None and imports_cause_itself(chain)
 
-    def _note(self, name: str, module: str, package: packages.Package, *, local: bool) -> None:
-        """A name an import of `module` binds, where the import is optional (else PC701's
-        finding stands, or PC610's for a `local` module, one of the repository's own that
-        fails to import)."""
+    def _note(self, name: str, module: str, package: packages.Package, *, local: bool, target: str) -> None:
+        """A name an import of `module` binds to `target`, where the import is optional (else
+        PC701's finding stands, or PC610's for a `local` module, one of the repository's own
+        that fails to import)."""
         if local:
             self._local.add(name)
+            self._targets[name] = target
         else:
             self._local.discard(name)
         if optional_import(self.ctx.ancestors, self.ctx, package):
@@ -327,6 +342,8 @@ class CudaOnlyPackageCall(Rule):
             severity, saying = package.severities(), _REQUIRED.format(test=required)
         elif declared:
             severity, saying = package.severities(), _DECLARED.format(package=package.key)
+        elif local and self._launched(called) and "triton" in self.ctx.project.declared_packages:
+            severity, saying = package.severities(), _DECLARED_TRITON.format(kernel=self._launched(called))
         elif stand_in is not None and not _checked(self.ctx.ancestors, checks | self._asking(checks)):
             attribute = called.split(".")[1] if "." in called else ""
             if stand_in[1]:
@@ -367,18 +384,27 @@ class CudaOnlyPackageCall(Rule):
         repository's kernels modules defines (PC610's), whose one definition may take a
         portable path instead."""
         local = called.split(".")[0] in self._local
-        ceiling = INFO if local else WARNING
+        kernel = self._launched(called) if local else ""
+        ceiling = INFO if local and not kernel else WARNING
         return self.report_here(
             func,
             severity={t: min(level, ceiling) for t, level in imported.severities().items()},
             chain=chain,
             called=called,
             package=imported.key,
-            declared=_IMPORTED_LOCAL if local else _IMPORTED,
+            declared=_LAUNCHING.format(kernel=kernel) if kernel else _IMPORTED_LOCAL if local else _IMPORTED,
             what=imported.what,
             instead=imported.instead,
             hint=f"{imported.what}: use instead: {imported.instead}",
         )
+
+    def _launched(self, called: str) -> str:
+        """The Triton kernel a call of one of the repository's functions always launches (the
+        short name; empty if none): `layer_norm_fn(...)`, `Fn.apply(...)`."""
+        first, _, rest = called.partition(".")
+        target = self._targets.get(first)
+        kernel = self.ctx.project.launched_by(f"{target}.{rest}" if rest else target) if target else None
+        return kernel.rpartition(".")[2] if kernel else ""
 
     def _asking(self, names: frozenset[str]) -> frozenset[str]:
         """The module's functions that read one of `names`: a call of one in a test checks them

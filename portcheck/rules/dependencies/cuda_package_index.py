@@ -8,6 +8,7 @@ from portcheck.rules.tool.unreadable_manifest import MANIFEST_KINDS
 
 _CUDA_INDEX = re.compile(r"/whl/(nightly/)?cu\d+|pypi\.nvidia\.com|developer\.download\.nvidia|/cuda\d*|^nvidia$", re.I)
 _CUDA_LOCAL = re.compile(r"\+cu\d+")
+_CUDA_BUILD = re.compile(r"cuda|(^|[_.])cu\d{2,3}", re.I)  # conda's `py3.7_cuda10.1_0`, `py37_cu101`, `cuda`
 
 
 class CudaPackageIndex(Rule):
@@ -15,7 +16,9 @@ class CudaPackageIndex(Rule):
     Reports package sources that serve CUDA builds: `--index-url` / `--extra-index-url` /
     `--find-links` lines pointing at `download.pytorch.org/whl/cu121` and the like or at
     `pypi.nvidia.com`, uv and Poetry indexes of the same kind in pyproject.toml, the `nvidia`
-    conda channel, and requirements pinned to a CUDA build (`torch==2.5.1+cu121`).
+    conda channel, and requirements pinned to a CUDA build (`torch==2.5.1+cu121`, conda's
+    `pytorch=1.4.0=py3.7_cuda10.1.243_cudnn7.6.3_0` and `pytorch-mutex=1.0=cuda`, also in a
+    requirements file that `conda list --export` wrote).
 
     ## Why is this bad?
     On the target host, the environment installs CUDA builds of torch and several gigabytes of
@@ -69,6 +72,18 @@ class CudaPackageIndex(Rule):
         ),
         Invalid("channels:\n  - pytorch\n  - nvidia\ndependencies:\n  - pytorch\n", lines=[3], path="environment.yml"),
         Invalid("-i https://pypi.nvidia.com\ntensorrt\n", lines=[1], path="requirements-trt.txt"),
+        Invalid(  # SimCLR's: what `conda list --export` wrote, builds for CUDA 10.1
+            "# This file may be used to create an environment using:\n# $ conda create --name <env> --file <this file>\n"
+            "# platform: linux-64\n_libgcc_mutex=0.1=main\nnumpy=1.18.1=py37h4f9e942_0\n"
+            "pytorch=1.4.0=py3.7_cuda10.1.243_cudnn7.6.3_0\ntorchvision=0.5.0=py37_cu101\n",
+            lines=[6, 7],
+            path="requirements.txt",
+        ),
+        Invalid(  # GroundingDINO's environment.yaml: the mutex that selects CUDA builds of pytorch
+            "name: dino\ndependencies:\n  - pytorch=2.0.1=py3.9_cpu_0\n  - pytorch-mutex=1.0=cuda\n",
+            lines=[4],
+            path="environment.yaml",
+        ),
     ]
 
     def check_text(self, text: str) -> None:
@@ -78,7 +93,7 @@ class CudaPackageIndex(Rule):
             if _CUDA_INDEX.search(index.text):
                 self._report(lines, index.line, f"the package source `{index.text}` serves CUDA builds")
         for declared in manifest.requirements:
-            if _CUDA_LOCAL.search(declared.specifier):
+            if _CUDA_LOCAL.search(declared.specifier) or _CUDA_BUILD.search(declared.build):
                 self._report(lines, declared.line, f"`{declared.text}` pins a CUDA build")
 
     def _report(self, lines: list[str], line: int, what: str) -> None:

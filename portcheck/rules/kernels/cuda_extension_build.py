@@ -15,7 +15,7 @@ _CUDA_SUFFIXES = (".cu", ".cuh")
 class CudaExtensionBuild(Rule):
     """## What it does
     Reports CUDA C++ extensions built from Python: `CUDAExtension(...)` (in setup.py or
-    anywhere), `torch.utils.cpp_extension.load(...)` with `.cu` sources or `with_cuda=True`,
+    anywhere, also through a name one of whose `=` binds it: `extension = CUDAExtension`), `torch.utils.cpp_extension.load(...)` with `.cu` sources or `with_cuda=True`,
     and `load_inline(...)` with `cuda_sources=`. It records the module each one builds, so that
     imports of that module (PC607) and `portcheck kernels` can find it. `BuildExtension` itself
     is not reported: it builds whatever extensions it is given, and the CUDA ones are reported
@@ -81,11 +81,17 @@ class CudaExtensionBuild(Rule):
             "from torch.utils.cpp_extension import CUDAExtension as Ext\nfrom torch import cuda\next = Ext(name='x._C', sources=[])\n",
             lines=[3],
         ),
+        Invalid(  # GroundingDINO's setup.py: the class chosen where CUDA is found
+            "import torch\nfrom torch.utils.cpp_extension import CUDA_HOME, CppExtension, CUDAExtension\n"
+            "def get_extensions():\n    extension = CppExtension\n    if CUDA_HOME is not None:\n"
+            "        extension = CUDAExtension\n    return [extension('groundingdino._C', ['vision.cpp'])]\n",
+            lines=[7],
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func)
-        if names & _EXTENSION:
+        if names & _EXTENSION or self._chosen_extension(node.func):
             self._extension(node, "CUDAExtension", kernels.EXTENSION, _sources(node))
         elif names & _LOAD:
             sources = _sources(node)
@@ -96,6 +102,14 @@ class CudaExtensionBuild(Rule):
                 self._extension(node, "cpp_extension.load", kernels.EXTENSION, sources)
         elif names & _LOAD_INLINE and patterns.keyword(node, "cuda_sources") is not None:
             self._extension(node, "cpp_extension.load_inline", kernels.INLINE, [])
+
+    def _chosen_extension(self, func: cst.BaseExpression) -> bool:
+        """A name bound to CUDAExtension by one of its `=` (detectron2's and GroundingDINO's
+        `extension = CppExtension`, then `extension = CUDAExtension` where CUDA is found)."""
+        if type(func) is not cst.Name or self.ctx.resolver is None:
+            return False
+        values = self.ctx.resolver.explicit_values(func)
+        return any(self.ctx.qualified_names(value) & _EXTENSION for value in values)
 
     def _extension(self, node: cst.Call, what: str, kind: str, sources: list[str]) -> None:
         name_arg = patterns.argument(node, 0, "name")

@@ -97,6 +97,7 @@ _TENSOR_MAKERS = frozenset(
         "softmax", "log_softmax", "sigmoid", "tanh", "exp", "log", "abs", "clamp", "masked_fill", "cumsum",
         "matmul", "einsum", "logical_not", "logical_and", "logical_or", "eq", "ne", "gt", "ge", "lt", "le",
         "isnan", "isinf", "isfinite", "mean", "sum", "norm", "sqrt", "min", "max", "var", "std",
+        "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount",
         "nn.utils.clip_grad_norm_", "nn.utils.clip_grad_norm", "nn.utils.get_total_norm",
     )
 )  # fmt: skip
@@ -422,6 +423,9 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
         return tests_tensor_value(ctx, node.left, depth + 1) or tests_tensor_value(ctx, node.right, depth + 1)
     if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
         return tests_tensor_value(ctx, node.expression, depth + 1)
+    if type(node) is cst.BinaryOperation and type(node.operator) in (cst.BitOr, cst.BitAnd, cst.BitXor):
+        # GroundingDINO's `if output.isnan().any() | output.isinf().any():`
+        return tests_tensor_value(ctx, node.left, depth + 1) or tests_tensor_value(ctx, node.right, depth + 1)
     if type(node) is cst.Comparison:
         members = [link.comparator for link in node.comparisons if type(link.operator) in (cst.In, cst.NotIn)]
         if members and any(tensor_valued(ctx, side) for side in (node.left, *members)):

@@ -17,6 +17,7 @@ _KINDS = {
     cst.IfExp: "conditional expression",
     cst.Assert: "`assert`",
     cst.CompIf: "comprehension's `if`",
+    cst.For: "`for` loop's count",
 }
 
 
@@ -46,7 +47,9 @@ class TensorDependentControlFlow(StepRule):
     `x is None`, `isinstance(...)`; but the length of what a boolean mask, `nonzero`,
     `unique`, `masked_select`, one-argument `torch.where` or torchvision's `nms` left (its
     `.shape[0]`, `.size(0)`, `len()` or `.numel()`: YOLO's `if not x.shape[0]:` after `x =
-    x[x[:, 4] > conf]`) is known only once the device has computed it, and is reported.
+    x[x[:, 4] > conf]`) is known only once the device has computed it, and is reported, as is
+    a `for` loop as long as such a length (`for i in range(idxs.shape[0]):` after `idxs =
+    torch.nonzero(mask)`) or over such a tensor's rows.
 
     ## Why is this bad?
     Python needs a real bool, so the device must finish and copy the value to the host. Dynamo
@@ -141,6 +144,10 @@ class TensorDependentControlFlow(StepRule):
             "        assert isinstance(x, torch.Tensor)\n        return x\n"
         ),
         Valid("import torch\ndef check(x):\n    if x.sum() > 0:\n        return x\n"),
+        Valid(  # a loop as long as a dimension the input fixes
+            "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        for i in range(x.shape[0]):\n            x[i] = x[i] * 2\n        return x\n"
+        ),
         Valid(  # read every N steps, and on the error path
             "import torch\nfor step in range(n):\n    loss = F.cross_entropy(model(x), y)\n    loss.backward()\n"
             "    if step % 100 == 0 and loss.item() > 10:\n        raise RuntimeError('diverged')\n"
@@ -179,6 +186,21 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # GroundingDINO's text masks: a loop as long as what nonzero found, and an element tested
+            "import torch\nclass Text(torch.nn.Module):\n    def forward(self, ids):\n"
+            "        idxs = torch.nonzero(ids == 101)\n        for i in range(idxs.shape[0]):\n"
+            "            if idxs[i][1] == 0:\n                continue\n        for row in idxs:\n            print(row)\n"
+            "        return idxs\n",
+            lines=[5, 6, 8],
+        ),
+        Invalid(  # GroundingDINO's decoder: a NaN check after each layer, the two answers joined by `|`
+            "import torch\nclass Decoder(torch.nn.Module):\n    def forward(self, output):\n"
+            "        for layer in self.layers:\n            output = layer(output)\n"
+            "            if output.isnan().any() | output.isinf().any():\n                print('nan')\n"
+            "        return output\n",
+            lines=[6],
+            message="`if` in forward()",
+        ),
         Invalid(  # a beam search keeps the beams that have not ended: one read per beam, every step
             "import torch\ndef beam(decoder, k_prev, end, k):\n    while True:\n"
             "        top, words = decoder.fc(k_prev).view(-1).topk(k, 0, True, True)\n"
@@ -411,6 +433,24 @@ class TensorDependentControlFlow(StepRule):
 
     def visit_CompIf(self, node: cst.CompIf) -> None:
         self._check(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        """A loop as long as what a mask or `nonzero` left (GroundingDINO's `for i in
+        range(idxs.shape[0]):` after `idxs = torch.nonzero(mask)`): the count is read back,
+        and the loop unrolls into a different graph for each."""
+        where = self.step_context(self.ctx.ancestors)
+        if where is None:
+            return
+        iterated = node.iter
+        called = iterated if type(iterated) is cst.Call and patterns.dotted(iterated.func) == "range" else None
+        path = (*self.ctx.ancestors, node)
+        if called is not None:
+            counted = any(_reads_data_shaped_size(self.ctx, arg.value, path) for arg in called.args)
+        else:
+            counted = shaped_by_data(self.ctx, iterated, path) and not in_host_memory(self.ctx, iterated)
+        if counted:
+            effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
+            self.report_in_step(iterated, where, lambda: True, kind=_KINDS[cst.For], effect=effect)
 
     def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert | cst.CompIf) -> None:
         where = self.step_context(self.ctx.ancestors)
