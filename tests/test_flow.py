@@ -624,6 +624,17 @@ def test_asking_whether_code_runs_in_a_data_worker_leaves_other_functions_names_
     assert resolved["FlashAttention"] == {"flash_attn.flash_attention.FlashAttention"}
 
 
+def test_judging_module_functions_for_extension_calls_leaves_their_names_resolved() -> None:
+    """cpu-check-cuda-path (PC103) reads every module function for calls of a loaded
+    extension before the walk enters them; the answer for a name a function imports itself
+    must stay that function's (here `torch.cuda.synchronize`, reported by PC203)."""
+    source = (
+        "import torch\nfrom torch.utils.cpp_extension import load\nfused = load('fused', sources=['fused.cu'])\n"
+        "def f(x):\n    import torch.cuda as fused\n    return fused.synchronize()\n"
+    )
+    assert findings(source)[(6, "PC203")][0] is Severity.ERROR
+
+
 def test_float16_an_option_chooses_beside_bfloat16_is_info() -> None:
     """open_clip's precision choices: where the option offers bfloat16 too, the user picks it on
     a bfloat16 target (info); float16 against float32 is the port's to change (a warning)."""

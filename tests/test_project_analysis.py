@@ -852,6 +852,26 @@ def test_calls_of_a_wrapper_that_always_launches_a_kernel_are_warnings(tmp_path:
     assert "launches Triton kernel `_fwd_kernel` whenever it is called" in calls[1][2]
 
 
+def test_a_module_level_alias_of_a_launcher_is_called_as_the_launcher(tmp_path: Path) -> None:
+    """modded-nanogpt's `ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`, called in forward;
+    a local of the alias's name is something else."""
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/ops.py": KERNELS_MODULE,
+            "pkg/model.py": (
+                "import torch\nfrom pkg.ops import LayerNormFn\nnorm = LayerNormFn.apply\n"
+                "def forward(x):\n    return norm(x)\n"
+                "def other(x, norm):\n    return norm(x)\n"
+            ),
+        },
+    )
+    (call,) = [f for f in scan(tmp_path).findings if f.code == "PC707"]
+    assert (call.path, call.line, call.severity) == ("pkg/model.py", 5, Severity.WARNING)
+    assert call.message.startswith("calls `norm` of `pkg.ops`")
+
+
 def test_a_checked_optional_import_of_a_kernels_module_runs_where_the_project_installs_triton(
     tmp_path: Path,
 ) -> None:

@@ -66,7 +66,8 @@ class CudaOnlyPackageCall(Rule):
     module further away, which loads once that one is fixed. A wrapper that launches one of
     the repository's Triton kernels whenever it is called, with no PyTorch path on the way
     (mamba's `layer_norm_fn(...)` -> `LayerNormFn.apply` -> `_layer_norm_fwd` -> the launch),
-    has no portable path to take: its calls are warnings. Where the project declares triton,
+    has no portable path to take: its calls are warnings, also through a module-level name
+    bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`). Where the project declares triton,
     an optional import of such a module succeeds on the target (Triton installs without a
     GPU), so its checked calls launch there: an error.
 
@@ -229,6 +230,8 @@ class CudaOnlyPackageCall(Rule):
         self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
         self._local: set[str] = set()  # names bound to the repository's failing modules (`_failing_module`)
         self._targets: dict[str, str] = {}  # what each of those names stands for (`pkg.ops.layer_norm_fn`)
+        # module-level names bound to one of those (modded-nanogpt's `ReLUSqrdMLP = FusedFn.apply`)
+        self._aliases: dict[str, str] = {}
         # calls in functions of names no import had bound yet: judged at the end of the module
         self._ahead: list[tuple[cst.BaseExpression, str, tuple[cst.CSTNode, ...]]] = []
 
@@ -312,12 +315,38 @@ class CudaOnlyPackageCall(Rule):
             if not local or self._kernels_module(module):
                 self._imported[name] = package
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """A module-level name bound to what an unguarded import of a failing module binds, or
+        an attribute of it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`)."""
+        value = patterns.dotted(node.value)
+        if (
+            len(self.ctx.ancestors) == 2
+            and len(node.targets) == 1
+            and type(node.targets[0].target) is cst.Name
+            and value.split(".")[0] in self._local.intersection(self._imported)
+            and self.ctx.qualified_names(node.value)
+        ):
+            self._aliases[node.targets[0].target.value] = value
+
+    def _unaliased(self, called: str) -> str:
+        """`called` with a module-level alias (`_aliases`) replaced by what it stands for,
+        where the alias is what the name means here (not a local of its name)."""
+        first, dot, rest = called.partition(".")
+        resolver = self.ctx.resolver
+        if first in self._aliases and resolver is not None and resolver.scope_of(first) is resolver.module:
+            return self._aliases[first] + dot + rest
+        return called
+
     def visit_Call(self, node: cst.Call) -> None:
-        called = patterns.dotted(node.func)
+        written = patterns.dotted(node.func)
+        called = self._unaliased(written)
         package = self._optional.get(called.split(".")[0])
         if "__" in called or called.rpartition(".")[2].startswith(("has_", "is_")):
             return  # `trt.__version__.split(".")`, `natten.has_fused_na()`: questions, no work
         imported = self._imported.get(called.split(".")[0])
+        if called != written and imported is not None and self.ctx.project.complete:
+            self.reports.append(self._imported_call(node.func, written, imported, self.ctx.chain(node.func)))
+            return
         if package is None and imported is not None and self.ctx.qualified_names(node.func):
             if not self.ctx.project.complete or called.split(".")[0] in self._local:  # the project pass knows those
                 self.reports.append(self._imported_call(node.func, called, imported, self.ctx.chain(node.func)))
@@ -383,7 +412,7 @@ class CudaOnlyPackageCall(Rule):
         import is where the target fails first (PC701's error); info for what one of the
         repository's kernels modules defines (PC610's), whose one definition may take a
         portable path instead."""
-        local = called.split(".")[0] in self._local
+        local = self._unaliased(called).split(".")[0] in self._local
         kernel = self._launched(called) if local else ""
         ceiling = INFO if local and not kernel else WARNING
         return self.report_here(
@@ -401,7 +430,7 @@ class CudaOnlyPackageCall(Rule):
     def _launched(self, called: str) -> str:
         """The Triton kernel a call of one of the repository's functions always launches (the
         short name; empty if none): `layer_norm_fn(...)`, `Fn.apply(...)`."""
-        first, _, rest = called.partition(".")
+        first, _, rest = self._unaliased(called).partition(".")
         target = self._targets.get(first)
         kernel = self.ctx.project.launched_by(f"{target}.{rest}" if rest else target) if target else None
         return kernel.rpartition(".")[2] if kernel else ""

@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import kernels, patterns, project, walk
-from portcheck.rule import Invalid, Rule, Valid
+from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.rules.kernels.unguarded_kernel_import import runs_unguarded_on_import
 
 _EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
@@ -15,7 +15,8 @@ _CUDA_SUFFIXES = (".cu", ".cuh")
 class CudaExtensionBuild(Rule):
     """## What it does
     Reports CUDA C++ extensions built from Python: `CUDAExtension(...)` (in setup.py or
-    anywhere, also through a name one of whose `=` binds it: `extension = CUDAExtension`), `torch.utils.cpp_extension.load(...)` with `.cu` sources or `with_cuda=True`,
+    anywhere, also through a name one of whose `=` binds it: `extension = CUDAExtension`,
+    reported there), `torch.utils.cpp_extension.load(...)` with `.cu` sources or `with_cuda=True`,
     and `load_inline(...)` with `cuda_sources=`. It records the module each one builds, so that
     imports of that module (PC607) and `portcheck kernels` can find it. `BuildExtension` itself
     is not reported: it builds whatever extensions it is given, and the CUDA ones are reported
@@ -85,14 +86,25 @@ class CudaExtensionBuild(Rule):
             "import torch\nfrom torch.utils.cpp_extension import CUDA_HOME, CppExtension, CUDAExtension\n"
             "def get_extensions():\n    extension = CppExtension\n    if CUDA_HOME is not None:\n"
             "        extension = CUDAExtension\n    return [extension('groundingdino._C', ['vision.cpp'])]\n",
-            lines=[7],
+            lines=[6],
         ),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        # `extension = CUDAExtension`: each value written so, with its chain (`_chosen_extension`)
+        self._choices: dict[int, tuple[cst.CSTNode, ...]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.ctx.qualified_names(node.value) & _EXTENSION:
+            self._choices[id(node.value)] = self.ctx.chain(node.value)
+
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func)
-        if names & _EXTENSION or self._chosen_extension(node.func):
+        if names & _EXTENSION:
             self._extension(node, "CUDAExtension", kernels.EXTENSION, _sources(node))
+        elif (chosen := self._chosen_extension(node.func)) is not None:
+            self._extension(node, "CUDAExtension", kernels.EXTENSION, _sources(node), chosen=chosen)
         elif names & _LOAD:
             sources = _sources(node)
             with_cuda = patterns.keyword(node, "with_cuda")
@@ -103,15 +115,23 @@ class CudaExtensionBuild(Rule):
         elif names & _LOAD_INLINE and patterns.keyword(node, "cuda_sources") is not None:
             self._extension(node, "cpp_extension.load_inline", kernels.INLINE, [])
 
-    def _chosen_extension(self, func: cst.BaseExpression) -> bool:
-        """A name bound to CUDAExtension by one of its `=` (detectron2's and GroundingDINO's
-        `extension = CppExtension`, then `extension = CUDAExtension` where CUDA is found)."""
+    def _chosen_extension(self, func: cst.BaseExpression) -> tuple[cst.CSTNode, tuple[cst.CSTNode, ...]] | None:
+        """Where a name is bound to CUDAExtension by one of its `=` before the call (detectron2's
+        and GroundingDINO's `extension = CppExtension`, then `extension = CUDAExtension` where
+        CUDA is found), with that value's chain: the line that chooses CUDA."""
         if type(func) is not cst.Name or self.ctx.resolver is None:
-            return False
+            return None
         values = self.ctx.resolver.explicit_values(func)
-        return any(self.ctx.qualified_names(value) & _EXTENSION for value in values)
+        return next(((value, self._choices[id(value)]) for value in values if id(value) in self._choices), None)
 
-    def _extension(self, node: cst.Call, what: str, kind: str, sources: list[str]) -> None:
+    def _extension(
+        self,
+        node: cst.Call,
+        what: str,
+        kind: str,
+        sources: list[str],
+        chosen: tuple[cst.CSTNode, tuple[cst.CSTNode, ...]] | None = None,
+    ) -> None:
         name_arg = patterns.argument(node, 0, "name")
         module = patterns.string_value(name_arg.value) if name_arg else None
         if module:
@@ -121,7 +141,11 @@ class CudaExtensionBuild(Rule):
                 # built when the module is imported (stylegan2's `fused = load(...)` in op/fused_act.py):
                 # importing the module imports the extension, for PC610's chains
                 self.record(project.IMPORT, self.ctx.module.name, node, module=module, statement="")
-        self.report(node, what=f"`{what}`", port=kernels.port_hint(kind, self.ctx.targets))
+        fields = {"what": f"`{what}`", "port": kernels.port_hint(kind, self.ctx.targets)}
+        if chosen is None:
+            self.report(node, **fields)
+        else:
+            self.reports.append(self.report_here(chosen[0], chain=chosen[1], **fields))
 
 
 def _sources(call: cst.Call) -> list[str]:

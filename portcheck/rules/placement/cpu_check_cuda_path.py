@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import flow, kernels, patterns
-from portcheck.resolve import function_scope
+from portcheck.resolve import Scope, function_scope
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.walk import descendants
 
@@ -104,23 +104,28 @@ class CpuCheckCudaPath(Rule):
             if type(value) is cst.Call and self.ctx.qualified_names(value.func) & kernels.EXTENSION_LOADERS
         )
         if self._kernels:
+            module = self.ctx.resolver.module
             self._cuda_callables = frozenset(
                 each.name.value
                 for each in node.body
-                if type(each) in (cst.FunctionDef, cst.ClassDef) and self._calls_kernel(each)
+                if type(each) in (cst.FunctionDef, cst.ClassDef)
+                and self._calls_kernel(each, _bound_in(each, module), elsewhere=True)
             )
 
-    def _calls_kernel(self, root: cst.CSTNode, shadowed: frozenset[str] = frozenset()) -> str | None:
+    def _calls_kernel(self, root: cst.CSTNode, shadowed: frozenset[str], elsewhere: bool = False) -> str | None:
         """The first call under `root` of a loaded extension's function (`fused.act`), or of
         one of the module's functions or classes that make one; not through a name the
-        function binds itself (`shadowed`)."""
+        function binds itself (`shadowed`). `elsewhere`: the walk is not in `root`'s scope,
+        so names resolve through the module's imports alone, uncached (a cached answer would
+        be the wrong scope's for every later question about the node)."""
         kernels_here = self._kernels - shadowed
+        resolve = self.ctx.resolver.module_level_names if elsewhere else self.ctx.qualified_names
         for call in descendants(root):
             if type(call) is not cst.Call:
                 continue
             func = call.func
             if type(func) is cst.Attribute and type(func.value) is cst.Name:
-                if func.value.value in kernels_here and not self.ctx.qualified_names(func):
+                if func.value.value in kernels_here and not resolve(func):
                     return patterns.dotted(func)
                 if func.attr.value == "apply" and func.value.value in self._cuda_callables:
                     return patterns.dotted(func)
@@ -142,7 +147,12 @@ class CpuCheckCudaPath(Rule):
             return
         other = node.body if type(operator) is cst.NotEqual else node.orelse
         function = flow.enclosing_function(self.ctx.ancestors)
-        bound = frozenset(function_scope(function, self.ctx.resolver.module).bound) if function else frozenset()
+        bound = _bound_in(function, self.ctx.resolver.module) if function else frozenset()
         via = self._calls_kernel(other, bound) if other is not None else None
         if via is not None:
             self.report(test, via=via)
+
+
+def _bound_in(definition: cst.FunctionDef | cst.ClassDef, module: Scope) -> frozenset[str]:
+    """The names a function binds itself (its parameters, locals, local imports); none for a class."""
+    return frozenset(function_scope(definition, module).bound) if type(definition) is cst.FunctionDef else frozenset()

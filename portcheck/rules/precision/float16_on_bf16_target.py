@@ -56,8 +56,9 @@ class Float16OnBf16Target(Rule):
     where `self.images` was loaded with `torch.load(path, map_location=device)`) or cast in step
     code (forward(), a step loop: yolov5's `im = im.half() if half else im.float()` for each
     batch) unless in host memory, and autocast to float16 (`torch.autocast(device_type,
-    dtype=torch.float16)`, unless it names a device that is neither CUDA nor a bfloat16
-    target's), when a selected target computes natively in bfloat16.
+    dtype=torch.float16)`, also a parameter's float16 default given as the dtype, unless it
+    names a device that is neither CUDA nor a bfloat16 target's), when a selected target
+    computes natively in bfloat16.
 
     ## Why is this bad?
     float16 is the half precision of NVIDIA GPUs. TPU, Trainium, XLA and Gaudi compute in
@@ -309,6 +310,13 @@ class Float16OnBf16Target(Rule):
             "inputs_dtype = th.half\n",
             lines=[3, 4, 5, 8, 9],
         ),
+        Invalid(  # MiniGPT-4: autocast to the parameter's default, float16, for every caller that gives none
+            "import contextlib\nimport torch\nclass Base(torch.nn.Module):\n"
+            "    def maybe_autocast(self, dtype=torch.float16):\n        if self.device != torch.device('cpu'):\n"
+            "            return torch.autocast('cuda', dtype=dtype)\n        return contextlib.nullcontext()\n",
+            lines=[4],
+            message="autocast to `torch.float16` runs the region in float16",
+        ),
         Invalid(  # AutoGPTQ's loader: the parameter's default is the dtype every caller gets
             "import torch\ndef from_quantized(path, device=None, torch_dtype: torch.dtype = torch.float16):\n"
             "    return load(path, torch_dtype=torch_dtype)\n",
@@ -453,7 +461,11 @@ class Float16OnBf16Target(Rule):
         bf16 = (target_data.get(name) for name in self.ctx.targets)
         selected = {"cuda", *(target.device_type for target in bf16 if target.amp_dtype == "bfloat16")}
         if dtype is not None and (named is None or named in selected):
-            self._report_float16(dtype.value, node, "autocast to `{}`", "runs the region")
+            given = dtype.value
+            resolver = self.ctx.resolver
+            default = resolver.parameter_default(given) if type(given) is cst.Name and resolver else None
+            # MiniGPT-4's `def maybe_autocast(self, dtype=torch.float16)`: what callers get unless they say
+            self._report_float16(default or given, node, "autocast to `{}`", "runs the region")
 
     def _check_factory(self, node: cst.Call) -> None:
         """`torch.empty(shape, dtype=torch.half if fp16 else torch.float, device=self.device)`:
