@@ -42,7 +42,9 @@ def _after_early_return(branch: cst.If, block: cst.CSTNode | None) -> Sequence[c
     of `if x.is_cuda: ...; return out` then `return reference(x)`); none otherwise."""
     body = branch.body.body
     last = body[-1] if body else None
-    returns = isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
+    returns = isinstance(last, cst.Return) or (
+        isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
+    )
     if not returns or not isinstance(block, (cst.IndentedBlock, cst.Module)):
         return ()
     statements = list(block.body)

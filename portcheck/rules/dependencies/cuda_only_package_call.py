@@ -55,7 +55,8 @@ class CudaOnlyPackageCall(Rule):
     severity; elsewhere info. Calls where the import is not optional are a warning: the import
     is where the target fails first (PC701), and each call still needs its replacement
     (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`, also in a
-    function defined above an import under `if __name__ == "__main__":`). The
+    function defined above an import under `if __name__ == "__main__":`), and so does each
+    use of the package as a value (`restore(ckp, amp=apex.amp)`, `norm_layer=FusedLayerNorm`). The
     repository's own modules that fail to import without Triton or one of its CUDA extensions
     (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
@@ -115,7 +116,7 @@ class CudaOnlyPackageCall(Rule):
 
     code = "PC707"
     name = "cuda-only-package-call"
-    message = "calls `{called}` of {package}, {declared}"
+    message = "{verb} `{called}` of {package}, {declared}"
     hint = "{what}: choose the path by the device too (`x.is_cuda and ...`), or use instead: {instead}"
     severity = per_target(ERROR)
     triggers = tuple(sorted({name.split(".")[0].encode() for p in packages.packages() for name in p.imports}))
@@ -137,6 +138,12 @@ class CudaOnlyPackageCall(Rule):
             "import torch\ndef train(model, optimizer, fp16):\n    if fp16:\n        from apex import amp\n"
             "        model, optimizer = amp.initialize(model, optimizer, opt_level='O2')\n",
             lines=[5],
+            message="whose import fails on the target first (PC701)",
+        ),
+        Invalid(  # swav: apex's amp given to a helper as a value, and a fused class as a layer factory
+            "import torch\nimport apex\nfrom apex.normalization import FusedLayerNorm\n"
+            "def build(restore, ckp, make):\n    restore(ckp, amp=apex.amp)\n    return make(norm_layer=FusedLayerNorm)\n",
+            lines=[5, 6],
             message="whose import fails on the target first (PC701)",
         ),
         Invalid(  # LoRA: a function calls what the main block imports further down
@@ -232,6 +239,7 @@ class CudaOnlyPackageCall(Rule):
         self._targets: dict[str, str] = {}  # what each of those names stands for (`pkg.ops.layer_norm_fn`)
         # module-level names bound to one of those (modded-nanogpt's `ReLUSqrdMLP = FusedFn.apply`)
         self._aliases: dict[str, str] = {}
+        self._shown: dict[str, str] = {}  # how a listed package is named in messages, by the name bound
         # calls in functions of names no import had bound yet: judged at the end of the module
         self._ahead: list[tuple[cst.BaseExpression, str, tuple[cst.CSTNode, ...]]] = []
 
@@ -303,6 +311,9 @@ class CudaOnlyPackageCall(Rule):
             self._targets[name] = target
         else:
             self._local.discard(name)
+            top = module.split(".")[0]
+            # a package that groups several (`cutlass` among the CUDA GEMM libraries) is named as imported
+            self._shown[name] = top if any(each.split(".")[0] == top for each in package.imports) else package.key
         if optional_import(self.ctx.ancestors, self.ctx, package):
             self._optional[name] = package
             stand_in = _stand_in(self.ctx.ancestors, name)
@@ -370,7 +381,7 @@ class CudaOnlyPackageCall(Rule):
         if required is not None:
             severity, saying = package.severities(), _REQUIRED.format(test=required)
         elif declared:
-            severity, saying = package.severities(), _DECLARED.format(package=package.key)
+            severity, saying = package.severities(), _DECLARED.format(package=self._shown.get(name, package.key))
         elif local and self._launched(called) and "triton" in self.ctx.project.declared_packages:
             severity, saying = package.severities(), _DECLARED_TRITON.format(kernel=self._launched(called))
         elif stand_in is not None and not _checked(self.ctx.ancestors, checks | self._asking(checks)):
@@ -384,16 +395,44 @@ class CudaOnlyPackageCall(Rule):
         elif local:
             return  # the target takes the other path: PC610 tells of the module, if it must
         else:
-            severity, saying = at_most_info(package.severities()), _UNDECLARED.format(package=package.key)
+            severity, saying = (
+                at_most_info(package.severities()),
+                _UNDECLARED.format(package=self._shown.get(name, package.key)),
+            )
         self.report(
             node.func,
             severity=severity,
+            verb="calls",
             called=called,
-            package=package.key,
+            package=self._shown.get(name, package.key),
             declared=saying,
             what=package.what,
             instead=package.instead,
         )
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._referenced(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._referenced(node)
+
+    def _referenced(self, node: cst.Name | cst.Attribute) -> None:
+        """What an unguarded import of a CUDA-only package binds, given as a value rather than
+        called (swav's `restore(..., amp=apex.amp)`, `norm_layer=FusedLayerNorm`): the value
+        must change with the calls (first pass; a call is `visit_Call`'s)."""
+        parent = self.ctx.parent
+        given = (
+            type(parent) in (cst.Arg, cst.Element, cst.Return)
+            or (type(parent) is cst.Assign and parent.value is node)
+            or (type(parent) is cst.DictElement and parent.value is node)
+        )
+        first = patterns.dotted(node).split(".")[0]
+        imported = self._imported.get(first)
+        if not given or imported is None or first in self._optional or first in self._local:
+            return
+        if self.ctx.project.complete or not self.ctx.qualified_names(node):
+            return
+        self.reports.append(self._imported_call(node, patterns.dotted(node), imported, self.ctx.chain(node), "uses"))
 
     def leave_Module(self, node: cst.Module) -> None:
         """Calls in functions of what an unguarded import further down binds (LoRA's
@@ -406,7 +445,12 @@ class CudaOnlyPackageCall(Rule):
                 self.reports.append(self._imported_call(func, called, imported, chain))
 
     def _imported_call(
-        self, func: cst.BaseExpression, called: str, imported: packages.Package, chain: tuple[cst.CSTNode, ...]
+        self,
+        func: cst.BaseExpression,
+        called: str,
+        imported: packages.Package,
+        chain: tuple[cst.CSTNode, ...],
+        verb: str = "calls",
     ) -> Report:
         """The report of a call of what an unguarded import binds: at most a warning, since the
         import is where the target fails first (PC701's error); info for what one of the
@@ -419,8 +463,9 @@ class CudaOnlyPackageCall(Rule):
             func,
             severity={t: min(level, ceiling) for t, level in imported.severities().items()},
             chain=chain,
+            verb=verb,
             called=called,
-            package=imported.key,
+            package=self._shown.get(called.split(".")[0], imported.key),
             declared=_LAUNCHING.format(kernel=kernel) if kernel else _IMPORTED_LOCAL if local else _IMPORTED,
             what=imported.what,
             instead=imported.instead,

@@ -19,9 +19,9 @@ class TritonKernel(Rule):
     """## What it does
     Reports Triton kernels, at the `@triton.jit` line: functions decorated with `@triton.jit`,
     `@triton.autotune` or `@triton.heuristics`, and `torch.library.triton_op` custom ops (at
-    the decorator). It also records where each
-    kernel is launched (`kernel[grid](...)`, `wrap_triton(kernel)[grid](...)`) for
-    `portcheck kernels`.
+    the decorator). It also records where each kernel is launched (`kernel[grid](...)`,
+    `wrap_triton(kernel)[grid](...)`) for `portcheck kernels`, and which of the module's
+    functions launch one whenever they are called, for cuda-only-package-call (PC707).
 
     ## Why is this bad?
     Triton compiles for NVIDIA, AMD and Intel GPUs only. TorchTPU reports no Triton support,
@@ -99,7 +99,7 @@ class TritonKernel(Rule):
         self._top: dict[str, cst.FunctionDef | cst.ClassDef] = {}  # the module's functions and classes
         self._kernels: set[str] = set()  # the Triton kernels the module defines, by name
         # what each of the module's functions and classes launches, and which of the others
-        # it uses, where no PyTorch path stands beside (`_launchers`)
+        # it uses, where no PyTorch path stands beside (`leave_Module` records the launchers)
         self._launches: dict[str, set[str]] = {}
         self._uses: dict[str, set[str]] = {}
 
@@ -109,7 +109,7 @@ class TritonKernel(Rule):
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
         """Launch sites in files that import kernels from elsewhere, for the inventory."""
-        return tuple(sorted({name.rpartition(".")[2].encode() for name in known.kernels}))
+        return kernel_names(known)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if self.ctx.project.complete:
@@ -154,7 +154,9 @@ class TritonKernel(Rule):
         """The module-level function or class the walk is in; empty at module level."""
         ancestors = self.ctx.ancestors
         top = ancestors[1] if len(ancestors) > 1 else None
-        return top.name.value if isinstance(top, (cst.FunctionDef, cst.ClassDef)) and top in self._top.values() else ""
+        if not isinstance(top, (cst.FunctionDef, cst.ClassDef)) or self._top.get(top.name.value) is not top:
+            return ""
+        return top.name.value
 
     def leave_Module(self, node: cst.Module) -> None:
         """Record the module's launchers: the functions, and `apply` of the classes, that reach
@@ -174,6 +176,11 @@ class TritonKernel(Rule):
                 function = name if isinstance(defined, cst.FunctionDef) else f"{name}.apply"
                 qualified = f"{self._module}.{function}" if self._module else function
                 self.record(project.LAUNCHER, qualified, defined, kernels=",".join(launched))
+
+
+def kernel_names(known: Project) -> tuple[bytes, ...]:
+    """The project's Triton kernels by their own names: what a file that launches one mentions."""
+    return tuple(sorted({name.rpartition(".")[2].encode() for name in known.kernels}))
 
 
 def launched_kernel(ctx: FileContext, node: cst.Call) -> str:

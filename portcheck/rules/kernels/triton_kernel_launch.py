@@ -5,7 +5,7 @@ import libcst as cst
 from portcheck import fallbacks, flow, kernels
 from portcheck.project import Project
 from portcheck.rule import FileContext, Invalid, Report, Rule, Valid
-from portcheck.rules.kernels.triton_kernel import launched_kernel
+from portcheck.rules.kernels.triton_kernel import kernel_names, launched_kernel
 
 
 class TritonKernelLaunch(Rule):
@@ -100,7 +100,7 @@ class TritonKernelLaunch(Rule):
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
-        return tuple(sorted({name.rpartition(".")[2].encode() for name in known.kernels}))
+        return kernel_names(known)
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
