@@ -39,7 +39,8 @@ class Scope:
     updated: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     owner: cst.CSTNode | None = None  # the function, lambda or class whose body this is
     # the names `a, b = f(x)` binds, each with the call and its position in what the call returns
-    unpacked: dict[str, list[tuple[cst.Call, int]]] = field(default_factory=dict)
+    # names unpacked from what a call returns or from an item (`row, col = idxs[i]`), with the position
+    unpacked: dict[str, list[tuple[cst.Call | cst.Subscript, int]]] = field(default_factory=dict)
 
     def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
         self.bound.add(name)
@@ -56,7 +57,9 @@ class Scope:
             values = _paired_values(target, value)
             for element, each in zip(target.elements, values):
                 self.bind_target(element.value, each)
-            if type(value) is cst.Call and not any(type(e) is cst.StarredElement for e in target.elements):
+            if type(value) in (cst.Call, cst.Subscript) and not any(
+                type(e) is cst.StarredElement for e in target.elements
+            ):
                 for index, element in enumerate(target.elements):
                     if type(element.value) is cst.Name:
                         self.unpacked.setdefault(element.value.value, []).append((value, index))
@@ -317,7 +320,7 @@ class Resolver:
 
     def values_and_unpacking(
         self, node: cst.Name
-    ) -> tuple[list[cst.BaseExpression], list[tuple[cst.Call, int]]] | None:
+    ) -> tuple[list[cst.BaseExpression], list[tuple[cst.Call | cst.Subscript, int]]] | None:
         """For a name bound both by assignments and by unpacking calls' results (`logits,
         past = model(x)`, then `logits = logits[:, -1]`): the values `=` gives it (as
         `values_before_updates`) and the calls, each with its position, it is unpacked from;

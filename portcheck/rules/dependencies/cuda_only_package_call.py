@@ -123,6 +123,7 @@ class CudaOnlyPackageCall(Rule):
     cuda_only = True
 
     VALID = [
+        Valid("import apex\nprint('apex', apex.__version__)\n"),  # asks for the version: uses nothing
         Valid(  # a parameter of the imported name's spelling
             "try:\n    import xformers\nexcept ImportError:\n    xformers = None\n"
             "def attend(xformers, q, torch):\n    return xformers.ops.memory_efficient_attention(q, q, q)\n"
@@ -426,13 +427,14 @@ class CudaOnlyPackageCall(Rule):
             or (type(parent) is cst.Assign and parent.value is node)
             or (type(parent) is cst.DictElement and parent.value is node)
         )
-        first = patterns.dotted(node).split(".")[0]
+        used = patterns.dotted(node)
+        first = used.split(".")[0]
         imported = self._imported.get(first)
-        if not given or imported is None or first in self._optional or first in self._local:
-            return
+        if not given or imported is None or first in self._optional or first in self._local or "__" in used:
+            return  # `print(apex.__version__)` asks, and uses nothing
         if self.ctx.project.complete or not self.ctx.qualified_names(node):
             return
-        self.reports.append(self._imported_call(node, patterns.dotted(node), imported, self.ctx.chain(node), "uses"))
+        self.reports.append(self._imported_call(node, used, imported, self.ctx.chain(node), "uses"))
 
     def leave_Module(self, node: cst.Module) -> None:
         """Calls in functions of what an unguarded import further down binds (LoRA's

@@ -640,12 +640,14 @@ def _passed_through(call: cst.Call, returned: Sequence[tuple[cst.BaseExpression,
     return None
 
 
-def _unpacked_tensor(ctx: FileContext, call: cst.Call, index: int, depth: int) -> bool:
-    """Whether the item at `index` of what `call` returns is a tensor: any item of a tensor,
-    or of what a torch function or tensor method returns (`values, ids = torch.topk(...)`,
-    `q, k, v = qkv.unbind(0)`), the first output of a model (`logits, past = model(ids)`),
-    or where the module's function returns one there (`sigma_down, sigma_up =
-    get_ancestral_step(...)`)."""
+def _unpacked_tensor(ctx: FileContext, call: cst.Call | cst.Subscript, index: int, depth: int) -> bool:
+    """Whether the item at `index` of what `call` returns is a tensor: any item of a tensor
+    (`row, col = idxs[i]` after `idxs = torch.nonzero(mask)`), or of what a torch function or
+    tensor method returns (`values, ids = torch.topk(...)`, `q, k, v = qkv.unbind(0)`), the first
+    output of a model (`logits, past = model(ids)`), or where the module's function returns one
+    there (`sigma_down, sigma_up = get_ancestral_step(...)`)."""
+    if type(call) is cst.Subscript:
+        return tensor_valued(ctx, call, depth)
     if not ctx.qualified_names(call.func) and flow.runs_model(call):
         return index == 0  # what else it returns may be anything (`logits, stats = model(x)`)
     if tensor_valued(ctx, call, depth):

@@ -189,9 +189,9 @@ class TensorDependentControlFlow(StepRule):
         Invalid(  # GroundingDINO's text masks: a loop as long as what nonzero found, and an element tested
             "import torch\nclass Text(torch.nn.Module):\n    def forward(self, ids):\n"
             "        idxs = torch.nonzero(ids == 101)\n        for i in range(idxs.shape[0]):\n"
-            "            if idxs[i][1] == 0:\n                continue\n        for row in idxs:\n            print(row)\n"
-            "        return idxs\n",
-            lines=[5, 6, 8],
+            "            row, col = idxs[i]\n            if col == 0:\n                continue\n"
+            "        for row in idxs:\n            print(row)\n        return idxs\n",
+            lines=[5, 7, 9],
         ),
         Invalid(  # GroundingDINO's decoder: a NaN check after each layer, the two answers joined by `|`
             "import torch\nclass Decoder(torch.nn.Module):\n    def forward(self, output):\n"
