@@ -30,6 +30,7 @@ class Setting:
     value: str  # as written, without quotes
     quoted: bool
     span: Span  # from the key to the end of the value
+    within: tuple[str, ...] = ()  # the keys of the mappings it is in, outermost first (`lightning`, `trainer`)
 
     @property
     def is_true(self) -> bool:
@@ -44,18 +45,18 @@ def settings(text: str) -> tuple[Setting, ...]:
         documents = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.YAMLError:
         return ()
-    return tuple(setting for document in documents for setting in _settings(document))
+    return tuple(setting for document in documents for setting in _settings(document, ()))
 
 
-def _settings(node: yaml.Node | None) -> Iterator[Setting]:
+def _settings(node: yaml.Node | None, within: tuple[str, ...]) -> Iterator[Setting]:
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode):
                 start, end = key.start_mark, value.end_mark
                 span = (start.line + 1, start.column + 1, end.line + 1, end.column + 1)
-                yield Setting(str(key.value), str(value.value), value.style in ("'", '"'), span)
+                yield Setting(str(key.value), str(value.value), value.style in ("'", '"'), span, within)
             else:
-                yield from _settings(value)
+                yield from _settings(value, (*within, str(key.value)) if isinstance(key, yaml.ScalarNode) else within)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            yield from _settings(item)
+            yield from _settings(item, within)

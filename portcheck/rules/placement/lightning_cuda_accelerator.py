@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import PurePosixPath
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import configs, filekinds, patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety, Severity
 from portcheck.rewrites.edits import Edit, string_like
-from portcheck.rule import ERROR, OFF, FileContext, Invalid, Valid
+from portcheck.rule import ERROR, OFF, FileContext, Invalid, Span, Valid
 from portcheck.setting_rule import SettingValueRule
 
 _PACKAGES = ("lightning.", "pytorch_lightning.", "lightning_fabric.")
@@ -43,7 +44,9 @@ class LightningCudaAccelerator(SettingValueRule):
     Reports a Lightning `Trainer` or `Fabric` told to run on a GPU: `accelerator="cuda"` or
     `"gpu"` (as a keyword, through a name bound once, a parameter default, an argparse option's
     default or a config entry named `accelerator` in a module that uses Lightning),
-    `accelerator=CUDAAccelerator()`, and Lightning 1.x's `gpus=` given a device count or list.
+    `accelerator=CUDAAccelerator()`, and Lightning 1.x's `gpus=` given a device count or list;
+    also in a trainer's YAML config (`accelerator: gpu`, `gpus: 0,1` in a `trainer:` section or
+    in a `trainer/` config group, as Hydra keeps them; `accelerator: cuda` there is PC101's).
 
     ## Why is this bad?
     Lightning chooses the device itself from the accelerator name. `"gpu"` means MPS or CUDA
@@ -86,6 +89,7 @@ class LightningCudaAccelerator(SettingValueRule):
     severity = {t: max(_SEVERITY["cuda"][t], _SEVERITY["gpu"][t]) for t in target_data.TARGET_ORDER}
     fix_safety = FixSafety.SAFE
     triggers = (b"accelerator", b"gpus")
+    file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
     cuda_only = True
 
     VALID = [
@@ -102,8 +106,19 @@ class LightningCudaAccelerator(SettingValueRule):
         ),
         Valid('import lightning as L\nfabric = L.Fabric(accelerator="cuda")\n', options={"targets": ["rocm"]}),
         Valid('import lightning as L\nfabric = L.Fabric(accelerator="gpu")\n', options={"targets": ["mps", "rocm"]}),
+        Valid(  # an accelerate config, not a trainer's
+            "compute_environment: LOCAL_MACHINE\naccelerator: gpu\n", path="configs/accelerate.yaml"
+        ),
+        Valid("trainer:\n  accelerator: auto\n  gpus: 0\n", path="configs/train.yaml"),
     ]
     INVALID = [
+        Invalid(  # s4's Hydra trainer group, and latent-diffusion's `lightning.trainer` section
+            "accelerator: gpu\ndevices: 1\nmax_epochs: 10\n",
+            lines=[1],
+            path="configs/trainer/default.yaml",
+            message="`accelerator: gpu` makes Lightning run on an MPS or CUDA GPU",
+        ),
+        Invalid("lightning:\n  trainer:\n    benchmark: true\n    gpus: 0,1\n", lines=[4], path="configs/ldm.yaml"),
         # lit-llama's finetuning scripts
         Invalid(
             'import lightning as L\nfabric = L.Fabric(accelerator="cuda", devices=1, precision="bf16-true")\n',
@@ -213,7 +228,27 @@ class LightningCudaAccelerator(SettingValueRule):
             return None
         return Edit(literal, string_like(literal, replacement), FixSafety.SAFE, f"accelerator -> {replacement!r}")
 
+    def check_text(self, text: str) -> None:
+        """A Lightning trainer's config (Hydra's `configs/trainer/*.yaml`, a `trainer:` section):
+        `accelerator: gpu` and Lightning 1.x's `gpus: 1`. `accelerator: cuda` is PC101's, as
+        any device setting in a config."""
+        for setting in configs.settings(text):
+            if not _in_trainer_config(setting, self.ctx.path):
+                continue
+            if setting.key == "accelerator" and not setting.quoted and setting.value.lower() == "gpu":
+                self._report_span(setting.span, f"`accelerator: {setting.value}`", "gpu")
+            elif setting.key == "gpus" and _lists_gpus(setting.value):
+                self._report_span(setting.span, f"`gpus: {setting.value}`", "gpu")
+
+    def _report_span(self, span: Span, what: str, name: str) -> None:
+        severity, fields = self._fields(what, name)
+        self.report_span(span, severity=severity, **fields)
+
     def _report(self, node: cst.CSTNode, what: str, name: str, edit: Edit | None) -> None:
+        severity, fields = self._fields(what, name)
+        self.report(node, severity=severity, edit=edit, **fields)
+
+    def _fields(self, what: str, name: str) -> tuple[dict[str, Severity], dict[str, str]]:
         severity = _SEVERITY[name]
         failing = [t for t in self.ctx.targets if severity[t] > OFF]
         device = "CUDA" if name == "cuda" else "an MPS or CUDA GPU"
@@ -229,9 +264,23 @@ class LightningCudaAccelerator(SettingValueRule):
                 f"Lightning has no accelerator for {'/'.join(missing)}: run the model on the device "
                 "from plain PyTorch (or the vendor's Lightning integration)"
             )
-        self.report(
-            node, severity=severity, what=what, device=device, problem=problem, advice="; ".join(advice), edit=edit
-        )
+        return severity, {"what": what, "device": device, "problem": problem, "advice": "; ".join(advice)}
+
+
+def _in_trainer_config(setting: configs.Setting, path: str) -> bool:
+    """A setting of a Lightning trainer: in a `trainer:` mapping, or in a file of a `trainer`
+    config group (Hydra's `configs/trainer/gpu.yaml`)."""
+    return "trainer" in setting.within or "trainer" in PurePosixPath(path).parts[:-1]
+
+
+def _lists_gpus(value: str) -> bool:
+    """`gpus: 1`, `gpus: 0,1`, `gpus: -1` as YAML writes them; not 0, nothing or a variable."""
+    text = value.strip().strip("[]")
+    return (
+        bool(text)
+        and text not in ("0", "null", "None")
+        and all(part.strip().lstrip("-").isdigit() for part in text.split(",") if part.strip())
+    )
 
 
 def _asks_for_gpus(value: cst.BaseExpression) -> bool:
