@@ -56,8 +56,8 @@ class CudaOnlyPackageCall(Rule):
     is where the target fails first (PC701), and each call still needs its replacement
     (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`, also in a
     function defined above an import under `if __name__ == "__main__":`), and so does each
-    use of the package as a value (`restore(ckp, amp=apex.amp)`, `norm_layer=FusedLayerNorm`). The
-    repository's own modules that fail to import without Triton or one of its CUDA extensions
+    use of the package as a value (`restore(ckp, amp=apex.amp)`, `norm_layer=FusedLayerNorm`).
+    The repository's own modules that fail to import without Triton or one of its CUDA extensions
     (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
     `except ImportError: WindowProcess = None`); as info, calls of what an unguarded import
@@ -68,9 +68,9 @@ class CudaOnlyPackageCall(Rule):
     the repository's Triton kernels whenever it is called, with no PyTorch path on the way
     (mamba's `layer_norm_fn(...)` -> `LayerNormFn.apply` -> `_layer_norm_fwd` -> the launch),
     has no portable path to take: its calls are warnings, also through a module-level name
-    bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`). Where the project declares triton,
-    an optional import of such a module succeeds on the target (Triton installs without a
-    GPU), so its checked calls launch there: an error.
+    bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`). Where the project
+    declares triton, an optional import of such a module succeeds on the target (Triton
+    installs without a GPU), so its checked calls launch there: an error.
 
     ## Why is this bad?
     The guard only asks whether the package is installed, not whether there is a CUDA device.
