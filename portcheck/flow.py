@@ -1933,7 +1933,28 @@ def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | Non
                 return True
             if raises(node.body, resolver):
                 return True  # `if not math.isfinite(loss): logging.error(...); raise ...`: the error path
+            if _asks_non_finite(node.test):
+                return True  # GroundingDINO's `if output.isnan().any() | output.isinf().any():` reports
     return False
+
+
+def _asks_non_finite(test: cst.BaseExpression) -> bool:
+    """A test that holds only where values have gone NaN or infinite (`x.isnan().any()`,
+    `torch.isinf(loss)`, `not torch.isfinite(x).all()`): its body is the anomaly's path, not the
+    step's."""
+    names = [node.attr.value if type(node) is cst.Attribute else node.value for node in _names_in(test)]
+    negated = any(
+        type(node) is cst.UnaryOperation and type(node.operator) in (cst.Not, cst.BitInvert)
+        for node in (test, *descendants(test))
+    )
+    return any(name in ("isnan", "isinf") for name in names) or (negated and "isfinite" in names)
+
+
+def _names_in(test: cst.BaseExpression) -> Iterator[cst.Name | cst.Attribute]:
+    """The called names and attributes of a test (`isnan` in `x.isnan().any()`, `torch.isinf(x)`)."""
+    for node in (test, *descendants(test)):
+        if type(node) is cst.Call and type(node.func) in (cst.Name, cst.Attribute):
+            yield node.func
 
 
 def raises(body: cst.BaseSuite, resolver: Resolver | None) -> bool:

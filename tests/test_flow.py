@@ -624,6 +624,28 @@ def test_asking_whether_code_runs_in_a_data_worker_leaves_other_functions_names_
     assert resolved["FlashAttention"] == {"flash_attn.flash_attention.FlashAttention"}
 
 
+def test_what_a_check_for_non_finite_values_guards_runs_only_when_they_appear() -> None:
+    """GroundingDINO's decoder: the check reads the tensor every layer (PC504), but what it
+    guards (counting the NaNs with `.item()`) runs only once values have gone NaN or infinite."""
+    source = """\
+    import torch
+    class Decoder(torch.nn.Module):
+        def forward(self, output):
+            for layer in self.layers:
+                output = layer(output)
+                if output.isnan().any() | output.isinf().any():
+                    print(output.isnan().sum().item())
+                if not torch.isfinite(output).all():
+                    print(output.abs().max().item())
+                print(output.mean().item())
+            return output
+    """
+    found = findings(source)
+    assert found[(6, "PC504")][0] is Severity.WARNING
+    assert (7, "PC503") not in found and (9, "PC503") not in found
+    assert found[(10, "PC503")][0] is Severity.WARNING
+
+
 def test_judging_module_functions_for_extension_calls_leaves_their_names_resolved() -> None:
     """cpu-check-cuda-path (PC103) reads every module function for calls of a loaded
     extension before the walk enters them; the answer for a name a function imports itself

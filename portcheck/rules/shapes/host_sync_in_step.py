@@ -98,7 +98,8 @@ class HostSyncInStep(StepRule):
       there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor.
 
     Left alone: calls on the error path (in a `raise` or an assertion's message, or an `if` body
-    that ends raising or with `sys.exit()`), only while the model is exported (`if
+    that ends raising or with `sys.exit()`, or that runs only once values have gone NaN or
+    infinite: `if x.isnan().any():`, `if not torch.isfinite(loss):`), only while the model is exported (`if
     torch.onnx.is_in_onnx_export():`, `torch.jit.is_tracing()`), under an `if step % N == 0:`
     or a predicate of the module that returns True only so (an image logger's
     `if self.check_frequency(idx):`), or once per interval of time (`if time.time() - last >
