@@ -56,7 +56,6 @@ class TritonKernelLaunch(Rule):
     message = "launches Triton kernel `{kernel}`, which does not run on this target"
     hint = "call its port or a PyTorch path here: {port}"
     severity = kernels.severity(kernels.TRITON)
-    triggers = (b"triton",)
 
     VALID = [
         Valid(  # a PyTorch path beside the launch, chosen by the device
@@ -109,8 +108,6 @@ class TritonKernelLaunch(Rule):
         self._calls: dict[str, list[bool]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.project.complete:
-            return  # the kernels are known in the project pass
         if type(node.func) is cst.Name:
             beside = bool(fallbacks.fallback_evidence(self.ctx.ancestors))
             self._calls.setdefault(node.func.value, []).append(beside)

@@ -449,7 +449,7 @@ class TensorDependentControlFlow(StepRule):
         else:
             counted = shaped_by_data(self.ctx, iterated, path) and not in_host_memory(self.ctx, iterated)
         if counted:
-            effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
+            effect = _effect(where)
             self.report_in_step(iterated, where, lambda: True, kind=_KINDS[cst.For], effect=effect)
 
     def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert | cst.CompIf) -> None:
@@ -461,13 +461,18 @@ class TensorDependentControlFlow(StepRule):
         test = node.test
         if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
             return  # `if step % N == 0 and loss.item() > x:` reads every N steps
-        effect = "a host sync and a graph break" if where == "forward()" else "a host sync every step"
+        effect = _effect(where)
         lines = _by_line(test)
         for line in lines if len(lines) > 1 else [[test]]:
             path = (*self.ctx.ancestors, node)
             sized = any(_reads_data_shaped_size(self.ctx, part, path) for part in line)  # where the walk is
             holds = partial(_tests_device_values, self.ctx, line, sized)
             self.report_in_step(line[0], where, holds, kind=_KINDS[type(node)], effect=effect)
+
+
+def _effect(where: str | cst.FunctionDef) -> str:
+    """What a read of tensor values costs there: a graph break in forward(), a sync in a step loop."""
+    return "a host sync and a graph break" if where == "forward()" else "a host sync every step"
 
 
 def _tests_device_values(ctx: FileContext, parts: list[cst.BaseExpression], sized: bool) -> bool:
