@@ -20,7 +20,7 @@ import libcst as cst
 
 from portcheck import filekinds, notebooks, parsing, registry, suppress
 from portcheck import targets as target_data
-from portcheck.coherence import FindingKey, coherent, key
+from portcheck.coherence import Check, FindingKey, coherent, key
 from portcheck.config import Config, enabled_codes
 from portcheck.context import Context
 from portcheck.discovery import Prefilter
@@ -31,7 +31,7 @@ from portcheck.project import ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.results import UNKNOWN_PROJECT, FileResult, Source
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import FindingLimit, Rule, SeverityMap, at_most_info
+from portcheck.rule import FindingLimit, Rule, SeverityMap, at_most_info, at_most_warning
 from portcheck.sources import decode_python, decode_text
 from portcheck.targets import Target
 from portcheck.walk import Walker
@@ -72,7 +72,7 @@ class Examination:
     result: FileResult
     edits: list[Edit | None] = field(default_factory=list)  # empty when nothing was analysed
     tree: cst.Module | None = None
-    asserts: tuple[bool, ...] = ()  # per CUDA check of the module (portcheck.flow): an `assert`?
+    checks: tuple[Check, ...] = ()  # the module's CUDA checks (portcheck.flow), as coherence needs them
     placements: dict[FindingKey, Placement] = field(default_factory=dict)  # findings among them
     held: tuple[tuple[str, str], ...] = ()  # (code, why) of fixes no guard-consistent choice allows
     notebook: notebooks.Module | None = None  # a notebook's cells as the module `tree` is, when it is one
@@ -148,7 +148,7 @@ def examine(
         return Examination(_too_large(path, config, size))
     target = fix_target or default_fix_target(config)
     tree = None
-    asserts: tuple[bool, ...] = ()
+    checks: tuple[Check, ...] = ()
     placements: dict[FindingKey, Placement] = {}
     elsewhere: list[tuple[str, int]] = []
     broken: list[tuple[notebooks.Cell, parsing.ParseFailure]] = []
@@ -162,7 +162,7 @@ def examine(
             if wanted
             else ([], None, None, None)
         )
-        asserts = tuple(guard.asserts for guard in flow.guards) if flow is not None else ()
+        checks = tuple(Check(guard.asserts, guard.twin) for guard in flow.guards) if flow is not None else ()
         pairs, facts, placements, elsewhere = _results(rules, tree, path, config, text, flow)
         if stopped is not None and not second_pass:
             pairs.append((_stop_finding(stopped, tree, path, config, text), None))
@@ -177,7 +177,7 @@ def examine(
     )
     pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
     retracted = tuple(finding for finding in retracted if finding.code in enabled)
-    pairs, held = _coherent(pairs, asserts, placements, target)
+    pairs, held = _coherent(pairs, checks, placements, target)
     if view is not None:
         pairs, facts, placements = _in_cells(view, pairs, facts, placements)
         retracted = tuple(view.place(finding) for finding in retracted)
@@ -186,7 +186,7 @@ def examine(
             pairs = [(finding, edit) for finding, edit in pairs if finding.code in enabled]
     result = FileResult(path, tuple(finding for finding, _ in pairs), tuple(facts), retracted=retracted)
     return Examination(
-        result, [edit for _, edit in pairs], tree, asserts, placements, tuple(held), view, stopped is not None
+        result, [edit for _, edit in pairs], tree, checks, placements, tuple(held), view, stopped is not None
     )
 
 
@@ -305,14 +305,14 @@ def _broken_cell(path: str, config: Config, cell: notebooks.Cell, failure: parsi
 
 def _coherent(
     pairs: list[tuple[Finding, Edit | None]],
-    asserts: tuple[bool, ...],
+    checks: tuple[Check, ...],
     placements: dict[FindingKey, Placement],
     target: Target,
 ) -> tuple[list[tuple[Finding, Edit | None]], list[tuple[str, str]]]:
     """Without the edits that no choice of fixes can make consistent with their guards
     (portcheck.coherence): those findings are not fixable, and say why."""
     offered = [(finding, edit) for finding, edit in pairs if edit is not None]
-    _, held = coherent(asserts, placements, [finding for finding, _ in pairs], offered, target)
+    _, held = coherent(checks, placements, [finding for finding, _ in pairs], offered, target)
     if not held:
         return pairs, []
     why = {id(finding): reason for finding, reason in held}
@@ -401,7 +401,9 @@ def _results(
     """Turn what the rules saw into findings (each with its edit, if any), facts, where the
     findings sit among the module's CUDA checks, and the (code, line) of reports that matter
     only on targets not selected. CUDA-only code reached only under such a check does not run
-    on another target as written (see `_under_cuda_check`)."""
+    on another target as written: where the check is one a port opens or drops, the code is at
+    most a warning (the check is the finding to act on first), on the CPU info (the program's
+    own other path runs there); under a test's gate or an assert, info."""
     chains = {id(r.node): r.chain for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None}
     nodes = [r.node for rule in rules for r in (*rule.reports, *rule.records) if r.node is not None]
     for rule in rules:
@@ -428,7 +430,7 @@ def _results(
             message, severity = report.message, report.severity
             if rule.cuda_only and flow is not None and flow.only_under_cuda(placement):
                 message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
-                severity = _under_cuda_check(severity) if flow.on_a_device_path(placement) else at_most_info(severity)
+                severity = at_most_warning(severity) if flow.on_a_device_path(placement) else at_most_info(severity)
             finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)
             if finding is None:
                 elsewhere.append((rule.code, span[0]))
@@ -444,15 +446,6 @@ def _results(
             first, last = (ranges[id(record.node)][0], ranges[id(record.node)][2]) if record.node else record.lines
             facts.append(Fact(record.kind, record.name, path, first, last, record.details))
     return pairs, facts, placements, elsewhere
-
-
-def _under_cuda_check(severity: SeverityMap) -> dict[str, Severity]:
-    """CUDA-only code that a CUDA check keeps on the program's device path: elsewhere the check
-    skips it, which on the CPU is the program's own other path (info), and on an accelerator
-    the path a port opens to it with the check (at most a warning: the check is the error)."""
-    return {
-        target: min(level, Severity.INFO if target == "cpu" else Severity.WARNING) for target, level in severity.items()
-    }
 
 
 def _method_name(node: cst.CSTNode | None) -> cst.Name | None:

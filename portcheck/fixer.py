@@ -75,7 +75,7 @@ def fix_source(
             held = []
             break
         findings = examination.result.findings
-        chosen, held = coherent(examination.asserts, examination.placements, findings, chosen, target)
+        chosen, held = coherent(examination.checks, examination.placements, findings, chosen, target)
         if not chosen:
             break
         cells = examination.notebook
@@ -129,6 +129,9 @@ def _apply(
     imports: list[str] = []
     prelude: list[str] = []
     for finding, edit in order:
+        if replacements.get(id(edit.original)) is edit.replacement:
+            applied.append((finding.code, edit.title))  # one edit that fixes several findings together
+            continue
         span = spans[id(edit.original)]
         if any(_overlaps(span, other) for other in taken) or id(edit.original) in replacements:
             continue  # inside another fix: the next round sees it again

@@ -186,6 +186,13 @@ _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch
 _CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
 
 
+# What a CUDA check that keeps a CUDA-only library or CUDA's own facts from the target costs there.
+LOSES_EXTRAS = (
+    "loses the CUDA-only library or CUDA's own facts (memory, name, seed) it guards: a port gives it the "
+    "target's equivalent or drops it"
+)
+
+
 @dataclass(frozen=True, eq=False)
 class Guard:
     """A check that holds only on CUDA, and what runs only where it holds."""
@@ -203,6 +210,10 @@ class Guard:
     # a condition (`is_available() and capability() >= (8, 0)`), a communication backend's need
     # (`if backend == "nccl":`) or one branch of a dispatch over devices (`elif device == "npu":`)
     picks_device: bool = True
+    # the first check in the same top-level definition written the same way whose guarded code
+    # shares a name with this one's (this one's own index where there is none): such checks
+    # decide together, so a port rewrites all or none
+    twin: int = -1
 
 
 @dataclass(frozen=True)
@@ -303,6 +314,7 @@ class DeviceFlow:
     guards: list[Guard] = field(default_factory=list)
     _protected: dict[int, int] = field(default_factory=dict)  # node id -> index of its guard
     _tests: dict[int, int] = field(default_factory=dict)  # check id -> index of its guard
+    _twins: dict[tuple[int, str], list[int]] = field(default_factory=dict)  # (definition id, check) -> guards
     _methods: dict[int, str | None] = field(default_factory=dict)  # function id -> its class, if a method
     _calls: dict[str, list[_Site]] = field(default_factory=dict)  # by callee name
     # calls given one of the module's functions as an argument (a callback), by its name
@@ -468,10 +480,26 @@ class DeviceFlow:
 
     def _add(self, guard: Guard) -> None:
         index = len(self.guards)
+        guard = replace(guard, twin=self._twin(guard, index))
         self.guards.append(guard)
         self._tests.setdefault(id(guard.test), index)
         for node in guard.protected:
             self._protected.setdefault(id(node), index)
+
+    def _twin(self, guard: Guard, index: int) -> int:
+        """The first of the guards before `guard` in its top-level definition whose check is
+        written the same way and whose guarded code binds a name the other's reads (a log
+        format chosen under one `if torch.cuda.is_available():` and filled under another):
+        the two decide together. `index` (its own) where there is none."""
+        scope = next((a for a in self.ancestors if type(a) in (cst.FunctionDef, cst.ClassDef)), None)
+        test = guard.test.expression if type(guard.test) is cst.UnaryOperation else guard.test
+        alike = self._twins.setdefault((id(scope), _EMPTY_MODULE.code_for_node(test)), [])
+        alike.append(index)
+        binds = _guarded_bindings(guard)
+        for other in (self.guards[each] for each in alike[:-1]):
+            if _reads_any(guard, _guarded_bindings(other)) or _reads_any(other, binds):
+                return other.twin
+        return index
 
     def placement(self, chain: Sequence[cst.CSTNode], node: cst.CSTNode) -> Placement:
         """Which guards' checks `node` is part of, and which guards protect it (by index into
@@ -495,17 +523,15 @@ class DeviceFlow:
         return any(not self.guards[index].asserts for index in placement.protected_by)
 
     def on_a_device_path(self, placement: Placement) -> bool:
-        """Whether a CUDA check that keeps code at `placement` on CUDA picks the program's
-        device path (`if torch.cuda.is_available(): model.cuda()`): a port opens it to the
-        target with the check. Not a test's gate, nor a check that keeps only logging, freeing
-        memory or a CUDA-only library from the target, where skipping is the portable path."""
+        """Whether a CUDA check that keeps code at `placement` on CUDA is one a port opens to
+        the target or drops, and what it keeps with it: the program's device path (`if
+        torch.cuda.is_available(): model.cuda()`), and also what the target silently loses
+        where it is skipped (a memory report, a seeding, a CUDA-only library's fast path).
+        Not a test's gate nor an assert, which stop rather than skip."""
         if placement.checks:
             return False  # part of a check (`is_available() and memory_allocated() > 0`): the check is the finding
         return any(
-            guard.picks_device
-            and not (
-                guard.asserts or guard.skips or guard.tells_only or guard.guards_cuda_library or guard.keeps_extras
-            )
+            guard.picks_device and not (guard.asserts or guard.skips)
             for guard in (self.guards[index] for index in placement.protected_by)
         )
 
@@ -2476,6 +2502,7 @@ def _uses_cuda_library(body: cst.BaseSuite, resolver: Resolver) -> bool:
     return not places and any(_cuda_library_use(node, resolver) for node in nodes)
 
 
+_EMPTY_MODULE = cst.Module([])
 _HALF_DTYPES = frozenset({"torch.bfloat16", "torch.float16", "torch.half"})
 
 
@@ -2579,6 +2606,14 @@ def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpres
         target = assign.targets[0].target
         return assign.value if type(target) is cst.Name and target.value == name else None
     return None
+
+
+def _guarded_bindings(guard: Guard) -> frozenset[str]:
+    return frozenset().union(*(_bound_names(node) for node in guard.protected))
+
+
+def _reads_any(guard: Guard, names: frozenset[str]) -> bool:
+    return bool(names) and any(next(name_reads(node, names), None) is not None for node in guard.protected)
 
 
 def _bound_names(statement: cst.CSTNode) -> frozenset[str]:

@@ -15,6 +15,7 @@ import shlex
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
@@ -32,6 +33,8 @@ _CONDA_LIST = re.compile(r"^(# platform: |# \$ conda create |@EXPLICIT)", re.M)
 _CONDA_SPEC = re.compile(r"^\s*([A-Za-z0-9][\w.-]*)\s*(?:[=<>!~].*)?$")
 # A package installed from its repository: `git+https://host/org/name(.git)(@ref)`, and a
 # repository's URL (`https://github.com/NVIDIA/apex`), each by the repository's name.
+# A path to a project directory: `./ext`, `../lib`, `/opt/src/pkg`, `submodules/simple-knn`.
+_LOCAL_PROJECT = re.compile(r"^(\.{1,2}/|/|[\w.-]+/)[\w./-]*$")
 _VCS_URL = re.compile(r"^git\+\w+://[^\s@]+/([A-Za-z0-9][\w.-]*?)(?:\.git)?(?:@[^\s#]*)?(?:#.*)?$")
 _REPOSITORY = re.compile(r"^(?:https?|git|ssh)://[^\s]+/([A-Za-z0-9][\w.-]*?)(?:\.git)?/?$")
 _INSTALLERS = frozenset({"pip", "pip3", "uv", "conda", "mamba", "micromamba"})  # before `install`
@@ -156,7 +159,12 @@ def _requirement_line(line: str, number: int, manifest: Manifest) -> None:
         option, _, inline = option.partition("=")
         if option in _INDEX_OPTIONS:
             manifest.indexes.append(Located((inline or value).strip(), number))
-        return  # -r, -c, -e and other options name files, not projects
+        elif option in ("-e", "--editable") and _LOCAL_PROJECT.match((inline or value).strip()):
+            _local_project((inline or value).strip(), number, line, manifest)
+        return  # -r, -c and other options name files, not projects
+    if _LOCAL_PROJECT.match(line):
+        _local_project(line, number, line, manifest)
+        return
     from_vcs = _VCS_URL.match(line.split(" --", 1)[0].strip())
     if from_vcs:  # `git+https://github.com/NVIDIA/apex.git#egg=apex`
         egg = re.search(r"#egg=([A-Za-z0-9][\w.-]*)", line)
@@ -165,6 +173,12 @@ def _requirement_line(line: str, number: int, manifest: Manifest) -> None:
     if "://" in line and "@" not in line:
         return  # a direct URL without a name
     manifest.keep(parse_requirement(line.split(" --", 1)[0].strip(), number))
+
+
+def _local_project(path: str, number: int, line: str, manifest: Manifest) -> None:
+    """A project directory pip builds (`submodules/simple-knn`, gaussian-splatting's CUDA
+    extensions): declared under its folder's name, as such projects name themselves."""
+    manifest.requirements.append(Declared(PurePosixPath(path.rstrip("/")).name, "", number, line))
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:

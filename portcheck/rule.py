@@ -45,6 +45,13 @@ def at_most_info(severity: Mapping[str, Severity]) -> dict[str, Severity]:
     return {target: min(level, INFO) for target, level in severity.items()}
 
 
+def at_most_warning(severity: Mapping[str, Severity]) -> dict[str, Severity]:
+    """The same targets, none above warning, and info on the CPU: for CUDA-only code the
+    target skips (a fast path, a report), which a port opens or drops, while on the CPU the
+    CUDA path stays for GPUs."""
+    return {target: min(level, INFO if target == "cpu" else WARNING) for target, level in severity.items()}
+
+
 @dataclass(frozen=True)
 class Valid:
     """Source that the rule must not report."""

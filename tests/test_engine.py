@@ -191,7 +191,9 @@ def test_an_import_whose_handler_only_logs_is_not_optional_where_the_module_uses
     assert finding.severity.label == "error" and "optional" not in finding.message
     for optional_source in (logs, used.replace("logging.error('no xformers')", "xformers = None")):
         (optional,) = [f for f in scan_source(optional_source, config=Config(targets=("tpu",))) if f.code == "PC701"]
-        assert optional.severity.label == "info" and "optional: guarded by try/except ImportError" in optional.message
+        assert (
+            optional.severity.label == "warning" and "optional: guarded by try/except ImportError" in optional.message
+        )
 
 
 def test_hints_follow_the_selected_targets() -> None:
@@ -251,3 +253,25 @@ def test_a_fixed_choice_of_gpus_is_info_and_a_per_process_one_a_warning() -> Non
     assert finding.severity.label == "info" and "fixed CUDA devices" in finding.hint
     (per_rank,) = scan_source(fixed.replace('"0"', "str(rank)"), config=Config(targets=("tpu",)))
     assert per_rank.severity.label == "warning"
+
+
+def test_an_optional_cuda_only_package_is_a_warning_unless_only_an_export_imports_it() -> None:
+    """Behind try/except ImportError the target silently takes the other path, without the fast
+    kernel: the port's to replace. An export function runs only when the user exports."""
+    guarded = (
+        "try:\n    import xformers.ops as xops\nexcept ImportError:\n    xops = None\n"
+        "def attend(q, k, v):\n    if xops is None:\n        return q\n    return xops.memory_efficient_attention(q, k, v)\n"
+    )
+    exporting = "def export_engine(model):\n    import tensorrt as trt\n    return trt.Builder(trt.Logger())\n"
+    for source, level in ((guarded, "warning"), (exporting, "info")):
+        found = {(f.code, f.line): f.severity.label for f in scan_source(source, config=Config(targets=("tpu",)))}
+        assert {code for code, _ in found} == {"PC701", "PC707"} and set(found.values()) == {level}, found
+    # the module's own unguarded import is not the export function's optional one (stable-dreamfusion)
+    both = (
+        "import nvdiffrast.torch as dr\ndef render(c, p, t):\n    return dr.rasterize(c, p, t)\n"
+        + exporting.replace("tensorrt as trt", "nvdiffrast.torch as dr").replace(
+            "trt.Builder(trt.Logger())", "dr.rasterize(dr.RasterizeCudaContext(), model, model)"
+        )
+    )
+    found = {(f.code, f.line): f.severity.label for f in scan_source(both, config=Config(targets=("tpu",)))}
+    assert found == {("PC701", 1): "error", ("PC707", 3): "warning", ("PC707", 6): "info"}

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = [
     ("examples/cuda_app/model.py", 11, "PC103"),  # if x.is_cuda:
     ("examples/cuda_app/model.py", 18, "PC104"),  # torch.load(path, map_location="cuda:0")
+    ("examples/cuda_app/train.py", 10, "PC301"),  # from torch.cuda.amp import GradScaler, autocast
     ("examples/cuda_app/train.py", 19, "PC101"),  # add_argument("--device", default="cuda")
     ("examples/cuda_app/train.py", 27, "PC404"),  # os.environ["CUDA_VISIBLE_DEVICES"] = ...
     ("examples/cuda_app/train.py", 28, "PC401"),  # init_process_group(backend="nccl")

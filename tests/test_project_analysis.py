@@ -309,7 +309,8 @@ class Loop:
 
 def test_a_guarded_cuda_only_package_the_project_declares_is_called_on_the_target(tmp_path: Path) -> None:
     """dinov2: xFormers is in requirements.txt, so its guarded import succeeds on a TPU host
-    and the call in forward() runs there; without the declaration the call is info."""
+    and the call in forward() runs there; without the declaration the target takes the other path,
+    without the fast kernel: a warning."""
     layer = (
         "import torch\ntry:\n    from xformers.ops import memory_efficient_attention\nexcept ImportError:\n"
         "    memory_efficient_attention = None\n\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v):\n"
@@ -322,7 +323,7 @@ def test_a_guarded_cuda_only_package_the_project_declares_is_called_on_the_targe
     assert "the project declares xformers" in call.message
     write(tmp_path, {"requirements.txt": "torch\n"})
     (call,) = [f for f in scan(tmp_path).findings if f.code == "PC707"]
-    assert call.severity == Severity.INFO
+    assert call.severity == Severity.WARNING and "the target takes the other path" in call.message
 
 
 def test_a_library_api_the_repository_re_exports_keeps_its_cuda_default(tmp_path: Path) -> None:

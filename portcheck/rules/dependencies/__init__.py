@@ -85,11 +85,21 @@ def optional_import(
         if isinstance(parent, cst.If) and child is parent.body and _checks_availability(parent.test, ctx):
             return f"only under `if {cst.Module([]).code_for_node(parent.test)}:`"
         if isinstance(parent, cst.If) and child is parent.body and _selects(parent.test, package):
-            return f"only where `if {cst.Module([]).code_for_node(parent.test)}:` selects it"
+            return f"{_SELECTED} `if {cst.Module([]).code_for_node(parent.test)}:` selects it"
     for node in reversed(path):
         if isinstance(node, cst.FunctionDef) and _EXPORT_NAME.search(node.name.value.lower()):
-            return f"only in the export function `{node.name.value}`"
+            return f"{_EXPORTING} `{node.name.value}`"
     return ""
+
+
+_SELECTED, _EXPORTING = "only where", "only in the export function"
+
+
+def by_choice(optional: str) -> bool:
+    """Whether an optional import (`optional_import`'s reason) runs only where the user picks
+    the package or exports the model: a port leaves it, where one behind a try or an
+    availability check is a CUDA-only fast path that the target silently goes without."""
+    return optional.startswith((_SELECTED, _EXPORTING))
 
 
 def _selects(test: cst.BaseExpression, package: packages.Package) -> bool:

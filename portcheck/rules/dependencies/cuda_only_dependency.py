@@ -22,7 +22,8 @@ class CudaOnlyDependency(Rule):
     Poetry), setup.cfg, `setup(install_requires=..., extras_require=...)` in setup.py (also
     through a name, and Hugging Face's table `install_requires = [deps["bitsandbytes"]]`), conda
     environment files, what a Dockerfile's `RUN pip/uv/conda install` installs (also from a
-    repository, `git+https://github.com/NVIDIA/apex.git`, named by the repository), clones to
+    repository, `git+https://github.com/NVIDIA/apex.git`, named by the repository; from a
+    project folder, `submodules/simple-knn` or `-e ./ext`, named by the folder), clones to
     build (`git clone https://github.com/NVIDIA/apex`) or builds with apex's `--cuda_ext`, and
     Cog's `python_packages`; including the `nvidia-*` runtime wheels, `cupy-cuda*`,
     `pytorch-cuda` and the nvidia conda channel's toolkit packages (`cuda-cudart`, `libcublas`,
@@ -129,6 +130,12 @@ class CudaOnlyDependency(Rule):
         Invalid(
             "dependencies:\n  - pytorch=2.1\n  - pytorch-cuda=12.1\n  - pip:\n    - deepspeed\n    - liger-kernel\n",
             lines=[3, 5, 6],
+            path="environment.yml",
+        ),
+        Invalid(  # gaussian-splatting: its CUDA extensions, installed from the folders of its submodules
+            "dependencies:\n  - pip:\n    - submodules/diff-gaussian-rasterization\n    - ./submodules/simple-knn/\n"
+            "    - -e submodules/fused-ssim\n    - submodules/plyfile-utils\n",
+            lines=[3, 4, 5],
             path="environment.yml",
         ),
         Invalid(  # the nvidia channel's toolkit pieces (GroundingDINO), in SimCLR's env.yml

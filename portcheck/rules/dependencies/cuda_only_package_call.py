@@ -7,8 +7,20 @@ import libcst as cst
 from portcheck import flow, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.resolve import Resolver
-from portcheck.rule import ERROR, INFO, WARNING, FileContext, Invalid, Report, Rule, Valid, at_most_info, per_target
-from portcheck.rules.dependencies import optional_import
+from portcheck.rule import (
+    ERROR,
+    INFO,
+    WARNING,
+    FileContext,
+    Invalid,
+    Report,
+    Rule,
+    Valid,
+    at_most_info,
+    at_most_warning,
+    per_target,
+)
+from portcheck.rules.dependencies import by_choice, optional_import
 from portcheck.rules.kernels.unguarded_kernel_import import imports_cause_itself
 from portcheck.targets import packages
 from portcheck.walk import descendants
@@ -17,7 +29,10 @@ _DECLARED = (
     "whose import is guarded, but the project declares {package}: installed on the target, the import "
     "succeeds and this call runs there without CUDA"
 )
-_UNDECLARED = "behind a guarded import; the project does not declare {package}, so the target takes the other path"
+_UNDECLARED = (
+    "behind a guarded import; the project does not declare {package}, so the target takes the other path, "
+    "without what this call does"
+)
 _STAND_IN = (
     "behind a guarded import whose handler {leaves}, and nothing here checks it: where this runs, the target "
     "raises {error}"
@@ -52,7 +67,9 @@ class CudaOnlyPackageCall(Rule):
     a test that selects the package (`xformers.ops.memory_efficient_attention(q, k, v)` after
     `try: import xformers.ops`). Where the repository declares the package as a dependency
     (requirements, pyproject.toml, setup.py, a conda file, a Dockerfile), at the package's
-    severity; elsewhere info. Calls where the import is not optional are a warning: the import
+    severity; elsewhere a warning: the target takes the other path, without what the call
+    does (a fused kernel, a memory-efficient attention), which a port replaces with the
+    target's own or drops. Calls where the import is not optional are a warning: the import
     is where the target fails first (PC701), and each call still needs its replacement
     (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`, also in a
     function defined above an import under `if __name__ == "__main__":`), and so does each
@@ -140,6 +157,12 @@ class CudaOnlyPackageCall(Rule):
             "        model, optimizer = amp.initialize(model, optimizer, opt_level='O2')\n",
             lines=[5],
             message="whose import fails on the target first (PC701)",
+        ),
+        Invalid(  # stable-dreamfusion: an export function's own optional import is not the module's
+            "import nvdiffrast.torch as dr\ndef render(glctx, pos, tri):\n    return dr.rasterize(glctx, pos, tri)\n"
+            "def export_mesh(pos, tri):\n    try:\n        import nvdiffrast.torch as dr\n    except ImportError:\n"
+            "        return None\n    return dr.rasterize(dr.RasterizeCudaContext(), pos, tri)\n",
+            lines=[3, 9, 9],
         ),
         Invalid(  # swav: apex's amp given to a helper as a value, and a fused class as a layer factory
             "import torch\nimport apex\nfrom apex.normalization import FusedLayerNorm\n"
@@ -230,10 +253,13 @@ class CudaOnlyPackageCall(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._optional: dict[str, packages.Package] = {}  # local names an optional import binds
+        # names an optional import binds, by scope (see `_key`): a function's own import of a name
+        # (an export's) is not the module's
+        self._optional: dict[tuple[int, str], packages.Package] = {}
+        self._by_choice: dict[tuple[int, str], bool] = {}  # the same: imported only by the user's choice
         # names whose handler binds None or nothing: the names a check of them would read (flags
         # the try sets), and whether it leaves them unbound (`_stand_in`)
-        self._stand_ins: dict[str, tuple[frozenset[str], bool]] = {}
+        self._stand_ins: dict[tuple[int, str], tuple[frozenset[str], bool]] = {}
         self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
         self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
         self._local: set[str] = set()  # names bound to the repository's failing modules (`_failing_module`)
@@ -295,6 +321,11 @@ class CudaOnlyPackageCall(Rule):
             per_target=kernels.severity(kind),
         )
 
+    def _key(self, name: str) -> tuple[int, str]:
+        """A name as the scope the walk is in sees it: the scope that binds it, and the name."""
+        resolver = self.ctx.resolver
+        return (id(resolver.scope_of(name) if resolver is not None else None), name)
+
     def _kernels_module(self, module: str) -> bool:
         """Whether one of the repository's modules fails to import because it imports Triton or
         a CUDA extension itself (mamba's `ops.triton.layer_norm`): what it defines are the
@@ -315,15 +346,17 @@ class CudaOnlyPackageCall(Rule):
             top = module.split(".")[0]
             # a package that groups several (`cutlass` among the CUDA GEMM libraries) is named as imported
             self._shown[name] = top if any(each.split(".")[0] == top for each in package.imports) else package.key
-        if optional_import(self.ctx.ancestors, self.ctx, package):
-            self._optional[name] = package
+        optional, key = optional_import(self.ctx.ancestors, self.ctx, package), self._key(name)
+        if optional:
+            self._optional[key] = package
+            self._by_choice[key] = by_choice(optional)
             stand_in = _stand_in(self.ctx.ancestors, name)
             if stand_in is not None:
-                self._stand_ins[name] = stand_in
+                self._stand_ins[key] = stand_in
             else:
-                self._stand_ins.pop(name, None)
+                self._stand_ins.pop(key, None)
         else:
-            self._optional.pop(name, None)  # also imported for sure: the import fails first
+            self._optional.pop(key, None)  # also imported for sure: the import fails first
             if not local or self._kernels_module(module):
                 self._imported[name] = package
 
@@ -352,7 +385,7 @@ class CudaOnlyPackageCall(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         written = patterns.dotted(node.func)
         called = self._unaliased(written)
-        package = self._optional.get(called.split(".")[0])
+        package = self._optional.get(self._key(called.split(".")[0]))
         if "__" in called or called.rpartition(".")[2].startswith(("has_", "is_")):
             return  # `trt.__version__.split(".")`, `natten.has_fused_na()`: questions, no work
         imported = self._imported.get(called.split(".")[0])
@@ -375,7 +408,7 @@ class CudaOnlyPackageCall(Rule):
         local = name in self._local  # known only to the project pass
         if self.ctx.project.complete and not declared and not local:
             return  # the first pass reported it
-        stand_in = self._stand_ins.get(name)
+        stand_in = self._stand_ins.get(self._key(name))
         checks = stand_in[0] if stand_in is not None else frozenset({name})
         function = flow.enclosing_function(self.ctx.ancestors)
         required = _raises_without(function, checks, module_flow.resolver)
@@ -396,8 +429,9 @@ class CudaOnlyPackageCall(Rule):
         elif local:
             return  # the target takes the other path: PC610 tells of the module, if it must
         else:
+            most = at_most_info if self._by_choice.get(self._key(name)) else at_most_warning  # an export, a pick
             severity, saying = (
-                at_most_info(package.severities()),
+                most(package.severities()),
                 _UNDECLARED.format(package=self._shown.get(name, package.key)),
             )
         self.report(
@@ -430,7 +464,7 @@ class CudaOnlyPackageCall(Rule):
         used = patterns.dotted(node)
         first = used.split(".")[0]
         imported = self._imported.get(first)
-        if not given or imported is None or first in self._optional or first in self._local or "__" in used:
+        if not given or imported is None or self._key(first) in self._optional or first in self._local or "__" in used:
             return  # `print(apex.__version__)` asks, and uses nothing
         if self.ctx.project.complete or not self.ctx.qualified_names(node):
             return
@@ -443,7 +477,7 @@ class CudaOnlyPackageCall(Rule):
         for func, called, chain in self._ahead if not self.ctx.project.complete else ():
             first = called.split(".")[0]
             imported = self._imported.get(first)
-            if imported is not None and first not in self._optional:
+            if imported is not None and self._key(first) not in self._optional:  # the module's binding, here
                 self.reports.append(self._imported_call(func, called, imported, chain))
 
     def _imported_call(

@@ -3,8 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns, project
-from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, at_most_info, per_target
-from portcheck.rules.dependencies import optional_import
+from portcheck.rule import ERROR, FileContext, Invalid, Rule, Valid, at_most_info, at_most_warning, per_target
+from portcheck.rules.dependencies import by_choice, optional_import
 from portcheck.targets import packages
 
 
@@ -38,15 +38,18 @@ class CudaOnlyPackageImport(Rule):
     ## Targets
     An error where the package has no backend; a warning where a partial one exists (several
     have ROCm builds, bitsandbytes has CPU, XPU and Gaudi backends); off where it runs (Liger's
-    Triton kernels on ROCm). An optional import is info everywhere, and `portcheck report` lists
-    it apart without counting it as a blocker: one inside `try:` whose `except` catches
-    ImportError (or ModuleNotFoundError, Exception, a bare `except:`) and neither raises nor
-    exits, so the program has a path without the package; or one inside a function named for
-    exporting (`export_onnx`, `to_tensorrt`, `build_trt_engine`: a word `export`/`exporter` or
-    an export format: onnx, tensorrt, trt, coreml, tflite, openvino), which runs only when a
-    model is exported for another runtime, not when it trains or serves on the target; or one
-    under an availability check (`if is_flash_attn_2_available():`, any `is_..._available()`,
-    or `importlib.util.find_spec(...)`). A handler that only logs (`logging.error("install
+    Triton kernels on ROCm). An optional import is at most a warning (info on the CPU), and
+    `portcheck report` lists it apart without counting it as a blocker: one inside `try:`
+    whose `except` catches ImportError (or ModuleNotFoundError, Exception, a bare `except:`)
+    and neither raises nor exits, so the program has a path without the package, or one under
+    an availability check (`if is_flash_attn_2_available():`, any `is_..._available()`, or
+    `importlib.util.find_spec(...)`): the target silently takes that other path, without the
+    package's fast kernels, and the port gives it the target's own or drops the import. Info
+    where the import runs only by the user's choice: under a test that selects the package
+    (`if args.deepspeed:`), or inside a function named for exporting (`export_onnx`,
+    `to_tensorrt`, `build_trt_engine`: a word `export`/`exporter` or an export format: onnx,
+    tensorrt, trt, coreml, tflite, openvino), which runs only when a model is exported for
+    another runtime, not when it trains or serves on the target. A handler that only logs (`logging.error("install
     xformers")`) is no path without the package where the module reads those names: they
     stay unbound and the first use raises NameError. Each import statement is reported once, as each is a line the port
     removes; a guarded import of a package the module also imports unguarded is not reported
@@ -100,7 +103,7 @@ class CudaOnlyPackageImport(Rule):
         ),
         Invalid("import pynvml\n", lines=[1], options={"targets": ["tpu"]}),
         Invalid("import bitsandbytes\n", lines=[1], options={"targets": ["cpu"]}, message="bitsandbytes"),
-        # optional: info, with where it is guarded
+        # optional: a warning (info by the user's choice), with where it is guarded
         Invalid(
             "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n    flash_attn_func = None\n",
             lines=[2],
@@ -185,7 +188,7 @@ class CudaOnlyPackageImport(Rule):
             severity, what = package.severities(), package.what
             if optional:
                 self._optional.setdefault(package.key, []).append(len(self.reports))
-                severity = at_most_info(severity)
+                severity = at_most_info(severity) if by_choice(optional) else at_most_warning(severity)
                 what = f"{what} (optional: {optional})"
             else:
                 self._required.add(package.key)

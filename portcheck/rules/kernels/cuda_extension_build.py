@@ -16,8 +16,9 @@ class CudaExtensionBuild(Rule):
     """## What it does
     Reports CUDA C++ extensions built from Python: `CUDAExtension(...)` (in setup.py or
     anywhere, also through a name one of whose `=` binds it: `extension = CUDAExtension`,
-    reported there), `torch.utils.cpp_extension.load(...)` with `.cu` sources or `with_cuda=True`,
-    and `load_inline(...)` with `cuda_sources=`. It records the module each one builds, so that
+    reported there), `torch.utils.cpp_extension.load(...)` with `.cu` sources (also named in
+    a comprehension), `with_cuda=True` or `extra_cuda_cflags`, and `load_inline(...)` with
+    `cuda_sources=`. It records the module each one builds, so that
     imports of that module (PC607) and `portcheck kernels` can find it. `BuildExtension` itself
     is not reported: it builds whatever extensions it is given, and the CUDA ones are reported
     where they are declared.
@@ -67,6 +68,12 @@ class CudaExtensionBuild(Rule):
             lines=[3],
         ),
         Invalid("import torch\nm = torch.utils.cpp_extension.load(name='fused', sources=['fused.cu'])\n", lines=[2]),
+        Invalid(  # stable-dreamfusion's backends: sources named in a comprehension; nvcc flags
+            "import os\nfrom torch.utils.cpp_extension import load\n"
+            "_backend = load(name='_grid_encoder', sources=[os.path.join(src, f) for f in ['grid.cu', 'bind.cpp']])\n"
+            "_other = load(name='_march', extra_cuda_cflags=['-O3'], sources=SOURCES)\n",
+            lines=[3, 4],
+        ),
         Invalid(  # rosinality's stylegan2: sources joined to the module's folder
             "import os\nfrom torch.utils.cpp_extension import load\nhere = os.path.dirname(__file__)\n"
             "fused = load('fused', sources=[os.path.join(here, 'fused_bias_act.cpp'), os.path.join(here, 'kernel.cu')])\n",
@@ -108,8 +115,10 @@ class CudaExtensionBuild(Rule):
         elif names & _LOAD:
             sources = _sources(node)
             with_cuda = patterns.keyword(node, "with_cuda")
-            if any(s.endswith(_CUDA_SUFFIXES) for s in sources) or (
-                with_cuda is not None and isinstance(with_cuda.value, cst.Name) and with_cuda.value.value == "True"
+            if (
+                any(s.endswith(_CUDA_SUFFIXES) for s in sources)
+                or (with_cuda is not None and isinstance(with_cuda.value, cst.Name) and with_cuda.value.value == "True")
+                or patterns.keyword(node, "extra_cuda_cflags") is not None
             ):
                 self._extension(node, "cpp_extension.load", kernels.EXTENSION, sources)
         elif names & _LOAD_INLINE and patterns.keyword(node, "cuda_sources") is not None:
@@ -150,9 +159,12 @@ class CudaExtensionBuild(Rule):
 
 def _sources(call: cst.Call) -> list[str]:
     arg = patterns.argument(call, 1, "sources")
-    if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
+    listed = arg.value if arg is not None else None
+    if isinstance(listed, (cst.ListComp, cst.GeneratorExp)):  # `[os.path.join(src, f) for f in ["k.cu", ...]]`
+        listed = listed.for_in.iter
+    if not isinstance(listed, (cst.List, cst.Tuple)):
         return []
-    return [value for element in arg.value.elements if (value := _file_name(element.value))]
+    return [value for element in listed.elements if (value := _file_name(element.value))]
 
 
 def _file_name(source: cst.BaseExpression) -> str | None:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import libcst as cst
 
 from portcheck import patterns
 from portcheck.findings import FixSafety
+from portcheck.flow import LOSES_EXTRAS
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit, replace_nodes
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
@@ -13,10 +15,21 @@ from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid, per_
 _EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
-_GUARDS_MESSAGE = "which here only keeps a message (or freeing cached memory) from other devices"
-GUARDS_LIBRARY = "which rightly keeps a CUDA-only library or CUDA's own facts from other devices"
-_PICKS_KERNEL = "which here only picks a fused kernel that falls back elsewhere (an optimizer's `fused=`)"
-_KERNEL_OPTIONS = frozenset({"fused", "foreach"})  # optimizer options whose False is the portable path
+_GUARDS_MESSAGE = "so every other device skips the message (or freeing of cached memory) it guards"
+_GUARDS_LIBRARY = f"so every other device {LOSES_EXTRAS}"
+_PICKS_KERNEL = (
+    "which here picks a fused kernel, so every other device takes the optimizer's unfused path (its `fused=`)"
+)
+# What skips only extras there (a message, a library's fast path, a fused kernel): a port's to open or drop;
+# on the CPU the CUDA path stays for GPUs.
+_SKIPS_EXTRAS = per_target(WARNING, rocm=OFF, cpu=INFO)
+_KERNEL_OPTIONS = frozenset({"fused", "foreach"})
+# Flags whose name says CUDA, a GPU or half precision.
+_CUDA_MEANING = re.compile(r"^(use_|on_|is_)?(cuda|gpu|half|fp16)$", re.IGNORECASE)
+_BY_ELIMINATION = (
+    "setting a flag named for CUDA (or its float16) that holds on every device but the CPU, a TPU or Trainium "
+    "included: what it turns on there is CUDA's"
+)  # optimizer options whose False is the portable path
 
 
 class CudaDeviceComparison(Rule):
@@ -24,7 +37,10 @@ class CudaDeviceComparison(Rule):
     Reports checks of a device against `"cuda"`: `x.device.type == "cuda"`,
     `device != "cuda"`, `"cuda" in str(device)`, `str(device).startswith("cuda")`, and a
     device option's `choices=["cuda", "cpu"]` (`parser.add_argument("--device-type", ...)`)
-    that leaves the target out.
+    that leaves the target out; also CUDA by elimination, a flag named for CUDA, a GPU or
+    half precision set to "not the CPU" (YOLO's `cuda = device.type != "cpu"`, `half =
+    device.type != "cpu"  # half precision only supported on CUDA`), which turns CUDA's
+    choices on for a TPU too.
 
     ## Why is this bad?
     On any other target the check is silently false, so code meant for the accelerator (mixed
@@ -45,14 +61,17 @@ class CudaDeviceComparison(Rule):
     ## Targets
     A warning on every target but ROCm: it runs, but may run differently from what was meant.
     Info where only CUDA reaches it (under another CUDA check, or in a test gated on GPUs):
-    as written it never runs on the target. Info too where the check guards only a message
-    or freeing cached memory (`if x.device.type == "cuda": print(torch.cuda.max_memory_allocated())`),
-    or a CUDA-only library or CUDA's own facts and seed (`from flash_attn import ...`,
-    `torch.cuda.get_device_name()`, `assert torch.cuda.is_available()`,
-    `torch.cuda.manual_seed(0)`; also in the `else` of `device != "cuda"`), which it is right
-    to keep from the target; the portable code after it runs there. Info as well for a flag
-    read only as an optimizer's `fused=` or `foreach=` and in messages (`use_fused = fused_ok
-    and device_type == "cuda"`): elsewhere the optimizer takes its portable implementation.
+    as written it never runs on the target. A warning with no fix where the check guards
+    only a message or freeing cached memory (`if x.device.type == "cuda":
+    print(torch.cuda.max_memory_allocated())`), or a CUDA-only library or CUDA's own facts
+    and seed (`from flash_attn import ...`, `torch.cuda.get_device_name()`, `assert
+    torch.cuda.is_available()`, `torch.cuda.manual_seed(0)`; also in the `else` of `device
+    != "cuda"`): the portable code after it runs on the target, without what the check keeps
+    from it, which a port gives the target's equivalent (`torch.accelerator.max_memory_allocated()`,
+    scaled_dot_product_attention) or drops. So for a flag read only as an optimizer's `fused=`
+    or `foreach=` and in messages (`use_fused = fused_ok and device_type == "cuda"`): elsewhere
+    the optimizer takes its unfused implementation. Info for all of these on the CPU, where the
+    CUDA path stays for GPUs.
 
     ## Fix safety
     Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
@@ -81,7 +100,7 @@ class CudaDeviceComparison(Rule):
 
     code = "PC105"
     name = "cuda-device-comparison"
-    message = 'compares a device with "cuda", {consequence}'
+    message = 'compares a device with "{literal}", {consequence}'
     hint = 'ask what the check means: "any accelerator" is `device.type != "cpu"`; a target is `== "<type>"`'
     severity = per_target(WARNING, rocm=OFF)
     fix_safety = FixSafety.UNSAFE
@@ -90,6 +109,7 @@ class CudaDeviceComparison(Rule):
 
     VALID = [
         Valid('import torch\nif x.device.type != "cpu":\n    pass\n'),
+        Valid('import torch\non_accelerator = x.device.type != "cpu"\nuse_cuda = torch.device("cpu") == x.device\n'),
         Valid('import torch\nif args.backend == "cuda":\n    pass\n'),
         Valid('if "cuda" in message:\n    print(message)\n'),
         Valid('def f(torch, device):\n    return device == "mps"\n'),
@@ -97,7 +117,7 @@ class CudaDeviceComparison(Rule):
         Valid("import torch\np.add_argument('--device', choices=('cuda', 'cpu', 'tpu', 'neuron'))\n"),
     ]
     INVALID = [
-        # guards only a message, or a CUDA-only library with a portable path after it: info
+        # guards only a message, or a CUDA-only library with a portable path after it: a warning, no fix
         Invalid(
             'import torch\ndef report(x, fabric):\n    if fabric.device.type == "cuda":\n'
             '        fabric.print(f"Memory used: {torch.cuda.max_memory_allocated() / 1e9:.02f} GB")\n'
@@ -105,7 +125,7 @@ class CudaDeviceComparison(Rule):
             "        from flash_attn import flash_attn_func\n        return flash_attn_func(q, k, v, causal=True)\n"
             "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
             lines=[3, 6],
-            message="from other devices",
+            message="so every other device",
         ),
         Invalid(
             'import torch\nuse_amp = x.device.type == "cuda"\n',
@@ -216,14 +236,20 @@ class CudaDeviceComparison(Rule):
             "    if device_type != 'cuda':\n        print('FP8 needs CUDA')\n    else:\n"
             "        from flash_attn import flash_attn_func\n",
             lines=[3, 6, 8],
-            message="rightly keeps a CUDA-only library",
+            message="loses the CUDA-only library",
         ),
         Invalid(  # llm.c: read only as the optimizer's `fused=` and in a message; CUDA's memory peak
             "import torch\ndef configure(params, device_type):\n    use_fused = device_type == 'cuda'\n"
             "    print(f'fused AdamW: {use_fused}')\n    return torch.optim.AdamW(params, fused=use_fused)\n"
             "def measure(device):\n    if device == 'cuda':\n        torch.cuda.reset_peak_memory_stats()\n",
             lines=[3, 7],
-            message='compares a device with "cuda", which ',
+            message='compares a device with "cuda", ',
+        ),
+        Invalid(  # YOLO: CUDA by elimination
+            "import torch\ndef run(device, opt):\n    cuda = device.type != 'cpu'\n"
+            "    half = device.type != 'cpu' and opt.half\n    return cuda, half\n",
+            lines=[3, 4],
+            message="holds on every device but the CPU",
         ),
         # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
@@ -233,6 +259,25 @@ class CudaDeviceComparison(Rule):
         if patterns.compares_literal_with(node, _is_cuda, patterns.is_device_like):
             safety = FixSafety.SAFE if self._derived(_subjects(node)) else FixSafety.UNSAFE
             self._report(node, self._comparison_edit(node, safety))
+        elif self._cuda_by_elimination(node):
+            self.report(node, literal="cpu", consequence=_BY_ELIMINATION)
+
+    def _cuda_by_elimination(self, node: cst.Comparison) -> bool:
+        """`cuda = device.type != "cpu"`, `half = device.type != "cpu" and opt.half` (YOLO): a
+        flag named for CUDA, a GPU or half precision, set to "not the CPU"."""
+        if not any(
+            type(link.operator) is cst.NotEqual and _is_cpu(link.comparator) for link in node.comparisons
+        ) or not patterns.is_device_like(node.left):
+            return False
+        chain = self.ctx.chain(node)
+        index = len(chain) - 1
+        while index >= 0 and type(chain[index]) is cst.BooleanOperation:
+            index -= 1
+        statement = chain[index] if index >= 0 else None
+        if type(statement) is not cst.Assign or len(statement.targets) != 1:
+            return False
+        target = statement.targets[0].target
+        return type(target) is cst.Name and _CUDA_MEANING.match(target.value) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check_choices(node)
@@ -269,20 +314,20 @@ class CudaDeviceComparison(Rule):
             title = f'"{written}" added to the choices of {option}'
             edit = Edit(listed, listed.with_changes(elements=elements), FixSafety.SAFE, title)
         consequence = f"as `choices=` of `{option}`: argparse refuses every other device"
-        self.report(listed, edit=edit, consequence=consequence)
+        self.report(listed, edit=edit, literal="cuda", consequence=consequence)
 
     def _report(self, node: cst.CSTNode, edit: Edit | None) -> None:
         flow = self.ctx.flow
         check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
         if check is not None and check.asserts:
-            self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), consequence=_ASSERTED)
+            self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), literal="cuda", consequence=_ASSERTED)
         elif check is not None and (check.tells_only or check.guards_cuda_library):
-            consequence = _GUARDS_MESSAGE if check.tells_only else GUARDS_LIBRARY
-            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), consequence=consequence)
+            consequence = _GUARDS_MESSAGE if check.tells_only else _GUARDS_LIBRARY
+            self.report(node, edit=None, severity=_SKIPS_EXTRAS, literal="cuda", consequence=consequence)
         elif self._picks_kernel_only(node):
-            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), consequence=_PICKS_KERNEL)
+            self.report(node, edit=None, severity=_SKIPS_EXTRAS, literal="cuda", consequence=_PICKS_KERNEL)
         else:
-            self.report(node, edit=edit, consequence=_FALSE_ELSEWHERE)
+            self.report(node, edit=edit, literal="cuda", consequence=_FALSE_ELSEWHERE)
 
     def _picks_kernel_only(self, node: cst.CSTNode) -> bool:
         """`use_fused = fused_available and device_type == "cuda"` (nanoGPT, llm.c), read only
@@ -415,6 +460,13 @@ def _subjects(node: cst.Comparison) -> list[cst.BaseExpression]:
 def _cuda_device_call(node: cst.BaseExpression) -> bool:
     """`torch.device("cuda")` and the like: a call given a CUDA device literal."""
     return isinstance(node, cst.Call) and any(any(patterns.cuda_device_literals(arg.value)) for arg in node.args)
+
+
+def _is_cpu(node: cst.CSTNode) -> bool:
+    """`"cpu"`, or `torch.device("cpu")`."""
+    if type(node) is cst.Call and len(node.args) == 1 and patterns.dotted(node.func).endswith("device"):
+        node = node.args[0].value
+    return patterns.string_value(node) == "cpu"
 
 
 def _is_cuda(node: cst.CSTNode) -> bool:

@@ -4,10 +4,10 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.findings import FixSafety
+from portcheck.flow import LOSES_EXTRAS
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
-from portcheck.rules.placement.cuda_device_comparison import GUARDS_LIBRARY
 
 
 class IsCudaAttribute(Rule):
@@ -130,7 +130,7 @@ class IsCudaAttribute(Rule):
             "        if x.is_cuda and self.ngpu > 1:\n            return nn.parallel.data_parallel(self.main, x, range(self.ngpu))\n"
             "        return self.main(x)\n",
             lines=[5],
-            message="rightly keeps a CUDA-only library",
+            message="loses the CUDA-only library",
             unsafe=True,
         ),
         # On the CPU `is_cuda` is already False for every tensor: left as it is.
@@ -148,7 +148,7 @@ class IsCudaAttribute(Rule):
         if (
             check is not None and check.guards_cuda_library
         ):  # dcgan: `if input.is_cuda and ngpu > 1: data_parallel(...)`
-            self.report(node, severity=per_target(INFO, rocm=OFF), consequence=f", {GUARDS_LIBRARY}")
+            self.report(node, severity=per_target(WARNING, rocm=OFF, cpu=INFO), consequence=f", so each {LOSES_EXTRAS}")
             return
         self.report(node, edit=self._edit(node), consequence="")
 

@@ -62,7 +62,9 @@ class CudaAmpApi(CudaApiRule):
     """## What it does
     Reports the CUDA-only mixed-precision API: `torch.cuda.amp.autocast`,
     `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd` / `custom_bwd` (decorators
-    included), the `torch.cuda.amp` module itself, and the legacy autocast state that means
+    included), the `torch.cuda.amp` module itself and imports from it (`from torch.cuda.amp
+    import autocast`, `from torch.cuda import amp`: a line the port changes with its uses; not
+    under an `if` or `try`, where it is an old torch's fallback), and the legacy autocast state that means
     CUDA's: `torch.get_autocast_gpu_dtype()`, `torch.set_autocast_gpu_dtype(...)`, and
     `torch.is_autocast_enabled()` / `torch.set_autocast_enabled(flag)` called without a
     device type.
@@ -215,7 +217,7 @@ class CudaAmpApi(CudaApiRule):
         ),
         Invalid(
             "from torch.cuda.amp import autocast as ac, GradScaler\nwith ac():\n    s = GradScaler()\n",
-            lines=[2, 3],
+            lines=[1, 2, 3],
             fixed="from torch.amp import autocast as ac, GradScaler\nimport torch\n"
             'with ac("tpu", dtype=torch.bfloat16):\n    s = GradScaler("tpu")\n',
         ),
@@ -223,7 +225,7 @@ class CudaAmpApi(CudaApiRule):
             "import torch\nfrom torch.cuda.amp import autocast, GradScaler\n\n"
             "def train(step):\n    scaler = GradScaler(\n        init_scale=1024,\n    )\n"
             "    with autocast():\n        step()\n",
-            lines=[5, 8],
+            lines=[2, 5, 8],
             device="cpu",
             fixed="import torch\nfrom torch.amp import autocast, GradScaler\n\n"
             'def train(step):\n    scaler = GradScaler(\n        "cpu",\n        init_scale=1024,\n    )\n'
@@ -232,7 +234,7 @@ class CudaAmpApi(CudaApiRule):
         Invalid(
             "from torch.cuda.amp import autocast, GradScaler\n\nwith autocast():\n    pass\n"
             "assert isinstance(s, GradScaler)\n",
-            lines=[3, 5],
+            lines=[1, 3, 5],
             device="auto",
             fixed="from torch.cuda.amp import autocast, GradScaler\nimport torch\n\n"
             'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
@@ -247,7 +249,7 @@ class CudaAmpApi(CudaApiRule):
             "import torch\nfrom torch.cuda.amp import custom_fwd, custom_bwd\n\nclass F(torch.autograd.Function):\n"
             "    @staticmethod\n    @custom_fwd(cast_inputs=torch.float32)\n    def forward(ctx, x):\n        return x\n\n"
             "    @staticmethod\n    @custom_bwd\n    def backward(ctx, g):\n        return g\n",
-            lines=[6, 11],
+            lines=[2, 6, 11],
             device="cpu",
             fixed="import torch\nfrom torch.amp import custom_fwd, custom_bwd\n\nclass F(torch.autograd.Function):\n"
             '    @staticmethod\n    @custom_fwd(device_type="cpu", cast_inputs=torch.float32)\n'
@@ -256,12 +258,12 @@ class CudaAmpApi(CudaApiRule):
         ),
         Invalid(
             "from torch.cuda import amp\nwith amp.autocast():\n    pass\n",
-            lines=[2],
+            lines=[1, 2],
             fixed='from torch import amp\nimport torch\nwith amp.autocast("tpu", dtype=torch.bfloat16):\n    pass\n',
         ),
         Invalid(
             "from torch.cuda import amp\n\nwith amp.autocast():\n    pass\n",
-            lines=[3],
+            lines=[1, 3],
             device="auto",
             fixed="from torch import amp\nimport torch\n\n"
             'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
@@ -276,7 +278,7 @@ class CudaAmpApi(CudaApiRule):
         Invalid(
             "import torch\nfrom torch.cuda.amp import custom_fwd\n\nclass F(torch.autograd.Function):\n"
             "    @staticmethod\n    @custom_fwd\n    def forward(ctx, x):\n        return x\n",
-            lines=[6],
+            lines=[2, 6],
             device="auto",
             fixed="import torch\nfrom torch.amp import custom_fwd\n\n"
             'DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")\n\n'
@@ -305,7 +307,7 @@ class CudaAmpApi(CudaApiRule):
         # the name is rebound elsewhere: the import stays, the call is spelled torch.amp
         Invalid(
             "from torch.cuda.amp import GradScaler\ns = GradScaler()\n\ndef f(GradScaler):\n    return GradScaler\n",
-            lines=[2],
+            lines=[1, 2],
             fixed='from torch.cuda.amp import GradScaler\nimport torch\ns = torch.amp.GradScaler("tpu")\n\n'
             "def f(GradScaler):\n    return GradScaler\n",
         ),
@@ -347,10 +349,20 @@ class CudaAmpApi(CudaApiRule):
         super().__init__(ctx)
         self._uses: list[_Use] = []
         self._imports: list[cst.ImportFrom] = []
+        self._import_reports: dict[int, int] = {}  # import statement id -> its report's index
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if not any(isinstance(ancestor, _SCOPES) for ancestor in self.ctx.ancestors):
             self._imports.append(node)
+        rename = _import_rename(node)
+        if rename is not None and not any(isinstance(a, (cst.If, cst.Try)) for a in self.ctx.ancestors):
+            # a line the port changes (with the uses it binds); under `if`/`try`, old torch's fallback
+            assert node.module is not None and not isinstance(node.names, cst.ImportStar)
+            subject = node.module if rename == "torch.amp" else node.names[0].name
+            count = len(self.reports)
+            super().visit_watched_name(subject, "torch.cuda.amp")
+            if len(self.reports) > count:
+                self._import_reports[id(node)] = count
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         if qualified_name in _DEVICE_GENERIC and self._legacy_call(node, qualified_name) is None:
@@ -427,6 +439,10 @@ class CudaAmpApi(CudaApiRule):
             )
             for use, _ in planned:
                 self._attach(use, edit)
+            for statement, _ in kept.values():  # each import rewritten with its uses
+                index = self._import_reports.get(id(statement))
+                if index is not None:
+                    self.reports[index] = dataclasses.replace(self.reports[index], edit=edit)
             return
         for use, _ in planned:
             imports, prelude = amp.needs(*_spellings(use, False))

@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
-from portcheck.flow import Guard, is_self_attribute
+from portcheck.flow import LOSES_EXTRAS, Guard, is_self_attribute
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid
 from portcheck.targets import api
@@ -31,15 +31,18 @@ class CudaAvailabilityCheck(CudaApiRule):
     takes its CPU path on a TPU or Trainium host: it runs, slowly, and nothing says why. A
     test that skips itself without CUDA (`@pytest.mark.skipif(not torch.cuda.is_available(),
     ...)`, `pytest.skip(...)`, `self.skipTest(...)`) is a warning: it goes untested there,
-    and what it runs is reported at info, as under any CUDA check. A check that guards only
-    messages or freeing cached memory (`if torch.cuda.is_available(): logger.warning(...)`,
-    `log_str += f"memory: {mem}"`, `torch.cuda.empty_cache()`), with no `else`, is info:
-    skipping that changes no result; so is an attribute set to the answer that the module
-    never reads (`self.sync_cuda = torch.cuda.is_available()`), and an answer only printed or
-    logged (`print("device_count:", torch.cuda.device_count())`). So
-    is one that keeps a CUDA-only library or CUDA's own facts from other devices, unless it
-    also picks the precision (`return torch.bfloat16` where the capability allows: elsewhere
-    the run silently stays in float32).
+    and what it runs is reported at info. A check that guards only messages or freeing
+    cached memory (`if torch.cuda.is_available(): logger.warning(...)`, `log_str += f"memory:
+    {mem}"`, `torch.cuda.empty_cache()`), with no `else`, is a warning: skipping it changes no
+    result, but the target silently loses the memory report (`torch.accelerator` has one); so
+    is an answer only printed or logged (`print("device_count:", torch.cuda.device_count())`),
+    and a check that keeps a CUDA-only library or CUDA's own facts (its memory, name, seed)
+    from other devices, unless it also picks the precision (`return torch.bfloat16` where the
+    capability allows: elsewhere the run silently stays in float32, an error). What such a
+    check guards is at most a warning too: a port opens the check to the target's equivalent
+    or drops both. Each is info on the CPU, where the CUDA path stays for GPUs, and so is an
+    attribute set to the answer that the module never reads (`self.sync_cuda =
+    torch.cuda.is_available()`).
 
     ## Example
     ```python
@@ -84,10 +87,13 @@ class CudaAvailabilityCheck(CudaApiRule):
         test skipped without CUDA runs nothing wrong, it only goes untested."""
         usual = super().severities(node, entry)
         check = self._check(node)
-        if check is not None and (check.asserts or check.skips or check.tells_only or check.guards_cuda_library):
-            level = ERROR if check.asserts else WARNING if check.skips else INFO
+        if check is not None and (check.asserts or check.skips):
+            level = ERROR if check.asserts else WARNING
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
-        if self._unread_attribute(node) is not None or self._only_shown(node):
+        if (check is not None and (check.tells_only or check.guards_cuda_library)) or self._only_shown(node):
+            # what the target skips there is a port's to open or drop; on the CPU it stays for GPUs
+            return {t: (INFO if t == "cpu" else WARNING) if level > OFF else OFF for t, level in usual.items()}
+        if self._unread_attribute(node) is not None:
             return {t: INFO if usual_level > OFF else OFF for t, usual_level in usual.items()}
         return usual
 
@@ -98,14 +104,14 @@ class CudaAvailabilityCheck(CudaApiRule):
         if check is not None and check.skips:
             return "returns False, so this test is skipped on every other device"
         if check is not None and check.tells_only:
-            return "returns False, which here only skips a message or freeing cached memory"
+            return "returns False, so every other device skips the message or freeing of cached memory it guards"
         if check is not None and check.guards_cuda_library:
-            return "returns False, which here rightly keeps a CUDA-only library or CUDA's own facts from other devices"
+            return f"returns False, so every other device {LOSES_EXTRAS}"
         unread = self._unread_attribute(node)
         if unread is not None:
             return f"returns False, which here sets `{unread}`, read nowhere in this module"
         if self._only_shown(node):
-            return "answers for CUDA alone, which here is only printed or logged"
+            return "answers for CUDA alone, and what is printed or logged here says nothing of another device"
         return super().effect(node, name, entry)
 
     def _only_shown(self, node: cst.CSTNode) -> bool:
@@ -252,12 +258,12 @@ class CudaAvailabilityCheck(CudaApiRule):
         Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], options={"torch-version": "2.5"}),
         Invalid("import torch\nok = torch.cuda.is_available()\n", lines=[2], device="xla"),
         Invalid("from torch.cuda import device_count\ndef f(torch):\n    return device_count()\n", lines=[3]),
-        Invalid(  # a flag nothing reads (improved-diffusion), text added to a log line (mmcv): info
+        Invalid(  # a flag nothing reads (improved-diffusion): info; text added to a log line (mmcv): a warning
             "import torch\nclass Trainer:\n    def __init__(self):\n        self.sync_cuda = torch.cuda.is_available()\n"
             "    def log(self, stats):\n        text = f\"loss {stats['loss']}\"\n        if torch.cuda.is_available():\n"
             "            text += f\"memory: {stats['memory']}\"\n        print(text)\n",
             lines=[4, 7],
-            message="is_available` is CUDA-only: without CUDA it returns False, which here",
+            message="is_available` is CUDA-only: without CUDA it returns False, ",
             fixed="import torch\nclass Trainer:\n    def __init__(self):\n"
             "        self.sync_cuda = torch.accelerator.is_available()\n"
             "    def log(self, stats):\n        text = f\"loss {stats['loss']}\"\n        if torch.accelerator.is_available():\n"
@@ -266,16 +272,16 @@ class CudaAvailabilityCheck(CudaApiRule):
         Invalid(  # LoRA's gpu.py: a count only printed
             "import torch\nprint('rank:', rank, 'device_count:', torch.cuda.device_count())\n",
             lines=[2],
-            message="only printed or logged",
+            message="what is printed or logged here says nothing of another device",
             fixed="import torch\nprint('rank:', rank, 'device_count:', torch.accelerator.device_count())\n",
         ),
-        # a check that only guards a message or freeing cached memory (bark, whisper): info
+        # a check that only guards a message or freeing cached memory (bark, whisper): a warning
         Invalid(
             "import torch, warnings\nif torch.cuda.is_available():\n    warnings.warn('CUDA is available')\n"
             "def clear():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n"
             "        torch.cuda.synchronize()\nif torch.cuda.is_available(): print('on a GPU')\n",
             lines=[2, 5, 8],
-            message="only skips a message or freeing cached memory",
+            message="skips the message or freeing of cached memory it guards",
             fixed="import torch, warnings\nif torch.accelerator.is_available():\n    warnings.warn('CUDA is available')\n"
             "def clear():\n    if torch.accelerator.is_available():\n        torch.cuda.empty_cache()\n"
             "        torch.cuda.synchronize()\nif torch.accelerator.is_available(): print('on a GPU')\n",

@@ -6,7 +6,7 @@ from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
 from portcheck.rewrites import cuda_api
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import INFO, FileContext, Invalid, SeverityMap, Valid
+from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.targets import api
 
 _SEED_EVERYTHING = "torch.manual_seed"
@@ -23,7 +23,8 @@ class CudaRngApi(CudaApiRule):
     Without CUDA, `manual_seed` queues a seed that is never applied, so the target device's
     generator is not seeded and runs are not reproducible; `get_rng_state()` and
     `initial_seed()` raise. Next to a `torch.manual_seed` (as under Fix safety) a CUDA
-    seeding is info: the target is seeded, and the call only goes.
+    seeding only goes: the target is seeded, and a CUDA call left in a port is still one to
+    remove (`fix` does).
 
     ## Example
     ```python
@@ -119,13 +120,6 @@ class CudaRngApi(CudaApiRule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._redundancy: dict[int, bool] = {}  # node id -> whether a torch.manual_seed makes it redundant
-
-    def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
-        """Info next to a `torch.manual_seed`: the target's generator is seeded there anyway."""
-        usual = super().severities(node, entry)
-        if self._redundant(node, entry):
-            return {target: min(level, INFO) for target, level in usual.items()}
-        return usual
 
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
         if self._redundant(node, entry):

@@ -112,6 +112,13 @@ _NOT_TENSORS = frozenset(
      "stride", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "is_pinned", "get_device"}
 )  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
+_MASK_NAME = re.compile(r"(^|_)mask$", re.IGNORECASE)
+_TORCH_DTYPES = frozenset(
+    f"torch.{name}" for name in (
+        "bool", "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8", "int16",
+        "int32", "int64", "long", "short", "uint8", "complex64", "complex128",
+    )
+)  # fmt: skip
 # `nn.Module` methods that return the module itself: `Net().cuda()` is still a `Net`.
 _RETURN_THE_MODULE = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 _TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
@@ -768,6 +775,9 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
         return True
     if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _VIEWS:
         return is_bool_mask(ctx, node.func.value, depth, seen)
+    if _moved(ctx, node):  # `(m.sum(0) > 0).to(device)`: the same mask elsewhere
+        assert type(node) is cst.Call and type(node.func) is cst.Attribute
+        return is_bool_mask(ctx, node.func.value, depth, seen)
     if type(node) is cst.Attribute and node.attr.value in ("T", "mT"):
         return is_bool_mask(ctx, node.value, depth, seen)
     if type(node) is cst.Subscript:  # `xc[i]`: a row of a mask
@@ -791,7 +801,28 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
             for value, scope in values
         )
     values = values_reaching(ctx, node)
-    return bool(values) and all(is_bool_mask(ctx, value, depth + 1, seen) for value in values)
+    if not values:
+        return _named_mask(node)
+    return all(is_bool_mask(ctx, value, depth + 1, seen) for value in values)
+
+
+def _named_mask(node: cst.CSTNode) -> bool:
+    """A name or attribute called a mask whose values the module does not show (a parameter,
+    `self.metadata.to_cache_mask`): `valid_mask`, `text_mask`. An index tensor is named for
+    its indices; what is called a mask and indexes a tensor selects by True values."""
+    name = node.value if type(node) is cst.Name else node.attr.value if type(node) is cst.Attribute else ""
+    return _MASK_NAME.search(name) is not None
+
+
+def _moved(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`.to(device)`, `.cuda()`, `.cpu()`: the same values on another device, no dtype given."""
+    if type(node) is not cst.Call or patterns.method_name(node) not in ("to", "cuda", "cpu"):
+        return False
+    return not any(
+        (arg.keyword is not None and arg.keyword.value == "dtype")
+        or any(name in _TORCH_DTYPES for name in ctx.qualified_names(arg.value))
+        for arg in node.args
+    )
 
 
 def _of_bool_dtype(ctx: FileContext, node: cst.CSTNode) -> bool:

@@ -45,7 +45,9 @@ class BooleanMaskIndexing(StepRule):
     (`x[x > 0]`), a `~`, `&` or `|` combination of masks, a call that makes one (`.bool()`,
     `torch.isnan`, `logical_and`, `.any(dim)`, `dtype=torch.bool`...), a name bound once to
     one of those, or a parameter that a call in the same module passes one of those (`def pick(x, keep): return
-    x[keep]` with `pick(x, x > 0)`). So is indexing with the positions a list comprehension
+    x[keep]` with `pick(x, x > 0)`), one moved to a device (`(m.sum(0) > 0).to(device)`), or a
+    name called a mask whose values the module does not show (a parameter `valid_mask`,
+    `self.meta.to_cache_mask`). So is indexing with the positions a list comprehension
     keeps by a test of tensor values (a beam search's `incomplete = [i for i, w in
     enumerate(words) if w != end]`, then `seqs[incomplete]`), or a list made from them.
     Assignments through a mask are reported too: of a tensor (`x[mask] = y[mask]`) and augmented
@@ -104,6 +106,10 @@ class BooleanMaskIndexing(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # an index tensor is named for its indices; a cast to another dtype is no mask
+            "import torch\nimport torch.nn as nn\nclass Pick(nn.Module):\n"
+            "    def forward(self, x, idx, mask):\n        rows = x[idx]\n        return rows[mask.to(torch.long)]\n"
+        ),
         Valid(  # positions kept by a test of Python values
             "import torch\ndef keep(x, lengths):\n    for step in range(8):\n        y = model(x)\n"
             "        long = [i for i, n in enumerate(lengths) if n > 3]\n        y = y[long]\n"
@@ -151,6 +157,15 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # ChatTTS, Depth-Anything: a parameter named for a mask; yolov7: a mask moved to the device
+            "import torch\nimport torch.nn as nn\nclass Embed(nn.Module):\n"
+            "    def forward(self, input_ids, text_mask):\n        valid_mask = text_mask.detach()\n"
+            "        emb = self.emb(input_ids[valid_mask])\n        out = torch.zeros(4, 8, device=emb.device)\n"
+            "        out[text_mask] = emb\n        return out\n"
+            "    def loss(self, matching):\n        for step in range(8):\n"
+            "            keep = (matching.sum(0) > 0.0).to(matching.device)\n            matching = matching[:, keep]\n",
+            lines=[6, 8, 13],
+        ),
         Invalid(  # airbench: a loader's __iter__ runs as the loop over it draws batches
             "import torch\ndef crop(images, shifts):\n    out = torch.empty_like(images)\n"
             "    for s in range(-2, 3):\n        mask = shifts == s\n        out[mask] = images[mask]\n    return out\n"
