@@ -25,6 +25,9 @@ EXPECTED = [
     ("examples/cuda_app/train.py", 44, "PC304"),  # ... on bfloat16-native targets
     ("examples/cuda_app/train.py", 50, "PC102"),  # y.cuda(non_blocking=True)
     ("examples/cuda_app/train.py", 51, "PC301"),  # with autocast(): from torch.cuda.amp
+    ("examples/cuda_app/train.py", 54, "PC304"),  # scaler.scale(loss).backward(): the scaler's steps go with it
+    ("examples/cuda_app/train.py", 55, "PC304"),  # scaler.step(optimizer)
+    ("examples/cuda_app/train.py", 56, "PC304"),  # scaler.update()
     ("examples/cuda_app/train.py", 57, "PC203"),  # torch.cuda.synchronize()
     ("examples/cuda_app/utils.py", 9, "PC205"),  # torch.cuda.manual_seed_all(seed)
     ("examples/cuda_app/utils.py", 13, "PC201"),  # torch.cuda.is_available()

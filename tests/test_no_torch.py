@@ -62,7 +62,7 @@ def test_scan_and_fix_run_and_never_import_torch(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     outcome = _scan_without_torch(ROOT / "examples" / "cuda_app", report)
     assert outcome == {"exit": 1, "loaded": []}  # findings (exit 1), and nothing torch-like loaded
-    assert json.loads(report.read_text())["summary"]["findings"] == 21
+    assert json.loads(report.read_text())["summary"]["findings"] == 24
 
 
 def test_notebooks_are_scanned_and_fixed_without_importing_torch(tmp_path: Path) -> None:

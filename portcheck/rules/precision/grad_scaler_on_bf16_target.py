@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import flow, patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits
-from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid
+from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.precision import FLOAT16, chooses_float16, under_test
 
 _SCALERS = frozenset(
@@ -17,15 +20,32 @@ _SCALERS = frozenset(
         "torch.cpu.amp.GradScaler",
     }
 )
+# What a training step asks of its scaler: each becomes the plain step without one.
+_SCALER_METHODS = frozenset({"scale", "unscale_", "step", "update"})
 # Where `enabled` comes by position: after `device` in torch.amp's scaler, first-but-one in the old ones.
 _ENABLED_POSITION = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5}
 _ENABLED_POSITION_OLD = 4
 
 
+@dataclass(frozen=True)
+class _Use:
+    """A call of a scaler's step method, with the chain to it, its receiver, the values `=`
+    binds to the receiver where it is a name (asked in its scope), and, for a parameter, its
+    function."""
+
+    call: cst.Call
+    chain: tuple[cst.CSTNode, ...]
+    receiver: cst.BaseExpression
+    bound: list[cst.BaseExpression]
+    function: cst.FunctionDef | None
+
+
 class GradScalerOnBf16Target(Rule):
     """## What it does
     Reports creating a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`) when
-    a selected target trains natively in bfloat16. A scaler made or enabled only for float16
+    a selected target trains natively in bfloat16, and each step it takes (`scale`, `unscale_`,
+    `step`, `update` called on a name or `self` attribute the module binds to it): lines the
+    port changes with it. A scaler made or enabled only for float16
     (`enabled=(dtype == "float16")`, under `if need_scaler:` where `need_scaler = dtype is
     torch.float16`, `GradScaler() if dtype == torch.float16 else None`) is left alone: where the dtype is chosen is the finding (PC206, PC308).
 
@@ -67,7 +87,7 @@ class GradScalerOnBf16Target(Rule):
 
     code = "PC304"
     name = "grad-scaler-on-bf16-target"
-    message = "a GradScaler is not needed with bfloat16, which the target uses natively"
+    message = "{subject} is not needed with bfloat16, which the target uses natively"
     hint = "drop the scaler (scale/step/update become backward/step), or construct it with enabled=False"
     severity = {name: OFF if t.needs_grad_scaler else WARNING for name, t in target_data.all_targets().items()}
     fix_safety = FixSafety.UNSAFE
@@ -75,7 +95,10 @@ class GradScalerOnBf16Target(Rule):
 
     VALID = [
         Valid("import torch\nscaler = torch.amp.GradScaler('cuda')\n", options={"targets": ["mps", "xpu", "rocm"]}),
-        Valid("import torch\nscaler = torch.amp.GradScaler('tpu', enabled=False)\n"),
+        Valid(
+            "import torch\nscaler = torch.amp.GradScaler('tpu', enabled=False)\nscaler.scale(loss).backward()\n"
+            "def step(scaler, opt):\n    scaler.step(opt)\n    scaler.update()\n"
+        ),
         Valid("def f(torch):\n    return torch.amp.GradScaler()\n"),
         Valid(  # nanochat: a scaler only where the user chose float16
             "import torch\nscaler = torch.amp.GradScaler() if COMPUTE_DTYPE == torch.float16 else None\n"
@@ -126,12 +149,34 @@ class GradScalerOnBf16Target(Rule):
             unsafe=True,
             fixed="import torch.amp\ns = torch.amp.grad_scaler.GradScaler('neuron', 1024.0, 2.0, 0.5, 100, False)\n",
         ),
+        Invalid(  # each step the scaler takes is a line the port changes with it (yolov9, moco-v3, SimCSE)
+            "import torch\nclass Trainer:\n    def __init__(self):\n        self.scaler = torch.cuda.amp.GradScaler()\n"
+            "    def step(self, loss, opt):\n        self.scaler.scale(loss).backward()\n"
+            "        self.scaler.unscale_(opt)\n        self.scaler.step(opt)\n        self.scaler.update()\n"
+            "def train(loss, opt, other):\n    scaler = torch.amp.GradScaler('tpu')\n    scaler.step(opt)\n"
+            "    other.step(opt)\n    epoch(opt, scaler)\ndef epoch(opt, scaler):\n    scaler.update()\n",
+            lines=[4, 6, 7, 8, 9, 11, 12, 16],
+        ),
         # auto may run on a float16 device that needs the scaler; **kwargs may hold `enabled`
         Invalid("import torch\nscaler = torch.amp.GradScaler(DEVICE.type)\n", lines=[2], device="auto", unsafe=True),
         Invalid("import torch\nscaler = torch.amp.GradScaler('tpu', **opts)\n", lines=[2], unsafe=True),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._scalers: set[int] = set()  # the reported constructor calls
+        self._uses: list[_Use] = []
+
     def visit_Call(self, node: cst.Call) -> None:
+        if patterns.method_name(node) in _SCALER_METHODS:
+            assert isinstance(node.func, cst.Attribute)
+            receiver, resolver = node.func.value, self.ctx.resolver
+            bound: list[cst.BaseExpression] = []
+            function = None
+            if isinstance(receiver, cst.Name) and resolver is not None:
+                bound = resolver.explicit_values(receiver)
+                function = None if bound else resolver.parameter_of(receiver)
+            self._uses.append(_Use(node, self.ctx.chain(node), receiver, bound, function))
         names = self.ctx.qualified_names(node.func) & _SCALERS
         if not names:
             return
@@ -143,7 +188,41 @@ class GradScalerOnBf16Target(Rule):
                 return  # `enabled=(dtype == "float16")`: off wherever the target's bfloat16 is used
         if under_test([*self.ctx.ancestors, node], self._about_float16):
             return  # `if need_scaler:` with `need_scaler = amp_dtype is torch.float16`
-        self.report(node, edit=self._edit(node, names))
+        self._scalers.add(id(node))
+        self.report(node, edit=self._edit(node, names), subject="a GradScaler")
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Each step the reported scalers take (`scaler.scale(loss).backward()`, `scaler.step(opt)`,
+        `scaler.update()`), where the receiver is a name or `self` attribute bound to one: a
+        line the port changes with the scaler (the fix's `enabled=False` leaves them as they are)."""
+        for use in self._uses:
+            if any(id(value) in self._scalers for value in self._held(use)):
+                shown = f"`{cst.Module([]).code_for_node(use.receiver)}.{patterns.method_name(use.call)}()`"
+                self.reports.append(self.report_here(use.call, chain=use.chain, subject=f"{shown} of a GradScaler"))
+
+    def _held(self, use: _Use) -> list[cst.BaseExpression]:
+        """What a step's receiver may hold: what `=` binds to the name, what the module assigns
+        to the `self` attribute, or what the module's calls pass for the parameter (moco-v3's
+        `train(..., scaler, ...)`)."""
+        module_flow, resolver = self.ctx.flow, self.ctx.resolver
+        if module_flow is None or resolver is None:
+            return use.bound
+        if flow.is_self_attribute(use.receiver):
+            assert isinstance(use.receiver, cst.Attribute)
+            return [value for value, _ in module_flow.self_attribute_values(use.receiver.attr.value)]
+        if use.function is None or not isinstance(use.receiver, cst.Name):
+            return use.bound
+        name = use.receiver.value
+        passed = module_flow.passed_arguments(use.function, name) or []
+        return [
+            value
+            for arg, scope in passed
+            for value in (
+                module_flow.in_scope(scope, partial(resolver.explicit_values, arg))
+                if isinstance(arg, cst.Name)
+                else [arg]
+            )
+        ]
 
     def _about_float16(self, test: cst.BaseExpression, depth: int = 0) -> bool:
         """A test that asks for float16 (`dtype == "float16"`, `amp_dtype is torch.float16`,

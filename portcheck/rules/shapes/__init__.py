@@ -422,7 +422,7 @@ def _read_back(ctx: FileContext, node: cst.BaseExpression, depth: int) -> bool:
 
 def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether a condition needs tensor values: `mask.any()`, `torch.equal(a, b)`,
-    `x.sum() > 0`, `bool(t.max())`, `tok in eos_ids`. `self.training`, `x.dim() == 3`,
+    `x.sum() > 0`, `x.sum()`, `bool(t.max())`, `tok in eos_ids`. `self.training`, `x.dim() == 3`,
     `x is None` are not."""
     if depth > _DEPTH:
         return False
@@ -442,6 +442,8 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
         sides = (node.left, *(link.comparator for link in node.comparisons))
         return any(reads_tensor_scalar(ctx, side, depth + 1) or tensor_valued(ctx, side) for side in sides)
     if tensor_method(ctx, node, _TRUTH_METHODS) or resolved_call(ctx, node, _TORCH_TRUTH):
+        return True
+    if tensor_method(ctx, node, _REDUCTIONS):  # `if fg_mask.sum():` (YOLOv9's loss): nonzero, read on the host
         return True
     inner = builtin_call(ctx, node, ("bool",))
     if inner is not None:

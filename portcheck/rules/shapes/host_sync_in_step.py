@@ -34,6 +34,7 @@ _WRITERS = frozenset(
 _HAND_OFF_CONTEXTS = frozenset({"forward()", "a step loop"})  # no training, no decoding
 _FROM_NUMPY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
+_VALUE_REDUCTIONS = frozenset({"sum", "max", "min", "mean", "amax", "amin", "norm", "prod"})  # each a 0-dim tensor
 _SCALAR_LOGGERS = frozenset({"add_scalar"})  # TensorBoard's SummaryWriter (torch.utils.tensorboard, tensorboardX)
 _MATH = frozenset(
     f"math.{name}"
@@ -366,6 +367,13 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # YOLOv9's loss: Python's max() compares a reduction with a number
+            "import torch.nn as nn\nclass Loss(nn.Module):\n    def forward(self, scores, boxes):\n"
+            "        n = max(scores.sum(), 1)\n        m = max(len(boxes), 1)\n        self.seen = scores.mean().item()\n"
+            "        return scores / n / m\n",
+            lines=[4, 6],
+            message="in forward()",
+        ),
         Invalid(  # a perceptual loss: a model of torchvision's makes it no transforms module
             "import torch\nimport torchvision\nfrom torchvision import transforms\nclass VGGLoss(torch.nn.Module):\n"
             "    def __init__(self):\n        super().__init__()\n"
@@ -716,10 +724,13 @@ class HostSyncInStep(StepRule):
         if logged is not None:
             self._report_formatted(logged, "logging")
             return
-        converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._compared_tensor(node) or self._math_of(node)
+        converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._math_of(node)
+        compared = self._compared_tensor(node)
         number = self._tensor_as_number(node)
-        if converted is not None and tensor_valued(self.ctx, converted):
-            copied, call = converted, f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
+        if (converted is not None and tensor_valued(self.ctx, converted)) or compared is not None:
+            copied = converted if compared is None else compared
+            assert copied is not None
+            call = f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
         elif number is not None:
             copied, call = number
         elif (_syncs(node) or self._to_named_cpu(node)) and tensor_method(self.ctx, node, _SYNCS | {"to"}):
@@ -865,13 +876,21 @@ class HostSyncInStep(StepRule):
         return found[0], f"a tensor as `{shown}()`'s {found[1]}"
 
     def _compared_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
-        """The tensor among the arguments of `min(a, b)` / `max(a, b)`: Python compares them,
-        reading the tensor's value on the host."""
+        """The tensor among the arguments of `min(a, b)` / `max(a, b)` (also a reduction of one:
+        YOLOv9's `max(target_scores.sum(), 1)`): Python compares them, reading the tensor's
+        value on the host."""
         if not (isinstance(node.func, cst.Name) and node.func.value in ("min", "max")) or len(node.args) < 2:
             return None
         if self.ctx.qualified_names(node.func) or any(arg.star or arg.keyword for arg in node.args):
             return None
-        return next((arg.value for arg in node.args if tensor_valued(self.ctx, arg.value)), None)
+        return next(
+            (
+                arg.value
+                for arg in node.args
+                if tensor_valued(self.ctx, arg.value) or tensor_method(self.ctx, arg.value, _VALUE_REDUCTIONS)
+            ),
+            None,
+        )
 
     def _owned_elsewhere(self, ancestors: Sequence[cst.CSTNode], node: cst.Call) -> bool:
         """A tensor-valued slice bound (PC505) or a tensor-valued test (PC504)."""

@@ -186,6 +186,11 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # YOLOv9's loss: a reduction tested for nonzero
+            "import torch.nn as nn\nclass Loss(nn.Module):\n    def forward(self, pred):\n        fg_mask = pred > 0\n"
+            "        if fg_mask.sum():\n            pred = pred * 2\n        return pred\n",
+            lines=[5],
+        ),
         Invalid(  # GroundingDINO's text masks: a loop as long as what nonzero found, and an element tested
             "import torch\nclass Text(torch.nn.Module):\n    def forward(self, ids):\n"
             "        idxs = torch.nonzero(ids == 101)\n        for i in range(idxs.shape[0]):\n"
