@@ -110,6 +110,13 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # SimCSE: the model's input either way, each branch's padding= argument on its own line
+            "def batcher(tokenizer, sentences, max_length):\n    if max_length is not None:\n"
+            "        batch = tokenizer(\n            sentences,\n            padding=True,\n"
+            "            max_length=max_length,\n        )\n    else:\n        batch = tokenizer(\n"
+            "            sentences,\n            padding=True,\n        )\n    return batch\n",
+            lines=[5, 11],
+        ),
         Invalid(  # attention-is-all-you-need: torchtext pads each bucket to its longest sentence
             "import torch\nfrom torchtext.data import Field, BucketIterator\nSRC = Field(pad_token='<blank>')\n"
             "train_iterator = BucketIterator(train, batch_size=64, device=device, train=True)\n",
@@ -207,10 +214,21 @@ class PadToLongestBatching(Rule):
         bucketed = "pad_to_multiple_of" in keywords
         padding = keywords.get("padding")
         if bounded or bucketed or (padding is not None and patterns.string_value(padding) == "max_length"):
-            self._scopes[-1].encodes_for_the_model = True
+            self._scopes[-1].model_inputs.add(self._bound_name())
         if padding is not None and _pads_to_longest(padding) and not bucketed and not self._one_item(node):
             side_check = not bounded and not self._moved_to_device(node)
-            self._scopes[-1].longest.append((node, f"`padding={_code(padding)}`", side_check))
+            argument = next(arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "padding")
+            self._scopes[-1].longest.append(
+                (argument, f"`padding={_code(padding)}`", self._bound_name() if side_check else None)
+            )
+
+    def _bound_name(self) -> str:
+        """The name the statement the walk is in binds the call to (`batch = tokenizer(...)`,
+        `ids = tokenizer(...).input_ids`); empty where there is none."""
+        statement = next((node for node in reversed(self.ctx.ancestors) if isinstance(node, cst.Assign)), None)
+        if statement is None or len(statement.targets) != 1:
+            return ""
+        return patterns.target_name(statement.targets[0].target) or ""
 
     def _moved_to_device(self, node: cst.Call) -> bool:
         """`tokenizer(answers, padding="longest", return_tensors="pt").to(device)`: the model's input."""
@@ -275,12 +293,15 @@ class PadToLongestBatching(Rule):
 
     def _flush(self, scope: _Scope) -> None:
         """Report a scope's pad-to-longest calls. A call with neither `max_length=` nor
-        `truncation=` in a function that also encodes with one of them is a side check, not
-        the model's input (diffusers' `untruncated_ids = tokenizer(prompt, padding="longest")`
-        truncation warning), and is left alone, unless it goes to the device (`.to(device)`)."""
-        for call, what, side_check in scope.longest:
-            if not (side_check and scope.encodes_for_the_model):
-                self.report(call, what=what, advice=advice(self.ctx.targets))
+        `truncation=` in a function that also encodes with one of them, bound to another name,
+        is a side check, not the model's input (diffusers' `untruncated_ids = tokenizer(prompt,
+        padding="longest")` truncation warning), and is left alone, unless it goes to the
+        device (`.to(device)`); one bound to the same name is the other branch's input
+        (SimCSE's `batch = tokenizer(..., max_length=n)` / `batch = tokenizer(..., padding=True)`)."""
+        for argument, what, bound in scope.longest:
+            if bound is None or not scope.model_inputs or bound in scope.model_inputs:
+                # at the argument, where the call spans lines
+                self.report(argument, what=what, advice=advice(self.ctx.targets))
 
     def leave_Module(self, node: cst.Module) -> None:
         self._flush(self._scopes.pop())
@@ -295,8 +316,10 @@ class PadToLongestBatching(Rule):
 class _Scope:
     """What one function (or the module body) does with tokenizer padding."""
 
-    encodes_for_the_model: bool = False  # a call with max_length=, truncation= or padding="max_length"
-    longest: list[tuple[cst.Call, str, bool]] = field(default_factory=list)  # call, label, maybe a side check
+    # the names bound to calls with max_length=, truncation= or padding="max_length" ("" for a call bound to none)
+    model_inputs: set[str] = field(default_factory=set)
+    # the `padding=` argument, its label, and the name its call is bound to where it may be a side check
+    longest: list[tuple[cst.Arg, str, str | None]] = field(default_factory=list)
 
 
 def _sizes(call: cst.Call) -> list[cst.BaseExpression]:
