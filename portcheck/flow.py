@@ -326,7 +326,8 @@ class DeviceFlow:
     _steps: dict[int, tuple[str | None, int]] = field(default_factory=dict)
     _loop_classes: dict[int, str | None] = field(default_factory=dict)  # loop id -> the class it is in
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
-    _every_step: dict[tuple[int, tuple[str, ...]], str | None] = field(default_factory=dict)  # (function id, gates)
+    # (function id, gates, whether periodic gates exempt) -> the step context
+    _every_step: dict[tuple[int, tuple[str, ...], bool], str | None] = field(default_factory=dict)
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
     # every `for` loop, with the scope it is in and the nodes from the module down to it
     _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
@@ -1224,17 +1225,17 @@ class DeviceFlow:
                     return step
         return None
 
-    def off_the_step_path(self, ancestors: Sequence[cst.CSTNode]) -> bool:
+    def off_the_step_path(self, ancestors: Sequence[cst.CSTNode], *, periodic_exempts: bool = True) -> bool:
         """`off_the_step_path` from the innermost step loop around the node on: a guard outside
         that loop (`if step % N == 0:` around an evaluation loop) runs its steps all the same."""
-        if not off_the_step_path(ancestors, self.resolver):
+        if not off_the_step_path(ancestors, self.resolver, periodic_exempts=periodic_exempts):
             return False
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
             if type(loop) in _NESTED_SCOPES:
                 break
             if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
-                return off_the_step_path(ancestors[index:], self.resolver)
+                return off_the_step_path(ancestors[index:], self.resolver, periodic_exempts=periodic_exempts)
         return True
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
@@ -1265,7 +1266,9 @@ class DeviceFlow:
                         return method_and_why[1]
         return None
 
-    def called_every_step(self, function: cst.FunctionDef, gates: tuple[str, ...] = (), depth: int = 0) -> str | None:
+    def called_every_step(
+        self, function: cst.FunctionDef, gates: tuple[str, ...] = (), depth: int = 0, *, periodic_exempts: bool = True
+    ) -> str | None:
         """The step context ("forward()", "a training loop"...) from which the module calls
         `function` every step: a call of it there, or in a function itself called every step
         (`run_step()` from the loop, then `log_step()` from `run_step()`), or a call given it as
@@ -1273,14 +1276,15 @@ class DeviceFlow:
         in as a class's forward (`LlamaAttention.forward = xformers_forward`). A method counts the
         calls `self.name(...)` in its own class. A function with a step loop of its own
         (`train_one_epoch()`) runs an epoch, not a step. `gates`: parameters (see
-        `parameter_gates`) a call must give for what is asked about to run. Asked after the
-        walk: callers often come after the functions they call."""
+        `parameter_gates`) a call must give for what is asked about to run; `periodic_exempts`:
+        whether a call under `if step % N == 0:` is off the step path (see `off_the_step_path`).
+        Asked after the walk: callers often come after the functions they call."""
         if depth > _CALL_DEPTH:
             return None
         if depth == 0:
-            key = (id(function), gates)
+            key = (id(function), gates, periodic_exempts)
             if key not in self._every_step:
-                self._every_step[key] = self.called_every_step(function, gates, 1)
+                self._every_step[key] = self.called_every_step(function, gates, 1, periodic_exempts=periodic_exempts)
             return self._every_step[key]
         drawn = self._drawn_every_step(function)
         if drawn is not None:
@@ -1293,7 +1297,9 @@ class DeviceFlow:
             *((each, False) for each in self._sites(title, owner)),
             *((each, True) for each in callbacks),
         ):
-            off_path = self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors))
+            off_path = self.in_scope(
+                site.scope, partial(self.off_the_step_path, site.ancestors, periodic_exempts=periodic_exempts)
+            )
             if off_path or not all(_gives(site, function, gate) for gate in gates):
                 continue
             if site.receiver is not None:
@@ -1307,7 +1313,11 @@ class DeviceFlow:
                 where = self._run_by_callee(site, title)
             if where is None:
                 caller = enclosing_function(site.ancestors)
-                where = None if caller is None else self.called_every_step(caller, (), depth + 1)
+                where = (
+                    None
+                    if caller is None
+                    else self.called_every_step(caller, (), depth + 1, periodic_exempts=periodic_exempts)
+                )
             if where is not None:
                 return None if self.runs_steps(function) else where
         return None
@@ -1938,20 +1948,24 @@ def _is_dataset(base: cst.BaseExpression, resolver: Resolver) -> bool:
     return any(name.endswith("Dataset") or name.startswith("torchvision.datasets.") for name in names)
 
 
-def off_the_step_path(ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None) -> bool:
+def off_the_step_path(
+    ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None, *, periodic_exempts: bool = True
+) -> bool:
     """Inside a `raise` or an `if` body that ends raising (runs only on the error path), the
-    body of an `if step % N == 0:` (reading back every N steps is the remedy, not the problem)
-    or of an `if i < 3:` on the index of an enclosing `enumerate` or `range` loop or a count a
-    loop keeps (the first few steps only); with a `resolver` at the node, also `if log_step:`
-    where `log_step = step % N == 0`, and `if torch.onnx.is_in_onnx_export():` (or another
-    test that holds only while the model is exported: not on the device)."""
+    body of an `if step % N == 0:` (reading back every N steps is the remedy, not the problem;
+    not where `periodic_exempts` is False: a new shape every N steps compiles a graph each
+    time, and what it resizes, every step after) or of an `if i < 3:` on the index of an
+    enclosing `enumerate` or `range` loop or a count a loop keeps (the first few steps only);
+    with a `resolver` at the node, also `if log_step:` where `log_step = step % N == 0`, and
+    `if torch.onnx.is_in_onnx_export():` (or another test that holds only while the model is
+    exported: not on the device)."""
     for index, node in enumerate(ancestors):
         if type(node) is cst.Raise:
             return True
         if type(node) is cst.Assert and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
             return True  # an assertion's message is made only when it fails
         if type(node) is cst.If and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
-            if periodic(node.test, resolver, ancestors=ancestors[:index]) or _first_steps(
+            if (periodic_exempts and periodic(node.test, resolver, ancestors=ancestors[:index])) or _first_steps(
                 node.test, ancestors[:index], resolver
             ):
                 return True

@@ -77,8 +77,8 @@ class Project:
     # The pass reads files the first one skipped, only to learn what they import (portcheck.api).
     learning_imports: bool = False
     # What another file's step loop calls every step: (qualified name, the loop and its file,
-    # whether the call passes a tensor).
-    step_calls: frozenset[tuple[str, str, bool]] = frozenset()
+    # whether the call passes a tensor, whether only every N steps: under `if step % N == 0:`).
+    step_calls: frozenset[tuple[str, str, bool, bool]] = frozenset()
     # The CUDA-bound packages (targets/packages.toml keys) the project declares as dependencies.
     declared_packages: frozenset[str] = frozenset()
     # What the repository's modules bind by importing other packages' APIs: (name, target).
@@ -112,7 +112,9 @@ class Project:
             import_failures=frozenset(chains.values()),
             failing_statements=frozenset(failing_statements(facts, chains, extensions)),
             step_calls=frozenset(
-                (f.name, f.detail("where"), f.detail("tensors") == "yes") for f in facts if f.kind == STEP_CALL
+                (f.name, f.detail("where"), f.detail("tensors") == "yes", f.detail("periodic") == "yes")
+                for f in facts
+                if f.kind == STEP_CALL
             ),
             declared_packages=frozenset(
                 f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
@@ -151,11 +153,16 @@ class Project:
             or self.host_parameters
         )
 
-    def step_caller(self, qualified: str, passing_tensors: bool = False) -> str | None:
+    def step_caller(self, qualified: str, passing_tensors: bool = False, every_n_steps: bool = False) -> str | None:
         """The step loop (and its file) from which another file calls the function or method
-        `qualified` every step (`passing_tensors`: with a tensor among the arguments); the
-        first in order where several do."""
-        wheres = (where for name, where, tensors in self.step_calls if name == qualified and tensors >= passing_tensors)
+        `qualified` every step (`passing_tensors`: with a tensor among the arguments;
+        `every_n_steps`: also where the call runs only every N steps); the first in order
+        where several do."""
+        wheres = (
+            where
+            for name, where, tensors, periodic in self.step_calls
+            if name == qualified and tensors >= passing_tensors and (every_n_steps or not periodic)
+        )
         return min(wheres, default=None)
 
     def tensor_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
@@ -341,7 +348,7 @@ def host_parameters(facts: Iterable[Fact]) -> set[tuple[str, str]]:
     passes host data (a function no step loop calls has none)."""
     passed: dict[str, set[str]] = {}
     for fact in facts:
-        if fact.kind == STEP_CALL:
+        if fact.kind == STEP_CALL and fact.detail("periodic") != "yes":  # every step's calls only
             keys = set(fact.detail("host").split())
             passed[fact.name] = passed[fact.name] & keys if fact.name in passed else keys
     return {(function, key) for function, keys in passed.items() for key in keys}

@@ -723,3 +723,23 @@ def test_float16_an_option_chooses_beside_bfloat16_is_info() -> None:
     )
     assert found[(3, "PC308")][0] is Severity.INFO
     assert found[(5, "PC308")][0] is Severity.WARNING
+
+
+def test_a_new_shape_every_n_steps_still_compiles_each_time_where_a_read_back_does_not() -> None:
+    """gaussian-splatting densifies under `if iteration % interval == 0:`: reading a loss back
+    every N steps is the remedy for a host sync, but a mask that resizes the parameters every
+    N steps compiles a new graph each time, and every step after runs the new shapes."""
+    source = """\
+    import torch
+    def train(model, opt, params, iterations):
+        for iteration in range(iterations):
+            loss = model(params).sum()
+            loss.backward()
+            opt.step()
+            if iteration % 100 == 0:
+                print(loss.item())
+                params = params[params.grad.norm(dim=-1) > 0.5]
+    """
+    found = findings(source, "neuron")
+    assert found[(9, "PC502")][0] is Severity.ERROR
+    assert (8, "PC503") not in found

@@ -890,3 +890,24 @@ def test_a_checked_optional_import_of_a_kernels_module_runs_where_the_project_in
     (call,) = [f for f in scan(tmp_path).findings if f.code == "PC707"]
     assert (call.path, call.line, call.severity) == ("pkg/model.py", 9, Severity.ERROR)
     assert "the project declares triton" in call.message
+
+
+def test_another_file_calling_every_n_steps_runs_shape_hazards_but_not_host_syncs(tmp_path: Path) -> None:
+    """gaussian-splatting's `gaussians.densify_and_prune(...)` under `if iteration % 100 == 0:`
+    in train.py: the masks that resize the model compile a new graph each time (PC502 at its
+    severity), while the loss read back there is the remedy for a sync (no PC503)."""
+    model = (
+        'import torch\nclass GaussianModel:\n    def __init__(self):\n        self.xyz = torch.zeros(10, 3, device="cuda")\n'
+        "    def prune(self, keep):\n        print(self.xyz.sum().item())\n"
+        "        self.xyz = self.xyz[keep > 0]\n"
+    )
+    train = (
+        "import torch\nfrom scene.model import GaussianModel\ndef training(model, opt, iterations):\n"
+        "    gaussians = GaussianModel()\n    for iteration in range(iterations):\n"
+        "        loss = model(gaussians.xyz).sum()\n        loss.backward()\n        opt.step()\n"
+        "        if iteration % 100 == 0:\n            gaussians.prune(loss.detach())\n"
+    )
+    write(tmp_path, {"scene/__init__.py": "", "scene/model.py": model, "train.py": train})
+    found = {(f.path, f.line, f.code): f for f in scan(tmp_path, targets=("neuron",)).findings}
+    assert found[("scene/model.py", 7, "PC502")].severity == Severity.ERROR
+    assert ("scene/model.py", 6, "PC503") not in found

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property, partial
+from typing import ClassVar
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -895,7 +896,14 @@ class StepRule(TensorRule):
 
     A step loop that calls a function of another module of the repository
     (`utils.clip_gradients(model)`, `metric_logger.update(loss=loss)`) records it (a project
-    fact); the second pass reports what that function does every step, and only that."""
+    fact); the second pass reports what that function does every step, and only that.
+
+    A rule about shapes (`every_n_steps`) counts what runs under `if step % N == 0:` too: a
+    host sync read back every N steps is the remedy, but a new shape every N steps compiles a
+    new graph each time (gaussian-splatting's densification), and what it resizes, every step
+    after."""
+
+    every_n_steps: ClassVar[bool] = False
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -905,7 +913,7 @@ class StepRule(TensorRule):
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
         """The functions another file's step loop calls, and those another file passes tensors."""
-        names = {name for name, _, _ in known.step_calls} | {name for name, _ in known.tensor_parameters}
+        names = {name for name, *_ in known.step_calls} | {name for name, _ in known.tensor_parameters}
         return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name in names}))
 
     @classmethod
@@ -913,7 +921,7 @@ class StepRule(TensorRule):
         """The modules a recorded callee may be in: `pkg.utils` for `pkg.utils.clip_gradients`,
         and for a method (`pkg.utils.Logger.update`) the one above its class too."""
         modules = set()
-        for name, _, _ in known.step_calls:
+        for name, *_ in known.step_calls:
             parent = name.rpartition(".")[0]
             modules.update((parent, parent.rpartition(".")[0]))
         return frozenset(modules | {name.rpartition(".")[0] for name, _ in known.tensor_parameters})
@@ -929,7 +937,7 @@ class StepRule(TensorRule):
         which `report_in_step` asks about at the end of the module; None off the step path,
         and in the second pass wherever the module itself runs steps (the first pass said)."""
         module_flow = self.ctx.flow
-        if module_flow is None or module_flow.off_the_step_path(ancestors):
+        if module_flow is None or module_flow.off_the_step_path(ancestors, periodic_exempts=not self.every_n_steps):
             return None
         local = module_flow.step_context(ancestors)
         if local is not None:
@@ -952,12 +960,13 @@ class StepRule(TensorRule):
             return
         own = self.ctx.module.name + "."
         callees = [callee for callee in self._local_callees(call, function, ancestors) if not callee.startswith(own)]
-        if not callees or module_flow.off_the_step_path(ancestors):
+        if not callees or module_flow.off_the_step_path(ancestors, periodic_exempts=False):
             return
+        periodic = module_flow.off_the_step_path(ancestors)  # under `if step % N == 0:`
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
         host = " ".join(_host_keys(self.ctx, call))
         for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba
-            site = _CallSite(callee, call, function, tensors, host, tuple(ancestors), module_flow.scope)
+            site = _CallSite(callee, call, function, tensors, host, tuple(ancestors), module_flow.scope, periodic)
             self._step_calls.append(site)
 
     def note_tensor_arguments(self, call: cst.Call) -> None:
@@ -1189,7 +1198,7 @@ class StepRule(TensorRule):
         ancestors = self.ctx.ancestors
         if module_flow is None:
             return
-        off_path = module_flow.off_the_step_path(ancestors)
+        off_path = module_flow.off_the_step_path(ancestors, periodic_exempts=not self.every_n_steps)
         local = None if off_path else module_flow.step_context(ancestors)
         function = flow.enclosing_function(ancestors)
         if function is None or off_path or (local is not None and holds is None):
@@ -1234,8 +1243,12 @@ class StepRule(TensorRule):
         module_flow = self.ctx.flow
         for site in self._step_calls if module_flow is not None else ():
             where = module_flow.in_scope(site.scope, partial(module_flow.step_context, site.ancestors))
+            periodic = site.periodic
             if where is None and site.function is not None:
                 caller = module_flow.called_every_step(site.function)
+                if caller is None:  # only every N steps, maybe: for the shape hazards
+                    caller = module_flow.called_every_step(site.function, periodic_exempts=False)
+                    periodic = True
                 where = f"`{site.function.name.value}()`, called from {caller}," if caller else None
             if where is not None:
                 where = f"{where} in {self.ctx.path}"
@@ -1247,13 +1260,16 @@ class StepRule(TensorRule):
                     where=where,
                     tensors=site.tensors,
                     host=site.host,
+                    periodic="yes" if periodic else "no",
                 )
         for deferred in self._in_functions if module_flow is not None else ():
             # asked again now the module is known: the loop around it may call methods defined after it
             own = deferred.local or module_flow.in_scope(
                 deferred.scope, partial(module_flow.step_context, deferred.chain)
             )
-            caller = own or module_flow.called_every_step(deferred.function, deferred.gates)
+            caller = own or module_flow.called_every_step(
+                deferred.function, deferred.gates, periodic_exempts=not self.every_n_steps
+            )
             if self.ctx.project.complete and not (self._retyped and caller is not None):
                 # gates stay unjudged: another file's call may well give the flag
                 local = caller is not None or module_flow.runs_steps(deferred.function)
@@ -1315,7 +1331,14 @@ class StepRule(TensorRule):
         for function in (deferred.function, *module_flow.callers(deferred.function)):
             known = self.ctx.project
             where = next(
-                filter(None, (known.step_caller(name, tensor_only) for name in self._qualified_names(function))), None
+                filter(
+                    None,
+                    (
+                        known.step_caller(name, tensor_only, self.every_n_steps)
+                        for name in self._qualified_names(function)
+                    ),
+                ),
+                None,
             )
             if where is not None:
                 return where if function is deferred.function else f"`{function.name.value}()`, called from {where}"
@@ -1428,6 +1451,7 @@ class _CallSite:
     host: str  # the positions and keywords of the arguments that are host data, spaced
     ancestors: tuple[cst.CSTNode, ...]
     scope: Scope
+    periodic: bool  # made under `if step % N == 0:`: every N steps only
 
 
 @dataclass(frozen=True)

@@ -87,8 +87,10 @@ class BooleanMaskIndexing(StepRule):
     assigned through a mask: a warning on tpu, neuron, xla, npu and hpu, off elsewhere.
 
     These severities hold in step code as host-sync-in-step (PC503) finds it, across the
-    repository; elsewhere (plots, metrics, data preparation, export) it is info: that code
-    runs once or on host data, where a dynamic shape costs one compilation at most.
+    repository, and also under `if step % N == 0:` (a new shape every N steps compiles a new
+    graph each time; gaussian-splatting's densification resizes the model for every step
+    after); elsewhere (plots, metrics, data preparation, export) it is info: that code runs
+    once or on host data, where a dynamic shape costs one compilation at most.
 
     ## Fix safety
     No automatic fix: the masked form changes what later code receives (a full-size tensor),
@@ -98,6 +100,7 @@ class BooleanMaskIndexing(StepRule):
     """
 
     code = "PC502"
+    every_n_steps = True  # a new shape every N steps is a new graph each time
     name = "boolean-mask-indexing"
     message = "{problem}{reach}"
     hint = "keep the shape: {instead}{advice}"

@@ -106,14 +106,17 @@ class DataDependentShapeOp(StepRule):
     the size; off on cpu, which computes on the host: there is no device to wait for.
 
     These severities hold in step code as host-sync-in-step (PC503) finds it, across the
-    repository; elsewhere (plots, metrics, data preparation, export) it is info: that code
-    runs once or on host data, where a dynamic shape costs one compilation at most.
+    repository, and also under `if step % N == 0:` (a new shape every N steps compiles a new
+    graph each time; gaussian-splatting's densification resizes the model for every step
+    after); elsewhere (plots, metrics, data preparation, export) it is info: that code runs
+    once or on host data, where a dynamic shape costs one compilation at most.
 
     ## Fix safety
     No automatic fix: the replacements need a size bound that only the author knows.
     """
 
     code = "PC501"
+    every_n_steps = True  # a new shape every N steps is a new graph each time
     name = "data-dependent-shape-op"
     message = "`{what}` {problem}{reach}"
     hint = "use {instead}{advice}"
