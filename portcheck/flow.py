@@ -1982,19 +1982,13 @@ def _asks_non_finite(test: cst.BaseExpression) -> bool:
     """A test that holds only where values have gone NaN or infinite (`x.isnan().any()`,
     `torch.isinf(loss)`, `not torch.isfinite(x).all()`): its body is the anomaly's path, not the
     step's."""
-    names = [node.attr.value if type(node) is cst.Attribute else node.value for node in _names_in(test)]
-    negated = any(
-        type(node) is cst.UnaryOperation and type(node.operator) in (cst.Not, cst.BitInvert)
-        for node in (test, *descendants(test))
-    )
-    return any(name in ("isnan", "isinf") for name in names) or (negated and "isfinite" in names)
-
-
-def _names_in(test: cst.BaseExpression) -> Iterator[cst.Name | cst.Attribute]:
-    """The called names and attributes of a test (`isnan` in `x.isnan().any()`, `torch.isinf(x)`)."""
+    called, negated = set(), False  # one pass over the test: asked for every `if` around every node
     for node in (test, *descendants(test)):
         if type(node) is cst.Call and type(node.func) in (cst.Name, cst.Attribute):
-            yield node.func
+            called.add(node.func.attr.value if type(node.func) is cst.Attribute else node.func.value)
+        elif type(node) is cst.UnaryOperation and type(node.operator) in (cst.Not, cst.BitInvert):
+            negated = True
+    return bool(called & {"isnan", "isinf"}) or (negated and "isfinite" in called)
 
 
 def raises(body: cst.BaseSuite, resolver: Resolver | None) -> bool:

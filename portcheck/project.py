@@ -160,10 +160,34 @@ class Project:
         where several do."""
         wheres = (
             where
-            for name, where, tensors, periodic in self.step_calls
-            if name == qualified and tensors >= passing_tensors and (every_n_steps or not periodic)
+            for where, tensors, periodic in self._step_calls_by_name.get(qualified, ())
+            if tensors >= passing_tensors and (every_n_steps or not periodic)
         )
         return min(wheres, default=None)
+
+    @cached_property
+    def _step_calls_by_name(self) -> dict[str, list[tuple[str, bool, bool]]]:
+        by_name: dict[str, list[tuple[str, bool, bool]]] = {}
+        for name, where, tensors, periodic in self.step_calls:
+            by_name.setdefault(name, []).append((where, tensors, periodic))
+        return by_name
+
+    @cached_property
+    def step_callee_triggers(self) -> tuple[bytes, ...]:
+        """`def <name>` for the functions another file's step loop calls, and those another file
+        passes tensors: what the step rules' second pass looks for (asked once per file)."""
+        names = {name for name, *_ in self.step_calls} | {name for name, _ in self.tensor_parameters}
+        return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name in names}))
+
+    @cached_property
+    def step_callee_modules(self) -> frozenset[str]:
+        """The modules those functions may be in: `pkg.utils` for `pkg.utils.clip_gradients`,
+        and for a method (`pkg.utils.Logger.update`) the one above its class too."""
+        modules = set()
+        for name, *_ in self.step_calls:
+            parent = name.rpartition(".")[0]
+            modules.update((parent, parent.rpartition(".")[0]))
+        return frozenset(modules | {name.rpartition(".")[0] for name, _ in self.tensor_parameters})
 
     def tensor_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
         """(function, position or keyword) for the module's functions that another module

@@ -354,3 +354,15 @@ def test_fix_source_from_python_keeps_the_users_alias() -> None:
     outcome = api.fix_source("import torch as T\nT.cuda.synchronize()\n", "tpu")
     assert outcome.source == b"import torch as T\nT.accelerator.synchronize()\n"
     assert [code for code, _ in outcome.applied] == ["PC203"]
+
+
+def test_each_finding_one_shared_edit_fixes_counts_as_fixed() -> None:
+    """`from torch.cuda.amp import autocast, GradScaler` is rewritten with every use in one
+    edit: the import and each use are fixed, and the summary counts all of them."""
+    source = (
+        "import torch\nfrom torch.cuda.amp import GradScaler, autocast\nscaler = GradScaler()\n"
+        "with autocast():\n    y = torch.ones(2)\n"
+    )
+    outcome = api.fix_source(source, "tpu", unsafe=True)
+    assert [code for code, _ in outcome.applied].count("PC301") == 3  # the import, GradScaler(), autocast()
+    assert "from torch.amp import GradScaler, autocast" in outcome.source.decode()

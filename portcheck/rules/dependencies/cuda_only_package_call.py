@@ -455,16 +455,20 @@ class CudaOnlyPackageCall(Rule):
         """What an unguarded import of a CUDA-only package binds, given as a value rather than
         called (swav's `restore(..., amp=apex.amp)`, `norm_layer=FusedLayerNorm`): the value
         must change with the calls (first pass; a call is `visit_Call`'s)."""
+        if not self._imported:
+            return  # nothing imported unguarded (yet): most modules
         parent = self.ctx.parent
         given = (
             type(parent) in (cst.Arg, cst.Element, cst.Return)
             or (type(parent) is cst.Assign and parent.value is node)
             or (type(parent) is cst.DictElement and parent.value is node)
         )
+        if not given:
+            return
         used = patterns.dotted(node)
         first = used.split(".")[0]
         imported = self._imported.get(first)
-        if not given or imported is None or self._key(first) in self._optional or first in self._local or "__" in used:
+        if imported is None or self._key(first) in self._optional or first in self._local or "__" in used:
             return  # `print(apex.__version__)` asks, and uses nothing
         if self.ctx.project.complete or not self.ctx.qualified_names(node):
             return

@@ -913,18 +913,12 @@ class StepRule(TensorRule):
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
         """The functions another file's step loop calls, and those another file passes tensors."""
-        names = {name for name, *_ in known.step_calls} | {name for name, _ in known.tensor_parameters}
-        return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name in names}))
+        return known.step_callee_triggers
 
     @classmethod
     def project_modules(cls, known: project.Project) -> frozenset[str]:
-        """The modules a recorded callee may be in: `pkg.utils` for `pkg.utils.clip_gradients`,
-        and for a method (`pkg.utils.Logger.update`) the one above its class too."""
-        modules = set()
-        for name, *_ in known.step_calls:
-            parent = name.rpartition(".")[0]
-            modules.update((parent, parent.rpartition(".")[0]))
-        return frozenset(modules | {name.rpartition(".")[0] for name, _ in known.tensor_parameters})
+        """The modules a recorded callee may be in (`Project.step_callee_modules`)."""
+        return known.step_callee_modules
 
     @cached_property
     def _retyped(self) -> bool:

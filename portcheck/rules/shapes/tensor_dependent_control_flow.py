@@ -491,7 +491,7 @@ def _reads_data_shaped_size(ctx: FileContext, test: cst.BaseExpression, path: Se
     `if not x.shape[0]:` after `x = x[x[:, 4] > conf]`, `n = len(keep)` after `keep = nms(...)`):
     that size is known only once the device has computed it. `path`: the nodes from the module
     down to the test's statement."""
-    return any(_data_shaped_size(ctx, operand, path, 0) for operand in _operands(test))
+    return any(_data_shaped_size(ctx, operand, path, 0) for operand in _operands(test, identity=False))
 
 
 def _data_shaped_size(ctx: FileContext, node: cst.BaseExpression, path: Sequence[cst.CSTNode], depth: int) -> bool:
@@ -553,15 +553,18 @@ def _reads_host_memory_only(ctx: FileContext, test: cst.BaseExpression) -> bool:
     return bool(read) and all(in_host_memory(ctx, operand) for operand in read)
 
 
-def _operands(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    """The values a test combines with `and`, `or`, `not` and comparisons."""
+def _operands(test: cst.BaseExpression, identity: bool = True) -> Iterator[cst.BaseExpression]:
+    """The values a test combines with `and`, `or`, `not` and comparisons (without `identity`,
+    not those of `is`/`is not` comparisons: `mask is not None` reads no value)."""
     if isinstance(test, cst.BooleanOperation):
-        yield from _operands(test.left)
-        yield from _operands(test.right)
+        yield from _operands(test.left, identity)
+        yield from _operands(test.right, identity)
     elif isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        yield from _operands(test.expression)
+        yield from _operands(test.expression, identity)
     elif isinstance(test, cst.Comparison):
+        if not identity and all(type(link.operator) in (cst.Is, cst.IsNot) for link in test.comparisons):
+            return
         for part in (test.left, *(link.comparator for link in test.comparisons)):
-            yield from _operands(part)
+            yield from _operands(part, identity)
     else:
         yield test
