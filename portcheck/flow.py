@@ -205,7 +205,6 @@ class Guard:
     # what it guards calls a CUDA-only library or reads CUDA's own facts (flash_attn, a device's
     # name or memory): right to keep from the target, where the code after it goes on portably
     guards_cuda_library: bool = False
-    keeps_extras: bool = False  # what an early exit protects only tells or uses a CUDA library (as above)
     # it picks the program's device path (`if torch.cuda.is_available(): model.cuda()`), not part of
     # a condition (`is_available() and capability() >= (8, 0)`), a communication backend's need
     # (`if backend == "nccl":`) or one branch of a dispatch over devices (`elif device == "npu":`)
@@ -376,11 +375,8 @@ class DeviceFlow:
         elif node.orelse is not None:
             self._add(Guard(test, (node.orelse,), picks_device=picks))
         elif _exits(node.body, self.resolver):
-            following = self._following(node)
-            rest = cst.IndentedBlock(body=following)  # type: ignore[arg-type]
-            extras = bool(following) and (_tells_only(rest, self.resolver) or _uses_cuda_library(rest, self.resolver))
             skips = _skips(node.body, self.resolver)
-            self._add(Guard(test, following, skips=skips, keeps_extras=extras, picks_device=picks))
+            self._add(Guard(test, self._following(node), skips=skips, picks_device=picks))
 
     def _sets_cuda_device(self, body: cst.BaseSuite) -> bool:
         """Whether a branch sets the device to CUDA (`device = "cuda"`, llm.c's choice between
