@@ -157,10 +157,11 @@ def _requirement_line(line: str, number: int, manifest: Manifest) -> None:
     if line.startswith("-"):
         option, _, value = line.partition(" ")
         option, _, inline = option.partition("=")
+        given = (inline or value).strip()
         if option in _INDEX_OPTIONS:
-            manifest.indexes.append(Located((inline or value).strip(), number))
-        elif option in ("-e", "--editable") and _LOCAL_PROJECT.match((inline or value).strip()):
-            _local_project((inline or value).strip(), number, line, manifest)
+            manifest.indexes.append(Located(given, number))
+        elif option in ("-e", "--editable") and _LOCAL_PROJECT.match(given):
+            _local_project(given, number, line, manifest)
         return  # -r, -c and other options name files, not projects
     if _LOCAL_PROJECT.match(line):
         _local_project(line, number, line, manifest)

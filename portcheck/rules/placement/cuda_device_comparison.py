@@ -22,7 +22,7 @@ _PICKS_KERNEL = (
 )
 # What skips only extras there (a message, a library's fast path, a fused kernel): a port's to open or drop;
 # on the CPU the CUDA path stays for GPUs.
-_SKIPS_EXTRAS = per_target(WARNING, rocm=OFF, cpu=INFO)
+SKIPS_EXTRAS = per_target(WARNING, rocm=OFF, cpu=INFO)
 _KERNEL_OPTIONS = frozenset({"fused", "foreach"})
 # Flags whose name says CUDA, a GPU or half precision.
 _CUDA_MEANING = re.compile(r"^(use_|on_|is_)?(cuda|gpu|half|fp16)$", re.IGNORECASE)
@@ -265,18 +265,12 @@ class CudaDeviceComparison(Rule):
     def _cuda_by_elimination(self, node: cst.Comparison) -> bool:
         """`cuda = device.type != "cpu"`, `half = device.type != "cpu" and opt.half` (YOLO): a
         flag named for CUDA, a GPU or half precision, set to "not the CPU"."""
-        if not any(
-            type(link.operator) is cst.NotEqual and _is_cpu(link.comparator) for link in node.comparisons
-        ) or not patterns.is_device_like(node.left):
+        flow = self.ctx.flow
+        if flow is None or not patterns.is_device_like(node.left):
             return False
-        chain = self.ctx.chain(node)
-        index = len(chain) - 1
-        while index >= 0 and type(chain[index]) is cst.BooleanOperation:
-            index -= 1
-        statement = chain[index] if index >= 0 else None
-        if type(statement) is not cst.Assign or len(statement.targets) != 1:
+        if not any(type(link.operator) is cst.NotEqual and flow.is_cpu(link.comparator) for link in node.comparisons):
             return False
-        target = statement.targets[0].target
+        _, target = _flag_set(self.ctx.chain(node))
         return type(target) is cst.Name and _CUDA_MEANING.match(target.value) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -323,9 +317,9 @@ class CudaDeviceComparison(Rule):
             self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), literal="cuda", consequence=_ASSERTED)
         elif check is not None and (check.tells_only or check.guards_cuda_library):
             consequence = _GUARDS_MESSAGE if check.tells_only else _GUARDS_LIBRARY
-            self.report(node, edit=None, severity=_SKIPS_EXTRAS, literal="cuda", consequence=consequence)
+            self.report(node, edit=None, severity=SKIPS_EXTRAS, literal="cuda", consequence=consequence)
         elif self._picks_kernel_only(node):
-            self.report(node, edit=None, severity=_SKIPS_EXTRAS, literal="cuda", consequence=_PICKS_KERNEL)
+            self.report(node, edit=None, severity=SKIPS_EXTRAS, literal="cuda", consequence=_PICKS_KERNEL)
         else:
             self.report(node, edit=edit, literal="cuda", consequence=_FALSE_ELSEWHERE)
 
@@ -335,13 +329,9 @@ class CudaDeviceComparison(Rule):
         optimizer takes its portable implementation, as it should."""
         flow = self.ctx.flow
         chain = self.ctx.chain(node)
-        index = len(chain) - 1
-        while index >= 0 and isinstance(chain[index], cst.BooleanOperation):
-            index -= 1
-        statement = chain[index] if index >= 0 else None
-        if flow is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        index, target = _flag_set(chain)
+        if flow is None or target is None:
             return False
-        target = statement.targets[0].target
         uses = flow.uses(target, chain[:index]) if isinstance(target, cst.Name) else None
         read = [path for _, path in uses or () if not (path and isinstance(path[-1], cst.AssignTarget))]
         return bool(read) and all(_as_kernel_option(path) or _in_message(path) for path in read)
@@ -462,11 +452,17 @@ def _cuda_device_call(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Call) and any(any(patterns.cuda_device_literals(arg.value)) for arg in node.args)
 
 
-def _is_cpu(node: cst.CSTNode) -> bool:
-    """`"cpu"`, or `torch.device("cpu")`."""
-    if type(node) is cst.Call and len(node.args) == 1 and patterns.dotted(node.func).endswith("device"):
-        node = node.args[0].value
-    return patterns.string_value(node) == "cpu"
+def _flag_set(chain: Sequence[cst.CSTNode]) -> tuple[int, cst.BaseAssignTargetExpression | None]:
+    """For a check at the end of `chain`, alone or inside `and`/`or`: the index of the `=`
+    statement that binds it to one target (`use_fused = ok and device_type == "cuda"`), and
+    that target; None where it is no such statement's value."""
+    index = len(chain) - 1
+    while index >= 0 and type(chain[index]) is cst.BooleanOperation:
+        index -= 1
+    statement = chain[index] if index >= 0 else None
+    if type(statement) is not cst.Assign or len(statement.targets) != 1:
+        return index, None
+    return index, statement.targets[0].target
 
 
 def _is_cuda(node: cst.CSTNode) -> bool:

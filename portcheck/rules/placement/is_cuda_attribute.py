@@ -7,7 +7,8 @@ from portcheck.findings import FixSafety
 from portcheck.flow import LOSES_EXTRAS
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rules.placement.cuda_device_comparison import SKIPS_EXTRAS
 
 
 class IsCudaAttribute(Rule):
@@ -148,7 +149,7 @@ class IsCudaAttribute(Rule):
         if (
             check is not None and check.guards_cuda_library
         ):  # dcgan: `if input.is_cuda and ngpu > 1: data_parallel(...)`
-            self.report(node, severity=per_target(WARNING, rocm=OFF, cpu=INFO), consequence=f", so each {LOSES_EXTRAS}")
+            self.report(node, severity=SKIPS_EXTRAS, consequence=f", so each {LOSES_EXTRAS}")
             return
         self.report(node, edit=self._edit(node), consequence="")
 

@@ -9,7 +9,7 @@ from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
 from portcheck.flow import LOSES_EXTRAS, Guard, is_self_attribute
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid
+from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid, at_most_warning
 from portcheck.targets import api
 from portcheck.walk import descendants
 
@@ -92,7 +92,7 @@ class CudaAvailabilityCheck(CudaApiRule):
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
         if (check is not None and (check.tells_only or check.guards_cuda_library)) or self._only_shown(node):
             # what the target skips there is a port's to open or drop; on the CPU it stays for GPUs
-            return {t: (INFO if t == "cpu" else WARNING) if level > OFF else OFF for t, level in usual.items()}
+            return at_most_warning(usual)
         if self._unread_attribute(node) is not None:
             return {t: INFO if usual_level > OFF else OFF for t, usual_level in usual.items()}
         return usual

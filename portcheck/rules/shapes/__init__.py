@@ -114,12 +114,6 @@ _NOT_TENSORS = frozenset(
 )  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
 _MASK_NAME = re.compile(r"(^|_)mask$", re.IGNORECASE)
-_TORCH_DTYPES = frozenset(
-    f"torch.{name}" for name in (
-        "bool", "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8", "int16",
-        "int32", "int64", "long", "short", "uint8", "complex64", "complex128",
-    )
-)  # fmt: skip
 # `nn.Module` methods that return the module itself: `Net().cuda()` is still a `Net`.
 _RETURN_THE_MODULE = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 _TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
@@ -819,12 +813,10 @@ def _named_mask(node: cst.CSTNode) -> bool:
 
 def _moved(ctx: FileContext, node: cst.CSTNode) -> bool:
     """`.to(device)`, `.cuda()`, `.cpu()`: the same values on another device, no dtype given."""
-    if type(node) is not cst.Call or patterns.method_name(node) not in ("to", "cuda", "cpu"):
+    if type(node) is not cst.Call or patterns.method_name(node) not in ("to", "cuda", "cpu") or ctx.flow is None:
         return False
     return not any(
-        (arg.keyword is not None and arg.keyword.value == "dtype")
-        or any(name in _TORCH_DTYPES for name in ctx.qualified_names(arg.value))
-        for arg in node.args
+        (arg.keyword is not None and arg.keyword.value == "dtype") or ctx.flow.is_dtype(arg.value) for arg in node.args
     )
 
 

@@ -725,12 +725,11 @@ class HostSyncInStep(StepRule):
             self._report_formatted(logged, "logging")
             return
         converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._math_of(node)
-        compared = self._compared_tensor(node)
+        if converted is None or not tensor_valued(self.ctx, converted):
+            converted = self._compared_tensor(node)  # `min(t, 1)`: a tensor (or a reduction of one) already
         number = self._tensor_as_number(node)
-        if (converted is not None and tensor_valued(self.ctx, converted)) or compared is not None:
-            copied = converted if compared is None else compared
-            assert copied is not None
-            call = f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
+        if converted is not None:
+            copied, call = converted, f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
         elif number is not None:
             copied, call = number
         elif (_syncs(node) or self._to_named_cpu(node)) and tensor_method(self.ctx, node, _SYNCS | {"to"}):
