@@ -16,7 +16,7 @@ import libcst as cst
 
 from portcheck.coherence import coherent
 from portcheck.config import Config
-from portcheck.engine import TOO_MANY_FINDINGS, examine
+from portcheck.engine import TOO_MANY_FINDINGS, collected_once, examine
 from portcheck.findings import Fact, Finding, FixSafety
 from portcheck.notebooks import NotebookError
 from portcheck.patterns import dotted
@@ -48,6 +48,7 @@ class FixOutcome:
         return bool(self.applied) and not self.error
 
 
+@collected_once
 def fix_source(
     data: bytes,
     path: str,

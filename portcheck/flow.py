@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import partial
@@ -169,6 +169,7 @@ _FRAMEWORK_STEP = re.compile(
 )
 _TOKEN_CALLBACK = ("__call__", "`__call__()` of a generation callback (run for every token)")
 _METRIC_UPDATE = ("update", "`update()` of a torchmetrics metric (run every step)")
+_DASSL_STEP = ("forward_backward", "`forward_backward()` of a Dassl trainer (run every step)")
 # Base classes whose subclasses a framework calls every step or token, with the method it calls.
 _CALLBACK_BASES = {
     "transformers.StoppingCriteria": _TOKEN_CALLBACK,
@@ -180,10 +181,15 @@ _CALLBACK_BASES = {
     "transformers.LogitsWarper": _TOKEN_CALLBACK,
     "torchmetrics.Metric": _METRIC_UPDATE,
     "torchmetrics.metric.Metric": _METRIC_UPDATE,
+    # Dassl (CoOp, CoCoOp, MaPLe and other prompt-learning repositories train with it)
+    **{
+        f"dassl.engine{module}.{base}": _DASSL_STEP for module in ("", ".trainer") for base in ("TrainerX", "TrainerXU")
+    },
 }
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
 _CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
+_FORWARD = "forward()"  # the step context of a module's forward, and of what it calls
 
 
 # What a CUDA check that keeps a CUDA-only library or CUDA's own facts from the target costs there.
@@ -1238,14 +1244,15 @@ class DeviceFlow:
         """Where the code below `ancestors` runs once per step: "forward()" or the step loop
         around it (whether it is off the step path, `off_the_step_path` says)."""
         if in_forward(ancestors):
-            return "forward()"
+            return _FORWARD
         return self._framework_step(ancestors) or self.step_loop(ancestors)
 
     def _framework_step(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """A method a framework calls once per step: Lightning's `training_step()` and batch
         hooks, the Hugging Face Trainer's `compute_loss()`, MMEngine's `train_step()` and
         `forward_train()`; the `__call__` of a Hugging Face stopping criterion or logits
-        processor, which `generate()` calls for every token; a torchmetrics metric's `update()`."""
+        processor, which `generate()` calls for every token; a torchmetrics metric's `update()`; a
+        Dassl trainer's `forward_backward()`."""
         for index in range(2, len(ancestors) - 1):
             method, holder = ancestors[index], ancestors[index - 2]
             if not (type(method) is cst.FunctionDef and type(holder) is cst.ClassDef):
@@ -1287,7 +1294,7 @@ class DeviceFlow:
             return drawn
         title, owner = function.name.value, self._methods.get(id(function))
         if owner is None and title in self._patched_forwards and self.module_functions().get(title) is function:
-            return "forward()"  # monkey-patched in: `LlamaAttention.forward = xformers_forward`
+            return _FORWARD  # monkey-patched in: `LlamaAttention.forward = xformers_forward`
         callbacks = self._callbacks.get(title, []) if owner is None and not gates else []
         for site, given in (
             *((each, False) for each in self._sites(title, owner)),
@@ -1314,8 +1321,8 @@ class DeviceFlow:
                     if caller is None
                     else self.called_every_step(caller, (), depth + 1, periodic_exempts=periodic_exempts)
                 )
-            if where is not None:
-                return None if self.runs_steps(function) else where
+            if where is not None:  # what forward() calls runs with it, loops and all (YOLOX's label assignment)
+                return None if where != _FORWARD and self.runs_steps(function) else where
         return None
 
     def _run_by_callee(self, site: _Site, title: str) -> str | None:
@@ -1896,6 +1903,19 @@ class DeviceFlow:
             passed.append((arg, site))
         return passed
 
+    def as_walked(self, ancestors: Sequence[cst.CSTNode], scope: Scope, question: Callable[[], _T]) -> _T:
+        """The answer to `question` as the walk would give it at a node it has left (the nodes
+        down to it, its scope): for what a rule asks at the end of the module only of the few
+        nodes it still needs. The walk's own list of ancestors, which rules read, is set in place."""
+        walking, elsewhere, path = self.resolver.scope, self.elsewhere, list(self.ancestors)
+        self.resolver.scope, self.elsewhere = scope, False
+        self.ancestors[:] = ancestors  # type: ignore[index]
+        try:
+            return question()
+        finally:
+            self.resolver.scope, self.elsewhere = walking, elsewhere
+            self.ancestors[:] = path  # type: ignore[index]
+
     def _at_site(self, site: _Site, question: Callable[[], _T]) -> _T:
         """The answer to `question` asked as the walk would at a call site: names resolved in
         its scope, the loops around it known (what a loop target holds)."""
@@ -1947,7 +1967,8 @@ def _is_dataset(base: cst.BaseExpression, resolver: Resolver) -> bool:
 def off_the_step_path(
     ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None, *, periodic_exempts: bool = True
 ) -> bool:
-    """Inside a `raise` or an `if` body that ends raising (runs only on the error path), the
+    """Inside a `raise`, an `except` clause or an `if` body that ends raising (runs only on the
+    error path), the
     body of an `if step % N == 0:` (reading back every N steps is the remedy, not the problem;
     not where `periodic_exempts` is False: a new shape every N steps compiles a graph each
     time, and what it resizes, every step after) or of an `if i < 3:` on the index of an
@@ -1956,8 +1977,8 @@ def off_the_step_path(
     `if torch.onnx.is_in_onnx_export():` (or another test that holds only while the model is
     exported: not on the device)."""
     for index, node in enumerate(ancestors):
-        if type(node) is cst.Raise:
-            return True
+        if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
+            return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry
         if type(node) is cst.Assert and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
             return True  # an assertion's message is made only when it fails
         if type(node) is cst.If and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
@@ -2142,10 +2163,10 @@ def periodic(
         predicate = _predicate(test, ancestors, resolver)
         return predicate is not None and _says_periodically(predicate, resolver, depth + 1)
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return _is_modulo(test.expression)
+        return _is_modulo(test.expression, resolver)
     if type(test) is cst.Comparison:
         sides = (test.left, *(link.comparator for link in test.comparisons))
-        return any(_is_modulo(side) for side in sides) or _every_interval(test, resolver)
+        return any(_is_modulo(side, resolver) for side in sides) or _every_interval(test, resolver)
     return False
 
 
@@ -2242,8 +2263,14 @@ def _other_suites(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
     return suites
 
 
-def _is_modulo(node: cst.BaseExpression) -> bool:
-    return type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo
+def _is_modulo(node: cst.BaseExpression, resolver: Resolver | None) -> bool:
+    """`step % N`, but not `% 1`, which holds every step (lit-llama's `log_interval = 1`)."""
+    if type(node) is not cst.BinaryOperation or type(node.operator) is not cst.Modulo:
+        return False
+    every = node.right
+    if type(every) is cst.Name and resolver is not None:
+        every = resolver.assigned_value(every) or every
+    return not (type(every) is cst.Integer and every.evaluated_value == 1)
 
 
 def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
@@ -2290,30 +2317,38 @@ def parameter_gates(ancestors: Sequence[cst.CSTNode], function: cst.FunctionDef)
     """The parameters of `function` that decide whether the code below `ancestors` runs: it is
     in the body of an `if flag:` or `if flag is not None:`, and `flag` defaults to False or None
     (`def merge(self, safe_merge=False)`: what `if safe_merge:` guards runs only where a call
-    gives it)."""
+    gives it), or of an `if mode == "cpu":` where `mode` defaults to another string (YOLOX's
+    `get_assignments(..., mode="gpu")`, called with "cpu" only after running out of memory)."""
     defaults = {
-        param.name.value
+        param.name.value: param.default
         for param in (*function.params.params, *function.params.kwonly_params)
-        if type(param.default) is cst.Name and param.default.value in ("False", "None")
+        if param.default is not None
     }
     gates = []
     start = next((index for index, node in enumerate(ancestors) if node is function), len(ancestors))
     for index in range(start, len(ancestors) - 1):
         node = ancestors[index]
         if type(node) is cst.If and ancestors[index + 1] is node.body:
-            flag = _flag(node.test)
-            if flag in defaults:
+            flag = _flag(node.test, defaults)
+            if flag is not None:
                 gates.append(flag)
     return tuple(sorted(set(gates)))
 
 
-def _flag(test: cst.BaseExpression) -> str | None:
-    """`flag` of `if flag:` or `if flag is not None:`."""
+def _flag(test: cst.BaseExpression, defaults: Mapping[str, cst.BaseExpression]) -> str | None:
+    """`flag` of `if flag:` or `if flag is not None:` where it defaults to False or None, or of
+    `if flag == "x":` where it defaults to another string."""
     if type(test) is cst.Comparison and len(test.comparisons) == 1:
         link = test.comparisons[0]
+        if type(link.operator) is cst.Equal and type(test.left) is cst.Name and test.left.value in defaults:
+            wanted, default = patterns.string_value(link.comparator), patterns.string_value(defaults[test.left.value])
+            return test.left.value if None not in (wanted, default) and wanted != default else None
         if type(link.operator) is cst.IsNot and type(link.comparator) is cst.Name:
             test = test.left if link.comparator.value == "None" else test
-    return test.value if type(test) is cst.Name else None
+    if type(test) is not cst.Name or test.value not in defaults:
+        return None
+    default = defaults[test.value]
+    return test.value if type(default) is cst.Name and default.value in ("False", "None") else None
 
 
 def _gives(site: _Site, function: cst.FunctionDef, name: str) -> bool:

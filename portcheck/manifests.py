@@ -13,7 +13,7 @@ import configparser
 import re
 import shlex
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
@@ -312,11 +312,17 @@ def _dockerfile(text: str, manifest: Manifest) -> None:
     https://github.com/NVIDIA/apex`). Arguments that are no requirement (`.`, `-r file`,
     `$VAR`) are skipped: a Dockerfile is not a requirements file."""
     lines = text.splitlines()
+    defaults: dict[str, tuple[str, int]] = {}  # `ARG IMG_TAG=1.8.1-cuda10.2-cudnn7-devel`, with its line
     for number, logical in _logical_lines(text):
         instruction, _, rest = logical.strip().partition(" ")
+        if instruction.upper() == "ARG":
+            name, equals, default = rest.strip().partition("=")
+            if equals and default.strip():
+                defaults[name.strip()] = (default.strip().strip("\"'"), number)
         if instruction.upper() == "FROM":
-            image = next((word for word in rest.split() if not word.startswith("--")), "")
-            manifest.images.append(Located(image, number))
+            written = next((word for word in rest.split() if not word.startswith("--")), "")
+            image, line = _expanded_image(written, number, defaults)
+            manifest.images.append(Located(image, line))
             version = re.match(r"pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)\b", image)
             if version:
                 manifest.requirements.append(Declared("torch", f"=={version.group(1)}", number, image))
@@ -324,6 +330,22 @@ def _dockerfile(text: str, manifest: Manifest) -> None:
             for command in re.split(r"&&|\|\||;|\|", rest):
                 _install_command(command, number, lines, manifest)
                 _cloned_source(command, number, lines, manifest)
+
+
+def _expanded_image(written: str, line: int, defaults: Mapping[str, tuple[str, int]]) -> tuple[str, int]:
+    """`pytorch/$IMG_REPO:$IMG_TAG` with each `ARG`'s default put in, and the line that gives
+    the tag (DALLE-pytorch's `ARG IMG_TAG=1.8.1-cuda10.2-cudnn7-devel`): where the image's
+    build is chosen."""
+    tag_line = line
+
+    def default(match: re.Match[str]) -> str:
+        nonlocal tag_line
+        value, given_at = defaults.get(match.group(1) or match.group(2), (match.group(0), line))
+        if match.start() > written.rfind(":", 0, match.start()) >= 0:
+            tag_line = given_at
+        return value
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", default, written), tag_line
 
 
 def _install_command(command: str, start: int, lines: list[str], manifest: Manifest) -> None:

@@ -338,3 +338,9 @@ def carries_on_without_import(handler: cst.ExceptHandler) -> bool:
         if type(call) is cst.Call and dotted(call.func) in _EXITS:
             return False
     return True
+
+
+def class_like(qualified: str) -> bool:
+    """`pkg.ops.AllReduce`: a class by the convention of its last name (CapWords, not CONSTANT)."""
+    name = qualified.rpartition(".")[2]
+    return name[:1].isupper() and not name.isupper()

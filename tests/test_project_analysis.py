@@ -853,6 +853,38 @@ def test_calls_of_a_wrapper_that_always_launches_a_kernel_are_warnings(tmp_path:
     assert "launches Triton kernel `_fwd_kernel` whenever it is called" in calls[1][2]
 
 
+def test_calls_of_an_extensions_autograd_function_are_warnings(tmp_path: Path) -> None:
+    """Deformable-DETR: `MSDeformAttnFunction.apply` comes from the module that imports the CUDA
+    extension the repository builds, so each call runs its kernels (a warning: the import is
+    the error); the module's PyTorch reference, called beside it, stays info."""
+    write(
+        tmp_path,
+        {
+            "setup.py": (
+                "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+                "setup(ext_modules=[CUDAExtension('MultiScaleDeformableAttention', ['src/k.cu'])])\n"
+            ),
+            "ops/__init__.py": "",
+            "ops/functions/__init__.py": "from .attn_func import AttnFunction, attn_core_pytorch\n",
+            "ops/functions/attn_func.py": (
+                "import torch\nimport MultiScaleDeformableAttention as MSDA\n"
+                "class AttnFunction(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, v):\n"
+                "        return MSDA.ms_deform_attn_forward(v)\ndef attn_core_pytorch(v):\n    return v * 2\n"
+            ),
+            "ops/modules.py": (
+                "import torch\nfrom ops.functions import AttnFunction, attn_core_pytorch\n"
+                "def forward(v):\n    return AttnFunction.apply(v) + attn_core_pytorch(v)\n"
+            ),
+        },
+    )
+    calls = sorted((f.column, f.severity, f.message) for f in scan(tmp_path).findings if f.code == "PC707")
+    assert [(severity, message.split(" ")[1]) for _, severity, message in calls] == [
+        (Severity.WARNING, "`AttnFunction.apply`"),
+        (Severity.INFO, "`attn_core_pytorch`"),
+    ]
+    assert "runs kernels of the repository's CUDA extension `MultiScaleDeformableAttention`" in calls[0][2]
+
+
 def test_a_module_level_alias_of_a_launcher_is_called_as_the_launcher(tmp_path: Path) -> None:
     """modded-nanogpt's `ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`, called in forward;
     a local of the alias's name is something else."""

@@ -109,6 +109,12 @@ class CudaOnlyDependency(Rule):
             lines=[2, 3, 4, 6],
             path="Dockerfile",
         ),
+        Invalid(  # DALLE-pytorch's image: the CUDA tag given by an ARG's default, reported where it is chosen
+            "ARG IMG_TAG=1.8.1-cuda10.2-cudnn7-devel\nARG IMG_REPO=pytorch\nFROM pytorch/${IMG_REPO}:$IMG_TAG\n",
+            lines=[1],
+            message="`pytorch/pytorch:1.8.1-cuda10.2-cudnn7-devel`",
+            path="Dockerfile",
+        ),
         Invalid(
             '[project]\nname = "x"\ndependencies = ["torch"]\n[project.optional-dependencies]\nfast = ["xformers>=0.0.25"]\n',
             lines=[5],

@@ -49,6 +49,10 @@ _LAUNCHING = (
     "whose module fails to import on the target first (PC610), and which launches Triton kernel `{kernel}` "
     "whenever it is called, with no PyTorch path: each call needs a replacement"
 )
+_APPLYING = (
+    "whose module fails to import on the target first (PC610), and which runs kernels of the repository's CUDA "
+    "extension `{extension}` (an autograd Function's): each call needs a replacement"
+)
 _DECLARED_TRITON = (
     "whose import is guarded, but the project declares triton: installed on the target, the import succeeds "
     "and this call launches Triton kernel `{kernel}` there, which has no driver to run on"
@@ -85,7 +89,9 @@ class CudaOnlyPackageCall(Rule):
     the repository's Triton kernels whenever it is called, with no PyTorch path on the way
     (mamba's `layer_norm_fn(...)` -> `LayerNormFn.apply` -> `_layer_norm_fwd` -> the launch),
     has no portable path to take: its calls are warnings, also through a module-level name
-    bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`). Where the project
+    bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`), and so are those of an
+    autograd Function's `apply` from a module that imports one of the repository's CUDA
+    extensions (Deformable-DETR's `MSDeformAttnFunction.apply`). Where the project
     declares triton, an optional import of such a module succeeds on the target (Triton
     installs without a GPU), so its checked calls launch there: an error.
 
@@ -498,7 +504,12 @@ class CudaOnlyPackageCall(Rule):
         portable path instead."""
         local = self._unaliased(called).split(".")[0] in self._local
         kernel = self._launched(called) if local else ""
-        ceiling = INFO if local and not kernel else WARNING
+        extension = self._applied_extension(called) if local and not kernel else ""
+        ceiling = INFO if local and not kernel and not extension else WARNING
+        if kernel or extension:
+            declared = _LAUNCHING.format(kernel=kernel) if kernel else _APPLYING.format(extension=extension)
+        else:
+            declared = _IMPORTED_LOCAL if local else _IMPORTED
         return self.report_here(
             func,
             severity={t: min(level, ceiling) for t, level in imported.severities().items()},
@@ -506,7 +517,7 @@ class CudaOnlyPackageCall(Rule):
             verb=verb,
             called=called,
             package=self._shown.get(called.split(".")[0], imported.key),
-            declared=_LAUNCHING.format(kernel=kernel) if kernel else _IMPORTED_LOCAL if local else _IMPORTED,
+            declared=declared,
             what=imported.what,
             instead=imported.instead,
             hint=f"{imported.what}: use instead: {imported.instead}",
@@ -519,6 +530,19 @@ class CudaOnlyPackageCall(Rule):
         target = self._targets.get(first)
         kernel = self.ctx.project.launched_by(f"{target}.{rest}" if rest else target) if target else None
         return kernel.rpartition(".")[2] if kernel else ""
+
+    def _applied_extension(self, called: str) -> str:
+        """The CUDA extension an autograd Function's `apply` runs, where the Function comes from a
+        module that fails to import for want of it (Deformable-DETR's `MSDeformAttnFunction.apply`,
+        whose module imports `MultiScaleDeformableAttention`); empty elsewhere. A plain function
+        there may be the module's PyTorch reference: its calls stay info."""
+        first, _, rest = self._unaliased(called).partition(".")
+        target = self._targets.get(first, "")
+        if rest != "apply" or not patterns.class_like(target):
+            return ""
+        chain = self.ctx.project.failing_import(target.rpartition(".")[0], self.ctx.module.name)
+        cause = chain[-1] if chain else ""
+        return "" if not cause or cause.split(".")[0] == project.TRITON else cause
 
     def _asking(self, names: frozenset[str]) -> frozenset[str]:
         """The module's functions that read one of `names`: a call of one in a test checks them

@@ -4,6 +4,7 @@ import libcst as cst
 
 from portcheck import kernels, patterns, project, walk
 from portcheck.rule import FileContext, Invalid, Rule, Valid
+from portcheck.rules.kernels import built_module
 from portcheck.rules.kernels.unguarded_kernel_import import runs_unguarded_on_import
 
 _EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
@@ -17,8 +18,10 @@ class CudaExtensionBuild(Rule):
     Reports CUDA C++ extensions built from Python: `CUDAExtension(...)` (in setup.py or
     anywhere, also through a name one of whose `=` binds it: `extension = CUDAExtension`,
     reported there), `torch.utils.cpp_extension.load(...)` with `.cu` sources (also named in
-    a comprehension), `with_cuda=True` or `extra_cuda_cflags`, and `load_inline(...)` with
-    `cuda_sources=`. It records the module each one builds, so that
+    a comprehension), `with_cuda=True` or `extra_cuda_cflags`, `load_inline(...)` with
+    `cuda_sources=`, and a call of the repository's own build helper given `.cu` sources or
+    `extra_cuda_cflags` (stylegan2-ada's `custom_ops.get_plugin("bias_act_plugin",
+    sources=sources)`). It records the module each one builds, so that
     imports of that module (PC607) and `portcheck kernels` can find it. `BuildExtension` itself
     is not reported: it builds whatever extensions it is given, and the CUDA ones are reported
     where they are declared.
@@ -52,13 +55,14 @@ class CudaExtensionBuild(Rule):
     message = "{what} builds CUDA C++ that only nvcc (or hipify) can compile"
     hint = "port: {port}"
     severity = kernels.severity(kernels.EXTENSION)
-    triggers = (b"CUDAExtension", b"cpp_extension")
+    triggers = (b"CUDAExtension", b"cpp_extension", b"extra_cuda_cflags", b".cu'", b'.cu"')
 
     VALID = [
         Valid("from torch.utils.cpp_extension import CppExtension\next = CppExtension('m', ['m.cpp'])\n"),
         Valid("from torch.utils.cpp_extension import load\nm = load('m', sources=['m.cpp'])\n"),
         Valid("def build(torch):\n    return torch.utils.cpp_extension.CUDAExtension('m', ['m.cu'])\n"),
         Valid("from torch.utils.cpp_extension import load_inline\nm = load_inline('m', cpp_sources='int f();')\n"),
+        Valid("from torch.utils import cpp_extension\nsources = ['m.cpp']\nm = get_plugin('m', sources=sources)\n"),
     ]
     INVALID = [
         Invalid(
@@ -88,6 +92,15 @@ class CudaExtensionBuild(Rule):
         Invalid(
             "from torch.utils.cpp_extension import CUDAExtension as Ext\nfrom torch import cuda\next = Ext(name='x._C', sources=[])\n",
             lines=[3],
+        ),
+        Invalid(  # stylegan2-ada: the repository's helper around cpp_extension.load, given CUDA sources
+            "import os\nfrom torch_utils import custom_ops\ndef _init():\n"
+            "    sources = ['bias_act.cpp', 'bias_act.cu']\n"
+            "    sources = [os.path.join(os.path.dirname(__file__), s) for s in sources]\n"
+            "    return custom_ops.get_plugin('bias_act_plugin', sources=sources)\n"
+            "def _init_other():\n    return custom_ops.get_plugin('k', sources=SRC, extra_cuda_cflags=['-O3'])\n",
+            lines=[6, 8],
+            message="`custom_ops.get_plugin()` builds CUDA C++",
         ),
         Invalid(  # GroundingDINO's setup.py: the class chosen where CUDA is found
             "import torch\nfrom torch.utils.cpp_extension import CUDA_HOME, CppExtension, CUDAExtension\n"
@@ -123,6 +136,29 @@ class CudaExtensionBuild(Rule):
                 self._extension(node, "cpp_extension.load", kernels.EXTENSION, sources)
         elif names & _LOAD_INLINE and patterns.keyword(node, "cuda_sources") is not None:
             self._extension(node, "cpp_extension.load_inline", kernels.INLINE, [])
+        elif not names & (_LOAD | _LOAD_INLINE) and type(node.func) in (cst.Name, cst.Attribute):
+            sources = self._named_sources(node)
+            if any(s.endswith(_CUDA_SUFFIXES) for s in sources) or patterns.keyword(node, "extra_cuda_cflags"):
+                # the repository's own build helper (stylegan2-ada's `custom_ops.get_plugin`)
+                self._extension(node, f"{patterns.dotted(node.func)}()", kernels.EXTENSION, sources)
+
+    def _named_sources(self, call: cst.Call) -> list[str]:
+        """The files given as `sources=`, also through a name the scope binds to a list of
+        them, or to a comprehension over one (`sources = [os.path.join(here, s) for s in sources]`)."""
+        arg = patterns.keyword(call, "sources")
+        if arg is None or self.ctx.resolver is None:
+            return []
+        listed, seen = [arg.value], set()
+        while listed:
+            value = listed.pop()
+            if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+                value = value.for_in.iter
+            if isinstance(value, (cst.List, cst.Tuple)):
+                return _files(value)
+            if isinstance(value, cst.Name) and value.value not in seen:
+                seen.add(value.value)
+                listed.extend(self.ctx.resolver.explicit_values(value))
+        return []
 
     def _chosen_extension(self, func: cst.BaseExpression) -> tuple[cst.CSTNode, tuple[cst.CSTNode, ...]] | None:
         """Where a name is bound to CUDAExtension by one of its `=` before the call (detectron2's
@@ -141,8 +177,7 @@ class CudaExtensionBuild(Rule):
         sources: list[str],
         chosen: tuple[cst.CSTNode, tuple[cst.CSTNode, ...]] | None = None,
     ) -> None:
-        name_arg = patterns.argument(node, 0, "name")
-        module = patterns.string_value(name_arg.value) if name_arg else None
+        module = built_module(node)
         if module:
             self.record(project.CUDA_EXTENSION, module, node, sources=",".join(sources))
             self.record(project.KERNEL, module, node, kind=kind, sources=",".join(sources))
@@ -162,8 +197,10 @@ def _sources(call: cst.Call) -> list[str]:
     listed = arg.value if arg is not None else None
     if isinstance(listed, (cst.ListComp, cst.GeneratorExp)):  # `[os.path.join(src, f) for f in ["k.cu", ...]]`
         listed = listed.for_in.iter
-    if not isinstance(listed, (cst.List, cst.Tuple)):
-        return []
+    return _files(listed) if isinstance(listed, (cst.List, cst.Tuple)) else []
+
+
+def _files(listed: cst.List | cst.Tuple) -> list[str]:
     return [value for element in listed.elements if (value := _file_name(element.value))]
 
 

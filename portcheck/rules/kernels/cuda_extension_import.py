@@ -4,7 +4,8 @@ import libcst as cst
 
 from portcheck import fallbacks, kernels, patterns, project
 from portcheck.project import Project
-from portcheck.rule import Invalid, Rule, Valid
+from portcheck.rule import FileContext, Invalid, Rule, Valid
+from portcheck.rules.kernels import built_module
 
 
 class CudaExtensionImport(Rule):
@@ -13,7 +14,9 @@ class CudaExtensionImport(Rule):
     `CUDAExtension` (or `cpp_extension.load` with CUDA sources; see PC602): `import mylib._C`,
     `from mylib import _C`, `from . import _C`, `from mylib._C import fused_adam`; and each
     call of its functions (`_C.fused_gelu(x)`, or `fused.fused_bias_act(x)` after `fused =
-    load("fused", sources=[...])`), a kernel to port.
+    load("fused", sources=[...])` or after the repository's own build helper, also in a
+    function that declares the name `global`: stylegan2-ada's `_plugin =
+    custom_ops.get_plugin("bias_act_plugin", sources=sources)`), a kernel to port.
 
     ## Why is this bad?
     The module exists only where its CUDA build succeeded. On TPU, Trainium and the other
@@ -78,7 +81,23 @@ class CudaExtensionImport(Rule):
             message="calls a kernel of `fused.fused_bias_act`",
         ),
         Invalid("import torch\nfused = torch.utils.cpp_extension.load('fused', ['f.cu'])\nimport fused\n", lines=[3]),
+        Invalid(  # stylegan2-ada and stylegan3: the repository's build helper, run on first use into a global
+            "import torch\nfrom torch_utils import custom_ops\n_plugin = None\ndef _init():\n    global _plugin\n"
+            "    sources = ['bias_act.cpp', 'bias_act.cu']\n"
+            "    _plugin = custom_ops.get_plugin(module_name='bias_act_plugin', sources=sources)\n"
+            "def act(x):\n    return _plugin.bias_act(x, 0)\n",
+            lines=[9],
+            message="calls a kernel of `bias_act_plugin.bias_act`, which this repository builds from CUDA C++ "
+            "(custom_ops.get_plugin())",
+        ),
     ]
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        # calls of a name's methods: with the chain, the values `=` binds the name to, and the
+        # name where the module binds it (a function may too, after `global`)
+        self._calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...], list[cst.BaseExpression], str | None]] = []
+        self._global_values: dict[str, list[cst.BaseExpression]] = {}
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
@@ -107,13 +126,42 @@ class CudaExtensionImport(Rule):
                 self._report(node, "calls a kernel of", name)
                 return
         func = node.func  # `fused.fused_bias_act(...)` after `fused = load("fused", ...)`
-        if type(func) is cst.Attribute and type(func.value) is cst.Name:
-            built = self.ctx.assigned_value(func.value)
-            if type(built) is cst.Call and self.ctx.qualified_names(built.func) & kernels.EXTENSION_LOADERS:
-                name = patterns.argument(built, 0, "name")
-                module = patterns.string_value(name.value) if name is not None else None
-                if module in known.cuda_extensions:
-                    self._report(node, "calls a kernel of", f"{module}.{func.attr.value}", "cpp_extension.load")
+        resolver = self.ctx.resolver
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and resolver is not None:
+            name = func.value.value
+            values = resolver.explicit_values(func.value)
+            held_globally = resolver.scope_of(name) is resolver.module
+            self._calls.append((node, self.ctx.chain(node), values, name if held_globally else None))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`_plugin = custom_ops.get_plugin(...)` after `global _plugin`: what the module's name holds."""
+        scope = self.ctx.resolver.scope if self.ctx.resolver is not None else None
+        for target in node.targets if scope is not None and scope.declared_global else ():
+            if type(target.target) is cst.Name and target.target.value in scope.declared_global:  # type: ignore[union-attr]
+                self._global_values.setdefault(target.target.value, []).append(node.value)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """The calls of an extension's functions, knowing every value the module's names are given."""
+        for call, chain, values, held_globally in self._calls:
+            for built in (*values, *self._global_values.get(held_globally or "", ())):
+                builder = self._builder(built)
+                module = built_module(built) if builder is not None else None  # type: ignore[arg-type]
+                if module in self.ctx.project.cuda_extensions:
+                    method = call.func.attr.value  # type: ignore[attr-defined]
+                    fields = self._fields("calls a kernel of", f"{module}.{method}", builder)
+                    self.reports.append(self.report_here(call, chain=chain, **fields))
+                    break
+
+    def _builder(self, value: cst.BaseExpression) -> str | None:
+        """How a value was built, where it is an extension module: `cpp_extension.load`, or the
+        repository's helper given sources (`custom_ops.get_plugin()`, PC602)."""
+        if type(value) is not cst.Call:
+            return None
+        if self.ctx.qualified_names(value.func) & kernels.EXTENSION_LOADERS:
+            return "cpp_extension.load"
+        if patterns.keyword(value, "sources") is not None and type(value.func) in (cst.Name, cst.Attribute):
+            return f"{patterns.dotted(value.func)}()"
+        return None
 
     def _check(self, node: cst.CSTNode, module: str) -> bool:
         known = self.ctx.project
@@ -123,6 +171,9 @@ class CudaExtensionImport(Rule):
         self._report(node, "imports", module)
         return True
 
-    def _report(self, node: cst.CSTNode, what: str, module: str, where: str = "CUDAExtension") -> None:
+    def _report(self, node: cst.CSTNode, what: str, module: str) -> None:
+        self.report(node, **self._fields(what, module, "CUDAExtension"))
+
+    def _fields(self, what: str, module: str, where: str) -> dict[str, str]:
         port = kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
-        self.report(node, what=what, module=module, where=where, port=port)
+        return {"what": what, "module": module, "where": where, "port": port}

@@ -157,6 +157,12 @@ class GradScalerOnBf16Target(Rule):
             "    other.step(opt)\n    epoch(opt, scaler)\ndef epoch(opt, scaler):\n    scaler.update()\n",
             lines=[4, 6, 7, 8, 9, 11, 12, 16],
         ),
+        Invalid(  # CoOp: made one way of a choice, in a method other than __init__
+            "from torch.cuda.amp import GradScaler\nclass Trainer:\n    def build(self, prec):\n"
+            "        self.scaler = GradScaler() if prec == 'amp' else None\n"
+            "    def step(self, loss):\n        self.scaler.scale(loss).backward()\n",
+            lines=[4, 6],
+        ),
         # auto may run on a float16 device that needs the scaler; **kwargs may hold `enabled`
         Invalid("import torch\nscaler = torch.amp.GradScaler(DEVICE.type)\n", lines=[2], device="auto", unsafe=True),
         Invalid("import torch\nscaler = torch.amp.GradScaler('tpu', **opts)\n", lines=[2], unsafe=True),
@@ -196,7 +202,7 @@ class GradScalerOnBf16Target(Rule):
         `scaler.update()`), where the receiver is a name or `self` attribute bound to one: a
         line the port changes with the scaler (the fix's `enabled=False` leaves them as they are)."""
         for use in self._uses:
-            if any(id(value) in self._scalers for value in self._held(use)):
+            if any(id(choice) in self._scalers for value in self._held(use) for choice in _choices(value)):
                 shown = f"`{cst.Module([]).code_for_node(use.receiver)}.{patterns.method_name(use.call)}()`"
                 self.reports.append(self.report_here(use.call, chain=use.chain, subject=f"{shown} of a GradScaler"))
 
@@ -251,6 +257,13 @@ class GradScalerOnBf16Target(Rule):
                 return edits.Edit(call, call.with_changes(args=args), FixSafety.UNSAFE, title)
         fixed = amp.insert_args(call, len(args), [calls.keyword_arg("enabled", false)])
         return edits.Edit(call, fixed, FixSafety.UNSAFE, title)
+
+
+def _choices(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """Either value of an `if` expression (`GradScaler() if prec == "amp" else None`), each."""
+    if isinstance(value, cst.IfExp):
+        return [*_choices(value.body), *_choices(value.orelse)]
+    return [value]
 
 
 def _parts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -113,7 +113,7 @@ _NOT_TENSORS = frozenset(
      "stride", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "is_pinned", "get_device"}
 )  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
-_MASK_NAME = re.compile(r"(^|_)mask$", re.IGNORECASE)
+_MASK_NAME = re.compile(r"(^|_)masks?$", re.IGNORECASE)
 # `nn.Module` methods that return the module itself: `Net().cuda()` is still a `Net`.
 _RETURN_THE_MODULE = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 _TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
@@ -377,7 +377,7 @@ def _target_names(target: cst.BaseExpression, name: str) -> bool:
 
 def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether an expression takes a number out of tensor data: `t.item()`, `lengths.max()`,
-    `int(mask.sum())`, `n + 1` where `n = t.sum()`. Shapes (`x.size(0)`, `len(x)`) are not."""
+    `int(mask.sum())`, `int(counts[i])`, `n + 1` where `n = t.sum()`. Shapes (`x.size(0)`, `len(x)`) are not."""
     if depth > _DEPTH:
         return False
     if tensor_method(ctx, node, _REDUCTIONS) or resolved_call(ctx, node, _TORCH_REDUCTIONS):
@@ -388,6 +388,8 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
     if type(node) is cst.Subscript and _read_back(ctx, node.value, depth + 1):
         return True  # `lengths[i]`
     inner = builtin_call(ctx, node, ("int", "float"))
+    if inner is not None and tensor_valued(ctx, inner):
+        return True  # `int(nlabel[b])`: a tensor's element
     values = (inner,) if inner is not None else values_reaching(ctx, node)
     if values:
         return all(reads_tensor_scalar(ctx, value, depth + 1) for value in values)
@@ -459,13 +461,7 @@ _TENSOR_TYPE = re.compile(r"torch\.(?:[A-Z]\w*)?Tensor")  # torch.Tensor, torch.
 def _names_class(node: cst.BaseExpression) -> bool:
     """`AllReduce`, `dist.AllGather`: a class by the name's convention (`model.apply(init)` is a
     module's)."""
-    return _class_like(patterns.dotted(node))
-
-
-def _class_like(qualified: str) -> bool:
-    """`pkg.ops.AllReduce`: a class by the convention of its last name (CapWords, not CONSTANT)."""
-    name = qualified.rpartition(".")[2]
-    return name[:1].isupper() and not name.isupper()
+    return patterns.class_like(patterns.dotted(node))
 
 
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
@@ -534,6 +530,8 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
         receiver = node.func.value if type(node.func) is cst.Attribute else None
         if method in _TENSOR_ONLY_METHODS and not names:
             return True
+        if receiver is not None and not names and method not in _NOT_TENSORS and _torch_keywords(node):
+            return True  # `labels.sum(dim=2)`: `dim=` and `keepdim=` are torch's spelling (NumPy's is `axis=`)
         if method == "apply" and receiver is not None and _names_class(receiver):
             # a torch.autograd.Function's (`AllReduce.apply(loss)`): tensors in, tensors out
             return any(tensor_valued(ctx, arg.value, depth + 1, seen) for arg in node.args if not arg.keyword)
@@ -784,9 +782,9 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     if resolved_call(ctx, node, _JOINS):  # `torch.stack((ones_like(j), j, k))`: masks joined
         assert type(node) is cst.Call
         parts = node.args[0].value if node.args else None
-        return type(parts) in (cst.Tuple, cst.List) and any(
-            is_bool_mask(ctx, element.value, depth, seen) for element in parts.elements
-        )
+        if type(parts) in (cst.Tuple, cst.List):
+            return any(is_bool_mask(ctx, element.value, depth, seen) for element in parts.elements)  # type: ignore[union-attr]
+        return parts is not None and _named_mask(parts)  # `torch.cat(fg_masks, 0)`: a list of masks appended
     if flow.is_self_attribute(node) and ctx.flow is not None:
         assert type(node) is cst.Attribute
         name = node.attr.value
@@ -800,7 +798,21 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     values = values_reaching(ctx, node)
     if not values:
         return _named_mask(node)
-    return all(is_bool_mask(ctx, value, depth + 1, seen) for value in values)
+    return all(
+        is_bool_mask(ctx, value, depth + 1, seen) or (_opaque_call(ctx, value) and _named_mask(node))
+        for value in values
+    )
+
+
+def _opaque_call(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """A call of the program's own (no import resolves it): what it returns is known by the
+    name it is given (`fg_mask, rel = self.get_geometry_constraint(...)` in YOLOX)."""
+    return type(node) is cst.Call and not ctx.qualified_names(node.func)
+
+
+def _torch_keywords(call: cst.Call) -> bool:
+    """A call given `dim=` or `keepdim=`."""
+    return any(arg.keyword is not None and arg.keyword.value in ("dim", "keepdim") for arg in call.args)
 
 
 def _named_mask(node: cst.CSTNode) -> bool:
@@ -944,15 +956,16 @@ class StepRule(TensorRule):
         looped = any(type(node) in (cst.For, cst.While) for node in ancestors)
         if function is None and not looped:
             return
+        if module_flow.off_the_step_path(ancestors, periodic_exempts=False):
+            return
         own = self.ctx.module.name + "."
         callees = [callee for callee in self._local_callees(call, function, ancestors) if not callee.startswith(own)]
-        if not callees or module_flow.off_the_step_path(ancestors, periodic_exempts=False):
+        if not callees:
             return
         periodic = module_flow.off_the_step_path(ancestors)  # under `if step % N == 0:`
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
-        host = " ".join(_host_keys(self.ctx, call))
         for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba
-            site = _CallSite(callee, call, function, tensors, host, tuple(ancestors), module_flow.scope, periodic)
+            site = _CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope, periodic)
             self._step_calls.append(site)
 
     def note_tensor_arguments(self, call: cst.Call) -> None:
@@ -968,7 +981,7 @@ class StepRule(TensorRule):
             for name in names
             if known.is_local(name)
             and name.rpartition(".")[0] not in ("", self.ctx.module.name)
-            and not _class_like(name)
+            and not patterns.class_like(name)
         )
         if not callees:
             return
@@ -1238,6 +1251,7 @@ class StepRule(TensorRule):
                 where = f"`{site.function.name.value}()`, called from {caller}," if caller else None
             if where is not None:
                 where = f"{where} in {self.ctx.path}"
+                host = module_flow.as_walked(site.ancestors, site.scope, partial(_host_keys, self.ctx, site.call))
                 self.record(
                     project.STEP_CALL,
                     site.callee,
@@ -1245,7 +1259,7 @@ class StepRule(TensorRule):
                     chain=site.ancestors,
                     where=where,
                     tensors=site.tensors,
-                    host=site.host,
+                    host=" ".join(host),
                     periodic="yes" if periodic else "no",
                 )
         for deferred in self._in_functions if module_flow is not None else ():
@@ -1288,6 +1302,7 @@ class StepRule(TensorRule):
                 severity = self._off_step_severity(deferred.severity)
                 report = self.report_here(deferred.node, severity=severity, chain=deferred.chain, **fields)
                 self.reports.append(report)
+        self._in_functions.clear()  # their tests hold the rule: let the file's tree go with it
         super().leave_Module(node)
 
     def _severity_in_branch(
@@ -1434,7 +1449,6 @@ class _CallSite:
     call: cst.Call
     function: cst.FunctionDef | None  # the function it is made in
     tensors: str  # "yes" where it may pass a tensor
-    host: str  # the positions and keywords of the arguments that are host data, spaced
     ancestors: tuple[cst.CSTNode, ...]
     scope: Scope
     periodic: bool  # made under `if step % N == 0:`: every N steps only

@@ -268,6 +268,14 @@ class BooleanMaskIndexing(StepRule):
             lines=[10, 12, 13],
             message="the positions a test of tensor values keeps",
         ),
+        Invalid(  # YOLOX: per-image masks joined, and a mask a helper of the class returns
+            "import torch\nclass Head(torch.nn.Module):\n    def forward(self, preds, boxes):\n"
+            "        fg_masks = []\n        for b in range(preds.shape[0]):\n"
+            "            fg_mask, rel = self.constraint(boxes[b])\n            kept = preds[b][fg_mask]\n"
+            "            fg_masks.append(fg_mask)\n        fg_masks = torch.cat(fg_masks, 0)\n"
+            "        return preds.view(-1, 4)[fg_masks]\n",
+            lines=[7, 10],
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:

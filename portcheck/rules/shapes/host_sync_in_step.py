@@ -192,6 +192,13 @@ class HostSyncInStep(StepRule):
             "        images = net(torch.randn([len(batch_seeds), 3], device=device))\n"
             "        for seed in batch_seeds:\n            print(f'{seed:06d}')\n"
         ),
+        Valid(  # YOLOX: copies made only in the out-of-memory retry, where the call gives `mode="cpu"`
+            "import torch\nclass Head(torch.nn.Module):\n    def forward(self, x):\n        try:\n"
+            "            return self.assign(x)\n        except RuntimeError:\n"
+            "            torch.cuda.empty_cache()\n            return self.assign(x, mode='cpu')\n"
+            "    def assign(self, x, mode='gpu'):\n        if mode == 'cpu':\n            x = x.cpu().float()\n"
+            "        return x * 2\n"
+        ),
         Valid(  # numbers logged
             "import torch\nimport wandb\nfor x, y in train_loader:\n    loss = model(x, y)\n    loss.backward()\n"
             "    writer.add_scalar('lr', optimizer.param_groups[0]['lr'], step)\n    wandb.log({'step': step})\n"
@@ -679,6 +686,29 @@ class HostSyncInStep(StepRule):
             "    if k % 10 == 0:\n        print(model(X, Y).item())\n",
             lines=[4],
             message="in a step loop",
+        ),
+        Invalid(  # lit-llama: logged every `log_interval` steps, which is every step
+            "import torch\nlog_interval = 1\nfor iter_num, batch in enumerate(loader):\n    loss = model(batch)\n"
+            "    loss.backward()\n    if iter_num % log_interval == 0:\n        print(loss.item())\n",
+            lines=[7],
+        ),
+        Invalid(  # YOLOX: a count per image, in a helper of forward() with a loop of its own (topk per box)
+            "import torch\nclass Head(torch.nn.Module):\n    def forward(self, x, labels):\n"
+            "        return self.losses(x, labels)\n    def losses(self, x, labels):\n"
+            "        nlabel = (labels.sum(dim=2) > 0).sum(dim=1)\n"
+            "        for b in range(x.shape[0]):\n            num_gt = int(nlabel[b])\n"
+            "            self.match(x[b], num_gt)\n    def match(self, cost, n):\n"
+            "        for i in range(n):\n            _, pos = torch.topk(cost[i], k=3)\n"
+            "        return (cost > 0).sum().item()\n",
+            lines=[8, 13],
+            message="called from forward()",
+        ),
+        Invalid(  # CoOp: the step method of a Dassl trainer
+            "import torch\nfrom dassl.engine import TrainerX\nclass CoOp(TrainerX):\n"
+            "    def forward_backward(self, batch):\n        loss = self.model(batch)\n        loss.backward()\n"
+            "        return {'loss': loss.item()}\n",
+            lines=[7],
+            message="`forward_backward()` of a Dassl trainer",
         ),
     ]
 

@@ -112,6 +112,13 @@ class TensorBoundSlice(StepRule):
             lines=[6],
         ),
         Invalid("import torch\ny = x[: lens.cpu().max()]\n", lines=[2]),  # copied to the host: a sync
+        Invalid(  # YOLOX's label assignment: a count per image read from a tensor `dim=` says is one
+            "import torch\ndef targets(labels, outputs):\n    nlabel = (labels.sum(dim=2) > 0).sum(dim=1)\n"
+            "    for b in range(outputs.shape[0]):\n        num_gt = int(nlabel[b])\n"
+            "        gt = labels[b, :num_gt, 1:5]\n",
+            lines=[6],
+            message="slice bound `num_gt`",
+        ),
         Invalid(  # random crops of device data: a new shape for each size
             "import torch\ndef cutouts(pixels, n):\n    size = int(torch.rand([]) * n)\n"
             "    y = torch.randint(0, n - size + 1, ())\n    return pixels[:, :, y : y + size]\n",
