@@ -325,7 +325,7 @@ def _dockerfile(text: str, manifest: Manifest) -> None:
             manifest.images.append(Located(image, line))
             version = re.match(r"pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)\b", image)
             if version:
-                manifest.requirements.append(Declared("torch", f"=={version.group(1)}", number, image))
+                manifest.requirements.append(Declared("torch", f"=={version.group(1)}", line, image))
         elif instruction.upper() == "RUN":
             for command in re.split(r"&&|\|\||;|\|", rest):
                 _install_command(command, number, lines, manifest)
@@ -334,15 +334,15 @@ def _dockerfile(text: str, manifest: Manifest) -> None:
 
 def _expanded_image(written: str, line: int, defaults: Mapping[str, tuple[str, int]]) -> tuple[str, int]:
     """`pytorch/$IMG_REPO:$IMG_TAG` with each `ARG`'s default put in, and the line that gives
-    the tag (DALLE-pytorch's `ARG IMG_TAG=1.8.1-cuda10.2-cudnn7-devel`): where the image's
-    build is chosen."""
+    the tag (DALLE-pytorch's `ARG IMG_TAG=1.8.1-cuda10.2-cudnn7-devel`), or the whole image:
+    where the image's build is chosen."""
     tag_line = line
 
     def default(match: re.Match[str]) -> str:
         nonlocal tag_line
         value, given_at = defaults.get(match.group(1) or match.group(2), (match.group(0), line))
-        if match.start() > written.rfind(":", 0, match.start()) >= 0:
-            tag_line = given_at
+        if ":" not in written or match.start() > written.rfind(":", 0, match.start()) >= 0:
+            tag_line = given_at  # the tag, or the whole image (sam2's `FROM ${BASE_IMAGE}`)
         return value
 
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", default, written), tag_line

@@ -26,7 +26,7 @@ REFERENCE = "reference"  # name: qualified name of a function that looks like a 
 # `declared`: "yes" where a manifest or setup.py declares it (an environment installs it)
 DEPENDENCY = "dependency"
 # name: a module; details `module`: a local module (or triton) it imports unguarded when it is
-# imported, `statement`: the first line of that import statement as written
+# imported, `written`: that module's name as the import statement writes it (`.ops.kernels`)
 IMPORT = "import"
 TRITON = "triton"
 # name: the qualified name of a function or method of the repository that a step loop calls
@@ -70,10 +70,10 @@ class Project:
     cuda_extensions: frozenset[str] = frozenset()  # "pkg._C"
     kernels: frozenset[str] = frozenset()  # "pkg.kernels.add_kernel"
     # Modules that fail to import without Triton or a CUDA extension, each as its chain of
-    # unguarded imports: ("pkg.model", "pkg.kernels", "triton"); and the first lines of the
-    # import statements that load one of them (what the second pass looks for).
+    # unguarded imports: ("pkg.model", "pkg.kernels", "triton"); and the module names, as the
+    # import statements that load one of them write them (what the second pass looks for).
     import_failures: frozenset[tuple[str, ...]] = frozenset()
-    failing_statements: frozenset[str] = frozenset()
+    failing_imports_written: frozenset[str] = frozenset()
     # The pass reads files the first one skipped, only to learn what they import (portcheck.api).
     learning_imports: bool = False
     # What another file's step loop calls every step: (qualified name, the loop and its file,
@@ -110,7 +110,7 @@ class Project:
             cuda_extensions=extensions,
             kernels=kernels,
             import_failures=frozenset(chains.values()),
-            failing_statements=frozenset(failing_statements(facts, chains, extensions)),
+            failing_imports_written=frozenset(failing_imports_written(facts, chains, extensions)),
             step_calls=frozenset(
                 (f.name, f.detail("where"), f.detail("tensors") == "yes", f.detail("periodic") == "yes")
                 for f in facts
@@ -287,13 +287,14 @@ def import_failures(facts: Iterable[Fact], extensions: frozenset[str]) -> dict[s
         chains.update(found)
 
 
-def failing_statements(
+def failing_imports_written(
     facts: Iterable[Fact], chains: Mapping[str, tuple[str, ...]], extensions: frozenset[str]
 ) -> set[str]:
-    """The import statements (first lines) that load a failing module of the repository; one
-    that imports Triton or an extension itself is the cause, reported in the first pass."""
+    """The module names, as written, of the imports that load a failing module of the
+    repository; one that imports Triton or an extension itself is the cause, reported in the
+    first pass."""
     return {
-        fact.detail("statement")
+        fact.detail("written")
         for fact in facts
         if fact.kind == IMPORT
         and not is_failure_cause(fact.detail("module"), extensions)

@@ -110,9 +110,10 @@ class CudaOnlyDependency(Rule):
             path="Dockerfile",
         ),
         Invalid(  # DALLE-pytorch's image: the CUDA tag given by an ARG's default, reported where it is chosen
-            "ARG IMG_TAG=1.8.1-cuda10.2-cudnn7-devel\nARG IMG_REPO=pytorch\nFROM pytorch/${IMG_REPO}:$IMG_TAG\n",
-            lines=[1],
-            message="`pytorch/pytorch:1.8.1-cuda10.2-cudnn7-devel`",
+            "ARG IMG_TAG=1.8.1-cuda10.2-cudnn7-devel\nARG IMG_REPO=pytorch\nFROM pytorch/${IMG_REPO}:$IMG_TAG\n"
+            "ARG BASE_IMAGE=nvidia/cuda:12.1.0-runtime-ubuntu22.04\nFROM ${BASE_IMAGE}\n",
+            lines=[1, 4],
+            message="CUDA runtime libraries",
             path="Dockerfile",
         ),
         Invalid(

@@ -184,7 +184,7 @@ class CudaExtensionBuild(Rule):
             if what != "CUDAExtension" and runs_unguarded_on_import([*self.ctx.ancestors, node]):
                 # built when the module is imported (stylegan2's `fused = load(...)` in op/fused_act.py):
                 # importing the module imports the extension, for PC610's chains
-                self.record(project.IMPORT, self.ctx.module.name, node, module=module, statement="")
+                self.record(project.IMPORT, self.ctx.module.name, node, module=module, written="")
         fields = {"what": f"`{what}`", "port": kernels.port_hint(kind, self.ctx.targets)}
         if chosen is None:
             self.report(node, **fields)

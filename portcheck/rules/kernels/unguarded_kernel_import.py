@@ -103,48 +103,51 @@ class UnguardedKernelImport(Rule):
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
-        """The import statements that load a failing module. Files the first pass skipped have
-        no statements on record: to learn theirs, those that mention a failing module's name."""
+        """The imports that load a failing module, as written. Files the first pass skipped have
+        no imports on record: to learn theirs, those that mention a failing module's name."""
         if known.learning_imports:
             return tuple(sorted({chain[0].rpartition(".")[2].encode() for chain in known.import_failures}))
-        return tuple(sorted(statement.encode() for statement in known.failing_statements if statement))
+        return tuple(sorted(written.encode() for written in known.failing_imports_written if written))
 
     def visit_Import(self, node: cst.Import) -> None:
-        self._check(node, [(patterns.dotted(alias.name), False) for alias in node.names])
+        self._check(node, [(name, False, name) for name in (patterns.dotted(alias.name) for alias in node.names)])
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         relative = bool(node.relative)
-        base = self.ctx.module.absolute(
-            "." * len(node.relative) + (patterns.dotted(node.module) if node.module else "")
-        )
+        written = "." * len(node.relative) + (patterns.dotted(node.module) if node.module else "")
+        base = self.ctx.module.absolute(written)
         if isinstance(node.names, cst.ImportStar):
-            self._check(node, [(base, relative)])
+            self._check(node, [(base, relative, written)])
             return
         names = [patterns.dotted(alias.name) for alias in node.names]
-        self._check(node, [(f"{base}.{name}" if base else name, relative) for name in names])
+        self._check(
+            node,
+            [(f"{base}.{name}" if base else name, relative, written if node.module else name) for name in names],
+        )
 
-    def _check(self, node: cst.Import | cst.ImportFrom, modules: list[tuple[str, bool]]) -> None:
-        """Note what an import-time import loads; report it where that fails."""
+    def _check(self, node: cst.Import | cst.ImportFrom, modules: list[tuple[str, bool, str]]) -> None:
+        """Note what an import-time import loads, with the module's name as the statement
+        writes it (`.ops.kernels`; the name itself after `from . import`), what the second
+        pass looks for; report it where that fails."""
         if not modules or not runs_unguarded_on_import([*self.ctx.ancestors, node]):
             return
         known = self.ctx.project
         importer = self.ctx.module.name
         told = known.complete  # the first pass tells of Triton, once per statement
-        for module, relative in modules:
+        for module, relative, written in modules:
             if _is_triton(module) and not known.is_local(module):
-                self._record(importer, project.TRITON, node)
+                self._record(importer, project.TRITON, node, written)
                 if not told:
                     told = True
                     self._report_triton(node, module)
             elif relative or known.is_local(module) or _maybe_built_here(module):
-                self._record(importer, module, node)
+                self._record(importer, module, node, written)
         if known.complete:
-            self._report_chain(node, [module for module, _ in modules], importer)
+            self._report_chain(node, [module for module, _, _ in modules], importer)
 
-    def _record(self, importer: str, module: str, node: cst.CSTNode) -> None:
+    def _record(self, importer: str, module: str, node: cst.CSTNode, written: str) -> None:
         if importer:
-            statement = cst.Module([]).code_for_node(node).split("\n", 1)[0].rstrip()
-            self.record(project.IMPORT, importer, node, module=module, statement=statement)
+            self.record(project.IMPORT, importer, node, module=module, written=written)
 
     def _report_triton(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
         if isinstance(node, cst.ImportFrom) and node.module is not None:

@@ -458,6 +458,8 @@ class TensorDependentControlFlow(StepRule):
             self.report_in_step(iterated, where, lambda: True, kind=_KINDS[cst.For], effect=effect)
 
     def _check(self, node: cst.If | cst.While | cst.IfExp | cst.Assert | cst.CompIf) -> None:
+        if _asks_the_host(node.test):
+            return  # most tests: no need to ask where they run
         where = self.step_context(self.ctx.ancestors)
         if isinstance(node, cst.While) and self.ctx.flow is not None and not self.ctx.project.complete:
             where = self.ctx.flow.loop_step(node) or where  # its test runs before each of its own steps
@@ -551,6 +553,26 @@ def _reads_host_memory_only(ctx: FileContext, test: cst.BaseExpression) -> bool:
     operands = list(_operands(test))
     read = [operand for operand in operands if tests_tensor_value(ctx, operand)]
     return bool(read) and all(in_host_memory(ctx, operand) for operand in read)
+
+
+def _asks_the_host(test: cst.BaseExpression) -> bool:
+    """A test that reads no tensor by its form alone: `x is None`, `mode == "train"`,
+    `isinstance(x, list)`, `self.training`, and those joined by `and`, `or`, `not`."""
+    if type(test) is cst.BooleanOperation:
+        return _asks_the_host(test.left) and _asks_the_host(test.right)
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _asks_the_host(test.expression)
+    if type(test) is cst.Comparison:
+        sides = (test.left, *(link.comparator for link in test.comparisons))
+        identity = all(type(link.operator) in (cst.Is, cst.IsNot) for link in test.comparisons)
+        return identity or any(type(side) in _TEXT for side in sides)
+    if type(test) is cst.Call:
+        return type(test.func) is cst.Name and test.func.value in _PREDICATES
+    return type(test) is cst.Attribute and test.attr.value == "training"
+
+
+_TEXT = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_PREDICATES = frozenset({"isinstance", "issubclass", "hasattr", "callable"})
 
 
 def _operands(test: cst.BaseExpression, identity: bool = True) -> Iterator[cst.BaseExpression]:
