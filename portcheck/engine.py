@@ -46,10 +46,10 @@ TOO_MANY_FINDINGS = "PC006"
 def collected_once(function: Callable[P, R]) -> Callable[P, R]:
     """Runs a file's analysis without the automatic garbage collector, then collects the young
     generation once. The analysis builds the tree and all that refers to it at once and drops
-    it at once (the walker, the one cycle, is let go after the walk: the rest is freed as it
-    goes out of use); meanwhile the collector's automatic passes traversed those live objects
-    again at each age, a fifth of a scan's CPU. Wrap what drops the tree, so that the last
-    collection has only what is left to traverse."""
+    it at once (the walker, which closes the cycle of rules and context, is let go after the
+    walk, so the rest is freed as it goes out of use); meanwhile the collector's automatic
+    passes traversed those live objects again at each age, a fifth of a scan's CPU. Wrap what
+    drops the tree, so that the last collection has only what is left to traverse."""
 
     @wraps(function)
     def collected(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -395,7 +395,7 @@ def _analyse(
         except FindingLimit as stopped:
             return rules, tree, flow, stopped
         finally:
-            # the walker is the one cycle (it holds the rules, which hold the context): without it
+            # the walker closes a cycle (it holds the rules, which hold the context): without it
             # the file's tree and all that refers to it are freed as soon as the file is done,
             # not found as garbage by traversing them all again
             context.walker = None

@@ -140,7 +140,8 @@ _STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
 # Methods that run a model or its halves: `model.forward_decoder(...)`, `model.decode(z)`, `model.decoder(x)`.
 _MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder|predict)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
-_BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
+# What fetches a step's batch by its name: `get_batch("train")`, `next(it)`.
+BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")
 _SAMPLERS = frozenset({"torch.multinomial", "torch.argmax", "torch.topk"})
 _TRANSFORMS = "torchvision.transforms"
 _MODULE = "torch.nn.Module"
@@ -1455,20 +1456,42 @@ class DeviceFlow:
             found = self._markers(loop.test if type(loop) is cst.While else None, loop.body)
         finally:
             self._marking_class = judging  # a helper's loop judged on the way has its own class
-        if found is None and type(loop) is cst.While and self._runs_submodules(loop):
+        if (
+            found is None
+            and self._runs_submodules(loop)
+            and (type(loop) is cst.While or self._samples_over_range(loop))
+        ):
             found = "decoding"
         if found is None:
             return "a loop over chunks" if type(loop) is cst.For and _takes_chunks(loop) else None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
 
-    def _runs_submodules(self, loop: cst.While) -> bool:
-        """A `while` loop that calls layers its class made (`self.prenet(x)` after `self.prenet =
-        Prenet(...)`): a model's own autoregressive decoding (tacotron2's `inference`)."""
+    def _samples_over_range(self, loop: cst.For) -> bool:
+        """A `for _ in range(...)` loop that picks tokens: `argmax`, `topk` or `multinomial` in
+        its body or in a function of the module it calls (DALLE-pytorch's `gumbel_sample`)."""
+        if not (type(loop.iter) is cst.Call and patterns.dotted(loop.iter.func) == "range"):
+            return False
+        calls = [node for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
+        helpers = [helper.body for call in calls for helper in self._callees(call, 2)]
+        inner = [node for body in helpers for node in self._own(body, _NESTED_SCOPES) if type(node) is cst.Call]
+        return any(
+            patterns.method_name(call) in ("argmax", "topk", "multinomial")
+            or bool(self.resolver.qualified_names(call.func) & _SAMPLERS)
+            for call in (*calls, *inner)
+        )
+
+    def _runs_submodules(self, loop: cst.For | cst.While) -> bool:
+        """A loop that calls layers its class made (`self.prenet(x)` after `self.prenet =
+        Prenet(...)`): a model's own autoregressive decoding (tacotron2's `inference`; in a
+        `for` loop over a range, where it picks tokens too), or runs the model it is a method of
+        (DALLE-pytorch's `self.forward_with_cond_scale(text, image)`)."""
         own = self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While))
         for call in own:
             if type(call) is not cst.Call or not is_self_attribute(call.func):
                 continue
             assert type(call.func) is cst.Attribute
+            if _MODEL_RUN.match(call.func.attr.value):
+                return True
             made = [value for value, _ in self._self_attributes.get(call.func.attr.value, [])]
             if any(
                 type(value) is cst.Call and (patterns.dotted(value.func) or "").rpartition(".")[2][:1].isupper()
@@ -1523,7 +1546,7 @@ class DeviceFlow:
             return "step"
         if method and _MODEL_RUN.match(method) and _MODEL_NAME.search(receiver):
             return "step"  # `model.forward_decoder(...)`, `self.model.decode(z)`
-        if _BATCH_GETTER.search(named) and (depth == 0 or named != "next"):
+        if BATCH_GETTER.search(named) and (depth == 0 or named != "next"):
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
         if depth == 0 and self._runs_on_device_data(call):
             return "step"  # `feature = inception(img)` after `img = img.to(device)`

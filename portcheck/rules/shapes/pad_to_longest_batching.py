@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import COLLATE_NAME
+from portcheck.flow import BATCH_GETTER, COLLATE_NAME
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, resolved_call
 
@@ -30,9 +30,10 @@ class PadToLongestBatching(Rule):
     """## What it does
     Reports batching that pads to the longest sequence of each batch:
     `torch.nn.utils.rnn.pad_sequence` in a collate function (named like one, a class named
-    like a collator, or passed as `collate_fn=`), a batch made there with a size that is the
-    longest of the batch (`torch.zeros(len(caps), max(lengths)).long()`, also through a name
-    bound to `max(...)`), calls with `padding=True` or
+    like a collator, or passed as `collate_fn=`), a batch made there or in a function that
+    fetches a step's batch (`get_batch`) with a size that is the longest of the batch
+    (`torch.zeros(len(caps), max(lengths)).long()`, also through a name bound to `max(...)`,
+    reported at the `max(...)`), calls with `padding=True` or
     `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`; of classes, only
     collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), and
     `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`, and
@@ -71,7 +72,10 @@ class PadToLongestBatching(Rule):
     message = "{what} pads each batch to its longest sequence, so every new length compiles a new graph"
     hint = 'pad to a fixed length (padding="max_length", max_length=N) or to a few bucket sizes{advice}'
     severity = RECOMPILE_SEVERITY
-    triggers = (b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat", b"BucketIterator")
+    triggers = (
+        b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat", b"BucketIterator",
+        b"get_batch", b"next_batch", b"sample_batch", b"load_batch",
+    )  # fmt: skip
 
     VALID = [
         Valid(  # every example padded to a fixed length
@@ -160,8 +164,17 @@ class PadToLongestBatching(Rule):
             "    lengths = [len(cap) for cap in captions]\n    targets = torch.zeros(len(captions), max(lengths)).long()\n"
             "    longest = max(len(c) for c in captions)\n    ids = torch.full((len(data), longest + 1), 0)\n"
             "    return targets, ids\n",
-            lines=[5, 7],
-            message="sized by `max(...)` in a collate function",
+            lines=[5, 6],
+            message="` in a batch function pads each batch",
+        ),
+        Invalid(  # lit-llama's get_batch: each batch padded to its longest by a helper, every step
+            "import torch\ndef get_batch(data, ix):\n    input_ids = [data[i] for i in ix]\n"
+            "    max_len = max(len(s) for s in input_ids)\n    def pad_right(x, pad_id):\n"
+            "        n = max_len - len(x)\n        return torch.cat((x, torch.full((n,), pad_id, dtype=x.dtype)))\n"
+            "    x = torch.stack([pad_right(x, pad_id=0) for x in input_ids])\n"
+            "    y = torch.stack([pad_right(x, pad_id=-1) for x in input_ids])\n    return x, y\n",
+            lines=[4],
+            message="`max(...)` sizing `torch.full(...)`",
         ),
         Invalid(
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tokenizer=tok)\n", lines=[2]
@@ -193,8 +206,10 @@ class PadToLongestBatching(Rule):
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
         if resolved_call(self.ctx, node, _PAD_SEQUENCE):
             self._in_collate(node, "`pad_sequence` in a collate function")
-        elif resolved_call(self.ctx, node, _SIZE_FACTORIES) and any(map(self._longest, _sizes(node))):
-            self._in_collate(node, f"`{_code(node.func)}(...)` sized by `max(...)` in a collate function")
+        elif resolved_call(self.ctx, node, _SIZE_FACTORIES):
+            longest = next(filter(None, map(self._longest, _sizes(node))), None)
+            if longest is not None:  # reported where the longest is taken
+                self._in_collate(longest, f"`max(...)` sizing `{_code(node.func)}(...)` in a batch function")
         elif resolved_call(self.ctx, node, _BUCKET_ITERATORS):
             self._buckets.append(node)
         elif resolved_call(self.ctx, node, _FIELDS):
@@ -260,21 +275,23 @@ class PadToLongestBatching(Rule):
                 return False
         return False
 
-    def _longest(self, size: cst.BaseExpression, depth: int = 0) -> bool:
-        """`max(lengths)`, `max(len(c) for c in caps) + 1`, or a name bound once to one of those."""
+    def _longest(self, size: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
+        """The `max(...)` a size is: `max(lengths)`, `max(len(c) for c in caps) + 1`, or a name
+        bound once to one of those (lit-llama's `n = max_len - len(x)`, in a helper of the
+        function that binds `max_len = max(len(s) for s in input_ids)`)."""
         if isinstance(size, cst.Call):
-            return (
-                isinstance(size.func, cst.Name) and size.func.value == "max" and not self.ctx.qualified_names(size.func)
-            )
+            builtin = isinstance(size.func, cst.Name) and size.func.value == "max"
+            return size if builtin and not self.ctx.qualified_names(size.func) else None
         if isinstance(size, cst.BinaryOperation):
             return self._longest(size.left, depth) or self._longest(size.right, depth)
         if isinstance(size, cst.Name) and depth < 2:
             bound = self.ctx.assigned_value(size)
-            return bound is not None and self._longest(bound, depth + 1)
-        return False
+            return self._longest(bound, depth + 1) if bound is not None else None
+        return None
 
     def _in_collate(self, node: cst.Call, what: str) -> None:
-        """Note a call that pads to the longest, reported at the end if it is in a collate function."""
+        """Note a call that pads to the longest, reported at the end if it is in a collate
+        function or a function that fetches a step's batch (`get_batch`)."""
         names = []
         for ancestor in self.ctx.ancestors:
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
@@ -305,8 +322,14 @@ class PadToLongestBatching(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         self._flush(self._scopes.pop())
+        reported = set()
         for call, names, what in self._pads:
-            if any(COLLATE_NAME.search(name) or name in self._collate_fns for name in names):
+            if id(call) in reported:
+                continue  # one `max(...)` sizing two factories
+            reported.add(id(call))
+            if any(
+                COLLATE_NAME.search(name) or BATCH_GETTER.search(name) or name in self._collate_fns for name in names
+            ):
                 self.report(call, what=what, advice=advice(self.ctx.targets))
         for call in self._buckets if not self._fixed_fields else ():
             self.report(call, what="torchtext's `BucketIterator`", advice=advice(self.ctx.targets))

@@ -223,6 +223,19 @@ class SequenceGrownInLoop(TensorRule):
             "        idx = torch.cat([idx, nxt], 1)\n    else:\n        idx = torch.cat([idx, pad], 1)\n",
             lines=[5, 7],
         ),
+        Invalid(  # DALLE-pytorch: a model's own sampling, through its layers or its forward, a helper picking tokens
+            "import torch\ndef gumbel_sample(t):\n    return (t + noise(t)).argmax(dim=-1)\n"
+            "class DALLE(torch.nn.Module):\n    def __init__(self):\n        self.transformer = Transformer()\n"
+            "    def generate_texts(self, tokens, n):\n        for _ in range(tokens.shape[1], n):\n"
+            "            logits = self.transformer(tokens)[:, -1]\n"
+            "            tokens = torch.cat((tokens, gumbel_sample(logits)[:, None]), dim=-1)\n"
+            "        return tokens\n"
+            "    def generate_images(self, out, n):\n        for cur_len in range(out.shape[1], n):\n"
+            "            logits = self.forward_with_cond_scale(out)[:, -1]\n"
+            "            out = torch.cat((out, gumbel_sample(logits)[:, None]), dim=-1)\n        return out\n",
+            lines=[10, 15],
+            message="every step of a decoding loop",
+        ),
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
