@@ -119,10 +119,15 @@ def _statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSma
 
 
 def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
-    """Record the bindings of a block without entering nested functions or classes."""
+    """Record the bindings of a block without entering nested functions or classes. A function
+    or class the block defines after importing its name replaces the import (x-transformers'
+    `from math import log`, then its own `def log(t)` for tensors)."""
+    imported_here: set[str] = set()
     for stmt in statements:
         if type(stmt) is cst.SimpleStatementLine:
+            before = {name: len(targets) for name, targets in scope.imports.items()}
             _collect(stmt.body, scope)
+            imported_here.update(name for name, targets in scope.imports.items() if before.get(name) != len(targets))
         elif type(stmt) is cst.Import:
             for alias in stmt.names:
                 path = dotted(alias.name)
@@ -157,6 +162,9 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
             scope.declared_nonlocal.update(item.name.value for item in stmt.names)
         elif type(stmt) in (cst.FunctionDef, cst.ClassDef):
             scope.bind(stmt.name.value)
+            if stmt.name.value in imported_here:
+                del scope.imports[stmt.name.value]
+                imported_here.discard(stmt.name.value)
         elif type(stmt) is cst.If:
             _collect(_statements(stmt.body), scope)
             if stmt.orelse is not None:

@@ -108,6 +108,28 @@ def test_a_conditional_import_wins_over_a_fallback_assignment() -> None:
     assert found["torch.cuda.synchronize"] == {"torch.cuda.synchronize"}
 
 
+def test_a_function_defined_after_importing_its_name_replaces_the_import() -> None:
+    """x-transformers: `from math import log`, then its own `def log(t)` for tensors; a fallback
+    defined in the `except` of a guarded import keeps the import's name."""
+    found = calls(
+        """
+        from math import log, ceil
+        try:
+            from apex.normalization import FusedLayerNorm
+        except ImportError:
+            class FusedLayerNorm:
+                pass
+        def log(t):
+            return t.clamp(min=1e-20).log()
+        def noise(t):
+            return -log(ceil(t)) + FusedLayerNorm(t)
+        """
+    )
+    assert found["log"] == set()
+    assert found["ceil"] == {"math.ceil"}
+    assert found["FusedLayerNorm"] == {"apex.normalization.FusedLayerNorm"}
+
+
 def test_alternative_imports_give_both_names() -> None:
     found = calls(
         """

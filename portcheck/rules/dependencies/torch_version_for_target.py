@@ -44,7 +44,8 @@ class TorchVersionForTarget(Rule):
     python_packages) with the releases each target's backend supports: TorchNeuron needs torch
     2.14, TorchTPU supports 2.11 to 2.15, torch_npu and Gaudi track their own ranges. A
     torchvision pin counts as a pin of the torch release it is built for (0.11 for 1.10, 0.29
-    for 2.14).
+    for 2.14), where the manifest gives no torch version of its own (else torch's finding is
+    the one to act on, and the torchvision pin moves with it).
 
     ## Why is this bad?
     A backend plugin is built against specific torch releases: with another one it fails to
@@ -84,6 +85,9 @@ class TorchVersionForTarget(Rule):
         Valid("torch==2.14.0\n", path="requirements.txt"),
         Valid("numpy>=1.26\n", path="requirements.txt"),
         Valid("torch\ntorchvision\n", path="requirements.txt"),
+        Valid(  # the torch pin is the finding; torchvision's moves with it
+            "torch==2.14.1\ntorchvision==0.12.0\n", path="requirements.txt", options={"targets": ["neuron"]}
+        ),
         Valid("torch>=2.6\n", path="requirements.txt", options={"targets": ["mps", "xpu", "cpu"]}),
         Valid("def f(torch, setup):\n    setup(install_requires=['torch==1.0'])\n"),
         Valid(
@@ -125,17 +129,23 @@ class TorchVersionForTarget(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualified_names(node.func) & SETUP_CALLS:
-            for string, text in setup_requirements(node, self.ctx):
-                found = manifests.parse_requirement(text, 0)
-                if isinstance(found, manifests.Declared) and packages.normalize(found.name) in _PINNING:
-                    verdict = self._verdict(found)
+            found = [
+                (string, manifests.parse_requirement(text, 0)) for string, text in setup_requirements(node, self.ctx)
+            ]
+            declared = [(string, each) for string, each in found if isinstance(each, manifests.Declared)]
+            pinning = _pinning([each for _, each in declared])
+            for string, each in declared:
+                if packages.normalize(each.name) in pinning:
+                    verdict = self._verdict(each)
                     if verdict:
-                        self.report(string, severity=verdict[0], declared=found.text, mismatches=verdict[1])
+                        self.report(string, severity=verdict[0], declared=each.text, mismatches=verdict[1])
 
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
-        for declared in manifests.read(self.ctx.kind, text).requirements:
-            if packages.normalize(declared.name) in _PINNING:
+        requirements = manifests.read(self.ctx.kind, text).requirements
+        pinning = _pinning(requirements)
+        for declared in requirements:
+            if packages.normalize(declared.name) in pinning:
                 verdict = self._verdict(declared)
                 if verdict:
                     width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
@@ -168,6 +178,13 @@ class TorchVersionForTarget(Rule):
         if not mismatches:
             return None
         return severity, "; ".join(f"{'/'.join(names)}: {text}" for text, names in mismatches.items())
+
+
+def _pinning(declared: list[manifests.Declared]) -> frozenset[str]:
+    """What pins torch in one manifest: torch itself where it gives a version (the torchvision
+    pin beside it follows it, and would only say the same again), else torchvision too."""
+    pins_torch = any(packages.normalize(each.name) in _TORCH and each.specifier for each in declared)
+    return _TORCH if pins_torch else _PINNING
 
 
 def _torch_allowed(name: str, wanted: SpecifierSet) -> set[Version]:
