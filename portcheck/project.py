@@ -34,6 +34,9 @@ TRITON = "triton"
 # `tensors`: "yes" when the call passes a tensor, `host`: the positions and keywords of the
 # arguments that are host data (numbers read back, tensors in host memory, containers of those)
 STEP_CALL = "step-call"
+# name: the qualified name of a function of the repository (`pkg.utils.Logger.update`) whose
+# step hazards wait for a caller: no step of its own module runs it (the second pass looks for it)
+STEP_PENDING = "step-pending"
 # name: what a module binds by importing another package's API (`utils.torch_utils.smart_amp_autocast`);
 # detail `target`: the API's own qualified name (`ultralytics.utils.torch_utils.autocast`)
 ALIAS = "alias"
@@ -79,6 +82,8 @@ class Project:
     # What another file's step loop calls every step: (qualified name, the loop and its file,
     # whether the call passes a tensor, whether only every N steps: under `if step % N == 0:`).
     step_calls: frozenset[tuple[str, str, bool, bool]] = frozenset()
+    # The functions whose step hazards wait for a caller in another file (STEP_PENDING).
+    pending_steps: frozenset[str] = frozenset()
     # The CUDA-bound packages (targets/packages.toml keys) the project declares as dependencies.
     declared_packages: frozenset[str] = frozenset()
     # What the repository's modules bind by importing other packages' APIs: (name, target).
@@ -116,6 +121,7 @@ class Project:
                 for f in facts
                 if f.kind == STEP_CALL
             ),
+            pending_steps=frozenset(f.name for f in facts if f.kind == STEP_PENDING),
             declared_packages=frozenset(
                 f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
             ),
@@ -174,17 +180,22 @@ class Project:
 
     @cached_property
     def step_callee_triggers(self) -> tuple[bytes, ...]:
-        """`def <name>` for the functions another file's step loop calls, and those another file
-        passes tensors: what the step rules' second pass looks for (asked once per file)."""
-        names = {name for name, *_ in self.step_calls} | {name for name, _ in self.tensor_parameters}
+        """`def <name>` for the functions another file's step loop calls where their hazards wait
+        for a caller, and those another file passes tensors: what the step rules' second pass
+        looks for (asked once per file)."""
+        names = self._pending_step_callees | {name for name, _ in self.tensor_parameters}
         return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name in names}))
+
+    @cached_property
+    def _pending_step_callees(self) -> set[str]:
+        return {name for name, *_ in self.step_calls if name in self.pending_steps}
 
     @cached_property
     def step_callee_modules(self) -> frozenset[str]:
         """The modules those functions may be in: `pkg.utils` for `pkg.utils.clip_gradients`,
         and for a method (`pkg.utils.Logger.update`) the one above its class too."""
         modules = set()
-        for name, *_ in self.step_calls:
+        for name in self._pending_step_callees:
             parent = name.rpartition(".")[0]
             modules.update((parent, parent.rpartition(".")[0]))
         return frozenset(modules | {name.rpartition(".")[0] for name, _ in self.tensor_parameters})

@@ -10,7 +10,7 @@ from portcheck import ctext, filekinds, inventory, manifests, readiness
 from portcheck.api import scan_paths
 from portcheck.config import Config
 from portcheck.findings import Severity
-from portcheck.project import ModulePath
+from portcheck.project import ModulePath, Project
 from portcheck.sources import module_path
 
 
@@ -851,6 +851,30 @@ def test_calls_of_a_wrapper_that_always_launches_a_kernel_are_warnings(tmp_path:
         (Severity.WARNING, "`LayerNormFn.apply`"),
     ]
     assert "launches Triton kernel `_fwd_kernel` whenever it is called" in calls[1][2]
+
+
+def test_the_second_pass_visits_only_step_callees_whose_hazards_wait_for_a_caller(tmp_path: Path) -> None:
+    """`log_loss` reads a loss back and only train.py's loop runs it: its module is visited again
+    and the read reported; `scale` reads nothing back, so its module is not visited again."""
+    write(
+        tmp_path,
+        {
+            "utils.py": "import torch\ndef log_loss(loss):\n    print(loss.item())\n",
+            "plain.py": "import torch\ndef scale(x):\n    return x * 2\n",
+            "train.py": (
+                "import torch\nfrom utils import log_loss\nfrom plain import scale\n"
+                "for x, y in loader:\n    loss = model(scale(x), y)\n    loss.backward()\n    log_loss(loss)\n"
+            ),
+        },
+    )
+    result = scan(tmp_path)
+    read = [f for f in result.findings if f.path == "utils.py" and f.code == "PC503"]
+    assert [(f.line, f.severity) for f in read] == [(3, Severity.ERROR)]
+    assert "called from a loop over a DataLoader in train.py" in read[0].message
+    known = Project().with_facts(result.facts)
+    assert {name for name, *_ in known.step_calls} == {"utils.log_loss", "plain.scale"}
+    assert known.step_callee_modules == {"utils", ""}
+    assert known.step_callee_triggers == (b"def log_loss",)
 
 
 def test_calls_of_an_extensions_autograd_function_are_warnings(tmp_path: Path) -> None:

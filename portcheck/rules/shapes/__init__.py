@@ -913,6 +913,7 @@ class StepRule(TensorRule):
         super().__init__(ctx)
         self._in_functions: list[_InFunction] = []
         self._step_calls: list[_CallSite] = []  # calls of other modules' functions, for `note_step_call`
+        self._pending: set[str] = set()  # what `_note_pending` recorded
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
@@ -1276,8 +1277,11 @@ class StepRule(TensorRule):
                 caller = None if local else self._called_elsewhere(deferred)
                 if caller is None:
                     continue
-            elif caller is None and not deferred.info_off_step:
-                continue
+            elif caller is None:
+                if not module_flow.runs_steps(deferred.function):
+                    self._note_pending(deferred)
+                if not deferred.info_off_step:
+                    continue
             if deferred.holds is not None and not module_flow.in_scope(deferred.scope, deferred.holds):
                 continue
             if caller is not None:
@@ -1320,6 +1324,18 @@ class StepRule(TensorRule):
             name: level if reach.includes(target_data.get(name).device_type) else OFF
             for name, level in (severity or self.severity).items()
         }
+
+    def _note_pending(self, deferred: _InFunction) -> None:
+        """In the first pass, record the names by which another file's step loop would run what
+        waits here for a caller (the function, or one of the module's functions that calls
+        it): the second pass visits the module only where one does (`Project.step_callee_modules`)."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        for function in (deferred.function, *module_flow.callers(deferred.function)):
+            for name in self._qualified_names(function):
+                if name not in self._pending:
+                    self._pending.add(name)
+                    self.record(project.STEP_PENDING, name, function.name)
 
     def _called_elsewhere(self, deferred: _InFunction) -> str | None:
         """The step loop of another file that calls the function every step (second pass),
