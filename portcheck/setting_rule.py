@@ -59,9 +59,13 @@ class SettingValueRule(Rule):
         positional = self.positional_setting(node, names)
         if positional is not None:
             self.check(positional.value)
+        known = self._setting_names  # `_is_setting`, inline: every call of the module asks it, for each rule
         for arg in node.args:
-            if arg.keyword is not None and self._is_setting(arg.keyword.value):
-                self.check(arg.value)
+            keyword = arg.keyword
+            if keyword is not None:
+                setting = known.get(keyword.value)
+                if setting if setting is not None else self._is_setting(keyword.value):
+                    self.check(arg.value)
         if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
             default = patterns.keyword(node, "default")
             destination = _destination(node)
@@ -73,8 +77,10 @@ class SettingValueRule(Rule):
             self.check(node.default)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if any(self._named(target.target) for target in node.targets):
-            self.check(self._field_default(node.value))
+        for target in node.targets:
+            if self._named(target.target):
+                self.check(self._field_default(node.value))
+                return
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None and self._named(node.target):

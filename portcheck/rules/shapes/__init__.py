@@ -1335,7 +1335,7 @@ class StepRule(TensorRule):
             for name in self._qualified_names(function):
                 if name not in self._pending:
                     self._pending.add(name)
-                    self.record(project.STEP_PENDING, name, function.name)
+                    self.record(project.STEP_PENDING, name, deferred.node, chain=deferred.chain)
 
     def _called_elsewhere(self, deferred: _InFunction) -> str | None:
         """The step loop of another file that calls the function every step (second pass),
