@@ -118,24 +118,25 @@ def _statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSma
     return body.body
 
 
-def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
+def _collect(statements: Iterable[cst.CSTNode], scope: Scope, imported_here: set[str] | None = None) -> None:
     """Record the bindings of a block without entering nested functions or classes. A function
     or class the block defines after importing its name replaces the import (x-transformers'
-    `from math import log`, then its own `def log(t)` for tensors)."""
-    imported_here: set[str] = set()
+    `from math import log`, then its own `def log(t)` for tensors). `imported_here`: the names
+    the block's imports bound so far (a statement line's are its block's)."""
+    imported_here = set() if imported_here is None else imported_here
     for stmt in statements:
         if type(stmt) is cst.SimpleStatementLine:
-            before = {name: len(targets) for name, targets in scope.imports.items()}
-            _collect(stmt.body, scope)
-            imported_here.update(name for name, targets in scope.imports.items() if before.get(name) != len(targets))
+            _collect(stmt.body, scope, imported_here)
         elif type(stmt) is cst.Import:
             for alias in stmt.names:
                 path = dotted(alias.name)
                 if alias.asname is not None and type(alias.asname.name) is cst.Name:
                     scope.bind_import(alias.asname.name.value, path)
+                    imported_here.add(alias.asname.name.value)
                 else:
                     top = path.split(".", 1)[0]
                     scope.bind_import(top, top)
+                    imported_here.add(top)
         elif type(stmt) is cst.ImportFrom:
             if type(stmt.names) is cst.ImportStar:
                 continue
@@ -146,6 +147,7 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope) -> None:
                 if type(local) is cst.Name:
                     prefix = module if module.endswith(".") else module + "."
                     scope.bind_import(local.value, prefix + imported)
+                    imported_here.add(local.value)
         elif type(stmt) is cst.Assign:
             single = len(stmt.targets) == 1
             for target in stmt.targets:

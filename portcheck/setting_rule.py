@@ -59,13 +59,9 @@ class SettingValueRule(Rule):
         positional = self.positional_setting(node, names)
         if positional is not None:
             self.check(positional.value)
-        known = self._setting_names  # `_is_setting`, inline: every call of the module asks it, for each rule
         for arg in node.args:
-            keyword = arg.keyword
-            if keyword is not None:
-                setting = known.get(keyword.value)
-                if setting if setting is not None else self._is_setting(keyword.value):
-                    self.check(arg.value)
+            if arg.keyword is not None and self._is_setting(arg.keyword.value):
+                self.check(arg.value)
         if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
             default = patterns.keyword(node, "default")
             destination = _destination(node)

@@ -150,9 +150,7 @@ class CudaExtensionBuild(Rule):
             return []
         listed, seen = [arg.value], set()
         while listed:
-            value = listed.pop()
-            if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
-                value = value.for_in.iter
+            value = _iterated(listed.pop())
             if isinstance(value, (cst.List, cst.Tuple)):
                 return _files(value)
             if isinstance(value, cst.Name) and value.value not in seen:
@@ -194,10 +192,13 @@ class CudaExtensionBuild(Rule):
 
 def _sources(call: cst.Call) -> list[str]:
     arg = patterns.argument(call, 1, "sources")
-    listed = arg.value if arg is not None else None
-    if isinstance(listed, (cst.ListComp, cst.GeneratorExp)):  # `[os.path.join(src, f) for f in ["k.cu", ...]]`
-        listed = listed.for_in.iter
+    listed = _iterated(arg.value) if arg is not None else None
     return _files(listed) if isinstance(listed, (cst.List, cst.Tuple)) else []
+
+
+def _iterated(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a comprehension iterates (`[os.path.join(src, f) for f in ["k.cu", ...]]`), else the value."""
+    return value.for_in.iter if isinstance(value, (cst.ListComp, cst.GeneratorExp)) else value
 
 
 def _files(listed: cst.List | cst.Tuple) -> list[str]:

@@ -19,6 +19,9 @@ _KINDS = {
     cst.CompIf: "comprehension's `if`",
     cst.For: "`for` loop's count",
 }
+# What a test that reads no tensor is made of, by its form (`_asks_the_host`).
+_TEXT = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_PREDICATES = frozenset({"isinstance", "issubclass", "hasattr", "callable"})
 
 
 class TensorDependentControlFlow(StepRule):
@@ -569,10 +572,6 @@ def _asks_the_host(test: cst.BaseExpression) -> bool:
     if type(test) is cst.Call:
         return type(test.func) is cst.Name and test.func.value in _PREDICATES
     return type(test) is cst.Attribute and test.attr.value == "training"
-
-
-_TEXT = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-_PREDICATES = frozenset({"isinstance", "issubclass", "hasattr", "callable"})
 
 
 def _operands(test: cst.BaseExpression, identity: bool = True) -> Iterator[cst.BaseExpression]:
