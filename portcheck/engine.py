@@ -133,11 +133,12 @@ def examine(
         text, problem = decode_python(data) if kind == filekinds.PYTHON else (decode_text(data), "")
     if text is None:
         return Examination(FileResult(path) if second_pass else _tool_only(path, config, READ_ERROR, detail=problem))
+    kind = filekinds.by_content(kind, text)
     enabled = enabled_codes(path, config)
     reading = tuple(code for code in enabled if kind in registry.get(code).file_kinds)
     where = module or ModulePath.guess(path)
     if second_pass:
-        visiting = tuple(code for code in reading if registry.get(code).in_second_pass(project, where.name))
+        visiting = tuple(code for code in reading if registry.get(code).in_second_pass(project, path, where.name))
         prefilter = Prefilter(t for code in visiting for t in registry.get(code).project_triggers(project))
         wanted = bool(visiting) and prefilter.wants(data)
     else:

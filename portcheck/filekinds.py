@@ -9,6 +9,7 @@ executed or imported.
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import PurePosixPath
 
 PYTHON = "python"
@@ -91,6 +92,19 @@ def kind_of(path: str) -> str | None:
         any(fnmatch.fnmatchcase(name, pattern) for pattern in _TOOL_CONFIGS) or _TOOL_FOLDERS & set(pure.parts)
     ):
         return None
+    return kind
+
+
+# A conda environment file under another name (mdlm's requirements.yaml): its top-level
+# `dependencies:` list, beside `channels:` or `name:`.
+_CONDA_KEYS = re.compile(r"^dependencies:[ \t]*(#.*)?$", re.MULTILINE)
+_CONDA_BESIDE = re.compile(r"^(channels|name):", re.MULTILINE)
+
+
+def by_content(kind: str, text: str) -> str:
+    """The kind a YAML config's text shows it to be: a conda environment, whatever its name."""
+    if kind == CONFIG and _CONDA_KEYS.search(text) and _CONDA_BESIDE.search(text):
+        return CONDA
     return kind
 
 

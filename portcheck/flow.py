@@ -189,7 +189,7 @@ _CALLBACK_BASES = {
 }
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
-_CALL_DEPTH = 3  # how many calls away from a step loop a function still runs every step
+_CALL_DEPTH = 5  # how many calls away from a step loop a function still runs every step
 _FORWARD = "forward()"  # the step context of a module's forward, and of what it calls
 
 

@@ -82,8 +82,9 @@ class Project:
     # What another file's step loop calls every step: (qualified name, the loop and its file,
     # whether the call passes a tensor, whether only every N steps: under `if step % N == 0:`).
     step_calls: frozenset[tuple[str, str, bool, bool]] = frozenset()
-    # The functions whose step hazards wait for a caller in another file (STEP_PENDING).
-    pending_steps: frozenset[str] = frozenset()
+    # The functions whose step hazards wait for a caller in another file (STEP_PENDING), each
+    # with the file it is in.
+    pending_steps: frozenset[tuple[str, str]] = frozenset()
     # The CUDA-bound packages (targets/packages.toml keys) the project declares as dependencies.
     declared_packages: frozenset[str] = frozenset()
     # What the repository's modules bind by importing other packages' APIs: (name, target).
@@ -121,7 +122,7 @@ class Project:
                 for f in facts
                 if f.kind == STEP_CALL
             ),
-            pending_steps=frozenset(f.name for f in facts if f.kind == STEP_PENDING),
+            pending_steps=frozenset((f.name, f.path) for f in facts if f.kind == STEP_PENDING),
             declared_packages=frozenset(
                 f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
             ),
@@ -183,22 +184,19 @@ class Project:
         """`def <name>` for the functions another file's step loop calls where their hazards wait
         for a caller, and those another file passes tensors: what the step rules' second pass
         looks for (asked once per file)."""
-        names = self._pending_step_callees | {name for name, _ in self.tensor_parameters}
+        pending = {name for name, _ in self.pending_steps if name in self._step_calls_by_name}
+        names = pending | {name for name, _ in self.tensor_parameters}
         return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name in names}))
 
     @cached_property
-    def _pending_step_callees(self) -> set[str]:
-        return {name for name, *_ in self.step_calls if name in self.pending_steps}
+    def pending_step_files(self) -> frozenset[str]:
+        """The files whose step hazards wait for a caller that another file's step loop is."""
+        return frozenset(path for name, path in self.pending_steps if name in self._step_calls_by_name)
 
     @cached_property
-    def step_callee_modules(self) -> frozenset[str]:
-        """The modules those functions may be in: `pkg.utils` for `pkg.utils.clip_gradients`,
-        and for a method (`pkg.utils.Logger.update`) the one above its class too."""
-        modules = set()
-        for name in self._pending_step_callees:
-            parent = name.rpartition(".")[0]
-            modules.update((parent, parent.rpartition(".")[0]))
-        return frozenset(modules | {name.rpartition(".")[0] for name, _ in self.tensor_parameters})
+    def tensor_parameter_modules(self) -> frozenset[str]:
+        """The modules of the functions another module passes tensors."""
+        return frozenset(name.rpartition(".")[0] for name, _ in self.tensor_parameters)
 
     def tensor_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
         """(function, position or keyword) for the module's functions that another module

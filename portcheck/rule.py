@@ -294,16 +294,10 @@ class Rule:
         return ()
 
     @classmethod
-    def project_modules(cls, project: Project) -> frozenset[str] | None:
-        """The modules whose files the second pass reads for this rule (with a trigger word);
-        None: any file."""
-        return None
-
-    @classmethod
-    def in_second_pass(cls, project: Project, module: str) -> bool:
-        """Whether the second pass runs this rule over a file of `module`."""
-        modules = cls.project_modules(project)
-        return bool(cls.project_triggers(project)) and (modules is None or module in modules)
+    def in_second_pass(cls, project: Project, path: str, module: str) -> bool:
+        """Whether the second pass runs this rule over the file at `path` (module `module`); a
+        rule whose project facts point at certain files narrows it to them."""
+        return bool(cls.project_triggers(project))
 
     @classmethod
     def in_first_pass(cls) -> bool:

@@ -743,3 +743,25 @@ def test_a_new_shape_every_n_steps_still_compiles_each_time_where_a_read_back_do
     found = findings(source, "neuron")
     assert found[(9, "PC502")][0] is Severity.ERROR
     assert (8, "PC503") not in found
+
+
+def test_what_a_framework_step_reaches_four_method_calls_down_runs_every_step() -> None:
+    """mdlm: the SEDD loss sits four calls below Lightning's training_step."""
+    source = """\
+        import torch
+        import lightning as L
+        class Diffusion(L.LightningModule):
+            def training_step(self, batch, batch_idx):
+                return self._compute_loss(batch)
+            def _compute_loss(self, batch):
+                return self._loss(batch["input_ids"])
+            def _loss(self, x0):
+                return self._forward_pass(x0)
+            def _forward_pass(self, x0):
+                return self._score_entropy(self.q_xt(x0), x0)
+            def _score_entropy(self, xt, x0):
+                masked = xt == self.mask_index
+                return x0[masked]
+        """
+    severity, _, message = findings(source, "neuron")[(14, "PC502")]
+    assert severity == Severity.ERROR, message

@@ -496,6 +496,50 @@ def test_conda_environments_with_pip_sections_and_channels() -> None:
     assert [(i.text, i.line) for i in manifest.indexes] == [("nvidia", 3)]
 
 
+def test_a_conda_environment_under_another_name_is_read_as_one(tmp_path: Path) -> None:
+    """mdlm's requirements.yaml is a conda environment: its CUDA packages are reported; a YAML
+    config with a `dependencies:` key but no channels or name stays a config."""
+    write(
+        tmp_path,
+        {
+            "requirements.yaml": "name: mdlm\nchannels:\n  - nvidia\ndependencies:\n  - pytorch-cuda=12.1\n"
+            "  - pip:\n      - flash-attn==2.5.6\n",
+            "conf/model.yaml": "dependencies:\n  - pytorch-cuda=12.1\n",
+        },
+    )
+    assert filekinds.by_content(filekinds.CONFIG, "dependencies:\n  - x\n") == filekinds.CONFIG
+    found = sorted((f.path, f.line, f.code) for f in scan(tmp_path).findings if f.code.startswith("PC70"))
+    assert found == [
+        ("requirements.yaml", 3, "PC703"),
+        ("requirements.yaml", 5, "PC702"),
+        ("requirements.yaml", 7, "PC702"),
+    ]
+
+
+def test_a_kernel_package_fails_to_import_through_its_own_modules(tmp_path: Path) -> None:
+    """torch-ngp: `import raymarching` loads `raymarching.raymarching`, whose fallback imports
+    `raymarching.backend`, which builds the extension: the package imports it itself (an
+    error), while a script importing a module that imports the package is info."""
+    write(
+        tmp_path,
+        {
+            "raymarching/__init__.py": "from .raymarching import *\n",
+            "raymarching/raymarching.py": (
+                "try:\n    import _rm as _backend\nexcept ImportError:\n    from .backend import _backend\n"
+                "def march(x):\n    return _backend.march(x)\n"
+            ),
+            "raymarching/backend.py": (
+                "from torch.utils.cpp_extension import load\n_backend = load(name='_rm', sources=['k.cu'])\n"
+            ),
+            "nerf/__init__.py": "",
+            "nerf/renderer.py": "import torch\nimport raymarching\n",
+            "main.py": "import torch\nfrom nerf.renderer import march\n",
+        },
+    )
+    found = {(f.path, f.severity) for f in scan(tmp_path).findings if f.code == "PC610"}
+    assert {("nerf/renderer.py", Severity.ERROR), ("main.py", Severity.INFO)} <= found
+
+
 def test_a_setup_py_that_only_works_when_executed_is_read_not_run(tmp_path: Path) -> None:
     write(
         tmp_path,
@@ -873,8 +917,27 @@ def test_the_second_pass_visits_only_step_callees_whose_hazards_wait_for_a_calle
     assert "called from a loop over a DataLoader in train.py" in read[0].message
     known = Project().with_facts(result.facts)
     assert {name for name, *_ in known.step_calls} == {"utils.log_loss", "plain.scale"}
-    assert known.step_callee_modules == {"utils", ""}
+    assert known.pending_step_files == {"utils.py"}
     assert known.step_callee_triggers == (b"def log_loss",)
+
+
+def test_the_second_pass_reads_only_the_file_of_a_re_exported_step_callee(tmp_path: Path) -> None:
+    """diffusers: a loop calls `step` of a scheduler its package re-exports; only that
+    scheduler's file is read again, not every module of the package with a `def step`."""
+    scheduler = "import torch\nclass {0}:\n    def step(self, x):\n        print(x.item())\n"
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .a import A\nfrom .b import B\n",
+            "pkg/a.py": scheduler.format("A"),
+            "pkg/b.py": scheduler.format("B"),
+            "train.py": "import torch\nfrom pkg import A\ns = A()\nfor x, y in loader:\n    s.step(model(x))\n",
+        },
+    )
+    result = scan(tmp_path)
+    errors = [(f.path, f.line) for f in result.findings if f.code == "PC503" and f.severity == Severity.ERROR]
+    assert errors == [("pkg/a.py", 4)]
+    assert Project().with_facts(result.facts).pending_step_files == {"pkg/a.py"}
 
 
 def test_calls_of_an_extensions_autograd_function_are_warnings(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ class CudaExtensionImport(Rule):
     call of its functions (`_C.fused_gelu(x)`, or `fused.fused_bias_act(x)` after `fused =
     load("fused", sources=[...])` or after the repository's own build helper, also in a
     function that declares the name `global`: stylegan2-ada's `_plugin =
-    custom_ops.get_plugin("bias_act_plugin", sources=sources)`), a kernel to port.
+    custom_ops.get_plugin("bias_act_plugin", sources=sources)`; `get_backend().march_rays(...)`
+    where the module's `get_backend()` returns a global it binds to the extension on first use),
+    a kernel to port.
 
     ## Why is this bad?
     The module exists only where its CUDA build succeeded. On TPU, Trainium and the other
@@ -90,6 +92,13 @@ class CudaExtensionImport(Rule):
             message="calls a kernel of `bias_act_plugin.bias_act`, which this repository builds from CUDA C++ "
             "(custom_ops.get_plugin())",
         ),
+        Invalid(  # stable-dreamfusion: imported on first use into a global that a getter returns
+            "from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension('_rm', ['k.cu'])\nBACKEND = None\n"
+            "def get_backend():\n    global BACKEND\n    if BACKEND is None:\n        import _rm as _backend\n"
+            "        BACKEND = _backend\n    return BACKEND\ndef near_far(x):\n    return get_backend().near_far(x)\n",
+            lines=[7, 11],
+            message="which this repository builds from CUDA C++",
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -98,6 +107,12 @@ class CudaExtensionImport(Rule):
         # name where the module binds it (a function may too, after `global`)
         self._calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...], list[cst.BaseExpression], str | None]] = []
         self._global_values: dict[str, list[cst.BaseExpression]] = {}
+        # what the module's names (after `global`) and module functions' returns may hold, by
+        # qualified name: stable-dreamfusion's `get_backend()` returns a global bound to an import
+        self._global_modules: dict[str, set[str]] = {}
+        self._returned: dict[str, set[str]] = {}  # per module function: the modules it may return
+        self._returned_names: dict[str, set[str]] = {}  # and the names it returns them by
+        self._getter_calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...], str]] = []
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
@@ -132,6 +147,16 @@ class CudaExtensionImport(Rule):
             values = resolver.explicit_values(func.value)
             held_globally = resolver.scope_of(name) is resolver.module
             self._calls.append((node, self.ctx.chain(node), values, name if held_globally else None))
+        elif type(func) is cst.Attribute and type(func.value) is cst.Call and type(func.value.func) is cst.Name:
+            self._getter_calls.append((node, self.ctx.chain(node), func.value.func.value))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        ancestors = self.ctx.ancestors
+        function = ancestors[1] if len(ancestors) > 1 else None
+        if type(node.value) is not cst.Name or type(function) is not cst.FunctionDef or not self.ctx.project.complete:
+            return
+        self._returned.setdefault(function.name.value, set()).update(self.ctx.qualified_names(node.value))
+        self._returned_names.setdefault(function.name.value, set()).add(node.value.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """`_plugin = custom_ops.get_plugin(...)` after `global _plugin`: what the module's name holds."""
@@ -139,6 +164,8 @@ class CudaExtensionImport(Rule):
         for target in node.targets if scope is not None and scope.declared_global else ():
             if type(target.target) is cst.Name and target.target.value in scope.declared_global:  # type: ignore[union-attr]
                 self._global_values.setdefault(target.target.value, []).append(node.value)
+                modules = self._global_modules.setdefault(target.target.value, set())  # type: ignore[union-attr]
+                modules.update(self.ctx.qualified_names(node.value))
 
     def leave_Module(self, node: cst.Module) -> None:
         """The calls of an extension's functions, knowing every value the module's names are given."""
@@ -151,6 +178,14 @@ class CudaExtensionImport(Rule):
                     fields = self._fields("calls a kernel of", f"{module}.{method}", builder)
                     self.reports.append(self.report_here(call, chain=chain, **fields))
                     break
+        for call, chain, getter in self._getter_calls:
+            names = self._returned_names.get(getter, ())
+            held = self._returned.get(getter, set()).union(*(self._global_modules.get(name, ()) for name in names))
+            module = min(held & self.ctx.project.cuda_extensions, default=None)
+            if module is not None:
+                method = call.func.attr.value  # type: ignore[attr-defined]
+                fields = self._fields("calls a kernel of", f"{module}.{method}", f"`{getter}()` returns it")
+                self.reports.append(self.report_here(call, chain=chain, **fields))
 
     def _builder(self, value: cst.BaseExpression) -> str | None:
         """How a value was built, where it is an extension module: `cpp_extension.load`, or the

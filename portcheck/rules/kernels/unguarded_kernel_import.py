@@ -23,12 +23,13 @@ class UnguardedKernelImport(Rule):
     repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
     and an import of one of the repository's own modules that itself imports Triton or a
     CUDA extension that way, directly or through other modules. The finding names the chain
-    (`pkg.model -> pkg.kernels -> triton`); where the imported module does not import the
-    cause itself (nor through its own package's re-exports), the statement is info: it loads
-    once the module nearer the cause guards its import, and so is it in a module that defines
-    Triton kernels itself, which is ported whole. Each such statement is reported: the
-    module stops at the first, but loads only once every one is guarded (`import triton`,
-    then `import triton.language as tl`, then `from kernels import add`).
+    (`pkg.model -> pkg.kernels -> triton`); where the imported module (a package, through
+    its own modules) does not import the cause itself (nor through its own package's
+    re-exports), the statement is info: it loads once the module nearer the cause guards its
+    import, and so is it in a module that defines Triton kernels itself, which is ported whole.
+    Each such statement is reported: the module stops at the first, but loads only once every
+    one is guarded (`import triton`, then `import triton.language as tl`, then `from kernels
+    import add`).
 
     ## Why is this bad?
     Triton is a GPU compiler for NVIDIA, AMD and Intel: TPU, Trainium, Apple and Gaudi hosts
@@ -194,9 +195,12 @@ def _maybe_built_here(module: str) -> bool:
 def imports_cause_itself(chain: Sequence[str]) -> bool:
     """Whether the imported module itself imports the cause, through its package's own
     re-exports at most (stylegan2's `from op import upfirdn2d`: op -> op.upfirdn2d -> the
-    extension); a module further away (a script importing the model) loads once that one
-    guards its import, so the finding there is info."""
-    links = [module for module, after in zip(chain, chain[1:]) if not after.startswith(module + ".")]
+    extension), and a package through its own modules (torch-ngp's `raymarching` ->
+    `raymarching.raymarching` -> `raymarching.backend`, which builds the extension); a module
+    further away (a script importing the model) loads once that one guards its import, so the
+    finding there is info."""
+    own = chain[0] + "."
+    links = [module for module, after in zip(chain, chain[1:]) if not after.startswith((module + ".", own))]
     return len(links) <= 1
 
 

@@ -270,6 +270,10 @@ class CudaMapLocation(Rule):
         """Where a script puts its model on CUDA, the loads of the files beside it that do not."""
         return (b"torch.load", b"serialization.load") if known.on_cuda else ()
 
+    @classmethod
+    def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:
+        return known.on_cuda_beside(path) is not None
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if self._on_cuda is None and "cuda" in node.value and patterns.is_cuda_device_literal(node):
             self._on_cuda = node

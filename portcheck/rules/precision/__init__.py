@@ -23,13 +23,16 @@ def under_test(ancestors: Sequence[cst.CSTNode], is_guard: Callable[[cst.BaseExp
     return False
 
 
-def chooses_float16(test: cst.BaseExpression) -> bool:
+def chooses_float16(test: cst.BaseExpression, flags: bool = True) -> bool:
     """A test that holds where the user asked for float16 (a flag or a precision setting):
-    `args.fp16`, `use_half`, `precision == "fp16"`, `dtype in ("float16", "half")`, in an `and`."""
+    `args.fp16`, `use_half`, `precision == "fp16"`, `dtype in ("float16", "half")`, in an `and`;
+    without `flags`, only a precision setting (a flag may well ask for mixed precision)."""
     if isinstance(test, cst.BooleanOperation):
-        return isinstance(test.operator, cst.And) and (chooses_float16(test.left) or chooses_float16(test.right))
+        return isinstance(test.operator, cst.And) and (
+            chooses_float16(test.left, flags) or chooses_float16(test.right, flags)
+        )
     if isinstance(test, (cst.Name, cst.Attribute)):
-        return _FLOAT16_FLAG.search(patterns.target_name(test) or "") is not None
+        return flags and _FLOAT16_FLAG.search(patterns.target_name(test) or "") is not None
     return tests_equal(test, lambda node: patterns.string_value(node) in _FLOAT16_CHOICES)
 
 

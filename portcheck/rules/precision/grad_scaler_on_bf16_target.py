@@ -48,6 +48,8 @@ class GradScalerOnBf16Target(Rule):
     port changes with it. A scaler made or enabled only for float16
     (`enabled=(dtype == "float16")`, under `if need_scaler:` where `need_scaler = dtype is
     torch.float16`, `GradScaler() if dtype == torch.float16 else None`) is left alone: where the dtype is chosen is the finding (PC206, PC308).
+    A flag (`enabled=args.fp16`) is not such a choice: it asks for mixed precision, which the
+    port keeps, in bfloat16, with the flag still on.
 
     ## Why is this bad?
     Loss scaling exists because float16 gradients underflow. bfloat16 has float32's exponent
@@ -163,6 +165,12 @@ class GradScalerOnBf16Target(Rule):
             "    def step(self, loss):\n        self.scaler.scale(loss).backward()\n",
             lines=[4, 6],
         ),
+        Invalid(  # torch-ngp: a flag asks for mixed precision, bfloat16 on the target, and the scaler stays on
+            "import torch\nclass Trainer:\n    def __init__(self, fp16):\n"
+            "        self.scaler = torch.cuda.amp.GradScaler(enabled=fp16)\n"
+            "    def step(self, loss):\n        self.scaler.scale(loss).backward()\n",
+            lines=[4, 6],
+        ),
         # auto may run on a float16 device that needs the scaler; **kwargs may hold `enabled`
         Invalid("import torch\nscaler = torch.amp.GradScaler(DEVICE.type)\n", lines=[2], device="auto", unsafe=True),
         Invalid("import torch\nscaler = torch.amp.GradScaler('tpu', **opts)\n", lines=[2], unsafe=True),
@@ -233,7 +241,7 @@ class GradScalerOnBf16Target(Rule):
     def _about_float16(self, test: cst.BaseExpression, depth: int = 0) -> bool:
         """A test that asks for float16 (`dtype == "float16"`, `amp_dtype is torch.float16`,
         `args.fp16`), directly, in `and`/`or`/`not`, or through a name bound to one."""
-        if chooses_float16(test):
+        if chooses_float16(test, flags=False):
             return True
         if isinstance(test, cst.Name) and depth < 2:
             bound = self.ctx.assigned_value(test)

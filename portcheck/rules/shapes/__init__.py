@@ -920,11 +920,6 @@ class StepRule(TensorRule):
         """The functions another file's step loop calls, and those another file passes tensors."""
         return known.step_callee_triggers
 
-    @classmethod
-    def project_modules(cls, known: project.Project) -> frozenset[str]:
-        """The modules a recorded callee may be in (`Project.step_callee_modules`)."""
-        return known.step_callee_modules
-
     @cached_property
     def _retyped(self) -> bool:
         """In the second pass, whether other modules pass tensors to the module's functions:
@@ -1328,7 +1323,7 @@ class StepRule(TensorRule):
     def _note_pending(self, deferred: _InFunction) -> None:
         """In the first pass, record the names by which another file's step loop would run what
         waits here for a caller (the function, or one of the module's functions that calls
-        it): the second pass visits the module only where one does (`Project.step_callee_modules`)."""
+        it): the second pass reads the file again only where one does (`Project.pending_step_files`)."""
         module_flow = self.ctx.flow
         assert module_flow is not None
         for function in (deferred.function, *module_flow.callers(deferred.function)):
@@ -1374,13 +1369,12 @@ class StepRule(TensorRule):
         return (f"{self.ctx.module.name}.{local}", *([f"{package}.{local}"] if package else []))
 
     @classmethod
-    def in_second_pass(cls, known: project.Project, module: str) -> bool:
-        """Also over the modules of a package whose name a step call names (`distributed.all_gather`
-        may be `distributed.distributed`'s, re-exported)."""
-        modules = cls.project_modules(known)
-        return bool(cls.project_triggers(known)) and (
-            modules is None or module in modules or module.rpartition(".")[0] in modules
-        )
+    def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:
+        """Over the files whose hazards wait for a step loop that another file runs, and the
+        modules of functions another module passes tensors, also by their package's name
+        (`distributed.all_gather` may be `distributed.distributed`'s, re-exported)."""
+        modules = known.tensor_parameter_modules
+        return path in known.pending_step_files or module in modules or module.rpartition(".")[0] in modules
 
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the node runs only `if isinstance(v, torch.Tensor):` (MetricLogger.update)."""
