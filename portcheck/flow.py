@@ -1715,17 +1715,18 @@ class DeviceFlow:
 
     def _iterates_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
-        `enumerate(...)`, `tqdm(...)`, `zip(...)`, also through a name (`pbar = tqdm(loader)`)."""
+        `enumerate(...)`, `tqdm(...)`, `zip(...)`, also through a name (`pbar = tqdm(loader)`,
+        audiocraft's `enumerate(lp)` after `lp = self.log_progress(stage, loader, ...)`)."""
         if type(node) in (cst.Name, cst.Attribute):
             name = patterns.target_name(node) or ""
             if _LOADER_NAME.search(name) and not _LOADER_SETTING.search(name):
                 return True
             bound = self.resolver.assigned_value(node) if type(node) is cst.Name else None
-            return type(bound) is cst.Call and depth < 2 and self._iterates_loader(bound, depth + 1)
+            return type(bound) is cst.Call and depth < 3 and self._iterates_loader(bound, depth + 1)
         if type(node) is cst.Call:
             if self.resolver.qualified_names(node.func) & DATALOADERS:
                 return True
-            return depth < 2 and any(
+            return depth < 3 and any(
                 self._iterates_loader(arg.value, depth + 1) for arg in node.args if arg.keyword is None and not arg.star
             )
         return False

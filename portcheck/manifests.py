@@ -35,7 +35,7 @@ _CONDA_SPEC = re.compile(r"^\s*([A-Za-z0-9][\w.-]*)\s*(?:[=<>!~].*)?$")
 # repository's URL (`https://github.com/NVIDIA/apex`), each by the repository's name.
 # A path to a project directory: `./ext`, `../lib`, `/opt/src/pkg`, `submodules/simple-knn`.
 _LOCAL_PROJECT = re.compile(r"^(\.{1,2}/|/|[\w.-]+/)[\w./-]*$")
-_VCS_URL = re.compile(r"^git\+\w+://[^\s@]+/([A-Za-z0-9][\w.-]*?)(?:\.git)?(?:@[^\s#]*)?(?:#.*)?$")
+_VCS_URL = re.compile(r"^git\+\w+://[^\s@#]+/([A-Za-z0-9][\w.-]*?)(?:\.git)?/?(?:@[^\s#]*)?(?:#.*)?$")
 _REPOSITORY = re.compile(r"^(?:https?|git|ssh)://[^\s]+/([A-Za-z0-9][\w.-]*?)(?:\.git)?/?$")
 _INSTALLERS = frozenset({"pip", "pip3", "uv", "conda", "mamba", "micromamba"})  # before `install`
 _CONDA_TOOLS = frozenset({"conda", "mamba", "micromamba"})

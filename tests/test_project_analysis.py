@@ -485,6 +485,17 @@ def test_poetry_constraints_become_pep_440(constraint: str, specifier: str) -> N
     assert (torch.name, torch.specifier, torch.line) == ("torch", specifier, 3)
 
 
+def test_a_package_from_its_repository_is_named_after_the_repository() -> None:
+    """torch-ngp's `git+https://.../tiny-cuda-nn/#subdirectory=bindings/torch`: the fragment's
+    path is not the name."""
+    text = (
+        "git+https://github.com/NVIDIA/apex.git@main#egg=apex\ngit+https://github.com/org/megablocks.git\n"
+        "git+https://github.com/NVlabs/tiny-cuda-nn/#subdirectory=bindings/torch\n"
+    )
+    names = [d.name for d in manifests.read(filekinds.REQUIREMENTS, text).requirements]
+    assert names == ["apex", "megablocks", "tiny-cuda-nn"]
+
+
 def test_conda_environments_with_pip_sections_and_channels() -> None:
     text = "name: env\nchannels:\n  - nvidia\ndependencies:\n  - python=3.11\n  - pytorch::pytorch=2.5\n  - pip:\n    - xformers\n"
     manifest = manifests.read(filekinds.CONDA, text)
@@ -938,6 +949,33 @@ def test_the_second_pass_reads_only_the_file_of_a_re_exported_step_callee(tmp_pa
     errors = [(f.path, f.line) for f in result.findings if f.code == "PC503" and f.severity == Severity.ERROR]
     assert errors == [("pkg/a.py", 4)]
     assert Project().with_facts(result.facts).pending_step_files == {"pkg/a.py"}
+
+
+def test_a_method_a_base_class_loop_calls_on_self_runs_every_step_where_a_subclass_overrides_it(
+    tmp_path: Path,
+) -> None:
+    """audiocraft: StandardSolver's loop over `lp = self.log_progress(stage, loader)` calls
+    `self.run_step(...)`; MusicGenSolver, in another module, overrides it with a host sync."""
+    write(
+        tmp_path,
+        {
+            "solvers/__init__.py": "",
+            "solvers/base.py": (
+                "import torch\nclass StandardSolver:\n    def run_step(self, idx, batch, metrics):\n"
+                "        raise NotImplementedError\n    def common_train_valid(self, loader):\n"
+                "        lp = self.log_progress('train', loader, total=10)\n"
+                "        for idx, batch in enumerate(lp):\n            metrics = self.run_step(idx, batch, {})\n"
+            ),
+            "solvers/musicgen.py": (
+                "import torch\nfrom . import base\nclass MusicGenSolver(base.StandardSolver):\n"
+                "    def run_step(self, idx, batch, metrics):\n        loss = self.model(batch).mean()\n"
+                "        if not loss.isfinite().all():\n            raise RuntimeError('diverged')\n        return metrics\n"
+            ),
+        },
+    )
+    (found,) = [f for f in scan(tmp_path, targets=("neuron",)).findings if f.code == "PC504"]
+    assert (found.path, found.line, found.severity) == ("solvers/musicgen.py", 6, Severity.ERROR)
+    assert "called from a loop over a DataLoader in solvers/base.py" in found.message
 
 
 def test_calls_of_an_extensions_autograd_function_are_warnings(tmp_path: Path) -> None:

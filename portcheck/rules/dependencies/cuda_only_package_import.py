@@ -98,6 +98,11 @@ class CudaOnlyPackageImport(Rule):
         Invalid("import torch\nimport xformers.ops as xops\n", lines=[2]),
         Invalid("import torch as T\nfrom apex.optimizers import FusedAdam\n", lines=[2]),
         Invalid("from torch import nn\nfrom deepspeed.ops.adam import FusedAdam\n", lines=[2]),
+        Invalid(  # GFPGAN: BasicSR's ops import without their build, and fail when called
+            "import torch\nimport basicsr.archs.arch_util\nfrom basicsr.ops.fused_act import FusedLeakyReLU\n",
+            lines=[3],
+            message="BasicSR's CUDA ops",
+        ),
         Invalid(
             "from torch.cuda import synchronize as sync\nimport torch.cuda\nimport bitsandbytes as bnb\n", lines=[3]
         ),

@@ -914,6 +914,7 @@ class StepRule(TensorRule):
         self._in_functions: list[_InFunction] = []
         self._step_calls: list[_CallSite] = []  # calls of other modules' functions, for `note_step_call`
         self._pending: set[str] = set()  # what `_note_pending` recorded
+        self._bases: dict[str, list[str]] = {}  # the qualified bases of the module's top-level classes
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
@@ -957,12 +958,27 @@ class StepRule(TensorRule):
         own = self.ctx.module.name + "."
         callees = [callee for callee in self._local_callees(call, function, ancestors) if not callee.startswith(own)]
         if not callees:
+            callees = self._own_method_in_loop(call, function, ancestors)
+        if not callees:
             return
         periodic = module_flow.off_the_step_path(ancestors)  # under `if step % N == 0:`
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
         for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba
             site = _CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope, periodic)
             self._step_calls.append(site)
+
+    def _own_method_in_loop(
+        self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
+    ) -> list[str]:
+        """`pkg.base.Solver.run_step` for `self.run_step(...)` in a step loop of `Solver`: a
+        subclass in another module may override it (audiocraft's MusicGenSolver), and its hazards
+        then run every step of this loop."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        owner = module_flow.owner_class(function) if function is not None else None
+        if owner is None or not flow.is_self_attribute(call.func) or module_flow.step_loop(ancestors) is None:
+            return []
+        return [f"{self.ctx.module.name}.{owner}.{call.func.attr.value}"]  # type: ignore[union-attr]
 
     def note_tensor_arguments(self, call: cst.Call) -> None:
         """In the first pass, record what a call of another module's function passes it as a
@@ -1236,6 +1252,16 @@ class StepRule(TensorRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
+        if self._in_functions and module_flow is not None:
+            self._bases = {
+                statement.name.value: [
+                    self.ctx.module.absolute(name)
+                    for base in statement.bases
+                    for name in self.ctx.qualified_names(base.value)
+                ]
+                for statement in node.body
+                if type(statement) is cst.ClassDef
+            }
         for site in self._step_calls if module_flow is not None else ():
             where = module_flow.in_scope(site.scope, partial(module_flow.step_context, site.ancestors))
             periodic = site.periodic
@@ -1360,13 +1386,20 @@ class StepRule(TensorRule):
         """`pkg.mod.function` (`pkg.mod.Class.method` for a method), and, for a module of a
         package, `pkg.function`, the name its package re-exports it by (`import distributed as
         dist; dist.all_gather(...)` where `distributed/__init__.py` imports it from
-        `.distributed`): another file's step loop calls it by either."""
+        `.distributed`): another file's step loop calls it by either; for a method, also as the
+        base class's method it overrides (`pkg.base.Solver.run_step`, which the base's step loop
+        calls on `self`)."""
         module_flow = self.ctx.flow
         assert module_flow is not None
         owner = module_flow.owner_class(function)
         local = ".".join([*([owner] if owner else []), function.name.value])
         package = self.ctx.module.name.rpartition(".")[0]
-        return (f"{self.ctx.module.name}.{local}", *([f"{package}.{local}"] if package else []))
+        overridden = [
+            f"{base}.{function.name.value}"
+            for base in self._bases.get(owner or "", ())
+            if self.ctx.project.is_local(base)
+        ]
+        return (f"{self.ctx.module.name}.{local}", *([f"{package}.{local}"] if package else []), *overridden)
 
     @classmethod
     def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:
