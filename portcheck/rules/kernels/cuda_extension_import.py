@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from portcheck import fallbacks, kernels, patterns, project
 from portcheck.project import Project
-from portcheck.rule import FileContext, Invalid, Rule, Valid
+from portcheck.rule import FileContext, Invalid, Report, Rule, Valid, at_most_warning
 from portcheck.rules.kernels import built_module
+from portcheck.walk import descendants
+
+_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 
 
 class CudaExtensionImport(Rule):
@@ -16,9 +21,13 @@ class CudaExtensionImport(Rule):
     call of its functions (`_C.fused_gelu(x)`, or `fused.fused_bias_act(x)` after `fused =
     load("fused", sources=[...])` or after the repository's own build helper, also in a
     function that declares the name `global`: stylegan2-ada's `_plugin =
-    custom_ops.get_plugin("bias_act_plugin", sources=sources)`; `get_backend().march_rays(...)`
+    custom_ops.get_plugin("bias_act_plugin", sources=sources)`; `torch.ops.wkv.forward(...)`
+    after `load("wkv", ..., is_python_module=False)`; `get_backend().march_rays(...)`
     where the module's `get_backend()` returns a global it binds to the extension on first use),
-    a kernel to port.
+    a kernel to port; and, as warnings, the model's calls of the module's wrappers of those
+    calls: the autograd Functions and functions that make one, and the thin functions (three
+    statements at most) that call a wrapper (`RWKV7_CLAMPW_CUDA(r, w, k, v, a, b)` in a block's
+    `forward`), where the port swaps in a PyTorch path.
 
     ## Why is this bad?
     The module exists only where its CUDA build succeeded. On TPU, Trainium and the other
@@ -43,7 +52,8 @@ class CudaExtensionImport(Rule):
     then branch on `_C is not None and x.device.type == "cuda"`.
 
     ## Targets
-    An error on every target but ROCm, where the extension is hipified at build time.
+    An error on every target but ROCm, where the extension is hipified at build time; a call of
+    a wrapper is at most a warning (the kernel call inside it is the error).
 
     ## Fix safety
     No automatic fix.
@@ -92,6 +102,35 @@ class CudaExtensionImport(Rule):
             message="calls a kernel of `bias_act_plugin.bias_act`, which this repository builds from CUDA C++ "
             "(custom_ops.get_plugin())",
         ),
+        Invalid(  # RWKV-7: built without a Python module, its ops called through torch.ops, also by an alias
+            "import torch\nfrom torch.utils.cpp_extension import load\n"
+            "load(name='wkv', sources=['wkv.cu', 'wkv.cpp'], is_python_module=False)\nOP = torch.ops.wkv\n"
+            "def run(r, w):\n    torch.ops.wkv.forward(r, w)\n    return OP.backward(r, w)\n",
+            lines=[6, 7],
+            message="calls a kernel of `wkv.",
+        ),
+        Invalid(  # RWKV-7: the model's calls of the module's wrappers (not the wrappers' own calls)
+            "import torch\nfrom torch.utils.cpp_extension import load\nfused = load('fused', sources=['k.cu'])\n"
+            "class FusedFn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+            "        return fused.forward(x)\ndef fused_op(x):\n    return FusedFn.apply(x)\n"
+            "class Block(torch.nn.Module):\n    def forward(self, x):\n        return fused_op(x) + FusedFn.apply(x)\n"
+            "def block(x):\n    y = x * 2\n    y = y + 1\n    y = y.relu()\n    return fused_op(y)\n",
+            lines=[7, 12, 12, 17],
+            message="which this repository builds from CUDA C++",
+        ),
+        Invalid(  # GroundingDINO: a PyTorch path beside the call; a test comparing the two; stylegan2: a
+            # wrapper that runs the kernel in a branch on the device, which the port widens; a reference
+            "import torch\nfrom torch.utils.cpp_extension import load\nfused = load('fused', sources=['k.cu'])\n"
+            "class FusedFn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+            "        return fused.forward(x)\nclass Block(torch.nn.Module):\n    def forward(self, x):\n"
+            "        if x.is_cuda:\n            return FusedFn.apply(x)\n        return x * 2\n"
+            "class TestFused:\n    def test_forward(self, x):\n        assert FusedFn.apply(x) == x * 2\n"
+            "def fused_act(x):\n    if x.device.type == 'cpu':\n        return x * 2\n    else:\n"
+            "        return FusedFn.apply(x)\nclass Act(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return fused_act(x)\ndef scan_ref(x):\n    y = x * 2\n    y = y + 1\n    y = y.relu()\n"
+            "    return FusedFn.apply(y)\n",
+            lines=[7],
+        ),
         Invalid(  # stable-dreamfusion: imported on first use into a global that a getter returns
             "from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension('_rm', ['k.cu'])\nBACKEND = None\n"
             "def get_backend():\n    global BACKEND\n    if BACKEND is None:\n        import _rm as _backend\n"
@@ -113,6 +152,12 @@ class CudaExtensionImport(Rule):
         self._returned: dict[str, set[str]] = {}  # per module function: the modules it may return
         self._returned_names: dict[str, set[str]] = {}  # and the names it returns them by
         self._getter_calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...], str]] = []
+        # the module's wrappers of the kernels: the definitions (functions, autograd Functions)
+        # that call one, the names each definition uses, and the calls of the module's names
+        self._calling_kernels: dict[int, str] = {}  # by id: the wrapper, and the extension it runs
+        self._definitions: dict[str, cst.CSTNode] = {}  # by name, the last: what a call finds
+        self._uses: dict[int, set[str]] = {}  # by id of the definition: the names it uses
+        self._named_calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...], str, cst.CSTNode | None]] = []
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
@@ -139,9 +184,25 @@ class CudaExtensionImport(Rule):
         for name in sorted(self.ctx.qualified_names(node.func)):
             if name.rpartition(".")[0] in known.cuda_extensions:
                 self._report(node, "calls a kernel of", name)
+                self._calls_kernel(self.ctx.ancestors, name.rpartition(".")[0])
                 return
-        func = node.func  # `fused.fused_bias_act(...)` after `fused = load("fused", ...)`
-        resolver = self.ctx.resolver
+            library, op = _op_library(name), name.rpartition(".")[2]
+            # `torch.ops.fused.forward(...)` after `load("fused", ...)`; PC605 tells of an op known CUDA-only
+            if library in known.cuda_extensions:
+                if f"{library}::{op}" not in known.cuda_only_ops:
+                    self._report(node, "calls a kernel of", name.removeprefix("torch.ops."))
+                self._calls_kernel(self.ctx.ancestors, library)
+                return
+        func, resolver = node.func, self.ctx.resolver
+        called = func.value if type(func) is cst.Attribute and func.attr.value == "apply" else func
+        if (
+            type(called) is cst.Name
+            and resolver is not None
+            and resolver.scope_of(called.value) is resolver.module
+            and not self._where_the_port_decides()
+        ):  # `wrapper(x)`, `Fn.apply(x)`: maybe one of the module's wrappers
+            self._named_calls.append((node, self.ctx.chain(node), called.value, _definition(self.ctx.ancestors)))
+        # `fused.fused_bias_act(...)` after `fused = load("fused", ...)`
         if type(func) is cst.Attribute and type(func.value) is cst.Name and resolver is not None:
             name = func.value.value
             values = resolver.explicit_values(func.value)
@@ -173,10 +234,14 @@ class CudaExtensionImport(Rule):
             for built in (*values, *self._global_values.get(held_globally or "", ())):
                 builder = self._builder(built)
                 module = built_module(built) if builder is not None else None  # type: ignore[arg-type]
+                if builder is None:  # `OP = torch.ops.fused`: the ops the extension registers
+                    module = min(filter(None, map(_op_library, self.ctx.qualified_names(built))), default=None)
+                    builder = "cpp_extension.load"
                 if module in self.ctx.project.cuda_extensions:
                     method = call.func.attr.value  # type: ignore[attr-defined]
                     fields = self._fields("calls a kernel of", f"{module}.{method}", builder)
                     self.reports.append(self.report_here(call, chain=chain, **fields))
+                    self._calls_kernel(chain, module)
                     break
         for call, chain, getter in self._getter_calls:
             names = self._returned_names.get(getter, ())
@@ -186,6 +251,72 @@ class CudaExtensionImport(Rule):
                 method = call.func.attr.value  # type: ignore[attr-defined]
                 fields = self._fields("calls a kernel of", f"{module}.{method}", f"`{getter}()` returns it")
                 self.reports.append(self.report_here(call, chain=chain, **fields))
+                self._calls_kernel(chain, module)
+        self.reports.extend(self._wrapper_calls())
+
+    def visit_Name(self, node: cst.Name) -> None:
+        """Note the names each definition uses, but not where the port decides (see
+        `_where_the_port_decides`): stylegan2's `fused_leaky_relu` runs the kernel only off the
+        CPU, and the port widens that test, not its callers."""
+        definition = _definition(self.ctx.ancestors) if self.ctx.project.complete else None
+        if definition is not None and not self._where_the_port_decides():
+            self._definitions[definition.name.value] = definition
+            self._uses.setdefault(id(definition), set()).add(node.value)
+
+    def _calls_kernel(self, chain: Sequence[cst.CSTNode], module: str) -> None:
+        """Note the definition a kernel call is in, where it is a wrapper: a function, or an
+        autograd Function (a model's class calling a kernel in its forward is no wrapper)."""
+        definition = _definition(chain)
+        if type(definition) is cst.FunctionDef or (
+            type(definition) is cst.ClassDef and self._is_autograd_function(definition)
+        ):
+            self._calling_kernels.setdefault(id(definition), module)
+
+    def _where_the_port_decides(self) -> bool:
+        """Whether the walk is in a test (`test_forward()`, comparing the kernel with PyTorch) or
+        a reference (`mamba_inner_ref`), under a check that keeps a PyTorch path beside (`if
+        value.is_cuda:` ... `else:`), or in a branch on the device, whose test the port widens."""
+        ancestors = self.ctx.ancestors
+        tested = any(
+            type(node) is cst.FunctionDef
+            and (node.name.value.startswith("test") or fallbacks.looks_like_reference(node.name.value))
+            for node in ancestors
+        )
+        return tested or _on_device(ancestors) or bool(fallbacks.fallback_evidence(ancestors))
+
+    def _is_autograd_function(self, node: cst.ClassDef) -> bool:
+        return any(self.ctx.qualified_names(base.value) & _FUNCTIONS for base in node.bases)
+
+    def _wrapper_calls(self) -> list[Report]:
+        """The model's calls of the module's wrappers of the kernels (RWKV-7's `forward` calling
+        `RWKV7_CLAMPW_CUDA(r, w, k, v, a, b)`, which applies the autograd Function that calls
+        them; a thin function calling a wrapper is one too): a warning each, where the port
+        swaps in a PyTorch path (the kernel call itself is the error)."""
+        wrappers = {
+            name: self._calling_kernels[id(definition)]
+            for name, definition in self._definitions.items()
+            if id(definition) in self._calling_kernels
+        }
+        grown = True
+        while grown:  # a function that calls a wrapper is one too
+            more = {
+                name: wrappers[min(used & wrappers.keys())]
+                for name, definition in self._definitions.items()
+                if name not in wrappers
+                and type(definition) is cst.FunctionDef
+                and _thin(definition)
+                and (used := self._uses.get(id(definition), set())) & wrappers.keys()
+            }
+            wrappers.update(more)
+            grown = bool(more)
+        reports = []
+        for call, chain, name, definition in self._named_calls:
+            title = definition.name.value if definition is not None else None  # type: ignore[attr-defined]
+            if name in wrappers and title not in wrappers:
+                fields = self._fields(f"calls `{name}`, which runs kernels of", wrappers[name], "called in this module")
+                severity = at_most_warning(self.severity)  # type: ignore[arg-type]
+                reports.append(self.report_here(call, chain=chain, severity=severity, **fields))
+        return reports
 
     def _builder(self, value: cst.BaseExpression) -> str | None:
         """How a value was built, where it is an extension module: `cpp_extension.load`, or the
@@ -212,3 +343,35 @@ class CudaExtensionImport(Rule):
     def _fields(self, what: str, module: str, where: str) -> dict[str, str]:
         port = kernels.port_hint(kernels.EXTENSION, self.ctx.targets)
         return {"what": what, "module": module, "where": where, "port": port}
+
+
+def _op_library(name: str) -> str | None:
+    """`fused` for `torch.ops.fused` and `torch.ops.fused.forward`: the library whose ops an
+    extension built without a Python module (`load(..., is_python_module=False)`) registers."""
+    parts = name.split(".")
+    return parts[2] if len(parts) in (3, 4) and parts[:2] == ["torch", "ops"] else None
+
+
+def _definition(chain: Sequence[cst.CSTNode]) -> cst.FunctionDef | cst.ClassDef | None:
+    """The outermost function or class the node below `chain` is in (under module-level `if`s)."""
+    return next((node for node in chain if type(node) in (cst.FunctionDef, cst.ClassDef)), None)  # type: ignore[return-value]
+
+
+def _on_device(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Under a test of the device (`if input.device.type == "cpu":`, `x if t.is_cuda else y`)."""
+    return any(
+        type(node) in (cst.If, cst.IfExp)
+        and any(
+            (type(part) is cst.Attribute and part.attr.value in ("device", "is_cuda"))
+            or (type(part) is cst.Name and "device" in part.value)
+            for part in descendants(node.test)
+        )
+        for node in ancestors
+    )
+
+
+def _thin(function: cst.FunctionDef) -> bool:
+    """A function of at most three statements besides its docstring: one that only prepares
+    a kernel's arguments and calls it (`RWKV7_CLAMPW_CUDA`), not model code that calls one."""
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else [function.body]
+    return len(body) - (function.get_docstring() is not None) <= 3
