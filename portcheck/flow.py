@@ -289,10 +289,11 @@ class _Site:
 
 @dataclass(frozen=True)
 class _Class:
-    """A top-level class of the module: its bases (by name) and its methods."""
+    """A top-level class of the module: its bases (by name), its methods, and its node."""
 
     bases: tuple[str, ...]
     methods: dict[str, cst.FunctionDef]
+    node: cst.ClassDef
 
 
 def is_self_attribute(node: cst.BaseExpression) -> bool:
@@ -398,7 +399,7 @@ class DeviceFlow:
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if len(self.ancestors) == 1:  # in the module itself
             bases = tuple(arg.value.value for arg in node.bases if type(arg.value) is cst.Name)
-            self._classes[node.name.value] = _Class(bases, {})
+            self._classes[node.name.value] = _Class(bases, {}, node)
         self._skip_decorators(node)
 
     def _skip_decorators(self, node: cst.FunctionDef | cst.ClassDef) -> None:
@@ -1410,6 +1411,13 @@ class DeviceFlow:
     def owner_class(self, function: cst.FunctionDef) -> str | None:
         """The class `function` is a method of, if any."""
         return self._methods.get(id(function))
+
+    def class_bases(self, owner: str) -> frozenset[str]:
+        """What the bases of the module's top-level class `owner` resolve to (`.base.Solver` for
+        `base.Solver` after `from . import base`). Asked after the walk."""
+        known = self._classes.get(owner)
+        bases = known.node.bases if known is not None else ()
+        return frozenset().union(*(self.resolver.qualified_names(base.value) for base in bases))
 
     def is_buffer(self, attribute: str) -> bool:
         """Whether `self.<attribute>` holds a tensor the module registers as a buffer (whatever

@@ -153,10 +153,9 @@ class CudaExtensionImport(Rule):
         self._returned_names: dict[str, set[str]] = {}  # and the names it returns them by
         self._getter_calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...], str]] = []
         # the module's wrappers of the kernels: the definitions (functions, autograd Functions)
-        # that call one, the names each definition uses, and the calls of the module's names
+        # that call one, the module's definitions, and the calls of the module's names
         self._calling_kernels: dict[int, str] = {}  # by id: the wrapper, and the extension it runs
         self._definitions: dict[str, cst.CSTNode] = {}  # by name, the last: what a call finds
-        self._uses: dict[int, set[str]] = {}  # by id of the definition: the names it uses
         self._named_calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...], str, cst.CSTNode | None]] = []
 
     @classmethod
@@ -254,14 +253,17 @@ class CudaExtensionImport(Rule):
                 self._calls_kernel(chain, module)
         self.reports.extend(self._wrapper_calls())
 
-    def visit_Name(self, node: cst.Name) -> None:
-        """Note the names each definition uses, but not where the port decides (see
-        `_where_the_port_decides`): stylegan2's `fused_leaky_relu` runs the kernel only off the
-        CPU, and the port widens that test, not its callers."""
-        definition = _definition(self.ctx.ancestors) if self.ctx.project.complete else None
-        if definition is not None and not self._where_the_port_decides():
-            self._definitions[definition.name.value] = definition
-            self._uses.setdefault(id(definition), set()).add(node.value)
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._note_definition(node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._note_definition(node)
+
+    def _note_definition(self, node: cst.FunctionDef | cst.ClassDef) -> None:
+        """The module's outermost definitions (also under module-level `if`s), the last of each
+        name: what a call of the name finds once the module has run."""
+        if self.ctx.project.complete and _definition(self.ctx.ancestors) is None:
+            self._definitions[node.name.value] = node
 
     def _calls_kernel(self, chain: Sequence[cst.CSTNode], module: str) -> None:
         """Note the definition a kernel call is in, where it is a wrapper: a function, or an
@@ -297,6 +299,9 @@ class CudaExtensionImport(Rule):
             for name, definition in self._definitions.items()
             if id(definition) in self._calling_kernels
         }
+        calls: dict[int, set[str]] = {}  # by id of the definition: the module's names it calls
+        for _, _, name, definition in self._named_calls:
+            calls.setdefault(id(definition), set()).add(name)
         grown = True
         while grown:  # a function that calls a wrapper is one too
             more = {
@@ -305,7 +310,7 @@ class CudaExtensionImport(Rule):
                 if name not in wrappers
                 and type(definition) is cst.FunctionDef
                 and _thin(definition)
-                and (used := self._uses.get(id(definition), set())) & wrappers.keys()
+                and (used := calls.get(id(definition), set())) & wrappers.keys()
             }
             wrappers.update(more)
             grown = bool(more)

@@ -914,7 +914,6 @@ class StepRule(TensorRule):
         self._in_functions: list[_InFunction] = []
         self._step_calls: list[_CallSite] = []  # calls of other modules' functions, for `note_step_call`
         self._pending: set[str] = set()  # what `_note_pending` recorded
-        self._bases: dict[str, list[str]] = {}  # the qualified bases of the module's top-level classes
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
@@ -1252,16 +1251,6 @@ class StepRule(TensorRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
-        if self._in_functions and module_flow is not None:
-            self._bases = {
-                statement.name.value: [
-                    self.ctx.module.absolute(name)
-                    for base in statement.bases
-                    for name in self.ctx.qualified_names(base.value)
-                ]
-                for statement in node.body
-                if type(statement) is cst.ClassDef
-            }
         for site in self._step_calls if module_flow is not None else ():
             where = module_flow.in_scope(site.scope, partial(module_flow.step_context, site.ancestors))
             periodic = site.periodic
@@ -1394,11 +1383,8 @@ class StepRule(TensorRule):
         owner = module_flow.owner_class(function)
         local = ".".join([*([owner] if owner else []), function.name.value])
         package = self.ctx.module.name.rpartition(".")[0]
-        overridden = [
-            f"{base}.{function.name.value}"
-            for base in self._bases.get(owner or "", ())
-            if self.ctx.project.is_local(base)
-        ]
+        bases = sorted(self.ctx.module.absolute(base) for base in module_flow.class_bases(owner)) if owner else []
+        overridden = [f"{base}.{function.name.value}" for base in bases if self.ctx.project.is_local(base)]
         return (f"{self.ctx.module.name}.{local}", *([f"{package}.{local}"] if package else []), *overridden)
 
     @classmethod
