@@ -48,3 +48,9 @@ def _common_folder(paths: Sequence[Path]) -> Path:
         return Path.cwd()
     common = Path(os.path.commonpath(existing))
     return common if common.is_dir() else common.parent
+
+
+def import_root(anchor: Anchor, paths: Sequence[Path]) -> str:
+    """The folder the scanned code's imports start from, as its scripts run there: the
+    repository's root, or, outside one and without a config, the scanned folder."""
+    return str(anchor.root if anchor.kind != CWD else _common_folder(paths))

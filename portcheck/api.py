@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from portcheck import targets as target_data
-from portcheck.anchor import CWD, Anchor, anchor_of
+from portcheck.anchor import CWD, Anchor, anchor_of, import_root
 from portcheck.cache import ResultCache, entry_key
 from portcheck.config import Config
 from portcheck.discovery import discover, is_excluded
@@ -109,7 +109,7 @@ def scan_paths(
     locations = {display_path(path, config.root): anchor.locate(path) for path in found.files}
     jobs = jobs or os.cpu_count() or 1
     store = ResultCache(cache, config) if cache else None
-    layout = Project(local_packages=frozenset(local_packages(found.files)))
+    layout = _layout(found.files, import_root(anchor, paths))
     results = list(_counted(_scan_all(found.files, config, jobs, layout, store), len(found.files), progress))
     second = _later_passes(found.files, config, jobs, layout, results, store)
     if store:
@@ -190,16 +190,17 @@ def _later_passes(
     return list(_scan_all(files, config, jobs, known, store)) if known.needs_second_pass else []
 
 
-def local_packages(files: Sequence[Path]) -> set[str]:
-    """The top-level packages and modules of the scanned tree (`pkg`, a script's `utils`), so
-    its own imports are not taken for third-party ones."""
+def _layout(files: Sequence[Path], root: str) -> Project:
+    """What is known before any file is read: where imports start, and the top-level packages
+    and modules of the scanned tree (`pkg`, a script's `utils`), so that its own imports are
+    not taken for third-party ones."""
     found = set()
     for path in files:
         if path.suffix == ".py":
-            module = module_path(path)
+            module = module_path(path, root)
             if module.name:
                 found.add(module.name.split(".", 1)[0])
-    return found
+    return Project(local_packages=frozenset(found), import_root=root)
 
 
 def _scan_all(
@@ -328,7 +329,7 @@ def fix_paths(
     target = target_data.fix_target(device)
     config = replace(config, targets=(target_data.judged_as(device),))
     found = discover(paths, config)
-    layout = Project(local_packages=frozenset(local_packages(found.files)))
+    layout = _layout(found.files, import_root(anchor_of(paths, config), paths))
     files = _distinct_files(found.files)
     work = partial(_fix_one, config=config, target=target, unsafe=unsafe, project=layout, write=write)
     results = list(_counted(_mapped(work, files, jobs or os.cpu_count() or 1), len(files), progress))
@@ -377,7 +378,9 @@ def _fix_one(
         data = path.read_bytes()
     except OSError as error:
         return f"{shown}: cannot read file: {error.strerror or error}"
-    outcome = fixer.fix_source(data, shown, config, target, unsafe=unsafe, project=project, module=module_path(path))
+    outcome = fixer.fix_source(
+        data, shown, config, target, unsafe=unsafe, project=project, module=module_path(path, project.import_root)
+    )
     if outcome.changed and write:
         problem = write_back(path, data, outcome.source)
         if problem:
@@ -399,7 +402,9 @@ def _judged_with_project(
 def _with_second_pass(path: Path, outcome: FixOutcome, config: Config, known: Project) -> FixOutcome:
     from portcheck.engine import scan_bytes
 
-    found = scan_bytes(outcome.source, outcome.path, config, project=known, module=module_path(path)).findings
+    found = scan_bytes(
+        outcome.source, outcome.path, config, project=known, module=module_path(path, known.import_root)
+    ).findings
     if not found:
         return outcome
     restated = {_place(finding) for finding in found}

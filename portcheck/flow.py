@@ -2007,7 +2007,8 @@ def off_the_step_path(
     enclosing `enumerate` or `range` loop or a count a loop keeps (the first few steps only);
     with a `resolver` at the node, also `if log_step:` where `log_step = step % N == 0`, and
     `if torch.onnx.is_in_onnx_export():` (or another test that holds only while the model is
-    exported: not on the device)."""
+    exported: not on the device), and an interval counted from the last pass
+    (`if step - last_save >= N:` that sets `last_save = step`)."""
     for index, node in enumerate(ancestors):
         if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
             return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry
@@ -2018,6 +2019,8 @@ def off_the_step_path(
                 node.test, ancestors[:index], resolver
             ):
                 return True
+            if periodic_exempts and _since_last(node):
+                return True
             if resolver is not None and _exporting(node.test, resolver):
                 return True
             if raises(node.body, resolver):
@@ -2025,6 +2028,42 @@ def off_the_step_path(
             if _asks_non_finite(node.test):
                 return True  # GroundingDINO's `if output.isnan().any() | output.isinf().any():` reports
     return False
+
+
+def _since_last(test: cst.If) -> bool:
+    """`if global_step - last_save >= args.save_steps:` whose body sets `last_save =
+    global_step` (LoRA's checkpoints): once per interval of steps, counted from the last pass."""
+    for part in _conjuncts(test.test):
+        if type(part) is not cst.Comparison or len(part.comparisons) != 1:
+            continue
+        link = part.comparisons[0]
+        if type(link.operator) in (cst.GreaterThan, cst.GreaterThanEqual):
+            elapsed = part.left
+        elif type(link.operator) in (cst.LessThan, cst.LessThanEqual):
+            elapsed = link.comparator
+        else:
+            continue
+        if type(elapsed) is not cst.BinaryOperation or type(elapsed.operator) is not cst.Subtract:
+            continue
+        now, last = patterns.dotted(elapsed.left), patterns.dotted(elapsed.right)
+        if (
+            now
+            and last
+            and any(
+                type(node) is cst.Assign
+                and patterns.dotted(node.value) == now
+                and any(patterns.dotted(target.target) == last for target in node.targets)
+                for node in descendants(test.body, _NESTED_SCOPES)
+            )
+        ):
+            return True
+    return False
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return [*_conjuncts(test.left), *_conjuncts(test.right)]
+    return [test]
 
 
 def _asks_non_finite(test: cst.BaseExpression) -> bool:

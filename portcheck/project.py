@@ -68,6 +68,7 @@ class Project:
     the first pass found, and rules that need it run again in a second pass."""
 
     local_packages: frozenset[str] = frozenset()  # top-level packages that live in the repository
+    import_root: str = ""  # the folder the repository's scripts run from (portcheck.anchor.import_root)
     complete: bool = False
     cuda_only_ops: frozenset[str] = frozenset()  # "ns::op"
     cuda_extensions: frozenset[str] = frozenset()  # "pkg._C"

@@ -63,4 +63,4 @@ def read_source(path: Path, config: Config, project: Project = UNKNOWN_PROJECT) 
         from portcheck.engine import unreadable  # the finding's wording and severities are the engine's
 
         return unreadable(shown, config, f"cannot read file: {error.strerror or error}")
-    return Source(shown, data, size, module_path(path))
+    return Source(shown, data, size, module_path(path, project.import_root))

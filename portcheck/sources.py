@@ -51,11 +51,17 @@ def read_file(path: Path, limit: int) -> tuple[bytes | None, int]:
     return (path.read_bytes() if size <= limit else None), size
 
 
-def module_path(path: Path) -> ModulePath:
-    """The file's dotted name: its directory chain up to the first one without __init__.py."""
+def module_path(path: Path, root: str = "") -> ModulePath:
+    """The file's dotted name: its directory chain up to the first one without __init__.py; for
+    a file in a folder without one below `root` (where the repository's scripts run), the
+    folders from `root` (namespace packages: MAE's `import util.misc` beside main_pretrain.py)."""
     absolute = Path(os.path.abspath(path))
     parts = [absolute.stem]
     directory = absolute.parent
+    if root and not _is_package(directory) and directory.is_relative_to(root):
+        folders = directory.relative_to(root).parts
+        if all(folder.isidentifier() for folder in folders):
+            return ModulePath.from_parts([*folders, absolute.stem])
     while _is_package(directory):
         parts.insert(0, directory.name)
         directory = directory.parent

@@ -516,6 +516,30 @@ def test_a_host_copy_written_out_is_its_outputs_cost() -> None:
     assert found == {6: Severity.INFO, 12: Severity.INFO, 14: Severity.WARNING}
 
 
+def test_an_interval_counted_from_the_last_pass_is_periodic() -> None:
+    """LoRA saves when `global_step - last_save >= args.save_steps` and then sets `last_save =
+    global_step`: once per interval, the remedy for a per-step sync, as under `step % N == 0`;
+    a difference whose body resets nothing is no interval."""
+    source = """    import torch
+
+    def save_weights(model, path):
+        torch.save({k: v.to("cpu") for k, v in model.state_dict().items()}, path)
+
+    last_save = 0
+    for step, batch in enumerate(loader):
+        loss = model(batch)
+        loss.backward()
+        if args.save_steps and step - last_save >= args.save_steps:
+            save_weights(model, "w.pt")
+            print(loss.item())
+            last_save = step
+        if step - warmup >= 0:
+            print(loss.item())
+    """
+    found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
+    assert found == {15: Severity.WARNING}
+
+
 def test_an_integer_device_is_reported_once_per_function_and_fixed_at_every_use() -> None:
     source = """\
     import torch

@@ -461,6 +461,42 @@ def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
     assert ModulePath.guess("src/pkg/mod.py") == ModulePath("pkg.mod", "pkg")
 
 
+def test_folders_without_init_below_the_root_are_namespace_packages(tmp_path: Path) -> None:
+    """MAE's `import util.misc as misc` beside main_pretrain.py, with no util/__init__.py: below
+    the folder the scripts run from, a file's folders name its module; a package keeps its own
+    chain (`src/pkg/mod.py` is `pkg.mod`)."""
+    write(tmp_path, {"util/misc.py": "", "src/pkg/__init__.py": "", "src/pkg/mod.py": "", "my-tools/run.py": ""})
+    root = str(tmp_path)
+    assert module_path(tmp_path / "util/misc.py", root) == ModulePath("util.misc", "util")
+    assert module_path(tmp_path / "util/misc.py") == ModulePath("misc", "")
+    assert module_path(tmp_path / "src/pkg/mod.py", root) == ModulePath("pkg.mod", "pkg")
+    assert module_path(tmp_path / "my-tools/run.py", root) == ModulePath("run", "")
+
+
+def test_a_step_loop_reaches_a_function_of_a_namespace_package(tmp_path: Path) -> None:
+    """MAE: engine_pretrain.py's loop calls misc.all_reduce_mean every step, from util/, a folder
+    without __init__.py."""
+    write(
+        tmp_path,
+        {
+            "util/misc.py": "import torch\nimport torch.distributed as dist\n\ndef all_reduce_mean(x):\n"
+            "    x_reduce = torch.tensor(x).to('tpu')\n    dist.all_reduce(x_reduce)\n    return x_reduce.item()\n",
+            "engine_pretrain.py": "import util.misc as misc\n\ndef train(model, data_loader, opt):\n"
+            "    for samples in data_loader:\n        loss = model(samples)\n        loss.backward()\n"
+            "        opt.step()\n        misc.all_reduce_mean(loss)\n",
+        },
+    )
+    found = [(f.path, f.line, f.message) for f in scan(tmp_path).findings if f.code == "PC503"]
+    assert found == [
+        (
+            "util/misc.py",
+            7,
+            "`.item()` in `all_reduce_mean()`, called from a loop over a DataLoader in engine_pretrain.py,"
+            " copies a tensor to the host and waits for the device every step",
+        )
+    ]
+
+
 # --- manifests ---------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ from portcheck import flow, patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits
-from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid
+from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid, at_most_info
 from portcheck.rules.precision import FLOAT16, chooses_float16, under_test
 
 _SCALERS = frozenset(
@@ -43,9 +43,9 @@ class _Use:
 class GradScalerOnBf16Target(Rule):
     """## What it does
     Reports creating a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`) when
-    a selected target trains natively in bfloat16, and each step it takes (`scale`, `unscale_`,
-    `step`, `update` called on a name or `self` attribute the module binds to it): lines the
-    port changes with it. A scaler made or enabled only for float16
+    a selected target trains natively in bfloat16, and, as info, each step it takes (`scale`,
+    `unscale_`, `step`, `update` called on a name or `self` attribute the module binds to it):
+    lines to tidy with it, once the scaler is off or gone. A scaler made or enabled only for float16
     (`enabled=(dtype == "float16")`, under `if need_scaler:` where `need_scaler = dtype is
     torch.float16`, `GradScaler() if dtype == torch.float16 else None`) is left alone: where the dtype is chosen is the finding (PC206, PC308).
     A flag (`enabled=args.fp16`) is not such a choice: it asks for mixed precision, which the
@@ -72,8 +72,8 @@ class GradScalerOnBf16Target(Rule):
     or keep the code path and construct the scaler with `enabled=False`.
 
     ## Targets
-    A warning on the bfloat16-native targets (tpu, neuron, xla, hpu, cpu); off on targets
-    that train in float16 and need it.
+    A warning on the bfloat16-native targets (tpu, neuron, xla, hpu, cpu), info for each step
+    the scaler takes; off on targets that train in float16 and need it.
 
     ## Fix safety
     Unsafe (needs `--unsafe-fixes`), and only on targets that train natively in bfloat16 (not
@@ -151,7 +151,7 @@ class GradScalerOnBf16Target(Rule):
             unsafe=True,
             fixed="import torch.amp\ns = torch.amp.grad_scaler.GradScaler('neuron', 1024.0, 2.0, 0.5, 100, False)\n",
         ),
-        Invalid(  # each step the scaler takes is a line the port changes with it (yolov9, moco-v3, SimCSE)
+        Invalid(  # each step the scaler takes is a line to tidy with it, info (yolov9, moco-v3, SimCSE)
             "import torch\nclass Trainer:\n    def __init__(self):\n        self.scaler = torch.cuda.amp.GradScaler()\n"
             "    def step(self, loss, opt):\n        self.scaler.scale(loss).backward()\n"
             "        self.scaler.unscale_(opt)\n        self.scaler.step(opt)\n        self.scaler.update()\n"
@@ -207,12 +207,21 @@ class GradScalerOnBf16Target(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         """Each step the reported scalers take (`scaler.scale(loss).backward()`, `scaler.step(opt)`,
-        `scaler.update()`), where the receiver is a name or `self` attribute bound to one: a
-        line the port changes with the scaler (the fix's `enabled=False` leaves them as they are)."""
+        `scaler.update()`), where the receiver is a name or `self` attribute bound to one: info,
+        a line to tidy once the scaler goes (the decision is where it is made; the fix's
+        `enabled=False` leaves these as pass-throughs)."""
         for use in self._uses:
             if any(id(choice) in self._scalers for value in self._held(use) for choice in _choices(value)):
                 shown = f"`{cst.Module([]).code_for_node(use.receiver)}.{patterns.method_name(use.call)}()`"
-                self.reports.append(self.report_here(use.call, chain=use.chain, subject=f"{shown} of a GradScaler"))
+                report = self.report_here(
+                    use.call, chain=use.chain, severity=self._step_severity, subject=f"{shown} of a GradScaler"
+                )
+                self.reports.append(report)
+
+    @property
+    def _step_severity(self) -> dict:
+        assert isinstance(self.severity, dict)
+        return at_most_info(self.severity)
 
     def _held(self, use: _Use) -> list[cst.BaseExpression]:
         """What a step's receiver may hold: what `=` binds to the name, what the module assigns

@@ -1,0 +1,337 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.flow import enclosing_function
+from portcheck.rule import Invalid, Valid
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, innermost_loop
+from portcheck.walk import descendants
+
+_GROWERS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
+# Hugging Face caches of a fixed length: fed back, they keep their shape.
+_FIXED_CACHES = frozenset(
+    f"transformers{module}.{name}"
+    for module in ("", ".cache_utils")
+    for name in ("StaticCache", "HybridCache", "SlidingWindowCache", "OffloadedStaticCache", "HybridChunkedCache")
+)
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+class KvCacheGrownPerStep(TensorRule):
+    """## What it does
+    Reports a key/value cache that grows by one step's length at every decoding step:
+    - in a model, keys and values concatenated after the cache a caller passes, under
+      `if <cache> is not None:` (GPT-2's and minGPT's `key = torch.cat((past_key, key),
+      dim=-2)` where `past_key, past_value = layer_past`; StreamingLLM's and Llama-1 ports'
+      `torch.cat([past_key_value[0], key_states], dim=2)`): reported once per cache, at its
+      first concatenation;
+    - in a loop, a model call given `past_key_values=` that the loop binds again (from the
+      call's output, `past_key_values = outputs.past_key_values`): the dynamic cache of
+      Hugging Face models, which grows the same way, unless the name holds a fixed-length cache
+      (`StaticCache(...)`).
+
+    A cache holds keys and values: two concatenations after it, or one whose result the
+    function returns or packs into a tuple (the cache for the next call). A prefix joined once
+    (`torch.cat((embeddings, tokens), 1)` under `if embeddings is not None:`), a skip
+    connection (`torch.cat([x, skip], 1)`, the new tensor first) and a cache of fixed length
+    written in place (see PC510) are left alone.
+
+    ## Why is this bad?
+    Every generated token makes the cache, the attention scores and everything after them one
+    position longer: a new shape at every step. `torch.compile` with `dynamic=False`
+    (TorchTPU's and TorchNeuron's default) recompiles for each length until it reaches the
+    recompile limit and falls back to eager; torch_xla compiles a new graph per length, and
+    Trainium's compiler needs every shape ahead of time (NCC_EMOD025).
+
+    ## Example
+    ```python
+    def forward(self, x, layer_past=None):
+        if layer_past is not None:
+            past_key, past_value = layer_past
+            k = torch.cat((past_key, k), dim=-2)
+            v = torch.cat((past_value, v), dim=-2)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x, input_pos):  # a preallocated cache, written at a position tensor
+        self.cache_k.index_copy_(2, input_pos, k)
+        self.cache_v.index_copy_(2, input_pos, v)
+        k, v = self.cache_k, self.cache_v  # always the full length, masked beyond input_pos
+    ```
+    With Hugging Face models, pass a `StaticCache` (or `cache_implementation="static"` to
+    `generate`).
+
+    ## Targets
+    An error on neuron; a warning on tpu, xla, npu and hpu; off where shapes may change freely
+    (mps, xpu, rocm, cpu).
+
+    ## Fix safety
+    No automatic fix: the cache's full length and the attention mask depend on the model.
+    """
+
+    code = "PC511"
+    name = "kv-cache-grown-per-step"
+    message = "{what}: each decoding step has a new length, so a compiled step recompiles per length"
+    hint = (
+        "use a cache of fixed length written in place (index_copy_ at a position tensor, masked beyond it;"
+        " Hugging Face: StaticCache){advice}"
+    )
+    severity = RECOMPILE_SEVERITY
+    triggers = (b"past_key_values", b"is not None")
+
+    VALID = [
+        # a skip connection: the new tensor first, and no cache
+        Valid(
+            "import torch\nclass Up(torch.nn.Module):\n    def forward(self, x, skip=None):\n"
+            "        x = self.up(x)\n        if skip is not None:\n            x = torch.cat([x, skip], dim=1)\n"
+            "        return self.conv(x)\n"
+        ),
+        # a prefix of conditioning embeddings, joined once and not handed back
+        Valid(
+            "import torch\ndef embed(self, idx, embeddings=None):\n    tokens = self.tok_emb(idx)\n"
+            "    if embeddings is not None:\n        tokens = torch.cat((embeddings, tokens), dim=1)\n"
+            "    return self.drop(tokens + self.pos)\n"
+        ),
+        # the past joined once, not grown under a test of the cache
+        Valid("import torch\ndef forward(x, past):\n    k = torch.cat((past, x), dim=-2)\n    return k\n"),
+        # a fixed-length cache fed back keeps its shape
+        Valid(
+            "import torch\nfrom transformers import StaticCache\npast_key_values = StaticCache(config, 1, 512)\n"
+            "for _ in range(n):\n    out = model(ids, past_key_values=past_key_values, use_cache=True)\n"
+            "    past_key_values = out.past_key_values\n    ids = out.logits[:, -1:].argmax(-1)\n"
+        ),
+        # one prefill, not fed back in a loop
+        Valid("import torch\nout = model(ids, past_key_values=None, use_cache=True)\npkv = out.past_key_values\n"),
+        Valid(
+            "import torch\nfor batch in loader:\n    out = model(batch, past_key_values=prefix)\n    loss = out.loss\n"
+        ),
+        # `torch` is a parameter here
+        Valid(
+            "import torch.nn\ndef attend(torch, k, layer_past=None):\n    if layer_past is not None:\n"
+            "        k = torch.cat((layer_past[0], k), dim=-2)\n    return k\n"
+        ),
+        # shapes may change freely there
+        Valid(
+            "import torch\ndef forward(self, x, layer_past=None):\n    if layer_past is not None:\n"
+            "        k = torch.cat((layer_past[0], x), dim=-2)\n    return k\n",
+            options={"targets": ["cpu", "mps", "rocm"]},
+        ),
+    ]
+    INVALID = [
+        # taming-transformers' minGPT attention: the past unpacked, then joined before the new keys
+        Invalid(
+            "import torch\nclass Attention(torch.nn.Module):\n    def forward(self, x, layer_past=None):\n"
+            "        k, v = self.key(x), self.value(x)\n        present = torch.stack((k, v))\n"
+            "        if layer_past is not None:\n            past_key, past_value = layer_past\n"
+            "            k = torch.cat((past_key, k), dim=-2)\n            v = torch.cat((past_value, v), dim=-2)\n"
+            "        return self.attend(x, k, v), present\n",
+            lines=[8],
+            message="`k` and `v` grow by `torch.cat` after the cache `layer_past`",
+        ),
+        # StreamingLLM's Llama attention
+        Invalid(
+            "import torch as T\ndef llama_pos_shift_attention_forward(self, hidden_states, past_key_value=None, use_cache=False):\n"
+            "    key_states, value_states = self.k(hidden_states), self.v(hidden_states)\n"
+            "    if past_key_value is not None and use_cache:\n"
+            "        key_states = T.cat([past_key_value[0], key_states], dim=2)\n"
+            "        value_states = T.cat([past_key_value[1], value_states], dim=2)\n"
+            "    past_key_value = (key_states, value_states) if use_cache else None\n"
+            "    return key_states, past_key_value\n",
+            lines=[5],
+            message="after the cache `past_key_value`",
+        ),
+        # StreamingLLM's GPT-NeoX attention: the test bound to a name first
+        Invalid(
+            "import torch\ndef neox_forward(self, key, value, layer_past=None):\n"
+            "    has_layer_past = layer_past is not None\n    if has_layer_past:\n"
+            "        key = torch.cat((layer_past[0], key), dim=-2)\n        value = torch.cat((layer_past[1], value), dim=-2)\n"
+            "    return key, value\n",
+            lines=[5],
+        ),
+        # StreamingLLM's decoding loop: a Hugging Face model's dynamic cache fed back
+        Invalid(
+            "import torch\n@torch.no_grad()\ndef greedy_generate(model, input_ids, past_key_values, max_gen_len):\n"
+            "    for _ in range(max_gen_len - 1):\n"
+            "        outputs = model(\n            input_ids=input_ids,\n            past_key_values=past_key_values,\n"
+            "            use_cache=True,\n        )\n        past_key_values = outputs.past_key_values\n"
+            "        input_ids = outputs.logits[:, -1, :].argmax(dim=-1).unsqueeze(1)\n",
+            lines=[5],
+            message="`past_key_values`, fed back to the model, grows by one position",
+        ),
+        Invalid(  # GPT-2's attention, the past held under another name
+            "from torch import cat\nfrom torch.nn import functional as F\ndef attn(q, key, value, layer_past=None):\n"
+            "    if layer_past is not None:\n        pk = layer_past[0]\n        key = cat((pk, key), dim=-2)\n"
+            "    return F.softmax(q @ key.transpose(-1, -2), -1), key\n",
+            lines=[6],
+            message="`key` grows by `torch.cat`",
+        ),
+        Invalid(
+            "import torch\nstate = {'pkv': None}\nwhile True:\n"
+            "    out = model(ids, past_key_values=state['pkv'])\n    state['pkv'] = out[1]\n"
+            "    cache = None\n    for step in range(4):\n        o = model(x, past_key_values=cache)\n"
+            "        cache = o.past_key_values\n",
+            lines=[4, 8],
+        ),
+    ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        function = enclosing_function(self.ctx.ancestors)
+        if function is None or not self._grows(node):
+            return
+        guard = self._cache_guard(function)
+        if guard is None:
+            return
+        test, cache = guard
+        growths = self._growths(test.body, cache)
+        grown = [target for assign in growths for target in self._targets(assign)]
+        if growths[0] is not node:
+            return  # reported once per cache, at its first concatenation
+        if len(growths) < 2 and not _handed_back(function, grown):
+            return  # one prefix joined (`torch.cat((embeddings, tokens), 1)`), not keys and values kept
+        names = " and ".join(f"`{name}`" for name in dict.fromkeys(grown))
+        function_name = min(self.ctx.qualified_names(node.value.func) & _GROWERS)  # type: ignore[attr-defined]
+        what = f"{names} {'grows' if len(grown) == 1 else 'grow'} by `{function_name}` after the cache `{cache}` at every call"
+        self.report(node, what=what, advice=advice(self.ctx.targets))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        fed = patterns.keyword(node, "past_key_values")
+        if fed is None or isinstance(node.func, cst.Attribute) and node.func.attr.value == "generate":
+            return
+        path = _path(fed.value)
+        loop = innermost_loop(self.ctx.ancestors)
+        if not path or loop is None or not _binds(loop.body, path) or self._fixed_length(path):
+            return
+        what = f"`{path}`, fed back to the model, grows by one position at every step"
+        self.report(node, what=what, advice=advice(self.ctx.targets))
+
+    def _grows(self, node: cst.Assign) -> bool:
+        """`k = torch.cat((<something>, k), ...)`: a concatenation that puts the target last."""
+        value = node.value
+        if not isinstance(value, cst.Call) or not self.ctx.qualified_names(value.func) & _GROWERS:
+            return False
+        joined = _joined(value)
+        return len(joined) >= 2 and bool(joined[-1]) and joined[-1] in self._targets(node)
+
+    def _cache_guard(self, function: cst.FunctionDef) -> tuple[cst.If, str] | None:
+        """The innermost `if <parameter> is not None:` around the node (also through a name
+        bound to the test), and the parameter."""
+        parameters = {param.name.value for param in (*function.params.params, *function.params.kwonly_params)}
+        ancestors = self.ctx.ancestors
+        for parent, child in zip(reversed(ancestors[:-1]), reversed(ancestors[1:])):
+            if parent is function:
+                return None
+            if isinstance(parent, cst.If) and child is parent.body:
+                test = parent.test
+                if isinstance(test, cst.Name):  # `has_layer_past = layer_past is not None`
+                    test = self.ctx.assigned_value(test) or test
+                tested = _tested_not_none(test) & parameters
+                if tested:
+                    return parent, min(tested)
+        return None
+
+    def _growths(self, block: cst.CSTNode, cache: str) -> list[cst.Assign]:
+        """The concatenations under `block` that put what the cache holds before what they grow."""
+        held = {cache} | _unpacked(block, cache)
+        return [
+            node
+            for node in descendants(block, _SCOPES)
+            if isinstance(node, cst.Assign) and self._grows(node) and _root(_joined_first(node)) in held
+        ]
+
+    def _targets(self, node: cst.Assign) -> list[str]:
+        return [name for target in node.targets if (name := _path(target.target))]
+
+    def _fixed_length(self, path: str) -> bool:
+        """Whether the fed-back name is ever bound to a cache of fixed length in the module."""
+        for node in descendants(self.ctx.ancestors[0]):
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                if any(_path(target.target) == path for target in node.targets):
+                    if self.ctx.qualified_names(node.value.func) & _FIXED_CACHES:
+                        return True
+        return False
+
+
+def _path(node: cst.BaseExpression) -> str:
+    """`a.b` for names and attributes, `state['pkv']` for a subscript of one by a string."""
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        key = patterns.string_value(node.slice[0].slice.value)
+        base = _path(node.value)
+        return f"{base}[{key!r}]" if base and key is not None else ""
+    return patterns.dotted(node)
+
+
+def _joined(call: cst.Call) -> list[str]:
+    """What a concatenation lists, as paths ('' for anything else)."""
+    arg = patterns.argument(call, 0, "tensors")
+    if arg is None or not isinstance(arg.value, (cst.List, cst.Tuple)):
+        return []
+    return [_path(item.value) if isinstance(item, cst.Element) else "" for item in arg.value.elements]
+
+
+def _joined_first(node: cst.Assign) -> cst.BaseExpression:
+    arg = patterns.argument(node.value, 0, "tensors")  # type: ignore[arg-type]
+    assert arg is not None and isinstance(arg.value, (cst.List, cst.Tuple))
+    return arg.value.elements[0].value
+
+
+def _root(node: cst.BaseExpression) -> str:
+    """The name under subscripts and attributes: `past` for `past[0]` or `past.key`."""
+    while isinstance(node, (cst.Subscript, cst.Attribute)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
+
+
+def _unpacked(block: cst.CSTNode, cache: str) -> set[str]:
+    """Names bound from the cache under `block`: `past_key, past_value = layer_past`,
+    `pk = layer_past[0]`."""
+    found = set()
+    for node in descendants(block, _SCOPES):
+        if isinstance(node, cst.Assign) and _root(node.value) == cache:
+            for target in node.targets:
+                elements = target.target.elements if isinstance(target.target, (cst.Tuple, cst.List)) else ()
+                for value in (*(element.value for element in elements), target.target):
+                    if isinstance(value, cst.Name):
+                        found.add(value.value)
+    return found
+
+
+def _tested_not_none(test: cst.BaseExpression) -> set[str]:
+    """The names a condition requires to be something: `x is not None`, also among `and`s."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tested_not_none(test.left) | _tested_not_none(test.right)
+    if (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        return {test.left.value}
+    return set()
+
+
+def _handed_back(function: cst.FunctionDef, names: list[str]) -> bool:
+    """Whether the function returns one of `names`, or packs it in a tuple (the new cache)."""
+    for node in descendants(function.body, _SCOPES):
+        if not isinstance(node, (cst.Return, cst.Assign)) or node.value is None:
+            continue
+        choices = (node.value.body, node.value.orelse) if isinstance(node.value, cst.IfExp) else (node.value,)
+        for value in choices:
+            if isinstance(value, cst.Tuple):
+                packed = [_path(element.value) for element in value.elements]
+            else:
+                packed = [_path(value)] if isinstance(node, cst.Return) else []
+            if set(packed) & set(names):
+                return True
+    return False
+
+
+def _binds(block: cst.CSTNode, path: str) -> bool:
+    """Whether an assignment under `block` (not in nested scopes) binds `path`."""
+    return any(
+        isinstance(node, cst.Assign) and any(_path(target.target) == path for target in node.targets)
+        for node in descendants(block, _SCOPES)
+    )
