@@ -768,6 +768,8 @@ class DeviceFlow:
             type(node) is cst.Attribute and type(node.value) is cst.Name and self._instances(node.value, ())
         ):  # `self.tokens`; `shard.tokens` where `shard = Shard(tokens)`, a class of the module
             return self._attribute_home(node, depth, seen)
+        elif type(node) is cst.Attribute and self._home(node.value, depth + 1, seen) is Home.HOST:
+            return Home.HOST  # `encoded.input_ids` of a tokenizer's output
         return _weakest(self._home(part, depth + 1, seen) for part in parts) if parts else Home.UNKNOWN
 
     def _comprehension_home(self, node: cst.BaseComp, depth: int, seen: frozenset[str]) -> Home | None:
@@ -1103,6 +1105,9 @@ class DeviceFlow:
             return Home.UNKNOWN if location is None else self._location_home(location.value)
         if names & _HOST_FACTORIES or (names and all(name.split(".")[0] == "numpy" for name in names)):
             return Home.HOST  # NumPy's arrays are in host memory too
+        returned = patterns.keyword(call, "return_tensors")
+        if returned is not None and patterns.string_value(returned.value) == "pt":
+            return Home.HOST  # a tokenizer's or processor's tensors, made on the CPU
         if names and all(name.startswith("torch.") and not name.startswith("torch.cuda.") for name in names):
             if device is not None:
                 return Home.HOST if self.is_cpu(device.value) else Home.MOVED
@@ -1473,6 +1478,16 @@ class DeviceFlow:
         if found is None:
             return "a loop over chunks" if type(loop) is cst.For and _takes_chunks(loop) else None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
+
+    def trains(self, loop: cst.For | cst.While) -> bool:
+        """Whether the loop takes training steps (`.backward()`, an optimizer's `.step()`, a
+        `train_step(...)`), in its body or in the module's functions it calls: a loop over a
+        DataLoader that takes none evaluates."""
+        judging, self._marking_class = self._marking_class, self._loop_classes.get(id(loop))
+        try:
+            return self._markers(loop.test if type(loop) is cst.While else None, loop.body) == "training"
+        finally:
+            self._marking_class = judging
 
     def _samples_over_range(self, loop: cst.For) -> bool:
         """A `for _ in range(...)` loop that picks tokens: `argmax`, `topk` or `multinomial` in
@@ -2008,16 +2023,16 @@ def off_the_step_path(
     with a `resolver` at the node, also `if log_step:` where `log_step = step % N == 0`, and
     `if torch.onnx.is_in_onnx_export():` (or another test that holds only while the model is
     exported: not on the device), and an interval counted from the last pass
-    (`if step - last_save >= N:` that sets `last_save = step`)."""
+    (`if step - last_save >= N:` that sets `last_save = step`). A periodic block that steps the
+    optimizer is gradient accumulation's training step, on the path."""
     for index, node in enumerate(ancestors):
         if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
             return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry
         if type(node) is cst.Assert and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
             return True  # an assertion's message is made only when it fails
         if type(node) is cst.If and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
-            if (periodic_exempts and periodic(node.test, resolver, ancestors=ancestors[:index])) or _first_steps(
-                node.test, ancestors[:index], resolver
-            ):
+            every_n = periodic_exempts and periodic(node.test, resolver, ancestors=ancestors[:index])
+            if (every_n and not _accumulates(node.body)) or _first_steps(node.test, ancestors[:index], resolver):
                 return True
             if periodic_exempts and _since_last(node):
                 return True
@@ -2028,6 +2043,17 @@ def off_the_step_path(
             if _asks_non_finite(node.test):
                 return True  # GroundingDINO's `if output.isnan().any() | output.isinf().any():` reports
     return False
+
+
+def _accumulates(body: cst.BaseSuite) -> bool:
+    """A periodic block that steps the optimizer (`if step % accum_iter == 0:
+    optimizer.step()`): gradient accumulation, whose block is the training step itself."""
+    return any(
+        type(statement) is cst.SimpleStatementLine
+        and any(type(small) is cst.Expr and type(small.value) is cst.Call and _steps_optimizer(small.value)
+                for small in statement.body)
+        for statement in body.body
+    )  # fmt: skip
 
 
 def _since_last(test: cst.If) -> bool:

@@ -516,6 +516,120 @@ def test_a_host_copy_written_out_is_its_outputs_cost() -> None:
     assert found == {6: Severity.INFO, 12: Severity.INFO, 14: Severity.WARNING}
 
 
+def test_a_whole_tensor_copied_out_without_training_is_an_output() -> None:
+    """An evaluation over a DataLoader (no training step) keeps its predictions on the host, and
+    so does a function that runs the model under `torch.no_grad()` (taming-transformers'
+    `run_model`): info. The same copy in a training loop, under `no_grad` or not, and a scalar
+    read every step are warnings."""
+    source = """    import torch
+
+    def run_model(img, model):
+        with torch.no_grad():
+            seg = model(img)
+        return seg.argmax(1).cpu()
+
+    def evaluate(model, loader):
+        for x, y in loader:
+            preds.append(model(x).argmax(-1).cpu())
+            seen = run_model(x, model)
+
+    def train(model, loader, opt):
+        for x, y in loader:
+            loss = model(x, y)
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                kept = model(x).argmax(-1).cpu()
+            total = loss.item()
+    """
+    found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
+    assert found == {6: Severity.INFO, 10: Severity.INFO, 19: Severity.WARNING, 20: Severity.WARNING}
+
+
+def test_a_periodic_block_that_steps_the_optimizer_is_the_step() -> None:
+    """LoRA's PTI: `if global_step % accum_iter == 0:` around `optimizer.step()` is gradient
+    accumulation, the training step itself, so what it prints is read back every step; a
+    logging block every 100 steps is not."""
+    source = """    import torch
+
+    def train(model, loader, optimizer):
+        for step, (x, y) in enumerate(loader):
+            loss = model(x, y)
+            loss.backward()
+            if step % accum_iter == 0:
+                print(model.weight.grad.norm(dim=-1).mean())
+                optimizer.step()
+                optimizer.zero_grad()
+            if step % 100 == 0:
+                print(loss.item(), loss)
+    """
+    found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
+    assert found == {8: Severity.WARNING}
+
+
+def test_torch_arithmetic_makes_tensors() -> None:
+    """tortoise-tts' `set_mel_padding`, run by forward(): `torch.div(...)` makes a tensor, so
+    an element of it plus one, tested and sliced by, is read on the host."""
+    source = """    import torch
+
+    class Model(torch.nn.Module):
+        def forward(self, codes, wav_lengths):
+            mel_lengths = torch.div(wav_lengths, 4, rounding_mode="trunc")
+            for b in range(len(mel_lengths)):
+                actual_end = mel_lengths[b] + 1
+                if actual_end < codes.shape[-1]:
+                    codes[b, actual_end:] = 0
+            return codes
+    """
+    assert {key for key in findings(source) if key[1].startswith("PC5")} == {(8, "PC504"), (9, "PC505")}
+
+
+def test_a_check_that_only_seeds_cuda_again_is_info() -> None:
+    """A seed_everything helper: after `torch.manual_seed(seed)`, which seeds every device, the
+    check and the CUDA seeding it guards lose nothing on the target; alone, they do."""
+    source = """    import random
+    import torch
+
+    def seed_everything(seed):
+        random.seed(seed)
+        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed_all(seed)
+
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(1)
+    """
+    found = {key: severity for key, (severity, _, _) in findings(source).items()}
+    assert found == {
+        (7, "PC201"): Severity.INFO,
+        (8, "PC205"): Severity.INFO,
+        (10, "PC201"): Severity.WARNING,
+        (11, "PC205"): Severity.WARNING,
+    }
+
+
+def test_a_tokenizers_tensors_and_a_comparison_with_none_read_nothing_on_the_device() -> None:
+    """AnimateDiff's pipeline: what a tokenizer returns with `return_tensors="pt"` (and its
+    `.input_ids`) is made on the CPU, and `images != None` answers True or False without
+    reading a value (checked on torch 2.13); a test of the values themselves is a sync."""
+    source = """    import torch
+
+    class Pipe(torch.nn.Module):
+        def forward(self, prompt, images=None):
+            ids = self.tokenizer(prompt, padding="max_length", return_tensors="pt").input_ids
+            longest = self.tokenizer(prompt, padding="longest", return_tensors="pt").input_ids
+            if not torch.equal(ids, longest):
+                print("truncated")
+            x = self.encoder(ids.to("tpu"))
+            if images != None:
+                x = x + images
+            if (x > 0).any():
+                x = x - 1
+            return x
+    """
+    assert {key for key in findings(source) if key[1] == "PC504"} == {(12, "PC504")}
+
+
 def test_an_interval_counted_from_the_last_pass_is_periodic() -> None:
     """LoRA saves when `global_step - last_save >= args.save_steps` and then sets `last_save =
     global_step`: once per interval, the remedy for a per-step sync, as under `step % N == 0`;

@@ -11,7 +11,8 @@ from portcheck.targets import api_table
 
 @dataclass(frozen=True)
 class CudaDefault:
-    """A function or class of another package that puts its work on CUDA unless given a device."""
+    """A function or class of another package that puts its work on CUDA unless given a device
+    (or whatever it is given, where `parameter` is empty)."""
 
     qualified: str  # as imported: "mmseg.apis.init_segmentor"
     parameter: str

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import configs, filekinds, patterns, project
-from portcheck.rule import ERROR, Invalid, Rule, Span, Valid, per_target
+from portcheck import configs, filekinds, flow, patterns, project
+from portcheck.rule import ERROR, Invalid, Rule, Span, Valid, at_most_info, per_target
 from portcheck.rules.precision.hf_fp16_mixed_precision import takes_training_arguments
 from portcheck.targets import packages
+from portcheck.walk import descendants
 
 # Settings that make the Hugging Face stack import a CUDA-only package (packages.toml), with the
 # values that do: the Trainer's (and TRL's) Liger kernels and DeepSpeed, accelerate's launcher.
@@ -15,8 +16,20 @@ _DEEPSPEED = "deepspeed"
 _OFF = frozenset({"", "none", "null", "false", "no"})
 
 
+_XFORMERS_SWITCH = "enable_xformers_memory_efficient_attention"  # diffusers' models and pipelines
+
+
 def _package(setting: str) -> packages.Package:
+    if setting == _XFORMERS_SWITCH:
+        return packages.by_key("xformers")
     return packages.by_key("liger_kernel" if setting in _LIGER else "deepspeed")
+
+
+def _asks_for_xformers(test: cst.BaseExpression) -> bool:
+    return any(
+        isinstance(node, cst.Call) and "xformers" in patterns.dotted(node.func).lower()
+        for node in (test, *descendants(test))
+    )
 
 
 class CudaOnlyPackageSetting(Rule):
@@ -24,7 +37,8 @@ class CudaOnlyPackageSetting(Rule):
     Reports settings that make Hugging Face's libraries use a CUDA-only package (the table of
     cuda-only-package-import, PC701) that no import in the code shows: `use_liger_kernel=True`
     (Liger's Triton kernels) and `deepspeed="ds_config.json"` given to `TrainingArguments` or a
-    TRL config (`SFTConfig`...), and in YAML configs `use_liger_kernel: true`, `deepspeed:
+    TRL config (`SFTConfig`...), diffusers' `unet.enable_xformers_memory_efficient_attention()`
+    (info under `if is_xformers_available():` with no `else` that raises), and in YAML configs `use_liger_kernel: true`, `deepspeed:
     ds_config.json` in a recipe and `distributed_type: DEEPSPEED` in an accelerate config.
 
     ## Why is this bad?
@@ -46,7 +60,7 @@ class CudaOnlyPackageSetting(Rule):
     runs.
 
     ## Targets
-    The package's severity (packages.toml): an error on tpu and neuron for both; off where the
+    The package's severity (packages.toml): an error on tpu and neuron for each; off where the
     package has a backend (DeepSpeed on rocm, xpu, npu, hpu and cpu; Liger on rocm).
 
     ## Fix safety
@@ -59,7 +73,7 @@ class CudaOnlyPackageSetting(Rule):
     hint = "instead: {instead}"
     severity = per_target(ERROR)
     file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
-    triggers = (b"liger", b"deepspeed", b"DEEPSPEED")
+    triggers = (b"liger", b"deepspeed", b"DEEPSPEED", b"enable_xformers")
     cuda_only = True
 
     VALID = [
@@ -82,6 +96,14 @@ class CudaOnlyPackageSetting(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # AnimateDiff's training script: asked for, and an error without xFormers
+            "import torch\nfrom diffusers.utils.import_utils import is_xformers_available\n"
+            "if enable_xformers:\n    if is_xformers_available():\n        unet.enable_xformers_memory_efficient_attention()\n"
+            "    else:\n        raise ValueError('xformers is not available')\n"
+            "if is_xformers_available() and not args.without_xformers:\n    pipe.enable_xformers_memory_efficient_attention()\n",
+            lines=[5, 9],
+            message="makes the Hugging Face stack use xformers",
+        ),
         Invalid(
             "from trl import SFTConfig\nargs = SFTConfig(output_dir='out', use_liger_kernel=True, deepspeed='z3.json')\n",
             lines=[2, 2],
@@ -96,6 +118,10 @@ class CudaOnlyPackageSetting(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
+        if patterns.method_name(node) == _XFORMERS_SWITCH:
+            shown = f"`{patterns.dotted(node.func) or _XFORMERS_SWITCH}()`"
+            self._report(node, _XFORMERS_SWITCH, shown, optional=self._optional_xformers())
+            return
         if not takes_training_arguments(self.ctx.qualified_names(node.func), node):
             return
         for arg in node.args:
@@ -112,12 +138,24 @@ class CudaOnlyPackageSetting(Rule):
             if liger or deepspeed or (setting.key == _DEEPSPEED_TYPE and setting.value == "DEEPSPEED"):
                 self._report(setting.span, setting.key, f"`{setting.key}: {setting.value}`")
 
-    def _report(self, where: cst.CSTNode | Span, setting: str, what: str) -> None:
+    def _optional_xformers(self) -> bool:
+        """Under `if is_xformers_available():` (a test calling something named for xFormers)
+        whose `else` does not raise: skipped where xFormers is missing, as on the target."""
+        chain = self.ctx.ancestors
+        for parent, child in zip(chain, chain[1:]):
+            if isinstance(parent, cst.If) and child is parent.body and _asks_for_xformers(parent.test):
+                other = parent.orelse
+                return other is None or not (isinstance(other, cst.Else) and flow.raises(other.body, None))
+        return False
+
+    def _report(self, where: cst.CSTNode | Span, setting: str, what: str, optional: bool = False) -> None:
         package = _package(setting)
         written = package.pip[0] if package.pip else package.key
-        fields = {"what": what, "package": written, "description": package.what, "instead": package.instead}
+        description = package.what + (" (optional: only where it is installed)" if optional else "")
+        fields = {"what": what, "package": written, "description": description, "instead": package.instead}
         self.record(project.DEPENDENCY, package.key, where, written=written)
-        self.report_at(where, severity=package.severities(), **fields)
+        severity = at_most_info(package.severities()) if optional else package.severities()
+        self.report_at(where, severity=severity, **fields)
 
 
 def _off(node: cst.BaseExpression) -> bool:

@@ -9,6 +9,12 @@ from portcheck.project import Project
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 from portcheck.targets.library_defaults import CudaDefault, table
 
+_ALWAYS = "works on CUDA whatever it is given"
+_ANY_ARGUMENTS = (
+    "do its work with torch's own API and the target's device: torch.distributed.init_process_group with the"
+    " target's backend, the model moved to the program's device"
+)
+
 
 def _severities(api: CudaDefault) -> dict[str, Severity]:
     return {name: OFF if t.keeps_cuda_api else api.severity for name, t in target_data.all_targets().items()}
@@ -19,7 +25,10 @@ class LibraryCudaDefault(Rule):
     Reports calls of other packages' functions and classes whose device parameter defaults to
     CUDA, made without giving it: Ultralytics' `autocast(enabled)` (device "cuda"), timm's
     `NativeScaler()`, MMSegmentation's `init_segmentor` / `init_model`, MMDetection's
-    `init_detector` and MMPose's `init_pose_model` / `init_model` (device "cuda:0"); also
+    `init_detector` and MMPose's `init_pose_model` / `init_model` (device "cuda:0"), and
+    those that use CUDA whatever they are given: MMCV 1.x's `init_dist` (it sets the CUDA
+    device) and MMDetection 2.x's `train_detector` / MMSegmentation 0.x's `train_segmentor`
+    (they move the model to CUDA); also
     through the repository's own modules that re-export them (yolov5's `utils.torch_utils`
     binds `smart_amp_autocast` to Ultralytics' `autocast`). The table is
     portcheck/targets/library_defaults.toml.
@@ -54,7 +63,7 @@ class LibraryCudaDefault(Rule):
 
     code = "PC109"
     name = "library-cuda-default"
-    message = "`{called}` works on {default} unless given `{parameter}=`: {what}"
+    message = "`{called}` {works}: {what}"
     hint = "pass `{parameter}=` the program's device, or use the torch API with the target's device type"
     severity = per_target(WARNING, rocm=OFF)  # each report carries its API's own (`_severities`)
     triggers = tuple(sorted({name.rsplit(".", 1)[-1].encode() for name in table()}))
@@ -75,6 +84,12 @@ class LibraryCudaDefault(Rule):
             "import torch\nfrom mmseg.apis import init_segmentor\nfrom timm.utils import NativeScaler\n"
             "model = init_segmentor(cfg)\nloss_scaler = NativeScaler()\n",
             lines=[4, 5],
+        ),
+        Invalid(  # XCiT's detection and segmentation tools (the Swin-Transformer template)
+            "import torch\nfrom mmcv.runner import init_dist\nfrom mmdet.apis import train_detector\n"
+            "init_dist(args.launcher, **cfg.dist_params)\ntrain_detector(model, datasets, cfg, distributed=True)\n",
+            lines=[4, 5],
+            message="works on CUDA whatever it is given",
         ),
         Invalid(
             "import torch as T\nimport mmdet.apis as apis\nfrom torch.nn import Linear as L\nfrom torch import nn\n"
@@ -115,15 +130,17 @@ class LibraryCudaDefault(Rule):
         if not apis:
             return
         api = table()[apis[0]]
+        called = patterns.dotted(node.func) or api.qualified
+        if not api.parameter:  # CUDA whatever it is given
+            self.report(
+                node.func, severity=_severities(api), hint=_ANY_ARGUMENTS, called=called, works=_ALWAYS, what=api.what
+            )
+            return
         given = patterns.keyword(node, api.parameter) is not None or any(arg.star for arg in node.args)
         positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
         if given or len(positional) > api.position:
             return
+        works = f'works on "{api.default}" unless given `{api.parameter}=`'
         self.report(
-            node.func,
-            severity=_severities(api),
-            called=patterns.dotted(node.func) or api.qualified,
-            default=f'"{api.default}"',
-            parameter=api.parameter,
-            what=api.what,
+            node.func, severity=_severities(api), called=called, works=works, parameter=api.parameter, what=api.what
         )

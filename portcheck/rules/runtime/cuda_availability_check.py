@@ -10,6 +10,7 @@ from portcheck.findings import FixSafety
 from portcheck.flow import LOSES_EXTRAS, Guard, is_self_attribute
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid, at_most_warning
+from portcheck.rules.runtime.cuda_rng_api import reseeds_under_guard
 from portcheck.targets import api
 from portcheck.walk import descendants
 
@@ -42,7 +43,9 @@ class CudaAvailabilityCheck(CudaApiRule):
     check guards is at most a warning too: a port opens the check to the target's equivalent
     or drops both. Each is info on the CPU, where the CUDA path stays for GPUs, and so is an
     attribute set to the answer that the module never reads (`self.sync_cuda =
-    torch.cuda.is_available()`).
+    torch.cuda.is_available()`), and a check that only seeds CUDA again beside a
+    `torch.manual_seed(...)`, which seeds every device (`if torch.cuda.is_available():
+    torch.cuda.manual_seed_all(seed)` in a seed_everything helper): info everywhere.
 
     ## Example
     ```python
@@ -86,6 +89,8 @@ class CudaAvailabilityCheck(CudaApiRule):
         """An assert on CUDA stops the program wherever CUDA is missing, the CPU included; a
         test skipped without CUDA runs nothing wrong, it only goes untested."""
         usual = super().severities(node, entry)
+        if reseeds_under_guard(self.ctx, self.ctx.chain(node)):
+            return {t: INFO if usual_level > OFF else OFF for t, usual_level in usual.items()}
         check = self._check(node)
         if check is not None and (check.asserts or check.skips):
             level = ERROR if check.asserts else WARNING
@@ -98,6 +103,8 @@ class CudaAvailabilityCheck(CudaApiRule):
         return usual
 
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
+        if reseeds_under_guard(self.ctx, self.ctx.chain(node)):
+            return "returns False, so every other device skips a CUDA seeding that the torch.manual_seed() beside it makes unneeded"
         check = self._check(node)
         if check is not None and check.asserts:
             return "returns False, so this assert stops the program on every other device"

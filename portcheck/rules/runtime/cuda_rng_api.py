@@ -1,17 +1,20 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
 from portcheck.rewrites import cuda_api
 from portcheck.rewrites.edits import Edit
-from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.rule import FileContext, Invalid, SeverityMap, Valid, at_most_info
 from portcheck.targets import api
 
 _SEED_EVERYTHING = "torch.manual_seed"
 # Calls that may stand between two seedings without touching torch's generators.
 _OTHER_SEEDERS = frozenset({"random.seed", "numpy.random.seed"})
+_CUDA_SEEDINGS = (".manual_seed", ".manual_seed_all")
 
 
 class CudaRngApi(CudaApiRule):
@@ -46,7 +49,8 @@ class CudaRngApi(CudaApiRule):
     ## Fix safety
     Safe: a `torch.cuda.manual_seed(s)` or `manual_seed_all(s)` next to a
     `torch.manual_seed(s)` in the same block (the same seed before it, any seed after it, with
-    only other seeding calls between) is removed: `torch.manual_seed` already seeds every
+    only other seeding calls between), or alone under a check next to one (a seed_everything
+    helper's `if torch.cuda.is_available():`, then info), is removed: `torch.manual_seed` already seeds every
     device. Where there is never an accelerator (`--device cpu`) a bare `manual_seed`,
     `manual_seed_all`, `seed()` or `set_rng_state()` is removed: it did nothing there.
     Unsafe: any other `manual_seed(s)` becomes `torch.manual_seed(s)`, which seeds the device
@@ -68,6 +72,14 @@ class CudaRngApi(CudaApiRule):
         Valid("def seed_all(torch, s):\n    torch.cuda.manual_seed_all(s)\n"),
     ]
     INVALID = [
+        Invalid(  # a seed_everything helper: the CUDA seeding under its check goes too (info, see PC201)
+            "import random\nimport torch\ndef seed_everything(seed):\n    random.seed(seed)\n    torch.manual_seed(seed)\n"
+            "    if torch.cuda.is_available():\n        torch.cuda.manual_seed_all(seed)\n",
+            lines=[7],
+            message="is not needed: the torch.manual_seed() next to it seeds every device",
+            fixed="import random\nimport torch\ndef seed_everything(seed):\n    random.seed(seed)\n    torch.manual_seed(seed)\n"
+            "    if torch.cuda.is_available():\n        pass\n",
+        ),
         Invalid(
             "import torch\nimport random\ndef seed_all(s):\n    random.seed(s)\n    torch.manual_seed(s)\n"
             "    torch.cuda.manual_seed(s)\n    torch.cuda.manual_seed_all(s)\n",
@@ -121,6 +133,15 @@ class CudaRngApi(CudaApiRule):
         super().__init__(ctx)
         self._redundancy: dict[int, bool] = {}  # node id -> whether a torch.manual_seed makes it redundant
 
+    def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
+        """Info under a check that only seeds CUDA again beside a `torch.manual_seed`: the
+        port loses nothing there (`fix` still drops it)."""
+        usual = super().severities(node, entry)
+        return at_most_info(usual) if self._redundant(node, entry) and self._guarded(node) else usual
+
+    def _guarded(self, node: cst.Name | cst.Attribute) -> bool:
+        return reseeds_under_guard(self.ctx, self.ctx.chain(node))
+
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
         if self._redundant(node, entry):
             return f"does nothing, and is not needed: the {_SEED_EVERYTHING}() next to it seeds every device"
@@ -138,7 +159,8 @@ class CudaRngApi(CudaApiRule):
             return False
         if id(node) not in self._redundancy:
             use = cuda_api.Use.of(self.ctx, node)
-            self._redundancy[id(node)] = use.line is not None and self._seeded_alongside(use)
+            alongside = use.line is not None and self._seeded_alongside(use)
+            self._redundancy[id(node)] = alongside or (use.bare and self._guarded(node))
         return self._redundancy[id(node)]
 
     def _seeded_alongside(self, use: cuda_api.Use) -> bool:
@@ -176,6 +198,36 @@ class CudaRngApi(CudaApiRule):
         if len(call.args) != 1 or call.args[0].star:
             return None
         return call.args[0].value
+
+
+def reseeds_under_guard(ctx: FileContext, chain: Sequence[cst.CSTNode]) -> bool:
+    """Whether the node at the end of `chain` is in the test or body of an `if` (without else)
+    that only seeds CUDA (`if torch.cuda.is_available(): torch.cuda.manual_seed_all(seed)`)
+    next to a `torch.manual_seed(...)` in its block, with only other seedings between (a
+    seed_everything helper): the CUDA seeding, and the check, change nothing anywhere."""
+    index = next((i for i in range(len(chain) - 2, 0, -1) if isinstance(chain[i], cst.If)), None)
+    if index is None:
+        return False
+    guard, block = chain[index], chain[index - 1]
+    assert isinstance(guard, cst.If)
+    if guard.orelse is not None or not isinstance(block, (cst.Module, cst.IndentedBlock)):
+        return False
+    for statement in guard.body.body:
+        call = _call_statement(statement)
+        names = ctx.qualified_names(call.func) if call is not None else frozenset()
+        if not any(name.startswith("torch.cuda.") and name.endswith(_CUDA_SEEDINGS) for name in names):
+            return False
+    body = list(block.body)
+    here = body.index(guard)
+    for statements in (reversed(body[:here]), body[here + 1 :]):
+        for statement in statements:
+            call = _call_statement(statement)
+            names = ctx.qualified_names(call.func) if call is not None else frozenset()
+            if _SEED_EVERYTHING in names:
+                return True
+            if not names & _OTHER_SEEDERS:
+                break
+    return False
 
 
 def _call_statement(statement: cst.CSTNode) -> cst.Call | None:

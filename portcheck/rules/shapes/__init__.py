@@ -99,6 +99,10 @@ _TENSOR_MAKERS = frozenset(
         "matmul", "einsum", "logical_not", "logical_and", "logical_or", "eq", "ne", "gt", "ge", "lt", "le",
         "isnan", "isinf", "isfinite", "mean", "sum", "norm", "sqrt", "min", "max", "var", "std",
         "nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount",
+        "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow", "neg", "square",
+        "round", "floor", "ceil", "trunc", "sign", "maximum", "minimum", "clip", "amax", "amin", "prod",
+        "any", "all", "count_nonzero", "cumprod", "diff", "mm", "bmm", "outer", "reshape", "flatten", "squeeze",
+        "unsqueeze", "transpose", "permute", "flip", "roll", "tril", "triu", "index_select", "repeat_interleave",
         "nn.utils.clip_grad_norm_", "nn.utils.clip_grad_norm", "nn.utils.get_total_norm",
     )
 )  # fmt: skip
@@ -417,6 +421,10 @@ def _read_back(ctx: FileContext, node: cst.BaseExpression, depth: int) -> bool:
     )
 
 
+def _compared(node: cst.Comparison) -> list[cst.BaseExpression]:
+    return [link.comparator for link in node.comparisons]
+
+
 def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether a condition needs tensor values: `mask.any()`, `torch.equal(a, b)`,
     `x.sum() > 0`, `x.sum()`, `bool(t.max())`, `tok in eos_ids`. `self.training`, `x.dim() == 3`,
@@ -431,6 +439,8 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
         # GroundingDINO's `if output.isnan().any() | output.isinf().any():`
         return tests_tensor_value(ctx, node.left, depth + 1) or tests_tensor_value(ctx, node.right, depth + 1)
     if type(node) is cst.Comparison:
+        if any(type(side) is cst.Name and side.value == "None" for side in (node.left, *_compared(node))):
+            return False  # `x != None`: a tensor compared with None answers False (or True), no values read
         members = [link.comparator for link in node.comparisons if type(link.operator) in (cst.In, cst.NotIn)]
         if members and any(tensor_valued(ctx, side) for side in (node.left, *members)):
             return True  # `tok in eos_ids`, `x in t`: each element compared, the answer read on the host

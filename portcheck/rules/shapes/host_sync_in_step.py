@@ -32,6 +32,11 @@ _WRITERS = frozenset(
     }
 )  # fmt: skip
 _HAND_OFF_CONTEXTS = frozenset({"forward()", "a step loop"})  # no training, no decoding
+_WHOLE_COPIES = frozenset({"`.numpy()`", "`.cpu()`", '`.to("cpu")`'})  # what an output leaves by
+_NO_AUTOGRAD = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
+     "torch.autograd.grad_mode.inference_mode"}
+)  # fmt: skip
 _FROM_NUMPY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
 _VALUE_REDUCTIONS = frozenset({"sum", "max", "min", "mean", "amax", "amin", "norm", "prod"})  # each a 0-dim tensor
@@ -58,7 +63,7 @@ class HostSyncInStep(StepRule):
     `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value
     it is registered with), `min()` / `max()` comparing one (`min(self.decay, n / 10)`), a
     tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`, `"{:.6f}".format(norm)`)
-    or logged as a number (`writer.add_scalar("loss", loss, step)`, `wandb.log({"loss": loss})`)
+    or printed (`print(pre_norm)`) or logged as a number (`writer.add_scalar("loss", loss, step)`, `wandb.log({"loss": loss})`)
     and a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s
     fill value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
     `torch.randint`'s bounds, `math.isnan(grad_norm)`) where they run every step. That is step
@@ -103,8 +108,10 @@ class HostSyncInStep(StepRule):
     infinite: `if x.isnan().any():`, `if not torch.isfinite(loss):`), only while the model is exported (`if
     torch.onnx.is_in_onnx_export():`, `torch.jit.is_tracing()`), under an `if step % N == 0:`
     or a predicate of the module that returns True only so (an image logger's
-    `if self.check_frequency(idx):`), or once per interval of time (`if time.time() - last >
-    60:`) (reading back every N steps, also where a function is
+    `if self.check_frequency(idx):`), once per interval of time (`if time.time() - last >
+    60:`) or of steps counted from the last pass (`if step - last_save >= N:` that sets
+    `last_save = step`), but not a block that steps the optimizer (gradient accumulation's
+    `if step % accum == 0: optimizer.step()` is the step) (reading back every N steps, also where a function is
     called; not in a step loop of its own there, such as an evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's
     index, a count it keeps or a parameter named for the step (`batch_idx`: the first steps
     only); those that decide a branch (PC504) or a slice length (PC505); and those on NumPy
@@ -115,10 +122,12 @@ class HostSyncInStep(StepRule):
     items the loop leaves there while it moves others to the device; the items of a host
     tensor), which live on the host. Info: a copy written out (given to
     `Image.fromarray`, `np.save`, `cv2.imwrite`, `torchaudio.save`... directly or through the
-    name it is bound to in the same function), and `.numpy()` in forward() or in a loop that
-    runs the model without training or decoding (a sampling script): the tensor leaves torch
-    there, mostly as an output (an image, a file, another runtime's input) whose copy is its
-    cost; not where the same function makes a tensor of NumPy data on a device again (vits'
+    name it is bound to in the same function), `.numpy()` in forward() or in a loop that
+    runs the model without training or decoding (a sampling script), and a whole tensor copied
+    (`.cpu()`, `.to("cpu")`, `.numpy()`) with autograd off (`torch.no_grad()`,
+    `torch.inference_mode()`) there or in a loop over a DataLoader, or in such a loop that
+    takes no training step (an evaluation): the tensor leaves torch there, mostly as an output
+    (an image, a file, another runtime's input, predictions kept) whose copy is its cost; not where the same function makes a tensor of NumPy data on a device again (vits'
     monotonic alignment: `.numpy()`, a Cython search, `torch.from_numpy(path).to(device)`), a
     round trip every step.
 
@@ -172,6 +181,7 @@ class HostSyncInStep(StepRule):
         b"math.",
         b"add_scalar",
         b"wandb",
+        b"print(",
     )
 
     VALID = [
@@ -374,6 +384,13 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # LoRA's PTI: a tensor printed in the accumulation block that steps the optimizer
+            "import torch\nfor step, (x, y) in enumerate(loader):\n    loss = model(x, y)\n    loss.backward()\n"
+            "    if step % accum_iter == 0:\n        pre_norm = emb.weight.norm(dim=-1)\n        print(pre_norm)\n"
+            "        optimizer.step()\n",
+            lines=[7],
+            message="printing `pre_norm`",
+        ),
         Invalid(  # YOLOv9's loss: Python's max() compares a reduction with a number
             "import torch.nn as nn\nclass Loss(nn.Module):\n    def forward(self, scores, boxes):\n"
             "        n = max(scores.sum(), 1)\n        m = max(len(boxes), 1)\n        self.seen = scores.mean().item()\n"
@@ -722,13 +739,19 @@ class HostSyncInStep(StepRule):
         self._writers_read: dict[int, frozenset[str]] = {}  # by function: see `_written_names`
 
     def handed_off(self, root: str, fields: Mapping[str, object]) -> bool:
-        """A copy written out (an image, a file) anywhere, and `.numpy()` in forward() or in a
-        loop that runs the model without training or decoding (a sampling script, an
-        exporter's backends): the tensor leaves torch there, unless the function brings NumPy
-        data back to a device (`round_trip`)."""
+        """A copy written out (an image, a file) anywhere; `.numpy()` in forward() or in a loop
+        that runs the model without training or decoding (a sampling script, an exporter's
+        backends); and a whole tensor copied to the host (`.cpu()`, `.to("cpu")`, `.numpy()`)
+        with autograd off in such a loop or in a loop over a DataLoader (an evaluation, an
+        extraction): the tensor leaves torch there as an output, unless the function brings
+        NumPy data back to a device (`round_trip`)."""
         if fields.get("written"):
             return True
-        return fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS and not fields.get("round_trip")
+        if fields.get("round_trip") or fields.get("call") not in _WHOLE_COPIES:
+            return False
+        if fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS:
+            return True
+        return bool(fields.get("inference")) and root in ("a step loop", "a loop over a DataLoader")
 
     def leave_Module(self, node: cst.Module) -> None:
         self.record_tensor_returns(node)  # once for the step rules, here
@@ -754,6 +777,10 @@ class HostSyncInStep(StepRule):
         if logged is not None:
             self._report_formatted(logged, "logging")
             return
+        printed = self._printed_tensor(node)
+        if printed is not None:
+            self._report_formatted(printed, "printing")
+            return
         converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._math_of(node)
         if converted is None or not tensor_valued(self.ctx, converted):
             converted = self._compared_tensor(node)  # `min(t, 1)`: a tensor (or a reduction of one) already
@@ -774,7 +801,42 @@ class HostSyncInStep(StepRule):
             return
         written = self._written_out(node)
         back = method == "numpy" and self._sends_numpy_back(node)
-        self.report_in_step(node, where, off_host_at_end(self.ctx, copied), call=call, written=written, round_trip=back)
+        inference = call in _WHOLE_COPIES and self._inference(ancestors)
+        holds = off_host_at_end(self.ctx, copied)
+        self.report_in_step(node, where, holds, call=call, written=written, round_trip=back, inference=inference)
+
+    def _inference(self, ancestors: Sequence[cst.CSTNode]) -> bool:
+        """Whether the node runs without training: in a loop over a DataLoader that takes no
+        training step (an evaluation), or, where no training loop of the function is around
+        it, with autograd off: under `with torch.no_grad():` (or `torch.inference_mode()`), in
+        a function decorated with one or that opens one itself (taming-transformers'
+        `run_model` returns `(...).cpu()` after its `with torch.no_grad():` block)."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        for index in range(len(ancestors) - 2, -1, -1):
+            loop = ancestors[index]
+            if type(loop) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                break
+            if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and module_flow.loop_step(loop):
+                if module_flow.trains(loop):
+                    return False
+                if module_flow.loop_step(loop) == "a loop over a DataLoader":
+                    return True
+                break
+        for node in ancestors:
+            if type(node) is cst.With and any(self._no_autograd(item.item) for item in node.items):
+                return True
+            if type(node) is cst.FunctionDef and any(self._no_autograd(d.decorator) for d in node.decorators):
+                return True
+        function = flow.enclosing_function(ancestors)
+        return function is not None and any(
+            type(statement) is cst.With and any(self._no_autograd(item.item) for item in statement.items)
+            for statement in function.body.body
+        )
+
+    def _no_autograd(self, expression: cst.BaseExpression) -> bool:
+        called = expression.func if type(expression) is cst.Call else expression
+        return bool(self.ctx.qualified_names(called) & _NO_AUTOGRAD)
 
     def _sends_numpy_back(self, node: cst.Call) -> bool:
         """Whether the function that reads a tensor out with `.numpy()` makes a tensor of NumPy
@@ -872,6 +934,14 @@ class HostSyncInStep(StepRule):
         logged = node.args[0].value
         values = [e.value for e in logged.elements if type(e) is cst.DictElement] if type(logged) is cst.Dict else []
         return next((value for value in values if tensor_valued(self.ctx, value)), None)
+
+    def _printed_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
+        """The first tensor `print(...)` is given (LoRA's `print(pre_norm)` every step): printing
+        a tensor formats its values on the host."""
+        if type(node.func) is not cst.Name or node.func.value != "print" or self.ctx.qualified_names(node.func):
+            return None
+        given = (arg.value for arg in node.args if arg.keyword is None and not arg.star)
+        return next((value for value in given if tensor_valued(self.ctx, value)), None)
 
     def _math_of(self, node: cst.Call) -> cst.BaseExpression | None:
         """The argument of `math.isnan(x)`, `math.sqrt(x)`...: Python's math reads a tensor as
