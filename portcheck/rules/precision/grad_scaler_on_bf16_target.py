@@ -45,11 +45,12 @@ class GradScalerOnBf16Target(Rule):
     Reports creating a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`) when
     a selected target trains natively in bfloat16, and, as info, each step it takes (`scale`,
     `unscale_`, `step`, `update` called on a name or `self` attribute the module binds to it):
-    lines to tidy with it, once the scaler is off or gone. A scaler made or enabled only for float16
-    (`enabled=(dtype == "float16")`, under `if need_scaler:` where `need_scaler = dtype is
-    torch.float16`, `GradScaler() if dtype == torch.float16 else None`) is left alone: where the dtype is chosen is the finding (PC206, PC308).
-    A flag (`enabled=args.fp16`) is not such a choice: it asks for mixed precision, which the
-    port keeps, in bfloat16, with the flag still on.
+    lines to tidy with it, once the scaler is off or gone. A scaler made or enabled only for
+    float16 (`enabled=(dtype == "float16")`, under `if need_scaler:` where `need_scaler =
+    dtype is torch.float16`, `GradScaler() if dtype == torch.float16 else None`) is left
+    alone: where the dtype is chosen is the finding (PC206, PC308). A flag
+    (`enabled=args.fp16`) is not such a choice: it asks for mixed precision, which the port
+    keeps, in bfloat16, with the flag still on.
 
     ## Why is this bad?
     Loss scaling exists because float16 gradients underflow. bfloat16 has float32's exponent
