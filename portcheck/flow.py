@@ -335,6 +335,7 @@ class DeviceFlow:
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
     # (function id, gates, whether periodic gates exempt) -> the step context
     _every_step: dict[tuple[int, tuple[str, ...], bool], str | None] = field(default_factory=dict)
+    _drives: dict[int, bool] = field(default_factory=dict)  # function id -> whether it calls a step loop's function
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
     # every `for` loop, with the scope it is in and the nodes from the module down to it
     _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
@@ -1329,8 +1330,30 @@ class DeviceFlow:
                     else self.called_every_step(caller, (), depth + 1, periodic_exempts=periodic_exempts)
                 )
             if where is not None:  # what forward() calls runs with it, loops and all (YOLOX's label assignment)
-                return None if where != _FORWARD and self.runs_steps(function) else where
+                return (
+                    None if where != _FORWARD and (self.runs_steps(function) or self.drives_steps(function)) else where
+                )
         return None
+
+    def drives_steps(self, function: cst.FunctionDef) -> bool:
+        """Whether a function calls one of the module's that holds a step loop that does not
+        train (a DDIM sampler's `sample()` sets up its schedule, then calls `ddim_sampling()`,
+        which loops): what it does itself runs once per such run, not every step. A loop over
+        microbatches that trains (improved-diffusion's `forward_backward()`) is part of the
+        step that calls it."""
+        key = id(function)
+        if key not in self._drives:
+            judging, self._marking_class = self._marking_class, self._methods.get(key)
+            try:
+                calls = [node for node in self._own(function.body, _NESTED_SCOPES) if type(node) is cst.Call]
+                self._drives[key] = any(
+                    helper is not function and self._loops_without_training(helper)
+                    for call in calls
+                    for helper in self._helpers_called(call, 0)
+                )
+            finally:
+                self._marking_class = judging
+        return self._drives[key]
 
     def _run_by_callee(self, site: _Site, title: str) -> str | None:
         """The step context in which the module's function that a callback is given to calls
@@ -1393,10 +1416,12 @@ class DeviceFlow:
             return any(self._draws(value, generator, ancestors) for value in self.resolver.assigned_values(source))
         return type(source) is cst.Call and type(source.func) is cst.Name and source.func.value == generator.name.value
 
-    def callers(self, function: cst.FunctionDef) -> list[cst.FunctionDef]:
+    def callers(self, function: cst.FunctionDef, *, past_steps: bool = True) -> list[cst.FunctionDef]:
         """The module's functions that call `function`, directly or through others
         (`optimize()` calls `self._optimize()`, which calls `self._norms()`), nearest first;
-        a method counts the calls `self.name(...)` in its own class. Asked after the walk."""
+        a method counts the calls `self.name(...)` in its own class. Not `past_steps`: none
+        that runs a step loop or calls a function that does (a sampler's `sample()`), nor
+        their callers: there the function runs once per loop. Asked after the walk."""
         found: list[cst.FunctionDef] = []
         wave = [function]
         for _ in range(_CALL_DEPTH):
@@ -1407,9 +1432,12 @@ class DeviceFlow:
                     if site.receiver is not None or (owner is not None and _class_name(site.ancestors) != owner):
                         continue
                     caller = enclosing_function(site.ancestors)
-                    if caller is not None and caller is not function and caller not in found:
-                        found.append(caller)
-                        following.append(caller)
+                    if caller is None or caller is function or caller in found:
+                        continue
+                    if not past_steps and (self.runs_steps(caller) or self.drives_steps(caller)):
+                        continue
+                    found.append(caller)
+                    following.append(caller)
             wave = following
         return found
 
@@ -1432,6 +1460,13 @@ class DeviceFlow:
     def self_attribute_values(self, attribute: str) -> list[tuple[cst.BaseExpression, Scope]]:
         """What the module assigns to `self.<attribute>`, with the scope of each assignment."""
         return self._self_attributes.get(attribute, [])
+
+    def _loops_without_training(self, function: cst.FunctionDef) -> bool:
+        """Whether a function holds a step loop that takes no training step (sampling, decoding)."""
+        return any(
+            self.in_scope(scope, lambda loop=loop: self.loop_step(loop) is not None and not self.trains(loop))
+            for loop, scope in self._loops.get(id(function), ())
+        )
 
     def runs_steps(self, function: cst.FunctionDef) -> bool:
         """Whether a function holds a step loop of its own."""

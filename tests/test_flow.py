@@ -630,6 +630,50 @@ def test_a_tokenizers_tensors_and_a_comparison_with_none_read_nothing_on_the_dev
     assert {key for key in findings(source) if key[1] == "PC504"} == {(12, "PC504")}
 
 
+def test_what_runs_before_a_sampling_loop_runs_once_per_sampling() -> None:
+    """A DDIM sampler (AudioLDM's, latent diffusion's): `sample()` makes its schedule, then
+    calls `ddim_sampling()`, which loops over the timesteps; what the schedule copies to the
+    host runs once per sampling, not every step of the loop that samples, nor of the sampler's
+    own loop. A loop over microbatches that trains is part of the step that calls it."""
+    source = """    import numpy as np
+    import torch
+
+    class Sampler:
+        def make_schedule(self, n):
+            self.sqrt = torch.tensor(np.sqrt(self.model.alphas_cumprod.cpu())).to(self.model.device)
+
+        def sample(self, n, shape):
+            self.make_schedule(n)
+            return self.ddim_sampling(shape)
+
+        def ddim_sampling(self, shape):
+            img = torch.randn(shape, device=self.model.device)
+            for i in range(self.steps):
+                img = self.model(img, i)
+            return img
+
+        def log_images(self, loader):
+            for batch in loader:
+                samples = self.sample(50, self.model(batch).shape)
+
+    class Trainer:
+        def run_loop(self, data):
+            while True:
+                self.run_step(next(data))
+
+        def run_step(self, batch):
+            self.forward_backward(batch)
+            norm = sum(p.grad.norm() for p in self.params).item()
+            self.opt.step()
+
+        def forward_backward(self, batch):
+            for i in range(0, batch.shape[0], self.micro):
+                self.model(batch[i : i + self.micro]).mean().backward()
+    """
+    found = {line for line, code in findings(source) if code == "PC503"}
+    assert found == {29}
+
+
 def test_an_interval_counted_from_the_last_pass_is_periodic() -> None:
     """LoRA saves when `global_step - last_save >= args.save_steps` and then sets `last_save =
     global_step`: once per interval, the remedy for a per-step sync, as under `step % N == 0`;

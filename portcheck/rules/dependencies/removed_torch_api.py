@@ -4,6 +4,8 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck import targets as target_data
+from portcheck.findings import FixSafety
+from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, WARNING, FileContext, Invalid, Rule, Valid
 
 # What torch no longer has (checked against torch 2.13.0), and what replaces it.
@@ -78,8 +80,10 @@ class RemovedTorchApi(Rule):
     npu, hpu); a warning elsewhere.
 
     ## Fix safety
-    No automatic fix: the replacements differ in arguments or results (complex FFT output,
-    swapped arguments, the triangle `eigh` reads).
+    Safe: `from torch._six import inf` (and `nan`) becomes `from math import inf`, the same
+    float. Not fixed otherwise: the replacements differ in arguments or results (complex FFT
+    output, swapped arguments, the triangle `eigh` reads), or in what they name (`str` for
+    `string_classes`, a module for `container_abcs`).
     """
 
     code = "PC710"
@@ -87,6 +91,7 @@ class RemovedTorchApi(Rule):
     message = "`{name}` is gone from the torch releases the target needs: {effect}"
     hint = "use {instead}"
     severity = _severity()
+    fix_safety = FixSafety.SAFE
     # The distinctive part of each name (`eig(`: "eig" alone is in every "weight").
     triggers = (b"_six", b"ffi", b"deprecated", b"legacy", b"trainer", b"_functions", b"fft", b"_map", b"_classes",
                 b"_use_shared_memory", b"_accumulate", b"eig(", b"lstsq", b"solve", b"matrix_rank")  # fmt: skip
@@ -101,11 +106,13 @@ class RemovedTorchApi(Rule):
         Valid("def eig(torch, a):\n    return torch.symeig(a)\n"),
     ]
     INVALID = [
-        Invalid(  # MAE and taming-transformers
+        Invalid(  # MAE
             "from torch._six import inf\nimport torch\ntotal = torch.tensor(inf)\n",
             lines=[1],
             message="`torch._six` is gone",
+            fixed="from math import inf\nimport torch\ntotal = torch.tensor(inf)\n",
         ),
+        Invalid("from torch._six import string_classes, inf\n", lines=[1]),  # taming-transformers: not fixed
         Invalid("import torch._six as six\nx = six.string_classes\n", lines=[1]),
         Invalid("import torch\nif isinstance(v, torch._six.string_classes):\n    pass\n", lines=[2]),
         Invalid(
@@ -137,7 +144,9 @@ class RemovedTorchApi(Rule):
         gone = _gone_module(module)
         names = node.names if not isinstance(node.names, cst.ImportStar) else ()
         if gone is not None:
-            self._report_import(node.module, gone)
+            moved = gone == "torch._six" and names and all(patterns.dotted(a.name) in _MATH_NAMES for a in names)
+            edit = Edit(node.module, cst.Name("math"), FixSafety.SAFE, "import from math") if moved else None
+            self._report_import(node.module, gone, edit)
             self._imported_gone.update(_local_name(alias) for alias in names)
             return
         for alias in names:
@@ -159,10 +168,11 @@ class RemovedTorchApi(Rule):
         if gone is not None and isinstance(node, cst.Attribute):
             self.report(node, name=gone, effect=_READ, instead=_replacement(gone))
 
-    def _report_import(self, node: cst.CSTNode, gone: str) -> None:
-        self.report(node, name=gone, effect=_IMPORTED, instead=_replacement(gone))
+    def _report_import(self, node: cst.CSTNode, gone: str, edit: Edit | None = None) -> None:
+        self.report(node, edit=edit, name=gone, effect=_IMPORTED, instead=_replacement(gone))
 
 
+_MATH_NAMES = frozenset({"inf", "nan"})  # torch._six's, the same floats as math's
 _IMPORTED = "importing it raises, so the program stops at start-up"
 _READ = "reading it raises AttributeError"
 _RAISES = "it raises RuntimeError when called"

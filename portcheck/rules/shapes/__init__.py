@@ -1351,7 +1351,7 @@ class StepRule(TensorRule):
         it): the second pass reads the file again only where one does (`Project.pending_step_files`)."""
         module_flow = self.ctx.flow
         assert module_flow is not None
-        for function in (deferred.function, *module_flow.callers(deferred.function)):
+        for function in (deferred.function, *module_flow.callers(deferred.function, past_steps=False)):
             for name in self._qualified_names(function):
                 if name not in self._pending:
                     self._pending.add(name)
@@ -1365,7 +1365,7 @@ class StepRule(TensorRule):
         module_flow = self.ctx.flow
         assert module_flow is not None
         tensor_only = self._tensor_only(deferred.chain)
-        for function in (deferred.function, *module_flow.callers(deferred.function)):
+        for function in (deferred.function, *module_flow.callers(deferred.function, past_steps=False)):
             known = self.ctx.project
             where = next(
                 filter(
