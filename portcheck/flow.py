@@ -1629,7 +1629,11 @@ class DeviceFlow:
             return False  # a class made, or Python's own
         given = [arg.value for arg in call.args if not arg.star]
         given = [e.value for g in given for e in (g.elements if type(g) in (cst.List, cst.Tuple) else [])] + given
-        return any(type(value) is cst.Name and self.home(value) is Home.MOVED for value in given)
+        return any(
+            (type(value) is cst.Name or (type(value) is cst.Call and type(value.func) is cst.Attribute))
+            and self.home(value) is Home.MOVED
+            for value in given
+        )  # `clvp(text_tokens.repeat(n, 1), batch)` after `text_tokens = ....to(device)` (tortoise-tts)
 
     def _yields(self, function: cst.FunctionDef) -> bool:
         """A generator function: a `yield` of its own (asked once per function)."""

@@ -674,6 +674,25 @@ def test_what_runs_before_a_sampling_loop_runs_once_per_sampling() -> None:
     assert found == {29}
 
 
+def test_a_callable_given_a_tensor_method_of_device_data_runs_the_model() -> None:
+    """tortoise-tts: `clvp(text_tokens.repeat(n, 1), batch)` after `text_tokens = ....to(device)`
+    runs a model on device data, so its loop is a step loop, and the helper it calls for each
+    candidate reads back every step."""
+    source = """    import torch
+
+    def fix(codes, stop_token):
+        stm = (codes == stop_token).nonzero().min().item()
+        return codes
+
+    def rank(clvp, tokenizer, text, samples, device):
+        text_tokens = torch.IntTensor(tokenizer.encode(text)).unsqueeze(0).to(device)
+        for batch in samples:
+            batch = fix(batch, 8193)
+            clvp_out = clvp(text_tokens.repeat(batch.shape[0], 1), batch, return_loss=False)
+    """
+    assert {line for line, code in findings(source) if code == "PC503"} == {4}
+
+
 def test_an_interval_counted_from_the_last_pass_is_periodic() -> None:
     """LoRA saves when `global_step - last_save >= args.save_steps` and then sets `last_save =
     global_step`: once per interval, the remedy for a per-step sync, as under `step % N == 0`;

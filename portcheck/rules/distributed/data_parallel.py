@@ -5,13 +5,21 @@ import libcst as cst
 from portcheck.rule import OFF, WARNING, Invalid, Rule, Valid, per_target
 
 _DATA_PARALLEL = frozenset(
-    {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+        # MMCV 1.x's subclass (OpenMMLab's tools/test.py: `MMDataParallel(model, device_ids=[0])`)
+        "mmcv.parallel.MMDataParallel",
+        "mmcv.parallel.data_parallel.MMDataParallel",
+    }
 )
 
 
 class DataParallel(Rule):
     """## What it does
-    Reports `torch.nn.DataParallel(model)`.
+    Reports `torch.nn.DataParallel(model)`, also MMCV's subclass `MMDataParallel(model,
+    device_ids=[0])` (OpenMMLab 1.x tools).
 
     ## Why is this bad?
     DataParallel replicates a module over the visible CUDA GPUs of one process. Without CUDA it
@@ -62,6 +70,10 @@ class DataParallel(Rule):
         Invalid("import torch\nmodel = torch.nn.DataParallel(model)\n", lines=[2]),
         Invalid("import torch as T\nmodel = T.nn.DataParallel(model, device_ids=[0, 1])\n", lines=[2]),
         Invalid("from torch import nn\nmodel = nn.DataParallel(model)\n", lines=[2]),
+        Invalid(  # XCiT's detection tools (the OpenMMLab 1.x template)
+            "import torch\nfrom mmcv.parallel import MMDataParallel\nmodel = MMDataParallel(model, device_ids=[0])\n",
+            lines=[3],
+        ),
         Invalid("from torch.nn.parallel import DataParallel as DP\nimport torch.cuda\nmodel = DP(model)\n", lines=[3]),
         Invalid("import torch.nn\nif n > 1:\n    model = torch.nn.parallel.DataParallel(model)\n", lines=[3]),
     ]

@@ -94,6 +94,11 @@ class KvCacheGrownPerStep(TensorRule):
             "    if embeddings is not None:\n        tokens = torch.cat((embeddings, tokens), dim=1)\n"
             "    return self.drop(tokens + self.pos)\n"
         ),
+        # under a test of a parameter, something else joined first (Stable Audio's prefix)
+        Valid(
+            "import torch\ndef forward(self, x, prefix, enc=None):\n    if enc is not None:\n"
+            "        x = torch.cat([prefix, x], dim=1)\n    return x, (x, enc)\n"
+        ),
         # the past joined once, not grown under a test of the cache
         Valid("import torch\ndef forward(x, past):\n    k = torch.cat((past, x), dim=-2)\n    return k\n"),
         # a fixed-length cache fed back keeps its shape
@@ -186,8 +191,8 @@ class KvCacheGrownPerStep(TensorRule):
         test, cache = guard
         growths = self._growths(test.body, cache)
         grown = [target for assign in growths for target in self._targets(assign)]
-        if growths[0] is not node:
-            return  # reported once per cache, at its first concatenation
+        if not growths or growths[0] is not node:
+            return  # not after the cache (`torch.cat([prefix, x])` under `if enc is not None:`); once per cache
         if len(growths) < 2 and not _handed_back(function, grown):
             return  # one prefix joined (`torch.cat((embeddings, tokens), 1)`), not keys and values kept
         names = " and ".join(f"`{name}`" for name in dict.fromkeys(grown))
