@@ -44,8 +44,8 @@ class TorchVersionForTarget(Rule):
     python_packages) with the releases each target's backend supports: TorchNeuron needs torch
     2.14, TorchTPU supports 2.11 to 2.15, torch_npu and Gaudi track their own ranges. A
     torchvision pin counts as a pin of the torch release it is built for (0.11 for 1.10, 0.29
-    for 2.14), where the manifest gives no torch version of its own (else torch's finding is
-    the one to act on, and the torchvision pin moves with it).
+    for 2.14), also beside a torch pin: it is a line the upgrade changes too (torchvision
+    0.12 does not load with torch 2.14).
 
     ## Why is this bad?
     A backend plugin is built against specific torch releases: with another one it fails to
@@ -85,9 +85,6 @@ class TorchVersionForTarget(Rule):
         Valid("torch==2.14.0\n", path="requirements.txt"),
         Valid("numpy>=1.26\n", path="requirements.txt"),
         Valid("torch\ntorchvision\n", path="requirements.txt"),
-        Valid(  # the torch pin is the finding; torchvision's moves with it
-            "torch==2.14.1\ntorchvision==0.12.0\n", path="requirements.txt", options={"targets": ["neuron"]}
-        ),
         Valid("torch>=2.6\n", path="requirements.txt", options={"targets": ["mps", "xpu", "cpu"]}),
         Valid("def f(torch, setup):\n    setup(install_requires=['torch==1.0'])\n"),
         Valid(
@@ -96,6 +93,12 @@ class TorchVersionForTarget(Rule):
     ]
     INVALID = [
         Invalid('build:\n  python_packages:\n    - "torchvision==0.11.1"\n', lines=[3], path="cog.yaml"),
+        Invalid(  # XCiT, AnimateDiff: each pin is a line the upgrade changes
+            "torch==1.8.0\ntorchvision==0.9.0\ntimm==0.4.9\n", lines=[1, 2], path="requirements.txt"
+        ),
+        Invalid(  # torch in range, its torchvision built for 1.11
+            "torch==2.14.1\ntorchvision==0.12.0\n", lines=[2], path="requirements.txt", options={"targets": ["neuron"]}
+        ),
         Invalid("FROM pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime\n", lines=[1], path="Dockerfile"),
         Invalid("dependencies:\n  - python=3.8.5\n  - pytorch=1.12.1\n", lines=[3], path="environment.yaml"),
         Invalid(
@@ -133,9 +136,8 @@ class TorchVersionForTarget(Rule):
                 (string, manifests.parse_requirement(text, 0)) for string, text in setup_requirements(node, self.ctx)
             ]
             declared = [(string, each) for string, each in found if isinstance(each, manifests.Declared)]
-            pinning = _pinning([each for _, each in declared])
             for string, each in declared:
-                if packages.normalize(each.name) in pinning:
+                if packages.normalize(each.name) in _PINNING:
                     verdict = self._verdict(each)
                     if verdict:
                         self.report(string, severity=verdict[0], declared=each.text, mismatches=verdict[1])
@@ -143,9 +145,8 @@ class TorchVersionForTarget(Rule):
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
         requirements = manifests.read(self.ctx.kind, text).requirements
-        pinning = _pinning(requirements)
         for declared in requirements:
-            if packages.normalize(declared.name) in pinning:
+            if packages.normalize(declared.name) in _PINNING:
                 verdict = self._verdict(declared)
                 if verdict:
                     width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
@@ -178,13 +179,6 @@ class TorchVersionForTarget(Rule):
         if not mismatches:
             return None
         return severity, "; ".join(f"{'/'.join(names)}: {text}" for text, names in mismatches.items())
-
-
-def _pinning(declared: list[manifests.Declared]) -> frozenset[str]:
-    """What pins torch in one manifest: torch itself where it gives a version (the torchvision
-    pin beside it follows it, and would only say the same again), else torchvision too."""
-    pins_torch = any(packages.normalize(each.name) in _TORCH and each.specifier for each in declared)
-    return _TORCH if pins_torch else _PINNING
 
 
 def _torch_allowed(name: str, wanted: SpecifierSet) -> set[Version]:

@@ -63,8 +63,9 @@ class HostSyncInStep(StepRule):
     `bool()` of a tensor (a buffer the module registers, `int(self.queue_ptr)`, whatever value
     it is registered with), `min()` / `max()` comparing one (`min(self.decay, n / 10)`), a
     tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`, `"{:.6f}".format(norm)`)
-    or printed (`print(pre_norm)`) or logged as a number (`writer.add_scalar("loss", loss, step)`, `wandb.log({"loss": loss})`)
-    and a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s
+    or printed (`print(pre_norm)`) or logged as a number (`writer.add_scalar("loss", loss,
+    step)`, `wandb.log({"loss": loss})`) and a tensor given where torch or Python reads a number
+    (`torch.full(size, alphas[t])`'s
     fill value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
     `torch.randint`'s bounds, `math.isnan(grad_norm)`) where they run every step. That is step
     code:
@@ -111,8 +112,9 @@ class HostSyncInStep(StepRule):
     `if self.check_frequency(idx):`), once per interval of time (`if time.time() - last >
     60:`) or of steps counted from the last pass (`if step - last_save >= N:` that sets
     `last_save = step`), but not a block that steps the optimizer (gradient accumulation's
-    `if step % accum == 0: optimizer.step()` is the step) (reading back every N steps, also where a function is
-    called; not in a step loop of its own there, such as an evaluation every N steps) or an `if i < 3:` / `if i == 0:` on the loop's
+    `if step % accum == 0: optimizer.step()` is the step) (reading back every N steps, also
+    where a function is called; not in a step loop of its own there, such as an evaluation
+    every N steps) or an `if i < 3:` / `if i == 0:` on the loop's
     index, a count it keeps or a parameter named for the step (`batch_idx`: the first steps
     only); those that decide a branch (PC504) or a slice length (PC505); and those on NumPy
     arrays (made by `numpy` or `.numpy()`) or on tensors in host memory (copied there, made from
@@ -127,8 +129,9 @@ class HostSyncInStep(StepRule):
     (`.cpu()`, `.to("cpu")`, `.numpy()`) with autograd off (`torch.no_grad()`,
     `torch.inference_mode()`) there or in a loop over a DataLoader, or in such a loop that
     takes no training step (an evaluation): the tensor leaves torch there, mostly as an output
-    (an image, a file, another runtime's input, predictions kept) whose copy is its cost; not where the same function makes a tensor of NumPy data on a device again (vits'
-    monotonic alignment: `.numpy()`, a Cython search, `torch.from_numpy(path).to(device)`), a
+    (an image, a file, another runtime's input, predictions kept) whose copy is its cost; not
+    where the same function makes a tensor of NumPy data on a device again (vits' monotonic
+    alignment: `.numpy()`, a Cython search, `torch.from_numpy(path).to(device)`), a
     round trip every step.
 
     ## Why is this bad?
