@@ -22,6 +22,7 @@ import libcst as cst
 from portcheck.patterns import dotted
 
 EMPTY: frozenset[str] = frozenset()
+_TORCH: frozenset[str] = frozenset({"torch"})
 
 
 @dataclass(slots=True)
@@ -41,6 +42,8 @@ class Scope:
     # the names `a, b = f(x)` binds, each with the call and its position in what the call returns
     # names unpacked from what a call returns or from an item (`row, col = idxs[i]`), with the position
     unpacked: dict[str, list[tuple[cst.Call | cst.Subscript, int]]] = field(default_factory=dict)
+    # `from utils import *` of a module other than torch's: what it brings is not known here
+    star_imported: bool = False
 
     def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
         self.bound.add(name)
@@ -139,6 +142,7 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope, imported_here: set
                     imported_here.add(top)
         elif type(stmt) is cst.ImportFrom:
             if type(stmt.names) is cst.ImportStar:
+                scope.star_imported |= not (stmt.module and dotted(stmt.module).split(".")[0] == "torch")
                 continue
             module = "." * len(stmt.relative) + (dotted(stmt.module) if stmt.module else "")
             for alias in stmt.names:
@@ -245,7 +249,7 @@ class Resolver:
         if cached is None:
             if type(node) is cst.Name:
                 owner = self.scope_of(node.value)
-                cached = frozenset(owner.imports.get(node.value, ())) if owner else EMPTY
+                cached = frozenset(owner.imports.get(node.value, ())) if owner else self._star_torch(node.value)
             elif type(node) is cst.Attribute:
                 attr = node.attr.value
                 cached = frozenset(f"{base}.{attr}" for base in self.qualified_names(node.value))
@@ -253,6 +257,12 @@ class Resolver:
                 cached = EMPTY
             self._cache[key] = cached
         return cached
+
+    def _star_torch(self, name: str) -> frozenset[str]:
+        """`torch` bound nowhere in a module that star-imports one of its own (`from utils
+        import *`, where utils imports torch: the SSD tutorial's detect.py): it can only come
+        from there, if the code runs. Resolving only: fixes still import what they write."""
+        return _TORCH if name == "torch" and self.module.star_imported else EMPTY
 
     def module_level_names(self, node: cst.CSTNode) -> frozenset[str]:
         """`qualified_names` through the module's own imports, wherever the walk is: for what

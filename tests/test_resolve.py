@@ -48,6 +48,10 @@ def calls(source: str) -> dict[str, frozenset[str]]:
         ("import torch\ntorch.randn(3).cuda()\n", "torch.randn(3).cuda", set()),  # a call in the chain
         ("import torch\ntorch.cuda.current_stream().synchronize()\n", "torch.cuda.current_stream().synchronize", set()),
         ("from torch.cuda import *\nsynchronize()\n", "synchronize", set()),
+        # the SSD tutorial's detect.py: `torch` can only come from the repository's own module
+        ("from utils import *\ntorch.cuda.is_available()\n", "torch.cuda.is_available", {"torch.cuda.is_available"}),
+        ("from torch.nn import *\ntorch.cuda.is_available()\n", "torch.cuda.is_available", set()),
+        ("from utils import *\ncuda.is_available()\n", "cuda.is_available", set()),
     ],
 )
 def test_import_shapes(source: str, call: str, expected: set[str]) -> None:
