@@ -2099,16 +2099,8 @@ def _since_last(test: cst.If) -> bool:
     """`if global_step - last_save >= args.save_steps:` whose body sets `last_save =
     global_step` (LoRA's checkpoints): once per interval of steps, counted from the last pass."""
     for part in _conjuncts(test.test):
-        if type(part) is not cst.Comparison or len(part.comparisons) != 1:
-            continue
-        link = part.comparisons[0]
-        if type(link.operator) in (cst.GreaterThan, cst.GreaterThanEqual):
-            elapsed = part.left
-        elif type(link.operator) in (cst.LessThan, cst.LessThanEqual):
-            elapsed = link.comparator
-        else:
-            continue
-        if type(elapsed) is not cst.BinaryOperation or type(elapsed.operator) is not cst.Subtract:
+        elapsed = _elapsed(part) if type(part) is cst.Comparison else None
+        if elapsed is None:
             continue
         now, last = patterns.dotted(elapsed.left), patterns.dotted(elapsed.right)
         if (
@@ -2309,20 +2301,23 @@ def periodic(
 def _every_interval(test: cst.Comparison, resolver: Resolver | None) -> bool:
     """`now - last_logging > args.log_freq_time`: time since the last pass past an interval
     (logging throttled by the clock, vicreg's), which holds once per interval, not per step."""
+    elapsed = _elapsed(test)
+    return elapsed is not None and _reads_clock(elapsed.left, resolver)
+
+
+def _elapsed(test: cst.Comparison) -> cst.BinaryOperation | None:
+    """The difference a single comparison requires to be large: `now - last` in `now - last >
+    n` or `n < now - last`; None otherwise."""
     if len(test.comparisons) != 1:
-        return False
+        return None
     link = test.comparisons[0]
     if type(link.operator) in (cst.GreaterThan, cst.GreaterThanEqual):
-        elapsed = test.left
+        side = test.left
     elif type(link.operator) in (cst.LessThan, cst.LessThanEqual):
-        elapsed = link.comparator
+        side = link.comparator
     else:
-        return False
-    return (
-        type(elapsed) is cst.BinaryOperation
-        and type(elapsed.operator) is cst.Subtract
-        and _reads_clock(elapsed.left, resolver)
-    )
+        return None
+    return side if type(side) is cst.BinaryOperation and type(side.operator) is cst.Subtract else None
 
 
 def _reads_clock(node: cst.BaseExpression, resolver: Resolver | None) -> bool:

@@ -182,8 +182,10 @@ class KvCacheGrownPerStep(TensorRule):
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if not self._grows(node):
+            return
         function = enclosing_function(self.ctx.ancestors)
-        if function is None or not self._grows(node):
+        if function is None:
             return
         guard = self._cache_guard(function)
         if guard is None:
@@ -214,10 +216,12 @@ class KvCacheGrownPerStep(TensorRule):
     def _grows(self, node: cst.Assign) -> bool:
         """`k = torch.cat((<something>, k), ...)`: a concatenation that puts the target last."""
         value = node.value
-        if not isinstance(value, cst.Call) or not self.ctx.qualified_names(value.func) & _GROWERS:
+        if not isinstance(value, cst.Call):
             return False
-        joined = _joined(value)
-        return len(joined) >= 2 and bool(joined[-1]) and joined[-1] in self._targets(node)
+        joined = _joined(value)  # the shape first: most assignments are no concatenation
+        if len(joined) < 2 or not joined[-1] or joined[-1] not in self._targets(node):
+            return False
+        return bool(self.ctx.qualified_names(value.func) & _GROWERS)
 
     def _cache_guard(self, function: cst.FunctionDef) -> tuple[cst.If, str] | None:
         """The innermost `if <parameter> is not None:` around the node (also through a name
