@@ -701,6 +701,10 @@ class DeviceFlow:
             return None
         if type(operator) in (cst.Equal, cst.NotEqual) and (self._nccl(left, right) or self._nccl(right, left)):
             return holds  # `dist.get_backend() == "nccl"`: NCCL runs only between CUDA devices
+        if type(operator) in (cst.Equal, cst.NotEqual) and (
+            _names_cuda_type(left, right) or _names_cuda_type(right, left)
+        ):
+            return holds  # `x.type() == "torch.cuda.HalfTensor"`
         device_like = patterns.is_device_like
         if type(operator) in (cst.In, cst.NotIn) and _only_cuda(right) and device_like(left):
             return holds
@@ -1015,18 +1019,24 @@ class DeviceFlow:
             return False
         line = path[2]
         if name in self.names_bound_in(line):
-            assign = path[3]
-            if type(assign) is not cst.Assign or len(path) < 5 or path[4] is not assign.value:
+            assign, read = path[3], path[-1]
+            if type(assign) is not cst.Assign or len(path) < 5:
+                return False
+            in_value = path[4] is assign.value or any(node is read for node in descendants(assign.value))
+            if not in_value:  # the walk may stop at the statement and ask of a name in it
                 return False
         statements = loop.body.body if type(loop.body) is cst.IndentedBlock else ()
         earlier = statements[: next((i for i, each in enumerate(statements) if each is line), 0)]
         return not any(name in self.names_bound_in(statement) for statement in earlier)
 
     def _moves_items(self, loop: cst.For) -> bool:
-        """Whether the loop's body moves one of the items it binds to the device (`x = x.to(device)`)."""
-        for name in target_names(loop.target):
-            for statement in loop.body.body:
-                value = _plain_assignment(statement, name)
+        """Whether the loop's body moves one of the items it binds to the device (`x = x.to(device)`,
+        also `x, y = x.cuda(), y.cuda()`, and under an `if` of the body: PointNet's
+        `if not args.use_cpu:`)."""
+        names = target_names(loop.target)
+        for statement in _body_statements(loop.body):
+            for name in names:
+                value = _item_assignment(statement, name)
                 func = value.func if type(value) is cst.Call else None
                 if type(func) is cst.Attribute and func.attr.value in ("to", "cuda") and _binds(func.value, name):
                     return True
@@ -2029,6 +2039,11 @@ def runs_model(call: cst.Call) -> bool:
     return bool(named) and bool(_MODEL_NAME.search(named))
 
 
+def handles_model(method: str) -> bool:
+    """A method that fetches or sets up a model rather than runs it (`get_eval_model`, `load_weights`)."""
+    return _MODEL_HANDLING.match(method) is not None
+
+
 def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Inside the body of a method named `forward` (nn.Module.forward, autograd.Function.forward):
     what runs, and is traced, once per step."""
@@ -2778,6 +2793,31 @@ def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpres
     return None
 
 
+def _item_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:
+    """What a statement that only assigns gives `name`: `name = value`, or its part of
+    `a, name = x, value`."""
+    plain = _plain_assignment(statement, name)
+    if plain is not None or type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+        return plain
+    assign = statement.body[0]
+    if type(assign) is not cst.Assign or len(assign.targets) != 1:
+        return None
+    target, value = assign.targets[0].target, assign.value
+    if type(target) is not cst.Tuple or type(value) is not cst.Tuple or len(target.elements) != len(value.elements):
+        return None
+    return next(
+        (given.value for bound, given in zip(target.elements, value.elements) if _binds(bound.value, name)), None
+    )
+
+
+def _body_statements(body: cst.BaseSuite) -> Iterator[cst.BaseStatement]:
+    """The statements of a loop's body, and of the `if` and `with` blocks in it."""
+    for statement in body.body if type(body) is cst.IndentedBlock else ():
+        yield statement
+        if type(statement) in (cst.If, cst.With):
+            yield from _body_statements(statement.body)
+
+
 def _guarded_bindings(guard: Guard) -> frozenset[str]:
     return frozenset().union(*(_bound_names(node) for node in guard.protected))
 
@@ -2845,6 +2885,19 @@ def _is_cuda_prefix(call: cst.Call) -> bool:
     """The argument of `.startswith("cuda")` or `.startswith("cuda:")` (an indexed CUDA device)."""
     prefix = patterns.positional(call, 0)
     return prefix is not None and (_is_cuda(prefix.value) or patterns.string_value(prefix.value) == "cuda:")
+
+
+def _names_cuda_type(asked: cst.BaseExpression, named: cst.BaseExpression) -> bool:
+    """`x.type()` compared with a legacy CUDA type's name (`"torch.cuda.HalfTensor"`)."""
+    value = patterns.string_value(named)
+    return (
+        value is not None
+        and value.startswith("torch.cuda.")
+        and value.endswith("Tensor")
+        and type(asked) is cst.Call
+        and not asked.args
+        and patterns.method_name(asked) == "type"
+    )
 
 
 def _only_cuda(node: cst.BaseExpression) -> bool:

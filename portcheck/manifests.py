@@ -108,6 +108,10 @@ class Manifest:
     indexes: list[Located] = field(default_factory=list)  # index URLs and conda channels
     images: list[Located] = field(default_factory=list)  # base images and declared CUDA toolkits
     problems: list[Located] = field(default_factory=list)  # what could not be read, and why
+    # The Python the project declares it runs on, as a requirement named "python": cog's
+    # `python_version`, a `python:3.8` base image, `requires-python`, `python_requires`
+    # (a conda environment's `python=3.7` is among its requirements)
+    python: list[Declared] = field(default_factory=list)
 
     def keep(self, found: Declared | Located) -> None:
         if isinstance(found, Declared):
@@ -227,6 +231,10 @@ def _pyproject(text: str, manifest: Manifest) -> None:
     document = tomllib.loads(text)
     locator = _Locator(text)
     project = document.get("project", {})
+    requires = project.get("requires-python")
+    if isinstance(requires, str) and requires.strip():
+        line = locator.line_of("requires-python", key=True)
+        manifest.python.append(Declared("python", requires.strip(), line, f"requires-python = {requires!r}"))
     _add(manifest, locator, project.get("dependencies", []))
     for extra in project.get("optional-dependencies", {}).values():
         _add(manifest, locator, extra)
@@ -279,6 +287,10 @@ def _setup_cfg(text: str, manifest: Manifest) -> None:
         values.append(parser.get("options", "install_requires"))
     if parser.has_option("options", "setup_requires"):
         values.append(parser.get("options", "setup_requires"))
+    if parser.has_option("options", "python_requires"):
+        requires = parser.get("options", "python_requires").strip()
+        line = locator.line_of("python_requires")
+        manifest.python.append(Declared("python", requires, line, f"python_requires = {requires}"))
     if parser.has_section("options.extras_require"):
         values.extend(value for _, value in parser.items("options.extras_require"))
     _add(manifest, locator, (line.strip() for value in values for line in value.splitlines() if line.strip()))
@@ -326,6 +338,9 @@ def _dockerfile(text: str, manifest: Manifest) -> None:
             version = re.match(r"pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)\b", image)
             if version:
                 manifest.requirements.append(Declared("torch", f"=={version.group(1)}", line, image))
+            python = re.match(r"(?:docker\.io/)?(?:library/)?python:(\d+\.\d+)\b", image)
+            if python:
+                manifest.python.append(Declared("python", f"=={python.group(1)}.*", line, image))
         elif instruction.upper() == "RUN":
             for command in re.split(r"&&|\|\||;|\|", rest):
                 _install_command(command, number, lines, manifest)
@@ -415,6 +430,11 @@ def _cog(text: str, manifest: Manifest) -> None:
     for key, value in build.value:
         if key.value == "cuda" and isinstance(value, yaml.ScalarNode):
             manifest.images.append(Located(f"CUDA {value.value}", key.start_mark.line + 1))
+        elif key.value == "python_version" and isinstance(value, yaml.ScalarNode):
+            version = str(value.value).strip()
+            if re.fullmatch(r"\d+(\.\d+)*", version):
+                line = value.start_mark.line + 1
+                manifest.python.append(Declared("python", f"=={version}.*", line, f"python_version: {version}"))
         elif key.value == "python_packages" and isinstance(value, yaml.SequenceNode):
             for item in value.value:
                 _requirement_line(str(item.value).strip(), item.start_mark.line + 1, manifest)

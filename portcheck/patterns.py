@@ -92,7 +92,9 @@ _CUDA_PERCENT_FIELD = re.compile(r"cuda:%(\(\w+\))?[-+ #0]*\d*[dis]")
 
 def value_literals(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> Iterator[cst.CSTNode]:
     """The literals an expression can evaluate to that `wanted` accepts: the expression
-    itself, or the branches of `a if c else b` and `a or b` (`args.device or "cuda"`)."""
+    itself, the branches of `a if c else b` and `a or b` (`args.device or "cuda"`), and the
+    items of a list or tuple of them, also made by a comprehension (yolact's `devices =
+    ["cuda:" + str(x) for x in device_ids]`)."""
     if wanted(node):
         yield node
     elif type(node) is cst.IfExp:
@@ -101,6 +103,11 @@ def value_literals(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> 
     elif type(node) is cst.BooleanOperation:
         yield from value_literals(node.left, wanted)
         yield from value_literals(node.right, wanted)
+    elif type(node) in (cst.List, cst.Tuple):
+        for element in node.elements:
+            yield from value_literals(element.value, wanted)
+    elif type(node) in (cst.ListComp, cst.GeneratorExp):
+        yield from value_literals(node.elt, wanted)
 
 
 def cuda_device_literals(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -34,6 +34,9 @@ TRITON = "triton"
 # `tensors`: "yes" when the call passes a tensor, `host`: the positions and keywords of the
 # arguments that are host data (numbers read back, tensors in host memory, containers of those)
 STEP_CALL = "step-call"
+# A step call's name where the receiver's class is unknown: `*.detect_objects` stands for the
+# repository's one method of that name that waits for a caller (STEP_PENDING)
+ANY_CLASS = "*"
 # name: the qualified name of a function of the repository (`pkg.utils.Logger.update`) whose
 # step hazards wait for a caller: no step of its own module runs it (the second pass looks for it)
 STEP_PENDING = "step-pending"
@@ -178,6 +181,16 @@ class Project:
         by_name: dict[str, list[tuple[str, bool, bool]]] = {}
         for name, where, tensors, periodic in self.step_calls:
             by_name.setdefault(name, []).append((where, tensors, periodic))
+        waiting: dict[str, list[str]] = {}  # method name: the pending methods of that name
+        for name, _ in self.pending_steps:
+            owner, _, method = name.rpartition(".")
+            if owner.rpartition(".")[2][:1].isupper():
+                waiting.setdefault(method, []).append(name)
+        for method, names in waiting.items():
+            unresolved = by_name.get(f"{ANY_CLASS}.{method}", [])
+            if unresolved and len({name.rpartition(".")[0].rpartition(".")[2] for name in names}) == 1:
+                for name in names:  # one class's method, by its module's name and its package's
+                    by_name.setdefault(name, []).extend(unresolved)
         return by_name
 
     @cached_property

@@ -827,6 +827,35 @@ def test_a_model_a_factory_of_the_module_returns_runs_its_methods_every_step(tmp
     assert found == {("model.py", 5, "`.item()` in `parse_batch()`, called from a loop over a DataLoader in train.py,")}
 
 
+def test_a_method_called_on_an_object_of_unknown_class_is_the_repository_s_one_of_that_name(tmp_path: Path) -> None:
+    """The SSD tutorial: `model = checkpoint["model"]` says nothing of its class, and
+    `model.detect_objects(...)` in eval.py's loop runs SSD300's, the one method of that name.
+    Where two classes define it, or the name is one torch's objects answer to (`meter.update`),
+    no loop is linked."""
+    method = "        if scores.sum().item() == 0:\n            return []\n        return scores\n"
+    write(
+        tmp_path,
+        {
+            "model.py": f"import torch\nclass SSD300(torch.nn.Module):\n    def detect_objects(self, scores):\n{method}"
+            f"    def update(self, scores):\n{method}    def initialize(self, scores):\n{method}",
+            "other.py": f"import torch\nclass A:\n    def decode(self, scores):\n{method}"
+            f"class B:\n    def decode(self, scores):\n{method}",
+            "eval.py": (
+                "import torch\ncheckpoint = torch.load('ssd.pth.tar')\nmodel = checkpoint['model']\n"
+                "def evaluate(loader, meter, codec):\n    for images in loader:\n"
+                "        predicted = model(images.to('cuda'))\n        found = model.detect_objects(predicted)\n"
+                "        meter.update(predicted)\n        codec.decode(predicted)\n"
+            ),
+            "norm.py": (  # its own `initialize`, not the one SSD300 would have
+                "import torch\nclass ActNorm(torch.nn.Module):\n    def forward(self, x):\n"
+                "        self.initialize(x)\n        return x\n    def initialize(self, x):\n        pass\n"
+            ),
+        },
+    )
+    found = {(f.path, f.line, f.message.split(" depends")[0]) for f in scan(tmp_path).findings if f.code == "PC504"}
+    assert found == {("model.py", 4, "`if` in `detect_objects()`, called from a loop over a DataLoader in eval.py,")}
+
+
 def test_what_a_step_loop_passes_in_host_memory_is_read_there_without_a_sync(tmp_path: Path) -> None:
     """torchvision's detection evaluation: the outputs are copied to the CPU, then a dict of
     them goes to `CocoEvaluator.update`, whose helpers call `.tolist()` (also on what a helper

@@ -5,6 +5,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
+from portcheck.rewrites import calls
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, WARNING, FileContext, Invalid, Rule, Valid
 
@@ -53,7 +54,8 @@ class RemovedTorchApi(Rule):
     `torch.utils.ffi`, `torch.distributed.deprecated`, the DataLoader's old `numpy_type_map` and
     `string_classes`, the FFT functions `torch.rfft`, `torch.irfft`, `torch.ifft` (now the
     `torch.fft` module), and the linear-algebra functions that now raise when called
-    (`torch.symeig`, `torch.eig`, `torch.lstsq`, `torch.solve`, `torch.matrix_rank`). An
+    (`torch.symeig`, `torch.eig`, `torch.lstsq`, `torch.solve`, `torch.matrix_rank`); and
+    `torch.stft(...)` without `return_complex=`, which torch 2 refuses for a real signal. An
     import is reported where it is written; a function at each call.
 
     ## Why is this bad?
@@ -81,7 +83,9 @@ class RemovedTorchApi(Rule):
 
     ## Fix safety
     Safe: `from torch._six import inf` (and `nan`) becomes `from math import inf`, the same
-    float. Not fixed otherwise: the replacements differ in arguments or results (complex FFT
+    float. Unsafe: `torch.stft(x, n)` becomes `torch.view_as_real(torch.stft(x, n,
+    return_complex=True))`, the real view torch 1.x returned for a real signal; for a complex
+    one, which needed no change, it turns the complex result into its real view. Not fixed otherwise: the replacements differ in arguments or results (complex FFT
     output, swapped arguments, the triangle `eigh` reads), or in what they name (`str` for
     `string_classes`, a module for `container_abcs`).
     """
@@ -94,7 +98,7 @@ class RemovedTorchApi(Rule):
     fix_safety = FixSafety.SAFE
     # The distinctive part of each name (`eig(`: "eig" alone is in every "weight").
     triggers = (b"_six", b"ffi", b"deprecated", b"legacy", b"trainer", b"_functions", b"fft", b"_map", b"_classes",
-                b"_use_shared_memory", b"_accumulate", b"eig(", b"lstsq", b"solve", b"matrix_rank")  # fmt: skip
+                b"_use_shared_memory", b"_accumulate", b"eig(", b"lstsq", b"solve", b"matrix_rank", b"stft")  # fmt: skip
     watched_names = (*_GONE_MODULES, *_GONE_NAMES, *_RAISING)
 
     VALID = [
@@ -102,6 +106,7 @@ class RemovedTorchApi(Rule):
         Valid("import torch\nspectrum = torch.fft.rfft(signal)\n"),
         Valid("import torch as T\nfrom torch.nn import functional as F\nw = T.linalg.solve(A, B)\n"),
         Valid("import torch.fft\nfrom torch.utils.data import default_collate\n"),
+        Valid("import torch\nspec = torch.stft(y, 1024, return_complex=True)\nmel = librosa.stft(y)\n"),
         # `torch` is a parameter here
         Valid("def eig(torch, a):\n    return torch.symeig(a)\n"),
     ]
@@ -123,6 +128,14 @@ class RemovedTorchApi(Rule):
         Invalid("from torch import solve, rfft\nx, lu = solve(b, A)\n", lines=[1, 2]),
         Invalid("from torch.utils.data.dataloader import numpy_type_map, default_collate\n", lines=[1]),
         Invalid("import torch\nspec = torch.rfft(x, 2, onesided=False)\n", lines=[2], message="AttributeError"),
+        Invalid(  # hifi-gan's mel_spectrogram
+            "import torch as T\nspec = T.stft(y, 1024, hop_length=256, window=w, center=False)\n",
+            lines=[2],
+            message="raises RuntimeError for a real signal",
+            unsafe=True,
+            fixed="import torch as T\nspec = T.view_as_real(T.stft(y, 1024, hop_length=256, window=w, center=False, return_complex=True))\n",
+        ),
+        Invalid("from torch import stft\nspec = stft(y, 1024)\n", lines=[2]),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -168,6 +181,21 @@ class RemovedTorchApi(Rule):
         if gone is not None and isinstance(node, cst.Attribute):
             self.report(node, name=gone, effect=_READ, instead=_replacement(gone))
 
+    def visit_Call(self, node: cst.Call) -> None:
+        """`torch.stft(x, n_fft)` without `return_complex=`: torch 2 raises for a real signal."""
+        if "torch.stft" not in self.ctx.qualified_names(node.func) or patterns.keyword(node, "return_complex"):
+            return
+        if any(arg.star for arg in node.args):
+            return  # `**kwargs` may give it
+        edit = None
+        if isinstance(node.func, cst.Attribute):  # `torch.stft`, `T.stft`: the module's name is at hand
+            complex_call = calls.with_keyword(node, "return_complex", cst.Name("True"))
+            wrapped = cst.Call(cst.Attribute(node.func.value, cst.Name("view_as_real")), [cst.Arg(complex_call)])
+            edit = Edit(node, wrapped, FixSafety.UNSAFE, "return_complex=True, as a real view")
+        self.report(
+            node, edit=edit, name="torch.stft(...) without return_complex=", effect=_STFT, instead=_STFT_INSTEAD
+        )
+
     def _report_import(self, node: cst.CSTNode, gone: str, edit: Edit | None = None) -> None:
         self.report(node, edit=edit, name=gone, effect=_IMPORTED, instead=_replacement(gone))
 
@@ -176,6 +204,10 @@ _MATH_NAMES = frozenset({"inf", "nan"})  # torch._six's, the same floats as math
 _IMPORTED = "importing it raises, so the program stops at start-up"
 _READ = "reading it raises AttributeError"
 _RAISES = "it raises RuntimeError when called"
+_STFT = "it raises RuntimeError for a real signal (torch 1.x returned the real view)"
+_STFT_INSTEAD = (
+    "torch.view_as_real(torch.stft(..., return_complex=True)), the same real view, or work with the complex result"
+)
 
 
 def _gone_module(module: str) -> str | None:

@@ -83,6 +83,13 @@ class CudaDeviceString(SettingValueRule):
         Valid("run:\n  device: cpu\n  backend: cuda\n  note: cuda:0\n", path="train_configs/stage1.yaml"),
     ]
     INVALID = [
+        Invalid(  # yolact: a list of devices, also made by a comprehension
+            "import torch\ndef scatter(device_ids, args):\n    devices = ['cuda:' + str(x) for x in device_ids]\n"
+            "    if args.cpu:\n        devices = ['cuda:0'] if args.cuda else ['cpu']\n    return devices\n",
+            lines=[3, 5],
+            fixed='import torch\ndef scatter(device_ids, args):\n    devices = ["tpu" for x in device_ids]\n'
+            "    if args.cpu:\n        devices = ['tpu'] if args.cuda else ['cpu']\n    return devices\n",
+        ),
         Invalid(  # MiniGPT-4's runner config
             'run:\n  task: image_text_pretrain\n  device: "cuda"\n  eval_device: cuda:1\n',
             lines=[3, 4],

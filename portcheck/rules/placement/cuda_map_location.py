@@ -12,6 +12,7 @@ from portcheck.rewrites import amp, calls, edits, placement
 from portcheck.rewrites.edits import Edit, Spelling
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Rule, Valid, per_target
 from portcheck.rules.placement.cuda_device_string import describe
+from portcheck.walk import descendants
 
 _SAVERS = frozenset({"torch.save", "torch.serialization.save"})
 _UNMAPPED = frozenset({"torch.load", "torch.serialization.load"})  # loaders that restore where the data was saved
@@ -31,6 +32,7 @@ class _Load:
 
     call: cst.Call
     edit: Edit | None
+    restores_model: bool  # its value goes into a model's state (`["state_dict"]`, `.load_state_dict(...)`)
 
 
 class CudaMapLocation(Rule):
@@ -42,7 +44,10 @@ class CudaMapLocation(Rule):
     and puts its model on CUDA: a `.cuda()` call or a `"cuda"` device), where the path is the
     one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`); as a warning, where
     a module that puts its model on CUDA loads a checkpoint it does not write (a released
-    model's `last.ckpt`, another script's `pytorch_model.bin`): such files are mostly saved
+    model's `last.ckpt`, another script's `pytorch_model.bin`, or a file an option names,
+    `args.tune_from`, whose value goes into `.load_state_dict(...)` or is read at
+    `["state_dict"]`):
+    such files are mostly saved
     from the GPU, and `map_location="cpu"` costs nothing where they were not. So is a load of
     a checkpoint in a module that puts nothing on CUDA, where a file in the same folder puts its
     model on CUDA (a script beside the training script), unless the module saves that path
@@ -129,6 +134,10 @@ class CudaMapLocation(Rule):
         # saved from the CPU, or a file this module does not write
         Valid('import torch\ntorch.save(model.state_dict(), "m.pt")\nstate = torch.load("m.pt")\n'),
         Valid('import torch\nmodel.cuda()\ntorch.save(model.state_dict(), "m.pt")\ndata = torch.load(args.data)\n'),
+        Valid(  # min-DALL·E: weights the program names itself (downloaded, converted on the host)
+            "import torch\nclass MinDalle:\n    def init_encoder(self):\n        params = torch.load(self.encoder_params_path)\n"
+            "        self.encoder.load_state_dict(params, strict=False)\n        self.encoder = self.encoder.cuda()\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -250,6 +259,14 @@ class CudaMapLocation(Rule):
             "    checkpoint = load(args.resume, map_location=\"cpu\")\n    model.load_state_dict(checkpoint['model'])\n\n"
             "def checkpoint(state, filename):\n    save(state, filename)\n",
         ),
+        # a checkpoint by its use (TSM's fine-tuning start): its state dict goes into the model
+        Invalid(
+            "import torch\nmodel = torch.nn.DataParallel(model).cuda()\n"
+            "def tune(args):\n    sd = torch.load(args.tune_from)\n    model.load_state_dict(sd['state_dict'])\n"
+            "def save_checkpoint(state, filename):\n    torch.save(state, filename)\n",
+            lines=[4],
+            message="if it was saved from one",
+        ),
         # the RNG state it holds would move to the device: only with --unsafe-fixes
         Invalid(
             "import torch.serialization as ser\nimport torch\nnet.cuda()\nstate = ser.load(PATH)\n"
@@ -291,7 +308,7 @@ class CudaMapLocation(Rule):
         arg = placement.map_location_argument(self.ctx, node)
         if arg is None:
             if names & _UNMAPPED and not amp.has_star(node) and not _into_host_state(self.ctx):
-                self._loads.append(_Load(node, self._unmapped_edit(node)))
+                self._loads.append(_Load(node, self._unmapped_edit(node), _restores_model(self.ctx, node)))
         elif not self.ctx.project.complete:
             self._report_map_location(arg)
 
@@ -311,7 +328,7 @@ class CudaMapLocation(Rule):
             if save is not None:
                 why = f": this module writes its checkpoints from CUDA (`torch.save(..., {_path_code(save, 1)})`)"
                 self.report(load.call, edit=load.edit, what=_UNMAPPED_LOAD, why=why)
-            elif not self._saves and _names_checkpoint(_path_code(load.call, 0)):
+            elif load.restores_model or (not self._saves and _names_checkpoint(_path_code(load.call, 0))):
                 why = " if it was saved from one, as checkpoints of a module that runs on CUDA often are"
                 self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=_UNMAPPED_LOAD, why=why)
 
@@ -420,6 +437,53 @@ def _into_host_state(ctx: FileContext) -> bool:
     loading = ctx.ancestors[-2]
     assert isinstance(loading, cst.Call) and isinstance(loading.func, cst.Attribute)
     return _HOST_STATE.search(patterns.target_name(loading.func.value) or "") is not None
+
+
+def _restores_model(ctx: FileContext, load: cst.Call) -> bool:
+    """Whether the load being visited reads a checkpoint the user names (`args.tune_from`), which
+    is a model's by its use, whatever the option is called (TSM's `sd =
+    torch.load(args.tune_from); sd = sd['state_dict']`): its value goes into
+    `.load_state_dict(...)` or is read at a model's key, directly or through the name bound to
+    it. Not a file the program names itself (min-DALL·E's `self.encoder_params_path`, weights
+    it downloads and converts on the host)."""
+    path = patterns.argument(load, 0, "f")
+    option = path.value if path is not None else None
+    if not (isinstance(option, cst.Attribute) and isinstance(option.value, cst.Name)):
+        return False
+    if option.value.value in ("self", "cls"):
+        return False
+    ancestors = ctx.ancestors
+    parent = ancestors[-1] if ancestors else None
+    if _into_state_dict(ctx) or (isinstance(parent, cst.Subscript) and _model_key(parent)):
+        return True
+    if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1):
+        return False
+    name = parent.targets[0].target
+    if not isinstance(name, cst.Name):
+        return False
+    scope = next((node for node in reversed(ancestors) if isinstance(node, cst.FunctionDef)), ancestors[0])
+    for node in descendants(scope):
+        if isinstance(node, cst.Subscript) and _is_name(node.value, name.value) and _model_key(node):
+            return True
+        if (
+            isinstance(node, cst.Call)
+            and patterns.method_name(node) == "load_state_dict"
+            and node.args
+            and _is_name(node.args[0].value, name.value)
+        ):
+            return True
+    return False
+
+
+def _model_key(subscript: cst.Subscript) -> bool:
+    """`[...]` at a key naming a model's weights (`"state_dict"`, `"model"`)."""
+    element = subscript.slice[0].slice if len(subscript.slice) == 1 else None
+    key = patterns.string_value(element.value) if isinstance(element, cst.Index) else None
+    return key is not None and _MODEL_WORDS.search(key) is not None
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
 
 
 def _into_state_dict(ctx: FileContext) -> bool:

@@ -120,9 +120,23 @@ _MOVERS = frozenset({"to", "cuda"})
 _MASK_NAME = re.compile(r"(^|_)masks?$", re.IGNORECASE)
 # `nn.Module` methods that return the module itself: `Net().cuda()` is still a `Net`.
 _RETURN_THE_MODULE = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
+# Methods a receiver of unknown class more likely answers to as a torch, Python or logging
+# object than as the repository's own (`optimizer.step()`, `meter.update(...)`, `pbar.set_postfix(...)`):
+# no step call links them to a method of the repository by name alone.
+_COMMON_METHODS = frozenset({
+    "forward", "step", "zero_grad", "backward", "train", "eval", "to", "cuda", "cpu", "half", "float",
+    "state_dict", "load_state_dict", "parameters", "named_parameters", "modules", "children", "apply",
+    "item", "tolist", "numpy", "size", "view", "reshape", "detach", "clone", "copy", "update", "get",
+    "items", "keys", "values", "append", "extend", "add", "pop", "insert", "remove", "clear", "format",
+    "join", "split", "strip", "replace", "encode", "decode", "read", "write", "close", "flush", "log",
+    "info", "debug", "warning", "error", "set_description", "set_postfix", "add_scalar", "add_scalars",
+    "add_image", "add_images", "add_histogram", "save", "load", "reset", "run", "start", "stop", "next",
+    "send", "put", "wait", "sum", "mean", "max", "min", "sort", "index", "count",
+})  # fmt: skip
 _TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
 _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
+_NARROWING_UPDATES = (cst.MultiplyAssign, cst.BitAndAssign, cst.BitOrAssign, cst.BitXorAssign)
 
 
 _SHOWN = 40  # characters of an expression quoted in a message
@@ -364,11 +378,26 @@ def _binds_by_assignment(
             if type(small) is cst.Assign and any(_target_names(t.target, name) for t in small.targets):
                 return small.value
             if type(small) in (cst.AugAssign, cst.AnnAssign) and _target_names(small.target, name):
-                return False
+                return _mask_update(small)
         return None
     if type(statement) in (cst.FunctionDef, cst.ClassDef):
         return False if statement.name.value == name else None  # its body is a scope of its own
     return False if name in module_flow.names_bound_in(statement) else None
+
+
+def _is_own(receiver: cst.BaseExpression) -> bool:
+    return type(receiver) is cst.Name and receiver.value in ("self", "cls")
+
+
+def _mask_update(statement: cst.AugAssign | cst.AnnAssign) -> cst.BaseExpression | bool:
+    """What a mask is narrowed by in place (yolact's `keep *= scores > t`, `valid &= ~pad`):
+    a mask again, which the comparison stands for; False for any other update."""
+    value = statement.value
+    narrowing = type(statement) is cst.AugAssign and type(statement.operator) in _NARROWING_UPDATES
+    mask = type(value) is cst.Comparison or (
+        type(value) is cst.UnaryOperation and type(value.operator) is cst.BitInvert
+    )
+    return value if narrowing and mask and value is not None else False
 
 
 def _target_names(target: cst.BaseExpression, name: str) -> bool:
@@ -969,6 +998,8 @@ class StepRule(TensorRule):
         if not callees:
             callees = self._own_method_in_loop(call, function, ancestors)
         if not callees:
+            callees = self._unresolved_method(call, function, ancestors)
+        if not callees:
             return
         periodic = module_flow.off_the_step_path(ancestors)  # under `if step % N == 0:`
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
@@ -988,6 +1019,24 @@ class StepRule(TensorRule):
         if owner is None or not flow.is_self_attribute(call.func) or module_flow.step_loop(ancestors) is None:
             return []
         return [f"{self.ctx.module.name}.{owner}.{call.func.attr.value}"]  # type: ignore[union-attr]
+
+    def _unresolved_method(
+        self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
+    ) -> list[str]:
+        """`*.detect_objects` for `model.detect_objects(...)` where nothing tells what `model`
+        holds (the SSD tutorial's `model = checkpoint["model"]`): the project links it to the
+        repository's one method of that name whose hazards wait for a caller
+        (`Project.step_caller`). Not the names torch's, Python's and the usual loggers' objects
+        answer to (`optimizer.step()`, `meter.update(...)`), which such a receiver more likely is."""
+        func = call.func
+        if type(func) is not cst.Attribute or self.ctx.qualified_names(func):
+            return []
+        method = func.attr.value
+        if method.startswith("_") or method in _COMMON_METHODS or _is_own(func.value):
+            return []  # `self.initialize(x)`: the class's own, or a base's (`_inherited`)
+        if self._receiver_classes(func.value, function, ancestors):
+            return []  # a class of another package, or one of this module's
+        return [f"{project.ANY_CLASS}.{method}"]
 
     def note_tensor_arguments(self, call: cst.Call) -> None:
         """In the first pass, record what a call of another module's function passes it as a
@@ -1385,17 +1434,20 @@ class StepRule(TensorRule):
         """`pkg.mod.function` (`pkg.mod.Class.method` for a method), and, for a module of a
         package, `pkg.function`, the name its package re-exports it by (`import distributed as
         dist; dist.all_gather(...)` where `distributed/__init__.py` imports it from
-        `.distributed`): another file's step loop calls it by either; for a method, also as the
+        `.distributed`), and so on up (yolact's `from layers import Detect`, which
+        `layers/functions/__init__.py` re-exports and `layers/__init__.py` star-imports):
+        another file's step loop calls it by any; for a method, also as the
         base class's method it overrides (`pkg.base.Solver.run_step`, which the base's step loop
         calls on `self`)."""
         module_flow = self.ctx.flow
         assert module_flow is not None
         owner = module_flow.owner_class(function)
         local = ".".join([*([owner] if owner else []), function.name.value])
-        package = self.ctx.module.name.rpartition(".")[0]
+        parts = self.ctx.module.name.split(".")
+        packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
         bases = sorted(self.ctx.module.absolute(base) for base in module_flow.class_bases(owner)) if owner else []
         overridden = [f"{base}.{function.name.value}" for base in bases if self.ctx.project.is_local(base)]
-        return (f"{self.ctx.module.name}.{local}", *([f"{package}.{local}"] if package else []), *overridden)
+        return (f"{self.ctx.module.name}.{local}", *(f"{package}.{local}" for package in packages), *overridden)
 
     @classmethod
     def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:

@@ -109,6 +109,10 @@ class BooleanMaskIndexing(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # an index scaled in place is no mask
+            "import torch\nclass Pick(torch.nn.Module):\n    def forward(self, idx, boxes):\n"
+            "        idx *= 2\n        return boxes[idx]\n"
+        ),
         Valid(  # an index tensor is named for its indices; a cast to another dtype is no mask
             "import torch\nimport torch.nn as nn\nclass Pick(nn.Module):\n"
             "    def forward(self, x, idx, mask):\n        rows = x[idx]\n        return rows[mask.to(torch.long)]\n"
@@ -160,6 +164,12 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # yolact's fast NMS: a mask narrowed in place stays a mask
+            "import torch\nclass Detect(torch.nn.Module):\n    def forward(self, iou_max, scores, boxes, second=False):\n"
+            "        keep = iou_max <= 0.5\n        if second:\n            keep *= scores > 0.05\n"
+            "        return boxes[keep]\n",
+            lines=[7],
+        ),
         Invalid(  # ChatTTS, Depth-Anything: a parameter named for a mask; yolov7: a mask moved to the device
             "import torch\nimport torch.nn as nn\nclass Embed(nn.Module):\n"
             "    def forward(self, input_ids, text_mask):\n        valid_mask = text_mask.detach()\n"

@@ -167,6 +167,12 @@ class PadToLongestBatching(Rule):
             lines=[5, 6],
             message="` in a batch function pads each batch",
         ),
+        Invalid(  # deepspeech.pytorch: the longest sample's length, read from the sample
+            "import torch\ndef _collate_fn(batch):\n    longest_sample = max(batch, key=lambda p: p[0].size(1))[0]\n"
+            "    max_seqlength = longest_sample.size(1)\n    inputs = torch.zeros(len(batch), 1, 161, max_seqlength)\n"
+            "    return inputs\n",
+            lines=[3],
+        ),
         Invalid(  # lit-llama's get_batch: each batch padded to its longest by a helper, every step
             "import torch\ndef get_batch(data, ix):\n    input_ids = [data[i] for i in ix]\n"
             "    max_len = max(len(s) for s in input_ids)\n    def pad_right(x, pad_id):\n"
@@ -276,17 +282,38 @@ class PadToLongestBatching(Rule):
         return False
 
     def _longest(self, size: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
-        """The `max(...)` a size is: `max(lengths)`, `max(len(c) for c in caps) + 1`, or a name
+        """The `max(...)` a size is: `max(lengths)`, `max(len(c) for c in caps) + 1`, a name
         bound once to one of those (lit-llama's `n = max_len - len(x)`, in a helper of the
-        function that binds `max_len = max(len(s) for s in input_ids)`)."""
+        function that binds `max_len = max(len(s) for s in input_ids)`), or the size of the
+        longest item (`max(batch, key=...)[0].size(1)`)."""
         if isinstance(size, cst.Call):
+            if isinstance(size.func, cst.Attribute) and size.func.attr.value == "size":
+                return self._longest_item(size.func.value, depth)  # `longest.size(1)`
             builtin = isinstance(size.func, cst.Name) and size.func.value == "max"
             return size if builtin and not self.ctx.qualified_names(size.func) else None
+        if (
+            isinstance(size, cst.Subscript)
+            and isinstance(size.value, cst.Attribute)
+            and size.value.attr.value == "shape"
+        ):
+            return self._longest_item(size.value.value, depth)  # `longest.shape[1]`
         if isinstance(size, cst.BinaryOperation):
             return self._longest(size.left, depth) or self._longest(size.right, depth)
         if isinstance(size, cst.Name) and depth < 2:
             bound = self.ctx.assigned_value(size)
             return self._longest(bound, depth + 1) if bound is not None else None
+        return None
+
+    def _longest_item(self, item: cst.BaseExpression, depth: int) -> cst.Call | None:
+        """The `max(...)` an item of a batch is, whose size is then the longest: deepspeech's
+        `longest_sample = max(batch, key=func)[0]`, then `longest_sample.size(1)`."""
+        while isinstance(item, cst.Subscript):
+            item = item.value
+        if isinstance(item, cst.Name) and depth < 2:
+            bound = self.ctx.assigned_value(item)
+            return self._longest_item(bound, depth + 1) if bound is not None else None
+        if isinstance(item, cst.Call) and isinstance(item.func, cst.Name) and item.func.value == "max":
+            return None if self.ctx.qualified_names(item.func) else item
         return None
 
     def _in_collate(self, node: cst.Call, what: str) -> None:
