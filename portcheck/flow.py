@@ -168,10 +168,11 @@ _FRAMEWORK_STEP = re.compile(
     r"|on_(?:train|validation|test|predict)_batch_(?:start|end)|on_before_(?:backward|optimizer_step)"
     r"|on_after_backward)$"
 )
-_TOKEN_CALLBACK = ("__call__", "`__call__()` of a generation callback (run for every token)")
-_METRIC_UPDATE = ("update", "`update()` of a torchmetrics metric (run every step)")
-_DASSL_STEP = ("forward_backward", "`forward_backward()` of a Dassl trainer (run every step)")
-# Base classes whose subclasses a framework calls every step or token, with the method it calls.
+_TOKEN_CALLBACK = (("__call__",), "a generation callback (run for every token)")
+_METRIC_UPDATE = (("update",), "a torchmetrics metric (run every step)")
+_DASSL_STEP = (("forward_backward",), "a Dassl trainer (run every step)")
+_BASICSR_STEP = (("feed_data", "optimize_parameters"), "a BasicSR model (run every step)")
+# Base classes whose subclasses a framework calls every step or token, with the methods it calls.
 _CALLBACK_BASES = {
     "transformers.StoppingCriteria": _TOKEN_CALLBACK,
     "transformers.generation.StoppingCriteria": _TOKEN_CALLBACK,
@@ -186,6 +187,18 @@ _CALLBACK_BASES = {
     **{
         f"dassl.engine{module}.{base}": _DASSL_STEP for module in ("", ".trainer") for base in ("TrainerX", "TrainerXU")
     },
+    # BasicSR's training loop (Real-ESRGAN, GFPGAN, CodeFormer): `model.feed_data(batch)`, then
+    # `model.optimize_parameters(step)`, every iteration
+    **{
+        f"basicsr.models.{module}.{base}": _BASICSR_STEP
+        for module, base in (
+            ("base_model", "BaseModel"),
+            ("sr_model", "SRModel"),
+            ("srgan_model", "SRGANModel"),
+            ("esrgan_model", "ESRGANModel"),
+            ("video_base_model", "VideoBaseModel"),
+        )
+    },  # fmt: skip
 }
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
@@ -328,6 +341,7 @@ class DeviceFlow:
     _callbacks: dict[str, list[_Site]] = field(default_factory=dict)
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
+    _updated_attributes: set[str] = field(default_factory=set)  # `self.sum += v`: a number may become a tensor
     _buffers: set[str] = field(default_factory=set)  # the attributes `self.register_buffer(...)` binds
     # loop id -> what step it runs, and how many functions and methods were known when judged
     _steps: dict[int, tuple[str | None, int]] = field(default_factory=dict)
@@ -798,13 +812,17 @@ class DeviceFlow:
 
     def _attribute_home(self, node: cst.Attribute, depth: int, seen: frozenset[str]) -> Home | None:
         """The weakest home of what the module's methods assign to `self.<attribute>`
-        (airbench's `self.images = data["images"]`, loaded onto the device)."""
+        (airbench's `self.images = data["images"]`, loaded onto the device); a number it starts
+        as says nothing where a method adds to it in place (an AverageMeter's `self.sum +=
+        val`)."""
         key = f"self.{node.attr.value}"
         if key in seen:
             return None
         if node.attr.value in self._buffers:
             return Home.UNKNOWN  # a module's buffers go where the module goes
         values = self._self_attributes.get(node.attr.value, [])
+        if node.attr.value in self._updated_attributes:  # `self.sum = 0`, then `self.sum += loss`: not a number
+            values = [(value, scope) for value, scope in values if type(value) not in _NUMBERS]
         homes = [
             self.in_scope(scope, partial(self._home, value, depth + 1, seen | {key}))
             for value, scope in values
@@ -887,11 +905,18 @@ class DeviceFlow:
     def returned_values(self, call: cst.Call) -> list[tuple[cst.BaseExpression, Scope]]:
         """What the module's function called by name returns, each with the scope of its
         `return` (none for other calls); also of a module-level function the walk has yet to
-        reach (k-diffusion's `append_zero`, defined after the samplers that use it), and of a
-        method of the caller's class called through `self.` (`sigmas = self.sample_schedule(n)`)."""
+        reach (k-diffusion's `append_zero`, defined after the samplers that use it), of a
+        method of the caller's class called through `self.` (`sigmas = self.sample_schedule(n)`),
+        and the `forward` of a module of this file held by `self.` (Tacotron's `self.decoder(...)`,
+        whose outputs include the stop tokens its decode loop tests)."""
         if type(call.func) is cst.Attribute and _is_self(call.func.value):
             method = self._sibling_method(call.func.attr.value)
-            return [] if method is None else self._returns_ahead_of(method)
+            if method is not None:
+                return self._returns_ahead_of(method)
+            kinds = {self._defining(kind, "forward") for kind in self._instances(call.func, ())}
+            if len(kinds) != 1 or None in kinds:
+                return []
+            return self._returns_ahead_of(self._classes[kinds.pop()].methods["forward"])  # type: ignore[index]
         if type(call.func) is not cst.Name:
             return []
         function = self._functions.get(call.func.value)
@@ -1270,7 +1295,8 @@ class DeviceFlow:
         hooks, the Hugging Face Trainer's `compute_loss()`, MMEngine's `train_step()` and
         `forward_train()`; the `__call__` of a Hugging Face stopping criterion or logits
         processor, which `generate()` calls for every token; a torchmetrics metric's `update()`; a
-        Dassl trainer's `forward_backward()`."""
+        Dassl trainer's `forward_backward()`; a BasicSR model's `feed_data()` and
+        `optimize_parameters()`."""
         for index in range(2, len(ancestors) - 1):
             method, holder = ancestors[index], ancestors[index - 2]
             if not (type(method) is cst.FunctionDef and type(holder) is cst.ClassDef):
@@ -1282,9 +1308,9 @@ class DeviceFlow:
                 return f"`{title}()` (run every step by the framework)"
             for base in holder.bases:
                 for name in self.resolver.qualified_names(base.value):
-                    method_and_why = _CALLBACK_BASES.get(name)
-                    if method_and_why is not None and method_and_why[0] == title:
-                        return method_and_why[1]
+                    methods, why = _CALLBACK_BASES.get(name, ((), ""))
+                    if title in methods:
+                        return f"`{title}()` of {why}"
         return None
 
     def called_every_step(
@@ -1517,7 +1543,7 @@ class DeviceFlow:
         if (
             found is None
             and self._runs_submodules(loop)
-            and (type(loop) is cst.While or self._samples_over_range(loop))
+            and (type(loop) is cst.While or self._samples_over_range(loop) or self._stops_early(loop))
         ):
             found = "decoding"
         if found is None:
@@ -1547,6 +1573,11 @@ class DeviceFlow:
             or bool(self.resolver.qualified_names(call.func) & _SAMPLERS)
             for call in (*calls, *inner)
         )
+
+    def _stops_early(self, loop: cst.For) -> bool:
+        """A loop with a `break` of its own (Tacotron's decoder loop stops once every stop token
+        is on): it runs until the output says so, as decoding does."""
+        return any(type(node) is cst.Break for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)))
 
     def _runs_submodules(self, loop: cst.For | cst.While) -> bool:
         """A loop that calls layers its class made (`self.prenet(x)` after `self.prenet =
@@ -1902,6 +1933,10 @@ class DeviceFlow:
                     self._self_attributes.setdefault(name.attr.value, []).append((value, self.resolver.scope))
                 elif type(name) is cst.Attribute and name.attr.value == "forward" and type(value) is cst.Name:
                     self._patched_forwards.add(value.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if type(node.target) is cst.Attribute and is_self_attribute(node.target):
+            self._updated_attributes.add(node.target.attr.value)
 
     @property
     def scope(self) -> Scope:

@@ -225,7 +225,7 @@ def is_chain_prefix(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
 AMP_DEVICE_CALLS = frozenset(
     {
         "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",
-        "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.amp.custom_fwd",
+        "torch.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.amp.custom_fwd",
         "torch.amp.custom_bwd", "torch.get_autocast_dtype", "torch.set_autocast_dtype",
         "torch.is_autocast_enabled", "torch.set_autocast_enabled", "torch.is_autocast_available",
         "torch.amp.is_autocast_available", "torch.amp.autocast_mode.is_autocast_available",

@@ -37,6 +37,9 @@ STEP_CALL = "step-call"
 # A step call's name where the receiver's class is unknown: `*.detect_objects` stands for the
 # repository's one method of that name that waits for a caller (STEP_PENDING)
 ANY_CLASS = "*"
+# A step call's name suffix for a property read (`meter.avg`): the getter runs, and only a
+# method under `@property` is known by it
+PROPERTY_GETTER = ".fget"
 # name: the qualified name of a function of the repository (`pkg.utils.Logger.update`) whose
 # step hazards wait for a caller: no step of its own module runs it (the second pass looks for it)
 STEP_PENDING = "step-pending"
@@ -200,7 +203,8 @@ class Project:
         looks for (asked once per file)."""
         pending = {name for name, _ in self.pending_steps if name in self._step_calls_by_name}
         names = pending | {name for name, _ in self.tensor_parameters}
-        return tuple(sorted({b"def " + name.rpartition(".")[2].encode() for name in names}))
+        defined = {name.removesuffix(PROPERTY_GETTER).rpartition(".")[2] for name in names}
+        return tuple(sorted({b"def " + name.encode() for name in defined}))
 
     @cached_property
     def pending_step_files(self) -> frozenset[str]:

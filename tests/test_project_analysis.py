@@ -856,6 +856,35 @@ def test_a_method_called_on_an_object_of_unknown_class_is_the_repository_s_one_o
     assert found == {("model.py", 4, "`if` in `detect_objects()`, called from a loop over a DataLoader in eval.py,")}
 
 
+def test_a_property_read_in_a_step_loop_runs_every_step(tmp_path: Path) -> None:
+    """efficientvit: `train_loss.avg`, read for the progress bar every step, is an AverageMeter
+    property that calls `.item()` on the sum `update(loss)` adds to (it starts as the number 0).
+    A method read without a call (`show = train_loss.report`) runs where it is called."""
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/metric.py": (
+                "import torch\nclass AverageMeter:\n    def __init__(self):\n        self.sum = 0\n"
+                "        self.count = 0\n    def update(self, val, n=1):\n        self.sum += val * n\n"
+                "        self.count += n\n    @property\n    def avg(self):\n        avg = self.sum / self.count\n"
+                "        return avg.item() if isinstance(avg, torch.Tensor) else avg\n"
+                "    def report(self):\n        return self.sum.item()\n"
+            ),
+            "pkg/train.py": (
+                "import torch\nfrom pkg.metric import AverageMeter\ndef train(model, loader, opt):\n"
+                "    train_loss = AverageMeter()\n    for x, y in loader:\n        loss = model(x.cuda(), y.cuda())\n"
+                "        loss.backward()\n        opt.step()\n        train_loss.update(loss)\n"
+                "        print({'loss': train_loss.avg})\n        show = train_loss.report\n"
+            ),
+        },
+    )
+    found = {(f.path, f.line, f.message.split(" copies")[0]) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {
+        ("pkg/metric.py", 12, "`.item()` in `avg()`, called from a loop over a DataLoader in pkg/train.py,")
+    }
+
+
 def test_what_a_step_loop_passes_in_host_memory_is_read_there_without_a_sync(tmp_path: Path) -> None:
     """torchvision's detection evaluation: the outputs are copied to the CPU, then a dict of
     them goes to `CocoEvaluator.update`, whose helpers call `.tolist()` (also on what a helper

@@ -107,7 +107,7 @@ def root_name(node: cst.BaseExpression) -> cst.Name | None:
 
 _SPACE = cst.SimpleWhitespace(" ")
 _DEVICE_KEYWORD_ONLY = frozenset({"torch.amp.custom_fwd", "torch.amp.custom_bwd"})
-_DEVICE_NAMED_DEVICE = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})
+_DEVICE_NAMED_DEVICE = frozenset({"torch.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})
 
 
 def _space_before(call: cst.Call, index: int) -> cst.BaseParenthesizableWhitespace:

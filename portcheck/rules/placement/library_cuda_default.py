@@ -27,8 +27,9 @@ class LibraryCudaDefault(Rule):
     `NativeScaler()`, MMSegmentation's `init_segmentor` / `init_model`, MMDetection's
     `init_detector` and MMPose's `init_pose_model` / `init_model` (device "cuda:0"), and
     those that use CUDA whatever they are given: MMCV 1.x's `init_dist` (it sets the CUDA
-    device) and MMDetection 2.x's `train_detector` / MMSegmentation 0.x's `train_segmentor`
-    (they move the model to CUDA); also
+    device), MMDetection 2.x's `train_detector` / MMSegmentation 0.x's `train_segmentor`
+    (they move the model to CUDA) and BasicSR's `train_pipeline` (Real-ESRGAN's, GFPGAN's
+    training entry: it counts CUDA devices to decide where to train); also
     through the repository's own modules that re-export them (yolov5's `utils.torch_utils`
     binds `smart_amp_autocast` to Ultralytics' `autocast`). The table is
     portcheck/targets/library_defaults.toml.
@@ -84,6 +85,13 @@ class LibraryCudaDefault(Rule):
             "import torch\nfrom mmseg.apis import init_segmentor\nfrom timm.utils import NativeScaler\n"
             "model = init_segmentor(cfg)\nloss_scaler = NativeScaler()\n",
             lines=[4, 5],
+        ),
+        Invalid(  # Real-ESRGAN's training entry
+            "import os.path as osp\nimport torch\nfrom basicsr.train import train_pipeline\n"
+            "if __name__ == '__main__':\n    root_path = osp.abspath(osp.join(__file__, osp.pardir, osp.pardir))\n"
+            "    train_pipeline(root_path)\n",
+            lines=[6],
+            message="works on CUDA whatever it is given",
         ),
         Invalid(  # XCiT's detection and segmentation tools (the Swin-Transformer template)
             "import torch\nfrom mmcv.runner import init_dist\nfrom mmdet.apis import train_detector\n"

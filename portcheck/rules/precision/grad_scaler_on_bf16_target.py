@@ -14,6 +14,7 @@ from portcheck.rules.precision import FLOAT16, chooses_float16, under_test
 
 _SCALERS = frozenset(
     {
+        "torch.GradScaler",  # torch.amp's, re-exported
         "torch.amp.GradScaler",
         "torch.amp.grad_scaler.GradScaler",
         "torch.cuda.amp.GradScaler",
@@ -23,7 +24,7 @@ _SCALERS = frozenset(
 # What a training step asks of its scaler: each becomes the plain step without one.
 _SCALER_METHODS = frozenset({"scale", "unscale_", "step", "update"})
 # Where `enabled` comes by position: after `device` in torch.amp's scaler, first-but-one in the old ones.
-_ENABLED_POSITION = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5}
+_ENABLED_POSITION = {"torch.GradScaler": 5, "torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5}
 _ENABLED_POSITION_OLD = 4
 
 
@@ -115,6 +116,7 @@ class GradScalerOnBf16Target(Rule):
         Valid("class GradScaler:\n    pass\nscaler = GradScaler()\n"),
     ]
     INVALID = [
+        Invalid("import torch\nscaler = torch.GradScaler()\n", lines=[2]),  # efficientvit's DC-AE trainer
         Invalid(
             "import torch\nscaler = torch.amp.GradScaler('tpu')\n",
             lines=[2],

@@ -23,6 +23,7 @@ from portcheck import flow, patterns, project
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity, at_most_info
+from portcheck.walk import descendants
 from portcheck.wording import verb
 
 # --- severities ------------------------------------------------------------------------------
@@ -278,9 +279,10 @@ def _copies(node: cst.BaseExpression) -> bool:
 
 
 def _made_by_torch(ctx: FileContext, node: cst.BaseExpression) -> bool:
-    """A torch call, or a method chain on one (`torch.from_numpy(a).cuda()`)."""
+    """A torch call, a model's run (SV2TTS's `embeds = model(inputs)`, later also rebound to
+    `embeds.detach().cpu().numpy()`), or a method chain on one (`torch.from_numpy(a).cuda()`)."""
     while type(node) is cst.Call:
-        if any(name.split(".")[0] == "torch" for name in ctx.qualified_names(node.func)):
+        if any(name.split(".")[0] == "torch" for name in ctx.qualified_names(node.func)) or flow.runs_model(node):
             return True
         if type(node.func) is not cst.Attribute:
             return False
@@ -383,6 +385,25 @@ def _binds_by_assignment(
     if type(statement) in (cst.FunctionDef, cst.ClassDef):
         return False if statement.name.value == name else None  # its body is a scope of its own
     return False if name in module_flow.names_bound_in(statement) else None
+
+
+def _makes_instance(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+    """`Tacotron(...)`, `nn.Linear(...)`: an object of a class (a model), not a tensor, which the
+    legacy constructors (`torch.FloatTensor(...)`) and torch's functions make."""
+    if type(node) is not cst.Call:
+        return False
+    func = node.func
+    title = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else ""
+    names = ctx.qualified_names(func)
+    return title[:1].isupper() and all(not name.startswith("torch.") or name.startswith("torch.nn.") for name in names)
+
+
+def _is_property(function: cst.FunctionDef) -> bool:
+    """`@property` (or `@cached_property`): reading the attribute runs it."""
+    return any(
+        (get_full_name_for_node(decorator.decorator) or "").rpartition(".")[2] in ("property", "cached_property")
+        for decorator in function.decorators
+    )
 
 
 def _is_own(receiver: cst.BaseExpression) -> bool:
@@ -574,7 +595,8 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
         if method == "apply" and receiver is not None and _names_class(receiver):
             # a torch.autograd.Function's (`AllReduce.apply(loss)`): tensors in, tensors out
             return any(tensor_valued(ctx, arg.value, depth + 1, seen) for arg in node.args if not arg.keyword)
-        if method in _MOVERS and not names and ctx.flow is not None and ctx.flow.home(node) is flow.Home.MOVED:
+        moved = method in _MOVERS and not names and ctx.flow is not None and ctx.flow.home(node) is flow.Home.MOVED
+        if moved and not _makes_instance(ctx, receiver):
             return True  # sent to a device (`append_zero(sigmas).to(device)`): what is tested there is a tensor
         return (
             receiver is not None
@@ -1006,6 +1028,48 @@ class StepRule(TensorRule):
         for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba
             site = _CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope, periodic)
             self._step_calls.append(site)
+
+    def note_property_read(self, node: cst.Attribute) -> None:
+        """In the first pass, note a read of an attribute of another module's class instance
+        (efficientvit's `train_loss.avg`, an `AverageMeter` property that calls `.item()`): a
+        property runs like a call, every step where the read is in a step loop. The record
+        names the property's getter (`...AverageMeter.avg.fget`), which only a method under
+        `@property` answers to: a method read without a call (`plotter = builder.plot`) runs
+        where it is called, not where it is read."""
+        module_flow = self.ctx.flow
+        known = self.ctx.project
+        if known.complete or module_flow is None or not known.local_packages or not flow.reads(node, self.ctx.parent):
+            return
+        ancestors = self.ctx.ancestors
+        function = flow.enclosing_function(ancestors)
+        if function is None or function.name.value == "__init__" or _is_own(node.value):
+            return
+        if module_flow.off_the_step_path(ancestors, periodic_exempts=False):
+            return
+        own = self.ctx.module.name + "."
+        classes = {self.ctx.module.absolute(name) for name in self._receiver_classes(node.value, function, ancestors)}
+        callees = sorted(
+            f"{name}.{node.attr.value}{project.PROPERTY_GETTER}"
+            for name in classes
+            if name.rpartition(".")[2][:1].isupper() and known.is_local(name) and not name.startswith(own)
+        )
+        periodic = module_flow.off_the_step_path(ancestors)
+        tensors = "yes" if callees and self._given_tensors(node.value, function) else "no"
+        for callee in callees:
+            self._step_calls.append(
+                _CallSite(callee, node, function, tensors, tuple(ancestors), module_flow.scope, periodic)
+            )
+
+    def _given_tensors(self, receiver: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        """Whether the function hands the object a tensor through a method (`train_loss.update(loss)`):
+        what its properties then read may be tensors."""
+        return any(
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.value.deep_equals(receiver)
+            and any(self._may_pass_tensor(arg) for arg in node.args)
+            for node in descendants(function.body)
+        )
 
     def _own_method_in_loop(
         self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
@@ -1447,7 +1511,10 @@ class StepRule(TensorRule):
         packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
         bases = sorted(self.ctx.module.absolute(base) for base in module_flow.class_bases(owner)) if owner else []
         overridden = [f"{base}.{function.name.value}" for base in bases if self.ctx.project.is_local(base)]
-        return (f"{self.ctx.module.name}.{local}", *(f"{package}.{local}" for package in packages), *overridden)
+        names = (f"{self.ctx.module.name}.{local}", *(f"{package}.{local}" for package in packages), *overridden)
+        if owner is not None and _is_property(function):
+            names = (*names, *(name + project.PROPERTY_GETTER for name in names))  # read as `meter.avg`
+        return names
 
     @classmethod
     def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:
@@ -1468,10 +1535,10 @@ class StepRule(TensorRule):
         return False
 
 
-def _host_keys(ctx: FileContext, call: cst.Call) -> list[str]:
+def _host_keys(ctx: FileContext, call: cst.Call | cst.Attribute) -> list[str]:
     """The positions and keywords of a call's arguments that are host data where the walk is."""
     keys, position = [], 0
-    for arg in call.args:
+    for arg in call.args if type(call) is cst.Call else ():
         if arg.star:
             break  # what follows has unknown positions
         if arg.keyword is None:
@@ -1537,7 +1604,7 @@ class _CallSite:
     """A call of another module's function or method, to record if it runs every step."""
 
     callee: str  # its qualified name
-    call: cst.Call
+    call: cst.Call | cst.Attribute  # an attribute read runs a property
     function: cst.FunctionDef | None  # the function it is made in
     tensors: str  # "yes" where it may pass a tensor
     ancestors: tuple[cst.CSTNode, ...]

@@ -164,6 +164,14 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # yolact's mask loss: a row of the mask a caller passes, beside an integer index
+            "import torch\nclass Loss(torch.nn.Module):\n    def forward(self, conf_t, idx_t):\n"
+            "        pos = conf_t > 0\n        return self.mask_loss(pos, idx_t)\n"
+            "    def mask_loss(self, pos, idx_t):\n        for idx in range(4):\n            cur_pos = pos[idx]\n"
+            "            picked = idx_t[idx, cur_pos]\n        return picked\n",
+            lines=[9],
+            message="a caller passes a boolean mask as `pos`",
+        ),
         Invalid(  # yolact's fast NMS: a mask narrowed in place stays a mask
             "import torch\nclass Detect(torch.nn.Module):\n    def forward(self, iou_max, scores, boxes, second=False):\n"
             "        keep = iou_max <= 0.5\n        if second:\n            keep *= scores > 0.05\n"
@@ -353,23 +361,29 @@ class BooleanMaskIndexing(StepRule):
         )
 
     def _note_parameter_index(self, node: cst.Subscript) -> None:
-        """`x[keep]` where `keep` is a parameter of the enclosing function: reported at the end
-        of the module if a call there passes that parameter a mask."""
-        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        """`x[keep]` where `keep` is a parameter of the enclosing function, or a row of one
+        (yolact's `cur_pos = pos[idx]`, then `idx_t[idx, cur_pos]`): reported at the end of the
+        module if a call there passes that parameter a mask."""
+        if self.ctx.parent is None or isinstance(self.ctx.parent, cst.AssignTarget):
             return
-        index = node.slice[0].slice.value
-        if not isinstance(index, cst.Name) or self.ctx.parent is None or isinstance(self.ctx.parent, cst.AssignTarget):
-            return
-        found = _parameter(self.ctx.ancestors, index.value)
-        if found is not None and self.ctx.bindings(index) == 1:  # not rebound in the function
+        for element in node.slice:
+            index = element.slice.value if isinstance(element.slice, cst.Index) else None
+            if not isinstance(index, cst.Name) or self.ctx.bindings(index) != 1:  # not rebound in the function
+                continue
+            row = self.ctx.assigned_value(index)
+            given = row.value if isinstance(row, cst.Subscript) and isinstance(row.value, cst.Name) else index
+            found = _parameter(self.ctx.ancestors, given.value)
+            if found is None or (given is not index and self.ctx.bindings(given) != 1):
+                continue
             function, position = found
             self.report_by_reach(
                 node,
-                holds=partial(self._given_mask, function, position, index.value),
-                problem=f"{_READ} (a caller passes a boolean mask as `{index.value}`)",
+                holds=partial(self._given_mask, function, position, given.value),
+                problem=f"{_READ} (a caller passes a boolean mask as `{given.value}`)",
                 instead="torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions",
                 advice=advice(self.ctx.targets),
             )
+            return
 
     def visit_Call(self, node: cst.Call) -> None:
         """Note the calls of the module's own functions (by name or through `self.`), whose

@@ -398,6 +398,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # SV2TTS's encoder: the loss runs on the CPU; `embeds` is a NumPy array only in the UMAP block
+            "import torch\ndef train(loader, model, opt):\n    loss_device = torch.device('cpu')\n"
+            "    for step, batch in enumerate(loader):\n        embeds = model(torch.from_numpy(batch).to('cuda'))\n"
+            "        loss = model.loss(embeds.view((4, 5, -1)).to(loss_device))\n        loss.backward()\n        opt.step()\n"
+            "        if step % 100 == 0:\n            embeds = embeds.detach().cpu().numpy()\n",
+            lines=[6],
+            message='`.to("cpu")` in a loop over a DataLoader',
+        ),
         Invalid(  # LoRA's PTI: a tensor printed in the accumulation block that steps the optimizer
             "import torch\nfor step, (x, y) in enumerate(loader):\n    loss = model(x, y)\n    loss.backward()\n"
             "    if step % accum_iter == 0:\n        pre_norm = emb.weight.norm(dim=-1)\n        print(pre_norm)\n"
@@ -779,6 +787,11 @@ class HostSyncInStep(StepRule):
             return False
         places = [arg.value for arg in node.args if arg.keyword is None or arg.keyword.value == "device"]
         return any(type(place) is cst.Name and module_flow.is_cpu(place) for place in places)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        parent = self.ctx.parent
+        if type(node.value) is cst.Name and not (type(parent) is cst.Call and parent.func is node):
+            self.note_property_read(node)  # `train_loss.avg`: an AverageMeter's property may sync
 
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)

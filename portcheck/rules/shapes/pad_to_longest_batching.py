@@ -23,6 +23,7 @@ _BUCKET_ITERATORS = frozenset(
 _FIELDS = frozenset(f"torchtext.{package}.Field" for package in ("data", "legacy.data", "data.field"))
 _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
 _SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty"))
+_PAD_NAME = re.compile(r"^pad(\d?d|_\w+)?$", re.IGNORECASE)  # pad, pad1d, pad_to_length; not padding
 _BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
 
 
@@ -167,6 +168,14 @@ class PadToLongestBatching(Rule):
             lines=[5, 6],
             message="` in a batch function pads each batch",
         ),
+        Invalid(  # SV2TTS: items padded by a helper to the longest of the batch, rounded up to a multiple of r
+            "import numpy as np\nimport torch\ndef collate_synthesizer(batch, r):\n    x_lens = [len(x[0]) for x in batch]\n"
+            "    max_x_len = max(x_lens)\n    chars = np.stack([pad1d(x[0], max_x_len) for x in batch])\n"
+            "    max_spec_len = max(x[1].shape[-1] for x in batch) + 1\n    if max_spec_len % r != 0:\n"
+            "        max_spec_len += r - max_spec_len % r\n    mel = np.stack([pad2d(x[1], max_spec_len) for x in batch])\n"
+            "    return torch.tensor(chars), torch.tensor(mel)\n",
+            lines=[5, 7],
+        ),
         Invalid(  # deepspeech.pytorch: the longest sample's length, read from the sample
             "import torch\ndef _collate_fn(batch):\n    longest_sample = max(batch, key=lambda p: p[0].size(1))[0]\n"
             "    max_seqlength = longest_sample.size(1)\n    inputs = torch.zeros(len(batch), 1, 161, max_seqlength)\n"
@@ -212,8 +221,9 @@ class PadToLongestBatching(Rule):
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
         if resolved_call(self.ctx, node, _PAD_SEQUENCE):
             self._in_collate(node, "`pad_sequence` in a collate function")
-        elif resolved_call(self.ctx, node, _SIZE_FACTORIES):
-            longest = next(filter(None, map(self._longest, _sizes(node))), None)
+        elif resolved_call(self.ctx, node, _SIZE_FACTORIES) or _pads(node):
+            sizes = _sizes(node) if not _pads(node) else [arg.value for arg in node.args if not arg.star]
+            longest = next(filter(None, map(self._longest, sizes)), None)
             if longest is not None:  # reported where the longest is taken
                 self._in_collate(longest, f"`max(...)` sizing `{_code(node.func)}(...)` in a batch function")
         elif resolved_call(self.ctx, node, _BUCKET_ITERATORS):
@@ -299,8 +309,13 @@ class PadToLongestBatching(Rule):
             return self._longest_item(size.value.value, depth)  # `longest.shape[1]`
         if isinstance(size, cst.BinaryOperation):
             return self._longest(size.left, depth) or self._longest(size.right, depth)
+        if isinstance(size, (cst.Tuple, cst.List)):  # `F.pad(x, (0, longest - len(x)))`
+            return next(filter(None, (self._longest(element.value, depth) for element in size.elements)), None)
         if isinstance(size, cst.Name) and depth < 2:
             bound = self.ctx.assigned_value(size)
+            if bound is None:  # `n = max(lens) + 1`, then `n += r - n % r`: still the longest, rounded
+                before = self.ctx.values_before_updates(size)
+                bound = before[0] if len(before) == 1 else None
             return self._longest(bound, depth + 1) if bound is not None else None
         return None
 
@@ -379,6 +394,15 @@ def _sizes(call: cst.Call) -> list[cst.BaseExpression]:
     if given and isinstance(given[0], (cst.Tuple, cst.List)):
         return [element.value for element in given[0].elements]
     return given
+
+
+def _pads(call: cst.Call) -> bool:
+    """A call that pads by its name (`np.pad`, `F.pad`, SV2TTS's `pad1d(x, max_len)`): given the
+    longest length of a batch, it pads every item to it. Not a tokenizer's `pad(...)`, whose
+    `padding=` says how (`_tokenizer_call`)."""
+    name = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", "")
+    named = isinstance(name, str) and _PAD_NAME.search(name) is not None
+    return named and patterns.keyword(call, "padding") is None
 
 
 def _bucketed(call: cst.Call) -> bool:

@@ -97,6 +97,12 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # SV2TTS: a model moved to the device is no tensor, nor what its `get_step()` returns
+            "import torch\nfrom synthesizer.models.tacotron import Tacotron\ndef train(loader, opt, device):\n"
+            "    model = Tacotron(4).to(device)\n    for x, y in loader:\n        loss = model(x.to(device), y.to(device))\n"
+            "        loss.backward()\n        opt.step()\n        step = model.get_step()\n        if step % 100 == 0:\n"
+            "            print(step)\n"
+        ),
         Valid(  # what else a model returns is not known to be a tensor
             "import torch\nfor step in range(100):\n    logits, stats = model(x)\n"
             "    if stats['skip']:\n        continue\n    logits.sum().backward()\n"
@@ -189,6 +195,16 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # Tacotron's inference: a range loop over the decoder that stops on its stop tokens
+            "import torch\nimport torch.nn as nn\nclass Decoder(nn.Module):\n    def forward(self, x, h):\n"
+            "        h = self.proj(x) + h\n        return h, torch.sigmoid(self.stop(h))\n"
+            "class Tacotron(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.decoder = Decoder()\n"
+            "    def generate(self, x, steps=200):\n        h, outs = torch.zeros(4), []\n        for t in range(steps):\n"
+            "            h, stop_tokens = self.decoder(x, h)\n            outs.append(h)\n"
+            "            if (stop_tokens > 0.5).all() and t > 10:\n                break\n        return torch.stack(outs)\n",
+            lines=[16],
+            message="`if` in a decoding loop depends on tensor values",
+        ),
         Invalid(  # YOLOv9's loss: a reduction tested for nonzero
             "import torch.nn as nn\nclass Loss(nn.Module):\n    def forward(self, pred):\n        fg_mask = pred > 0\n"
             "        if fg_mask.sum():\n            pred = pred * 2\n        return pred\n",

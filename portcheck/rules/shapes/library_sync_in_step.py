@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import flow, patterns
+from portcheck.rule import Invalid, Valid
+from portcheck.rules.shapes import SYNC_SEVERITY, StepRule
+from portcheck.targets import library_step_hazards
+from portcheck.targets.library_step_hazards import StepHazard
+
+_KEEPS_OBJECT = frozenset({"cuda", "to", "eval", "train", "half", "float"})  # `DiffJPEG(...).cuda()` is still one
+
+
+class LibrarySyncInStep(StepRule):
+    """## What it does
+    Reports, in a step loop, forward() or a method a framework runs every step, a call of
+    another package's function, of an instance of its class, or of a method a class inherits
+    from it, that reads tensor values back on the host each time it runs (the table
+    portcheck/targets/library_step_hazards.toml): BasicSR's `random_add_gaussian_noise_pt`
+    and `random_add_poisson_noise_pt`, its `DiffJPEG` and its models' `reduce_loss_dict`,
+    which Real-ESRGAN's degradation and training step call.
+
+    ## Why is this bad?
+    Nothing in the call says so, but the library compares a tensor in Python or calls
+    `.item()` inside: on TorchTPU and torch_xla each such read runs the graph built so far and
+    waits for it, every step, and on Trainium it splits the step's graph.
+
+    ## Example
+    ```python
+    from basicsr.data.degradations import random_add_poisson_noise_pt
+
+    class RealESRGANModel(SRGANModel):
+        def feed_data(self, data):
+            out = random_add_poisson_noise_pt(out, scale_range=(0.05, 3), gray_prob=0.4)
+    ```
+
+    ## Use instead
+    Degrade on the host (in the DataLoader's workers), or write the step with tensor ops only
+    (`torch.where` on the grey-noise draw instead of a Python `if`); log losses every N steps.
+
+    ## Targets
+    An error on neuron; a warning on tpu, xla, npu and hpu; info where a sync only costs time
+    (mps, xpu, rocm, cpu).
+
+    ## Fix safety
+    No automatic fix: the library's code is what would change.
+    """
+
+    code = "PC515"
+    name = "library-sync-in-step"
+    message = "`{call}(...)` in {where} {what}: a host sync every step"
+    hint = "run it on the host (in the DataLoader's workers), or with tensor ops that keep the values on the device"
+    severity = SYNC_SEVERITY
+    triggers = (b"basicsr",)
+
+    VALID = [
+        # once, outside any step
+        Valid(
+            "import torch\nfrom basicsr.data.degradations import random_add_gaussian_noise_pt\n"
+            "img = random_add_gaussian_noise_pt(torch.rand(1, 3, 8, 8), sigma_range=(1, 30))\n"
+        ),
+        # the model's own method of that name
+        Valid(
+            "import torch\nfrom basicsr.models.sr_model import SRModel\nclass M(SRModel):\n"
+            "    def reduce_loss_dict(self, d):\n        return d\n"
+            "    def optimize_parameters(self, step):\n        self.log_dict = self.reduce_loss_dict({'l': self.l})\n"
+        ),
+        # `torch` is a parameter here; nothing of the table is called
+        Valid(
+            "import torch.nn\ndef step(torch, loader):\n    for x in loader:\n"
+            "        torch.nn.functional.relu(x).sum().backward()\n"
+        ),
+    ]
+    INVALID = [
+        # Real-ESRGAN: BasicSR's loop runs feed_data() and optimize_parameters() every step
+        Invalid(
+            "import torch\nfrom basicsr.data.degradations import random_add_gaussian_noise_pt as gauss\n"
+            "from basicsr.models.srgan_model import SRGANModel\nfrom basicsr.utils import DiffJPEG\n\n"
+            "class RealESRGANModel(SRGANModel):\n    def __init__(self, opt):\n        super().__init__(opt)\n"
+            "        self.jpeger = DiffJPEG(differentiable=False).cuda()\n\n    @torch.no_grad()\n"
+            "    def feed_data(self, data):\n        out = gauss(data['gt'], sigma_range=(1, 30), gray_prob=0.4)\n"
+            "        self.lq = self.jpeger(out, quality=torch.rand(4) * 65 + 30)\n\n"
+            "    def optimize_parameters(self, current_iter):\n        loss_dict = {'l_g_pix': self.cri_pix(self.output, self.gt)}\n"
+            "        self.log_dict = self.reduce_loss_dict(loss_dict)\n",
+            lines=[13, 14, 18],
+            message="of a BasicSR model (run every step)",
+        ),
+        Invalid(
+            "import torch as T\nfrom torch import nn\nfrom torch.nn import functional as F\n"
+            "from basicsr.utils.diffjpeg import DiffJPEG\njpeger = DiffJPEG(differentiable=False)\n"
+            "for x in loader:\n    y = jpeger(F.relu(x), quality=T.rand(4) * 65 + 30)\n    model(y).sum().backward()\n",
+            lines=[7],
+        ),
+        Invalid(
+            "import torch\nimport basicsr.data.degradations as deg\nfor x in loader:\n"
+            "    y = deg.random_add_poisson_noise_pt(x.cuda(), scale_range=(0.05, 3))\n    model(y).sum().backward()\n",
+            lines=[4],
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        hazard = self._hazard(node)
+        if hazard is None:
+            return
+        where = self.step_context(self.ctx.ancestors)
+        if where is not None:
+            self.report_in_step(node, where, call=patterns.dotted(node.func) or "call", what=hazard.what)
+
+    def _hazard(self, call: cst.Call) -> StepHazard | None:
+        table = library_step_hazards.table()
+        func = call.func
+        for name in self.ctx.qualified_names(func):
+            if name in table and not _names_class(name):
+                return table[name]
+        if type(func) is cst.Name:
+            made = self.ctx.assigned_values(func)
+        elif flow.is_self_attribute(func) and self.ctx.flow is not None:
+            assert type(func) is cst.Attribute
+            made = [value for value, _ in self.ctx.flow.self_attribute_values(func.attr.value)]
+            if not made:
+                return self._inherited(func.attr.value)
+        else:
+            return None
+        for value in made:  # an instance called: `self.jpeger(out, quality=q)`
+            for name in self._class_made(value):
+                if name in table:
+                    return table[name]
+        return None
+
+    def _class_made(self, value: cst.BaseExpression) -> frozenset[str]:
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _KEEPS_OBJECT:
+            value = value.func.value
+        return self.ctx.qualified_names(value.func) if type(value) is cst.Call else frozenset()
+
+    def _inherited(self, method: str) -> StepHazard | None:
+        """`self.reduce_loss_dict(...)` in a class that does not define it and derives from one
+        of the table's classes."""
+        owner = next((node for node in reversed(self.ctx.ancestors) if type(node) is cst.ClassDef), None)
+        if owner is None or any(
+            type(statement) is cst.FunctionDef and statement.name.value == method for statement in owner.body.body
+        ):
+            return None
+        methods = library_step_hazards.methods()
+        for base in owner.bases:
+            for name in self.ctx.qualified_names(base.value):
+                if f"{name}.{method}" in methods:
+                    return methods[f"{name}.{method}"]
+        return None
+
+
+def _names_class(qualified: str) -> bool:
+    """A class of the table: its instances are what runs, not its constructor."""
+    return qualified.rpartition(".")[2][:1].isupper()

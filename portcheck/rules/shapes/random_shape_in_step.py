@@ -1,0 +1,191 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from portcheck import patterns
+from portcheck.rule import Invalid, Valid
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, StepRule, advice
+
+# What resizes to a given size or scale.
+_RESIZES = frozenset(
+    {
+        "torch.nn.functional.interpolate", "torch.nn.functional.upsample", "torch.nn.functional.upsample_bilinear",
+        "torch.nn.functional.upsample_nearest", "torchvision.transforms.functional.resize",
+    }
+)  # fmt: skip
+_SIZE_KEYWORDS = frozenset({"size", "scale_factor"})
+# torch factories, whose positional arguments (or `size=`) are the shape.
+_FACTORIES = frozenset(
+    f"torch.{name}" for name in ("zeros", "ones", "empty", "full", "rand", "randn", "randperm", "arange")
+)
+_FILLED = frozenset({"torch.full"})
+# Python's and NumPy's random draws.
+_DRAW_MODULES = ("random.", "numpy.random.")
+_NUMBER_CASTS = frozenset({"int", "float", "round", "max", "min", "abs"})
+_DEPTH = 8  # names, casts and arithmetic to look through
+
+
+class RandomShapeInStep(StepRule):
+    """## What it does
+    Reports, in a step loop, forward() or a method a framework runs every step (a BasicSR
+    model's `feed_data()`), a resize or a tensor factory whose size comes from a random draw
+    of Python or NumPy (`random.uniform`, `np.random.randint`), directly or through names and
+    arithmetic: Real-ESRGAN's degradation, `F.interpolate(out, scale_factor=scale)` after
+    `scale = np.random.uniform(1, 1.5)`; efficientvit's random number of point prompts,
+    `torch.ones((n, n_p))` after `n_p = int(random.random() * 10 + 1)`.
+
+    ## Why is this bad?
+    The output shape changes from step to step at random, so a compiled or lazily traced step
+    (TorchTPU, torch_xla, Gaudi) compiles a new graph for most steps, and Trainium needs every
+    shape known ahead of time. Random augmentation is fine; random shapes are not.
+
+    ## Example
+    ```python
+    scale = np.random.uniform(0.5, 1.5)
+    out = F.interpolate(out, scale_factor=scale, mode="bilinear")
+    ```
+
+    ## Use instead
+    Draw from a few fixed sizes (each compiles once), or resize back to a fixed size in the
+    same step:
+    ```python
+    scale = random.choice([0.5, 0.75, 1.0, 1.25, 1.5])
+    out = F.interpolate(out, scale_factor=scale, mode="bilinear")
+    ```
+
+    ## Targets
+    An error on neuron; a warning on tpu, xla, npu and hpu; off where shapes may change freely
+    (mps, xpu, rocm, cpu).
+
+    ## Fix safety
+    No automatic fix: which sizes to allow is the augmentation's choice.
+    """
+
+    code = "PC514"
+    name = "random-shape-in-step"
+    message = "`{call}(...)` in {where} takes its size from a random draw (`{drawn}`): most steps get a new shape, and a compiled step recompiles for each"
+    hint = "draw from a few fixed sizes (random.choice over a list), or resize back to a fixed size in the step{advice}"
+    severity = RECOMPILE_SEVERITY
+    every_n_steps = True
+    triggers = (b"random",)
+
+    VALID = [
+        # drawn from a fixed list: a few shapes, each compiled once
+        Valid(
+            "import random\nimport torch.nn.functional as F\nfor x in loader:\n"
+            "    scale = random.choice([0.5, 1.0, 2.0])\n    y = F.interpolate(x, scale_factor=scale)\n    y.sum().backward()\n"
+        ),
+        # a random value that is no size
+        Valid(
+            "import random\nimport torch\nfor x in loader:\n    p = random.random()\n"
+            "    y = torch.full((4, 4), p)\n    (x * y).sum().backward()\n"
+        ),
+        # once, outside any step
+        Valid("import numpy as np\nimport torch\nn = np.random.randint(1, 10)\nz = torch.zeros(n)\n"),
+        # `torch` is a parameter here
+        Valid(
+            "import torch.nn\nimport random\ndef step(torch, loader):\n    for x in loader:\n"
+            "        y = torch.nn.functional.interpolate(x, scale_factor=random.uniform(1, 2))\n"
+            "        y.sum().backward()\n"
+        ),
+        Valid(
+            "import numpy as np\nimport torch.nn.functional as F\nfor x in loader:\n"
+            "    out = F.interpolate(x, scale_factor=np.random.uniform(1, 2))\n    out.sum().backward()\n",
+            options={"targets": ["mps", "cpu"]},
+        ),
+    ]
+    INVALID = [
+        # Real-ESRGAN's degradation, which BasicSR's loop runs every step
+        Invalid(
+            "import random\nimport numpy as np\nimport torch\nfrom torch.nn import functional as F\n"
+            "from basicsr.models.srgan_model import SRGANModel\n\nclass RealESRGANModel(SRGANModel):\n"
+            "    @torch.no_grad()\n    def feed_data(self, data):\n        out = data['gt']\n"
+            "        updown_type = random.choices(['up', 'down', 'keep'], self.opt['resize_prob'])[0]\n"
+            "        if updown_type == 'up':\n            scale = np.random.uniform(1, 1.5)\n"
+            "        elif updown_type == 'down':\n            scale = np.random.uniform(0.15, 1)\n        else:\n"
+            "            scale = 1\n        out = F.interpolate(out, scale_factor=scale, mode='area')\n"
+            "        out = F.interpolate(out, size=(int(ori_h / 4 * scale), int(ori_w / 4 * scale)))\n"
+            "        self.lq = out\n",
+            lines=[18, 19],
+            message="`F.interpolate(...)` in `feed_data()` of a BasicSR model (run every step) takes its size from a random draw",
+        ),
+        # efficientvit's SAM trainer: a random number of point prompts
+        Invalid(
+            "import random\nimport torch as T\nfor image, masks in loader:\n    n_p = int(random.random() * 10 + 1)\n"
+            "    labels = T.ones((image.shape[0], n_p), device=image.device)\n    model(image, labels).backward()\n",
+            lines=[5],
+        ),
+        Invalid(
+            "import random\nfrom torch import randperm\nfor x in loader:\n"
+            "    keep = randperm(x.shape[0])[: random.randint(1, 8)]\n    picked = randperm(random.randint(1, 8))\n"
+            "    model(x[keep]).backward()\n",
+            lines=[5],
+        ),
+        Invalid(
+            "from numpy.random import randint\nimport torch.nn.functional\nimport torch\n"
+            "for x in loader:\n    side = randint(224, 320)\n"
+            "    x = torch.nn.functional.interpolate(x, size=(side, side))\n    model(x).backward()\n",
+            lines=[6],
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.qualified_names(node.func)
+        if names & _RESIZES:
+            sizes = [arg.value for arg in node.args[1:] if arg.keyword is None and not arg.star]
+            sizes += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _SIZE_KEYWORDS]
+        elif names & _FACTORIES:
+            size = patterns.keyword(node, "size")
+            sizes = [size.value] if size is not None else [arg.value for arg in node.args if arg.keyword is None]
+            if names & _FILLED:
+                sizes = sizes[:1]  # `torch.full(size, fill_value)`
+        else:
+            return
+        drawn = next(filter(None, (self._draw(size, 0) for size in sizes)), None)
+        if drawn is None:
+            return
+        where = self.step_context(self.ctx.ancestors)
+        if where is not None:
+            call = patterns.dotted(node.func) or "call"
+            code = cst.Module([]).code_for_node(drawn)
+            drawn_code = code if len(code) <= 40 else code[:37] + "..."
+            self.report_in_step(node, where, call=call, drawn=drawn_code, advice=advice(self.ctx.targets))
+
+    def _draw(self, node: cst.BaseExpression, depth: int) -> cst.Call | None:
+        """The random draw a size comes from: the draw itself, through names (any of their
+        values: `scale = np.random.uniform(1, 2)` in one branch, `scale = 1` in another),
+        arithmetic, casts, tuples and items of a draw (`random.choices(...)[0]`). Not a choice
+        from a fixed list, which gives only a few sizes."""
+        if depth > _DEPTH:
+            return None
+        if type(node) is cst.Call:
+            names = self.ctx.qualified_names(node.func)
+            if any(name.startswith(_DRAW_MODULES) for name in names):
+                return None if _picks_from_list(node, names) else node
+            builtin = all(name.startswith("builtins.") for name in names)
+            if type(node.func) is cst.Name and node.func.value in _NUMBER_CASTS and builtin:
+                return next(filter(None, (self._draw(arg.value, depth + 1) for arg in node.args)), None)
+            return None
+        if type(node) is cst.Name:
+            for value in self.ctx.assigned_values(node):
+                found = self._draw(value, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        parts: list[cst.BaseExpression] = []
+        if type(node) is cst.BinaryOperation:
+            parts = [node.left, node.right]
+        elif type(node) is cst.UnaryOperation:
+            parts = [node.expression]
+        elif type(node) in (cst.Tuple, cst.List):
+            parts = [element.value for element in node.elements]  # type: ignore[attr-defined]
+        elif type(node) is cst.Subscript:
+            parts = [node.value]
+        return next(filter(None, (self._draw(part, depth + 1) for part in parts)), None)
+
+
+def _picks_from_list(call: cst.Call, names: frozenset[str]) -> bool:
+    """`random.choice([0.5, 1.0])`, `np.random.choice((256, 320))`: one of a few written sizes."""
+    if not any(name.rpartition(".")[2] in ("choice", "choices") for name in names) or not call.args:
+        return False
+    return type(call.args[0].value) in (cst.List, cst.Tuple)

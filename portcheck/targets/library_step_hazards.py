@@ -1,0 +1,38 @@
+"""The table of third-party APIs that read tensor values back each time they run (library_step_hazards.toml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from portcheck.targets import api_table
+
+
+@dataclass(frozen=True)
+class StepHazard:
+    """A function, a class whose instances are called, or a method (`Class.method`) of another
+    package that syncs with the host whenever it runs."""
+
+    qualified: str  # as imported: "basicsr.utils.DiffJPEG"
+    what: str
+    subclasses: tuple[str, ...]  # for a method: the classes that inherit it
+
+
+@cache
+def table() -> dict[str, StepHazard]:
+    return {
+        name: StepHazard(qualified=name, what=row["what"], subclasses=tuple(row.get("subclasses", ())))
+        for name, row in api_table("library_step_hazards.toml").items()
+    }
+
+
+@cache
+def methods() -> dict[str, StepHazard]:
+    """The methods by `<class>.<method>` for the class that defines them and each subclass."""
+    found: dict[str, StepHazard] = {}
+    for hazard in table().values():
+        owner, _, method = hazard.qualified.rpartition(".")
+        if hazard.subclasses:
+            for each in (owner, *hazard.subclasses):
+                found[f"{each}.{method}"] = hazard
+    return found
