@@ -974,6 +974,7 @@ class StepRule(TensorRule):
         super().__init__(ctx)
         self._in_functions: list[_InFunction] = []
         self._step_calls: list[_CallSite] = []  # calls of other modules' functions, for `note_step_call`
+        self._tensors_given: dict[tuple[int, str], bool] = {}  # (function, name): see `_given_tensors`
         self._pending: set[str] = set()  # what `_note_pending` recorded
 
     @classmethod
@@ -1044,8 +1045,6 @@ class StepRule(TensorRule):
         function = flow.enclosing_function(ancestors)
         if function is None or function.name.value == "__init__" or _is_own(node.value):
             return
-        if module_flow.off_the_step_path(ancestors, periodic_exempts=False):
-            return
         own = self.ctx.module.name + "."
         classes = {self.ctx.module.absolute(name) for name in self._receiver_classes(node.value, function, ancestors)}
         callees = sorted(
@@ -1053,8 +1052,10 @@ class StepRule(TensorRule):
             for name in classes
             if name.rpartition(".")[2][:1].isupper() and known.is_local(name) and not name.startswith(own)
         )
+        if not callees or module_flow.off_the_step_path(ancestors, periodic_exempts=False):
+            return
         periodic = module_flow.off_the_step_path(ancestors)
-        tensors = "yes" if callees and self._given_tensors(node.value, function) else "no"
+        tensors = "yes" if self._given_tensors(node.value, function) else "no"
         for callee in callees:
             self._step_calls.append(
                 _CallSite(callee, node, function, tensors, tuple(ancestors), module_flow.scope, periodic)
@@ -1063,13 +1064,19 @@ class StepRule(TensorRule):
     def _given_tensors(self, receiver: cst.BaseExpression, function: cst.FunctionDef) -> bool:
         """Whether the function hands the object a tensor through a method (`train_loss.update(loss)`):
         what its properties then read may be tensors."""
-        return any(
-            type(node) is cst.Call
-            and type(node.func) is cst.Attribute
-            and node.func.value.deep_equals(receiver)
-            and any(self._may_pass_tensor(arg) for arg in node.args)
-            for node in descendants(function.body)
-        )
+        if type(receiver) is not cst.Name:
+            return False
+        key = (id(function), receiver.value)
+        if key not in self._tensors_given:
+            self._tensors_given[key] = any(
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
+                and type(node.func.value) is cst.Name
+                and node.func.value.value == receiver.value
+                and any(self._may_pass_tensor(arg) for arg in node.args)
+                for node in descendants(function.body)
+            )
+        return self._tensors_given[key]
 
     def _own_method_in_loop(
         self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]

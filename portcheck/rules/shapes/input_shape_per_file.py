@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import cached_property
 
 import libcst as cst
 
 from portcheck import flow, patterns
-from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice
+from portcheck.walk import descendants
 
 # What lists a folder's files.
 _LISTINGS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.iglob", "natsort.natsorted"})
@@ -26,6 +28,7 @@ _READERS = frozenset(
 # Helpers whose names say they bring an input to a fixed size: the shape no longer follows the file.
 _FIXES_SIZE = re.compile(r"resize|crop|transform|preprocess|interpolate|letterbox|bucket", re.IGNORECASE)
 _MODULE_METHODS = frozenset({"eval", "load_state_dict"})  # what only a model is asked
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 # A model's methods that set it up rather than run it.
 _HANDLING = frozenset(
     {
@@ -171,17 +174,17 @@ class InputShapePerFile(TensorRule):
         ),
     ]
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._models: set[str] = set()
-
-    def visit_Module(self, node: cst.Module) -> None:
-        """The names the module asks what only a model is asked: `.eval()`, `.load_state_dict()`."""
-        for call in _calls_in(node, into_functions=True):
+    @cached_property
+    def _models(self) -> frozenset[str]:
+        """The names the module asks what only a model is asked: `.eval()`, `.load_state_dict()`
+        (found once, for the first loop over files)."""
+        found = set()
+        for call in _calls_in(self.ctx.ancestors[0], into_functions=True):  # the module
             if patterns.method_name(call) in _MODULE_METHODS:
                 base = _base_name(call.func.value)  # type: ignore[attr-defined]
                 if base is not None:
-                    self._models.add(base.value)
+                    found.add(base.value)
+        return frozenset(found)
 
     def visit_For(self, node: cst.For) -> None:
         if not self._imports_torch:
@@ -217,10 +220,11 @@ class InputShapePerFile(TensorRule):
     def _opens_each(self, body: cst.BaseSuite, items: set[str]) -> bool:
         """Whether the loop reads the file an item names (`torch.load(file_path)`,
         `Image.open(os.path.join(d, name))`)."""
-        for node in _calls_in(body):
-            if (self.ctx.qualified_names(node.func) & _READERS or _is_open(node)) and node.args:
-                if _reads_any(node.args[0].value, items):
-                    return True
+        for node in descendants(body, _SCOPES + (cst.For, cst.While)):  # an inner loop's reads are its own
+            if type(node) is not cst.Call or not node.args or not _reads_any(node.args[0].value, items):
+                continue
+            if self.ctx.qualified_names(node.func) & _READERS or _is_open(node):
+                return True
         return False
 
     def _model_run(self, body: cst.BaseSuite, derived: set[str]) -> tuple[cst.Call, cst.BaseExpression] | None:
@@ -292,15 +296,10 @@ def _assignments(statement: cst.CSTNode) -> Iterator[tuple[cst.BaseExpression, c
 def _calls_in(node: cst.CSTNode, into_functions: bool = False) -> Iterator[cst.Call]:
     """The calls under `node`, outermost first, in source order (not in the functions and
     classes it defines, unless `into_functions`)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Call):
-            yield current
-        nested = isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node
-        if nested and not into_functions:
-            continue
-        stack.extend(reversed(current.children))
+    if type(node) is cst.Call:
+        yield node
+    apart = () if into_functions else _SCOPES
+    yield from (each for each in descendants(node, apart) if type(each) is cst.Call)
 
 
 def _reads_any(node: cst.BaseExpression, names: set[str]) -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import flow, patterns
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import SYNC_SEVERITY, StepRule
 from portcheck.targets import library_step_hazards
 from portcheck.targets.library_step_hazards import StepHazard
@@ -98,7 +98,21 @@ class LibrarySyncInStep(StepRule):
         ),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._imports_a_library = False  # one of the table's packages: only then are its calls asked about
+
+    def visit_Import(self, node: cst.Import) -> None:
+        super().visit_Import(node)
+        self._imports_a_library |= any(_of_table(patterns.dotted(alias.name)) for alias in node.names)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        super().visit_ImportFrom(node)
+        self._imports_a_library |= node.module is not None and _of_table(patterns.dotted(node.module))
+
     def visit_Call(self, node: cst.Call) -> None:
+        if not self._imports_a_library:
+            return
         hazard = self._hazard(node)
         if hazard is None:
             return
@@ -146,6 +160,11 @@ class LibrarySyncInStep(StepRule):
                 if f"{name}.{method}" in methods:
                     return methods[f"{name}.{method}"]
         return None
+
+
+def _of_table(module: str) -> bool:
+    """A module of one of the packages the table knows (`basicsr.utils`)."""
+    return module.split(".")[0] in {name.split(".")[0] for name in library_step_hazards.table()}
 
 
 def _names_class(qualified: str) -> bool:
