@@ -200,6 +200,10 @@ _CALLBACK_BASES = {
         )
     },  # fmt: skip
 }
+# What a call stands for where the arguments are unknown (a method called through a table of them).
+_UNKNOWN_ARGUMENTS = cst.Arg(cst.Name("arguments"), star="*")
+# Flags that turn on debugging output: what they guard is off the step path.
+_DEBUG_FLAG = re.compile(r"debug|debugging|vis_debug|show_debug", re.IGNORECASE)
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
 _CALL_DEPTH = 5  # how many calls away from a step loop a function still runs every step
@@ -1922,6 +1926,16 @@ class DeviceFlow:
         if function is not None:
             self._loops.setdefault(id(function), []).append((loop, self.resolver.scope))
 
+    def visit_List(self, node: cst.List) -> None:
+        """A list of the class's own methods (HRNet's OHEM loss: `functions = [self._ce_forward] *
+        (n - 1) + [self._ohem_forward]`, then `func(x, target)` for each): a table the method
+        that makes it calls from, as if it called each there, with arguments unknown."""
+        for element in node.elements:
+            value = element.value
+            if type(value) is cst.Attribute and _is_self(value.value):
+                site = _Site(cst.Call(value, args=[_UNKNOWN_ARGUMENTS]), self.resolver.scope, tuple(self.ancestors), 1)
+                self._calls.setdefault(value.attr.value, []).append(site)
+
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             pairs = [(target.target, node.value)]
@@ -2112,8 +2126,9 @@ def off_the_step_path(
     with a `resolver` at the node, also `if log_step:` where `log_step = step % N == 0`, and
     `if torch.onnx.is_in_onnx_export():` (or another test that holds only while the model is
     exported: not on the device), and an interval counted from the last pass
-    (`if step - last_save >= N:` that sets `last_save = step`). A periodic block that steps the
-    optimizer is gradient accumulation's training step, on the path."""
+    (`if step - last_save >= N:` that sets `last_save = step`), and the body of a test of a
+    debugging flag (`if opt.debug > 0:`). A periodic block that steps the optimizer is gradient
+    accumulation's training step, on the path."""
     for index, node in enumerate(ancestors):
         if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
             return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry
@@ -2131,7 +2146,18 @@ def off_the_step_path(
                 return True  # `if not math.isfinite(loss): logging.error(...); raise ...`: the error path
             if _asks_non_finite(node.test):
                 return True  # GroundingDINO's `if output.isnan().any() | output.isinf().any():` reports
+            if _debugging(node.test):
+                return True  # CenterNet's `if opt.debug > 0: self.debug(batch, output, iter_id)`
     return False
+
+
+def _debugging(test: cst.BaseExpression) -> bool:
+    """A test of a debugging flag (`if opt.debug > 0:`, `if args.debug:`; not `verbose`, often on):
+    what it guards runs only while someone debugs or looks, not in the run being ported."""
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and is_number(test.comparisons[0].comparator):
+        test = test.left
+    name = test.value if type(test) is cst.Name else test.attr.value if type(test) is cst.Attribute else ""
+    return _DEBUG_FLAG.fullmatch(name) is not None  # type: ignore[arg-type]
 
 
 def _accumulates(body: cst.BaseSuite) -> bool:

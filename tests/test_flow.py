@@ -966,3 +966,33 @@ def test_what_a_framework_step_reaches_four_method_calls_down_runs_every_step() 
         """
     severity, _, message = findings(source, "neuron")[(14, "PC502")]
     assert severity == Severity.ERROR, message
+
+
+def test_a_method_run_through_a_table_of_methods_runs_with_the_step_that_makes_the_table() -> None:
+    """HRNet's OHEM loss: forward() lists its methods (`[self._ce_forward] * (n - 1) +
+    [self._ohem_forward]`) and calls each; what they do runs every step. A debugging view runs
+    only with `--debug`."""
+    source = """\
+    import torch
+    class OhemCrossEntropy(torch.nn.Module):
+        def _ohem_forward(self, score, target):
+            mask = target.view(-1) != 255
+            return score.view(-1)[mask].mean()
+        def _unused(self, score, target):
+            mask = target.view(-1) != 255
+            return score.view(-1)[mask].mean()
+        def forward(self, scores, target):
+            functions = [self._ohem_forward] * len(scores)
+            return sum(func(x, target) for x, func in zip(scores, functions))
+    def run_epoch(model, loader, opt, optimizer):
+        for iter_id, batch in enumerate(loader):
+            output = model(batch["input"].cuda())
+            output.sum().backward()
+            optimizer.step()
+            if opt.debug > 0:
+                print(output[output > 0].tolist())
+    """
+    found = findings(source)
+    assert found[(5, "PC502")][0] is Severity.WARNING
+    assert found[(8, "PC502")][0] is Severity.INFO
+    assert (18, "PC503") not in found

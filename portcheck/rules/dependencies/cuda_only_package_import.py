@@ -75,6 +75,9 @@ class CudaOnlyPackageImport(Rule):
         Valid("def f(torch, apex):\n    return apex.amp\n"),
     ]
     INVALID = [
+        Invalid(
+            "import torch\nfrom torch2trt import TRTModule\n", lines=[2], message="TensorRT"
+        ),  # efficientvit's GazeSAM
         # lit-llama: DeepSpeed's checkpoint converter, imported where the strategy is DeepSpeed's;
         # TinyLlama: flash-attn under a CUDA check, with SDPA after it
         Invalid(

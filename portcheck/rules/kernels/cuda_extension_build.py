@@ -10,6 +10,7 @@ from portcheck.rules.kernels.unguarded_kernel_import import runs_unguarded_on_im
 _EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
 _LOAD = frozenset({"torch.utils.cpp_extension.load"})
 _LOAD_INLINE = frozenset({"torch.utils.cpp_extension.load_inline"})
+_FFI = frozenset({"torch.utils.ffi.create_extension"})  # torch 0.4's, gone since 1.0 (PC710)
 _CUDA_SUFFIXES = (".cu", ".cuh")
 
 
@@ -21,7 +22,9 @@ class CudaExtensionBuild(Rule):
     a comprehension), `with_cuda=True` or `extra_cuda_cflags`, `load_inline(...)` with
     `cuda_sources=`, and a call of the repository's own build helper given `.cu` sources or
     `extra_cuda_cflags` (stylegan2-ada's `custom_ops.get_plugin("bias_act_plugin",
-    sources=sources)`). It records the module each one builds, so that
+    sources=sources)`), and torch 0.4's `torch.utils.ffi.create_extension(..., with_cuda=...)`
+    (CenterNet's DCNv2; the module, beside the build script where it is `relative_to=__file__`).
+    It records the module each one builds, so that
     imports of that module (PC607) and `portcheck kernels` can find it. `BuildExtension` itself
     is not reported: it builds whatever extensions it is given, and the CUDA ones are reported
     where they are declared.
@@ -55,9 +58,13 @@ class CudaExtensionBuild(Rule):
     message = "{what} builds CUDA C++ that only nvcc (or hipify) can compile"
     hint = "port: {port}"
     severity = kernels.severity(kernels.EXTENSION)
-    triggers = (b"CUDAExtension", b"cpp_extension", b"extra_cuda_cflags", b".cu'", b'.cu"')
+    triggers = (b"CUDAExtension", b"cpp_extension", b"extra_cuda_cflags", b".cu'", b'.cu"', b"create_extension")
 
     VALID = [
+        Valid(  # a CPU-only FFI build
+            "import torch\nfrom torch.utils.ffi import create_extension\n"
+            "ffi = create_extension('_ext.my_lib', headers=['src/my_lib.h'], sources=['src/my_lib.c'], with_cuda=False)\n"
+        ),
         Valid("from torch.utils.cpp_extension import CppExtension\next = CppExtension('m', ['m.cpp'])\n"),
         Valid("from torch.utils.cpp_extension import load\nm = load('m', sources=['m.cpp'])\n"),
         Valid("def build(torch):\n    return torch.utils.cpp_extension.CUDAExtension('m', ['m.cu'])\n"),
@@ -65,6 +72,13 @@ class CudaExtensionBuild(Rule):
         Valid("from torch.utils import cpp_extension\nsources = ['m.cpp']\nm = get_plugin('m', sources=sources)\n"),
     ]
     INVALID = [
+        Invalid(  # CenterNet's DCNv2 (torch 0.4), whose build PC710 also reports as gone
+            "import torch\nfrom torch.utils.ffi import create_extension\nwith_cuda = torch.cuda.is_available()\n"
+            "ffi = create_extension(\n    '_ext.dcn_v2', headers=['src/dcn_v2.h'], sources=['src/dcn_v2.c'],\n"
+            "    relative_to=__file__, with_cuda=with_cuda,\n)\n",
+            lines=[4],
+            message="torch.utils.ffi.create_extension",
+        ),
         Invalid(
             "from setuptools import setup\nfrom torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
             "setup(ext_modules=[CUDAExtension('mylib._C', ['csrc/ops.cpp', 'csrc/k.cu'])],\n"
@@ -134,6 +148,12 @@ class CudaExtensionBuild(Rule):
                 or patterns.keyword(node, "extra_cuda_cflags") is not None
             ):
                 self._extension(node, "cpp_extension.load", kernels.EXTENSION, sources)
+        elif names & _FFI and _with_cuda(node):
+            # torch 0.4's `create_extension("_ext.dcn_v2", ..., relative_to=__file__, with_cuda=True)`
+            named = built_module(node)
+            relative = patterns.keyword(node, "relative_to") is not None and self.ctx.module.package
+            module = f"{self.ctx.module.package}.{named}" if named and relative else named
+            self._extension(node, "torch.utils.ffi.create_extension", kernels.EXTENSION, [], module=module)
         elif names & _LOAD_INLINE and patterns.keyword(node, "cuda_sources") is not None:
             self._extension(node, "cpp_extension.load_inline", kernels.INLINE, [])
         elif not names & (_LOAD | _LOAD_INLINE) and type(node.func) in (cst.Name, cst.Attribute):
@@ -174,8 +194,9 @@ class CudaExtensionBuild(Rule):
         kind: str,
         sources: list[str],
         chosen: tuple[cst.CSTNode, tuple[cst.CSTNode, ...]] | None = None,
+        module: str | None = None,
     ) -> None:
-        module = built_module(node)
+        module = module or built_module(node)
         if module:
             self.record(project.CUDA_EXTENSION, module, node, sources=",".join(sources))
             self.record(project.KERNEL, module, node, kind=kind, sources=",".join(sources))
@@ -188,6 +209,12 @@ class CudaExtensionBuild(Rule):
             self.report(node, **fields)
         else:
             self.reports.append(self.report_here(chosen[0], chain=chosen[1], **fields))
+
+
+def _with_cuda(call: cst.Call) -> bool:
+    """`with_cuda=` given, and not `False`: a name set where CUDA is found counts (DCNv2's)."""
+    given = patterns.keyword(call, "with_cuda")
+    return given is not None and not (isinstance(given.value, cst.Name) and given.value.value == "False")
 
 
 def _sources(call: cst.Call) -> list[str]:

@@ -164,6 +164,14 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # HRNet's OHEM loss: forward() runs its methods through a table of them
+            "import torch\nclass OhemCrossEntropy(torch.nn.Module):\n    def _ohem_forward(self, score, target):\n"
+            "        mask = target.view(-1) != 255\n        return score.view(-1)[mask].mean()\n"
+            "    def forward(self, scores, target):\n        functions = [self._ohem_forward] * len(scores)\n"
+            "        return sum(func(x, target) for x, func in zip(scores, functions))\n",
+            lines=[5],
+            message="boolean-mask indexing returns as many elements as the mask has True values",
+        ),
         Invalid(  # yolact's mask loss: a row of the mask a caller passes, beside an integer index
             "import torch\nclass Loss(torch.nn.Module):\n    def forward(self, conf_t, idx_t):\n"
             "        pos = conf_t > 0\n        return self.mask_loss(pos, idx_t)\n"

@@ -188,6 +188,11 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # CenterNet: the debug view runs only with --debug
+            "import torch\ndef run_epoch(model, loader, opt, optimizer):\n    for iter_id, batch in enumerate(loader):\n"
+            "        output = model(batch['input'].cuda())\n        loss = output.sum()\n        loss.backward()\n"
+            "        optimizer.step()\n        if opt.debug > 0:\n            print(output.detach().cpu().numpy())\n"
+        ),
         Valid(  # hifi-gan: printed only where the values are off (the test is the sync, PC504's)
             "import torch\nfor x, y in loader:\n    if torch.min(y) < -1.0:\n        print('min value is ', torch.min(y))\n"
             "    loss = model(x.cuda(), y.cuda())\n    loss.backward()\n"
