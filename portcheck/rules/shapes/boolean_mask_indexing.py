@@ -39,6 +39,9 @@ _SCALAR_BUILTINS = frozenset({"float", "int", "bool", "abs", "round", "len", "mi
 _ZERO_DIM = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 
 
+_COPIES = frozenset({"clone", "detach", "contiguous", "view", "reshape"})  # the same mask, or a copy of it
+
+
 class BooleanMaskIndexing(StepRule):
     """## What it does
     Reports indexing with a boolean mask, `x[mask]`, where the index is a comparison
@@ -175,9 +178,10 @@ class BooleanMaskIndexing(StepRule):
         Invalid(  # yolact's mask loss: a row of the mask a caller passes, beside an integer index
             "import torch\nclass Loss(torch.nn.Module):\n    def forward(self, conf_t, idx_t):\n"
             "        pos = conf_t > 0\n        return self.mask_loss(pos, idx_t)\n"
-            "    def mask_loss(self, pos, idx_t):\n        for idx in range(4):\n            cur_pos = pos[idx]\n"
+            "    def mask_loss(self, pos, idx_t):\n        if idx_t.dim() > 2:\n            pos = pos.clone()\n"
+            "        for idx in range(4):\n            cur_pos = pos[idx]\n"
             "            picked = idx_t[idx, cur_pos]\n        return picked\n",
-            lines=[9],
+            lines=[11],
             message="a caller passes a boolean mask as `pos`",
         ),
         Invalid(  # yolact's fast NMS: a mask narrowed in place stays a mask
@@ -381,7 +385,7 @@ class BooleanMaskIndexing(StepRule):
             row = self.ctx.assigned_value(index)
             given = row.value if isinstance(row, cst.Subscript) and isinstance(row.value, cst.Name) else index
             found = _parameter(self.ctx.ancestors, given.value)
-            if found is None or (given is not index and self.ctx.bindings(given) != 1):
+            if found is None or (given is not index and not self._only_copied(given)):
                 continue
             function, position = found
             self.report_by_reach(
@@ -392,6 +396,21 @@ class BooleanMaskIndexing(StepRule):
                 advice=advice(self.ctx.targets),
             )
             return
+
+    def _only_copied(self, parameter: cst.Name) -> bool:
+        """Whether the function binds the parameter again only to a copy or view of itself
+        (yolact's `pos = pos.clone()`): still the mask a caller passes."""
+        resolver = self.ctx.resolver
+        assert resolver is not None
+        copies = resolver.explicit_values(parameter)
+        return self.ctx.bindings(parameter) == 1 + len(copies) and all(
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _COPIES
+            and isinstance(value.func.value, cst.Name)
+            and value.func.value.value == parameter.value
+            for value in copies
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         """Note the calls of the module's own functions (by name or through `self.`), whose
