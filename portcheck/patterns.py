@@ -221,6 +221,18 @@ def is_chain_prefix(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
     return False
 
 
+# Methods that return the module they are called on, moved or switched: `Net(...).cuda().eval()`
+# is still the `Net`.
+RETURN_THE_RECEIVER = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
+
+
+def unchained(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`Net(...)` in `Net(...).cuda().eval()`: what is left under the methods that return their receiver."""
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in RETURN_THE_RECEIVER:
+        node = node.func.value
+    return node
+
+
 # Calls whose "cuda" device argument another rule owns (PC302 autocast, PC405 device meshes).
 AMP_DEVICE_CALLS = frozenset(
     {

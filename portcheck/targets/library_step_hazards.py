@@ -27,6 +27,12 @@ def table() -> dict[str, StepHazard]:
 
 
 @cache
+def packages() -> frozenset[str]:
+    """The top-level packages the table knows (`basicsr`)."""
+    return frozenset(name.split(".")[0] for name in table())
+
+
+@cache
 def methods() -> dict[str, StepHazard]:
     """The methods by `<class>.<method>` for the class that defines them and each subclass."""
     found: dict[str, StepHazard] = {}

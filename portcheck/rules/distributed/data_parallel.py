@@ -4,6 +4,7 @@ from functools import partial
 
 import libcst as cst
 
+from portcheck import patterns
 from portcheck.flow import Home
 from portcheck.resolve import Scope
 from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Rule, Valid, per_target
@@ -18,7 +19,6 @@ _DATA_PARALLEL = frozenset(
         "mmcv.parallel.data_parallel.MMDataParallel",
     }
 )
-_KEEPS_MODULE = frozenset({"cuda", "to", "eval", "train", "half", "float"})  # `DataParallel(m).cuda()` is still it
 # An input left in host memory raises beside a model on the device; on the CPU both are there.
 _HOST_INPUT = per_target(ERROR, rocm=OFF, cpu=OFF)
 
@@ -140,24 +140,18 @@ class DataParallel(Rule):
         parameter every call of whose function passes one."""
         module_flow = self.ctx.flow
         assert module_flow is not None
-        values = self.ctx.assigned_values(name)
-        if values:
-            return any(self._is_data_parallel(value) for value in values)
+        if self.ctx.assigned_values(name):
+            return self._bound_to_data_parallel(name)
         function = module_flow.resolver.parameter_of(name)
         passed = module_flow.passed_arguments(function, name.value) if function is not None else None
         return bool(passed) and all(
-            isinstance(arg, cst.Name)
-            and module_flow.in_scope(
-                scope, partial(lambda n: any(map(self._is_data_parallel, self.ctx.assigned_values(n))), arg)
-            )
+            isinstance(arg, cst.Name) and module_flow.in_scope(scope, partial(self._bound_to_data_parallel, arg))
             for arg, scope in passed  # type: ignore[union-attr]
         )
 
+    def _bound_to_data_parallel(self, name: cst.Name) -> bool:
+        return any(self._is_data_parallel(value) for value in self.ctx.assigned_values(name))
+
     def _is_data_parallel(self, value: cst.BaseExpression) -> bool:
-        while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in _KEEPS_MODULE
-        ):
-            value = value.func.value
+        value = patterns.unchained(value)  # `DataParallel(m).cuda()` is still it
         return isinstance(value, cst.Call) and bool(self.ctx.qualified_names(value.func) & _DATA_PARALLEL)

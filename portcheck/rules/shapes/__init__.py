@@ -120,7 +120,6 @@ _NOT_TENSORS = frozenset(
 _MOVERS = frozenset({"to", "cuda"})
 _MASK_NAME = re.compile(r"(^|_)masks?$", re.IGNORECASE)
 # `nn.Module` methods that return the module itself: `Net().cuda()` is still a `Net`.
-_RETURN_THE_MODULE = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 # Methods a receiver of unknown class more likely answers to as a torch, Python or logging
 # object than as the repository's own (`optimizer.step()`, `meter.update(...)`, `pbar.set_postfix(...)`):
 # no step call links them to a method of the repository by name alone.
@@ -1269,7 +1268,7 @@ class StepRule(TensorRule):
             module_flow = self.ctx.flow
             if made or depth >= 3 or module_flow is None:
                 return made
-            if type(value.func) is cst.Attribute and value.func.attr.value in _RETURN_THE_MODULE:
+            if type(value.func) is cst.Attribute and value.func.attr.value in patterns.RETURN_THE_RECEIVER:
                 return self._classes_made(value.func.value, depth + 1)
             return {
                 name

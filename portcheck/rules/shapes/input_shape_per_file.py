@@ -8,7 +8,7 @@ import libcst as cst
 
 from portcheck import flow, patterns
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, shown
 from portcheck.walk import descendants
 
 # What lists a folder's files.
@@ -198,7 +198,7 @@ class InputShapePerFile(TensorRule):
         run = self._model_run(node.body, set(items))
         if run is not None:
             call, given = run
-            self.report(call, call=_short(call.func) + "(...)", given=_short(given), advice=advice(self.ctx.targets))
+            self.report(call, call=shown(call.func) + "(...)", given=shown(given), advice=advice(self.ctx.targets))
 
     def _lists_files(self, iterable: cst.BaseExpression, depth: int = 0) -> bool:
         """`os.listdir(d)`, `sorted(glob.glob(p))`, `enumerate(files)` where `files = os.listdir(d)`."""
@@ -327,8 +327,3 @@ def _is_enumerate(node: cst.BaseExpression) -> bool:
 
 def _is_open(call: cst.Call) -> bool:
     return type(call.func) is cst.Name and call.func.value == "open"
-
-
-def _short(node: cst.CSTNode) -> str:
-    code = cst.Module([]).code_for_node(node)
-    return code if len(code) <= 40 else code[:37] + "..."

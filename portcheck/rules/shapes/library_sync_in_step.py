@@ -8,8 +8,6 @@ from portcheck.rules.shapes import SYNC_SEVERITY, StepRule
 from portcheck.targets import library_step_hazards
 from portcheck.targets.library_step_hazards import StepHazard
 
-_KEEPS_OBJECT = frozenset({"cuda", "to", "eval", "train", "half", "float"})  # `DiffJPEG(...).cuda()` is still one
-
 
 class LibrarySyncInStep(StepRule):
     """## What it does
@@ -142,8 +140,7 @@ class LibrarySyncInStep(StepRule):
         return None
 
     def _class_made(self, value: cst.BaseExpression) -> frozenset[str]:
-        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _KEEPS_OBJECT:
-            value = value.func.value
+        value = patterns.unchained(value)  # `DiffJPEG(...).cuda()` is still one
         return self.ctx.qualified_names(value.func) if type(value) is cst.Call else frozenset()
 
     def _inherited(self, method: str) -> StepHazard | None:
@@ -164,7 +161,7 @@ class LibrarySyncInStep(StepRule):
 
 def _of_table(module: str) -> bool:
     """A module of one of the packages the table knows (`basicsr.utils`)."""
-    return module.split(".")[0] in {name.split(".")[0] for name in library_step_hazards.table()}
+    return module.split(".")[0] in library_step_hazards.packages()
 
 
 def _names_class(qualified: str) -> bool:

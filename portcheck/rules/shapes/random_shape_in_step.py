@@ -4,7 +4,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, StepRule, advice
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, StepRule, advice, shown
 
 # What resizes to a given size or scale.
 _RESIZES = frozenset(
@@ -147,9 +147,7 @@ class RandomShapeInStep(StepRule):
         where = self.step_context(self.ctx.ancestors)
         if where is not None:
             call = patterns.dotted(node.func) or "call"
-            code = cst.Module([]).code_for_node(drawn)
-            drawn_code = code if len(code) <= 40 else code[:37] + "..."
-            self.report_in_step(node, where, call=call, drawn=drawn_code, advice=advice(self.ctx.targets))
+            self.report_in_step(node, where, call=call, drawn=shown(drawn), advice=advice(self.ctx.targets))
 
     def _draw(self, node: cst.BaseExpression, depth: int) -> cst.Call | None:
         """The random draw a size comes from: the draw itself, through names (any of their
