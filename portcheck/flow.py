@@ -931,6 +931,17 @@ class DeviceFlow:
             return []
         return self._returns_ahead_of(later)
 
+    def returned_per_class(self, call: cst.Call) -> list[list[tuple[cst.BaseExpression, Scope]]]:
+        """What a method called on an instance of the module's classes returns, for each class
+        whose method it may run (whisper's `self.decoder.update(...)`, where `self.decoder` is a
+        `GreedyDecoder` or a `BeamSearchDecoder`); none for calls on `self` (see
+        `returned_values`)."""
+        func = call.func
+        if type(func) is not cst.Attribute or _is_self(func.value) or not self._may_hold_instance(func.value):
+            return []
+        owners = self._owners(func.value, func.attr.value, ())
+        return [self._returns_ahead_of(self._classes[owner].methods[func.attr.value]) for owner in sorted(owners)]
+
     def _returns_ahead_of(self, function: cst.FunctionDef) -> list[tuple[cst.BaseExpression, Scope]]:
         """What a function returns, read once, before the walk gets there if need be."""
         if id(function) in self._returns:
@@ -1276,16 +1287,20 @@ class DeviceFlow:
 
     def off_the_step_path(self, ancestors: Sequence[cst.CSTNode], *, periodic_exempts: bool = True) -> bool:
         """`off_the_step_path` from the innermost step loop around the node on: a guard outside
-        that loop (`if step % N == 0:` around an evaluation loop) runs its steps all the same."""
-        if not off_the_step_path(ancestors, self.resolver, periodic_exempts=periodic_exempts):
-            return False
+        that loop (`if step % N == 0:` around an evaluation loop) runs its steps all the same.
+        Also the body of an `if` that ends that loop for good (`return`, or `break` out of it):
+        it runs once, after the last step."""
+        off = off_the_step_path(ancestors, self.resolver, periodic_exempts=periodic_exempts)
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
             if type(loop) in _NESTED_SCOPES:
                 break
             if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
-                return off_the_step_path(ancestors[index:], self.resolver, periodic_exempts=periodic_exempts)
-        return True
+                inner = ancestors[index:]  # lit-llama's `if idx_next == eos_id: return idx[:input_pos]`
+                return (off and off_the_step_path(inner, self.resolver, periodic_exempts=periodic_exempts)) or (
+                    _ends_the_loop(inner)
+                )
+        return off
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """Where the code below `ancestors` runs once per step: "forward()" or the step loop
@@ -1869,6 +1884,12 @@ class DeviceFlow:
         elif type(func) is cst.Attribute and _is_self(func.value):
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
+            for value, _ in self._self_attributes.get(func.attr.value, []):
+                if type(value) is cst.Name and value.value in self.module_functions():
+                    # CenterNet's `self.neg_loss = _neg_loss`: the module's function, given no `self`
+                    self._calls.setdefault(value.value, []).append(
+                        _Site(node, self.resolver.scope, tuple(self.ancestors))
+                    )
             if func.attr.value == "register_buffer":
                 self._note_buffer(node)
         elif type(func) is cst.Attribute and func.attr.value in ("append", "extend") and node.args:
@@ -2074,8 +2095,8 @@ class DeviceFlow:
     def _sites(self, title: str, owner: str | None) -> list[_Site]:
         """Calls of a function (of a method of `owner` through `self.`, of `__init__` through
         its class) that the module makes."""
-        if owner is None:
-            return [site for site in self._calls.get(title, []) if type(site.call.func) is cst.Name]
+        if owner is None:  # by name, or through an attribute of `self` bound to it (given no `self`)
+            return [site for site in self._calls.get(title, []) if site.skipped == 0]
         if title == "__init__":  # `Trainer(...)`: its first parameter, `self`, is not passed
             return [replace(site, skipped=1) for site in self._calls.get(owner, []) if site.skipped == 0]
         return [site for site in self._calls.get(title, []) if site.skipped == 1]  # `self.step(...)`
@@ -2148,6 +2169,20 @@ def off_the_step_path(
                 return True  # GroundingDINO's `if output.isnan().any() | output.isinf().any():` reports
             if _debugging(node.test):
                 return True  # CenterNet's `if opt.debug > 0: self.debug(batch, output, iter_id)`
+    return False
+
+
+def _ends_the_loop(inner: Sequence[cst.CSTNode]) -> bool:
+    """Whether, below a step loop (`inner` starts with it), the node is in the body of an `if`
+    that ends the loop for good: with a `return`, or a `break` out of the step loop itself.
+    The body runs once, after the last step; the test itself runs every step."""
+    for index, node in enumerate(inner[1:], 1):
+        if type(node) is not cst.If or index + 1 >= len(inner) or inner[index + 1] is not node.body:
+            continue
+        last = _last_statement(node.body)
+        nested = any(type(each) in (cst.For, cst.While) for each in inner[1:index])
+        if type(last) is cst.Return or (type(last) is cst.Break and not nested):
+            return True
     return False
 
 

@@ -996,3 +996,43 @@ def test_a_method_run_through_a_table_of_methods_runs_with_the_step_that_makes_t
     assert found[(5, "PC502")][0] is Severity.WARNING
     assert found[(8, "PC502")][0] is Severity.INFO
     assert (18, "PC503") not in found
+
+
+def test_what_runs_once_the_loop_ends_is_off_the_step_path() -> None:
+    """lit-llama's generate: `return idx[:input_pos]` under the end-of-sequence test runs once,
+    after the last step (the test itself is read back every step). A `break` out of an inner
+    loop, or a `return` from a helper called every step, ends no step loop."""
+    found = findings(
+        """\
+        import torch
+        def generate(model, idx, n, eos_id):
+            input_pos = torch.arange(0, 4)
+            for _ in range(n):
+                idx_next = torch.multinomial(model(idx).softmax(-1), 1)
+                input_pos = input_pos[-1:] + 1
+                if idx_next == eos_id:
+                    return idx[:input_pos]
+                for k in range(3):
+                    if idx_next == k:
+                        print(idx[:input_pos])
+                        break
+            return idx
+        """
+    )
+    severities = {line: found[(line, code)][0] for line, code in found if code in ("PC504", "PC505")}
+    assert severities == {7: Severity.WARNING, 8: Severity.INFO, 10: Severity.WARNING, 11: Severity.WARNING}
+    found = findings(
+        """\
+        import torch
+        def head(seq):
+            for row in seq:
+                n = row.sum()
+                if n > 0:
+                    return row[:n]
+            return seq
+        for batch in loader:
+            loss = head(batch.cuda()).sum()
+            loss.backward()
+        """
+    )
+    assert found[(6, "PC505")][0] is Severity.WARNING

@@ -34,9 +34,10 @@ class IsCudaAttribute(Rule):
 
     ## Targets
     A warning on every target but ROCm: the program runs, but the branch it takes may not be
-    the one meant for the accelerator. Check what the branch does. Info, and not fixed, where
-    the check keeps a CUDA-only library or several-GPU `DataParallel` from other devices (as
-    for cuda-device-comparison, PC105): that is what it is for.
+    the one meant for the accelerator. Check what the branch does. Still a warning, but not
+    fixed, where the check keeps a CUDA-only library or several-GPU `DataParallel` from other
+    devices (as for cuda-device-comparison, PC105): that is what it is for, and the port gives
+    the target an equivalent or drops it; info on the CPU.
 
     ## Fix safety
     Unsafe: `x.is_cuda` becomes `x.device.type == "tpu"` (the target's device type), which is

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import mmconfig, patterns
 from portcheck import targets as target_data
 from portcheck.rule import ERROR, OFF, WARNING, Invalid, Rule, Valid, per_target
 
@@ -103,25 +103,15 @@ class OpenMMLabFp16Config(Rule):
     ]
 
     def visit_Module(self, node: cst.Module) -> None:
-        assignments = [
-            (target, small.value)
-            for statement in node.body
-            if isinstance(statement, cst.SimpleStatementLine)
-            for small in statement.body
-            if isinstance(small, cst.Assign)
-            for target in small.targets
-        ]
-        if not any(_is_config_setting(target.target, value) for target, value in assignments):
-            return
-        for target, value in assignments:
-            if patterns.target_name(target.target) == "fp16" and _builds_dict(value):
+        for target, value in mmconfig.settings(node):
+            if patterns.target_name(target) == "fp16" and mmconfig.builds_dict(value):
                 self._report_float16(value, "`fp16 = dict(...)`, MMCV's Fp16OptimizerHook,")
-            for built in _dicts(value):
+            for built in mmconfig.dicts(value):
                 self._check_dict(built)
 
     def _check_dict(self, built: cst.Call) -> None:
         kind = patterns.keyword(built, "type")
-        named = patterns.string_value(kind.value) if kind is not None else None
+        named = mmconfig.kind(built)
         if kind is not None and named == _AMP_WRAPPER:
             effect = 'asserts a GPU, NPU or MLU when it is built ("only available training on gpu, npu or mlu")'
             self.report(kind.value, severity=_WRAPPER_SEVERITY, what="MMEngine's `AmpOptimWrapper`", effect=effect)
@@ -135,23 +125,3 @@ class OpenMMLabFp16Config(Rule):
 
     def _report_float16(self, node: cst.CSTNode, what: str, effect: str = _CUDA_AMP) -> None:
         self.report(node, what=what, effect=effect)
-
-
-def _is_config_setting(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
-    """`_base_ = [...]`, or a setting built as `dict(type=...)`: what OpenMMLab configs hold."""
-    if patterns.target_name(target) == "_base_":
-        return True
-    return _builds_dict(value) and patterns.keyword(value, "type") is not None  # type: ignore[arg-type]
-
-
-def _builds_dict(value: cst.BaseExpression) -> bool:
-    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict"
-
-
-def _dicts(value: cst.BaseExpression) -> list[cst.Call]:
-    """The `dict(...)` calls a setting's value is built of, nested ones too."""
-    found = [value] if isinstance(value, cst.Call) and _builds_dict(value) else []
-    children = value.args if isinstance(value, cst.Call) else getattr(value, "elements", ())
-    for child in children:
-        found.extend(_dicts(child.value))
-    return found

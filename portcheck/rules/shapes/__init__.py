@@ -148,6 +148,23 @@ def shown(node: cst.CSTNode) -> str:
     return code if len(code) <= _SHOWN else code[: _SHOWN - 3] + "..."
 
 
+# Tensor methods that keep the shape, seen through on a concatenation's result.
+_SAME_SHAPE = frozenset({"detach", "contiguous", "clone", "to", "long", "int", "float", "half", "bfloat16"})
+
+
+def shape_kept(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The call under methods that keep a tensor's shape: `torch.cat(...)` in
+    `torch.cat(...).detach()`."""
+    while (
+        type(value) is cst.Call
+        and type(value.func) is cst.Attribute
+        and value.func.attr.value in _SAME_SHAPE
+        and type(value.func.value) is cst.Call
+    ):
+        value = value.func.value
+    return value
+
+
 def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | None:
     """The loop whose body holds the node, within its function: what repeats it. A loop
     further out repeats the inner loop as a whole, which mostly starts over with the same
@@ -686,6 +703,12 @@ def _passed_through(call: cst.Call, returned: Sequence[tuple[cst.BaseExpression,
     function = scope.owner
     if type(function) is not cst.FunctionDef or scope.values.get(name) != [None] or scope.updated.get(name):
         return None
+    return argument_for(call, function, name)
+
+
+def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+    """What `call` of `function` (a method called through its instance: `self` is not passed)
+    passes for its parameter `name`; None where it passes nothing for it, or unpacks arguments."""
     params = function.params
     positional = [param.name.value for param in (*params.posonly_params, *params.params)]
     if type(call.func) is cst.Attribute:  # `self.process(x)`: `self` is not passed
@@ -719,16 +742,26 @@ def _unpacked_tensor(ctx: FileContext, call: cst.Call | cst.Subscript, index: in
 
 def _returned_item_tensor(ctx: FileContext, call: cst.Call, index: int, depth: int) -> bool:
     """Whether every return of the module's function that `call` calls is a tuple whose item
-    at `index` is a tensor (`return sigma_down, sigma_up`)."""
+    at `index` is a tensor (`return sigma_down, sigma_up`); for a method of an instance of one
+    of the module's classes, where every return of one class's method is (whisper's
+    `tokens, completed = self.decoder.update(...)`: greedy decoding's `completed` is a tensor,
+    beam search's a bool)."""
     assert ctx.flow is not None
-    returned = ctx.flow.returned_values(call)
-    return bool(returned) and all(
-        type(value) is cst.Tuple
-        and index < len(value.elements)
-        and type(value.elements[index]) is cst.Element
-        and ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value.elements[index].value, depth + 1))
-        for value, scope in returned
-    )
+    module_flow = ctx.flow
+
+    def item_tensor(returned: Sequence[tuple[cst.BaseExpression, Scope]]) -> bool:
+        return bool(returned) and all(
+            type(value) is cst.Tuple
+            and index < len(value.elements)
+            and type(value.elements[index]) is cst.Element
+            and module_flow.in_scope(scope, partial(tensor_valued, ctx, value.elements[index].value, depth + 1))
+            for value, scope in returned
+        )
+
+    returned = module_flow.returned_values(call)
+    if returned:
+        return item_tensor(returned)
+    return any(item_tensor(each) for each in module_flow.returned_per_class(call))
 
 
 def _passed_tensors(ctx: FileContext, node: cst.Name, depth: int) -> bool:
@@ -857,11 +890,26 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
         )
     values = values_reaching(ctx, node)
     if not values:
+        passed = _passed_for(ctx, node)
+        if passed:  # a parameter: a mask where a call of the module passes one (gcn's `test(..., idx_test)`)
+            return any(
+                ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen))  # type: ignore[union-attr]
+                for value, scope in passed
+            )
         return _named_mask(node)
     return all(
         is_bool_mask(ctx, value, depth + 1, seen) or (_opaque_call(ctx, value) and _named_mask(node))
         for value in values
     )
+
+
+def _passed_for(ctx: FileContext, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, Scope]]:
+    """What the module's calls pass for the parameter `node` names; none for other names."""
+    module_flow = ctx.flow
+    if module_flow is None or type(node) is not cst.Name:
+        return []
+    function = module_flow.resolver.parameter_of(node)
+    return (module_flow.passed_arguments(function, node.value) or []) if function is not None else []
 
 
 def _opaque_call(ctx: FileContext, node: cst.CSTNode) -> bool:

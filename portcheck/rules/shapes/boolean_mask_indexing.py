@@ -152,6 +152,12 @@ class BooleanMaskIndexing(StepRule):
             "import torch\ndef pick(x, idx):\n    return x[idx]\npick(x, torch.arange(3))\n"
             "def clean(x, m):\n    m = m.nonzero_static(size=4)\n    return x[m]\nclean(x, x > 0)\n"
         ),
+        Valid(  # gcn: a parameter named `mask`, but every call passes indices
+            "import torch\ndef test(model, x, target, mask):\n    output = model(x)\n"
+            "    return output[mask], target[mask]\nidx = torch.randperm(2708)\n"
+            "idx_test, idx_train = idx[:1000], idx[1000:]\nfor epoch in range(200):\n"
+            "    test(model, x, y, idx_test)\n"
+        ),
         # on the CPU the tensor is already in host memory: no device to wait for
         Valid("import torch\npos = x[x > 0]\n", options={"targets": ["cpu"]}),
         Valid(  # a dataset's tensors, made from Python data in host memory
@@ -336,18 +342,30 @@ class BooleanMaskIndexing(StepRule):
             return
         if in_host_memory(self.ctx, node.value) or self._given_to_numpy():
             return
+        # a parameter judged by its name: asked again once the module's calls of it are known
+        holds = partial(self._masked, node) if self._parameter_index(node) else None
         parent, ancestors = self.ctx.parent, self.ctx.ancestors
         if isinstance(parent, cst.AssignTarget) and len(ancestors) > 1 and isinstance(ancestors[-2], cst.Assign):
             if not self._is_tensor(ancestors[-2].value):
                 instead = "x = x.masked_fill(mask, v), the mask shaped as x (it broadcasts from the right)"
-                self.report_by_reach(node, severity=FILL_SEVERITY, problem=_FILL, instead=instead, advice="")
+                self.report_by_reach(node, FILL_SEVERITY, holds, problem=_FILL, instead=instead, advice="")
                 return
             problem, instead = _WRITE, "x = torch.where(mask, y, x)"
         elif self._in_masked_store([*ancestors, node]):
             return  # x[m] = f(y[m]): one finding, on the assignment
         else:
             problem, instead = _READ, "torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions"
-        self.report_by_reach(node, problem=problem, instead=instead, advice=advice(self.ctx.targets))
+        self.report_by_reach(node, holds=holds, problem=problem, instead=instead, advice=advice(self.ctx.targets))
+
+    def _parameter_index(self, node: cst.Subscript) -> bool:
+        """Whether an index is a parameter of the function, bound nowhere in it."""
+        resolver = self.ctx.resolver
+        return resolver is not None and any(
+            isinstance(element.slice, cst.Index)
+            and isinstance(element.slice.value, cst.Name)
+            and resolver.parameter_of(element.slice.value) is not None
+            for element in node.slice
+        )
 
     def _kept_positions(self, node: cst.Subscript) -> str | None:
         """The name of the index list, where a subscript indexes with the positions a list

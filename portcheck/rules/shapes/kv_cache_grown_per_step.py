@@ -3,9 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import enclosing_function
+from portcheck.flow import enclosing_function, in_forward
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, innermost_loop
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, innermost_loop, shape_kept
 from portcheck.walk import descendants
 
 _GROWERS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
@@ -16,6 +16,7 @@ _FIXED_CACHES = frozenset(
     for name in ("StaticCache", "HybridCache", "SlidingWindowCache", "OffloadedStaticCache", "HybridChunkedCache")
 )
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
 
 
 class KvCacheGrownPerStep(TensorRule):
@@ -29,7 +30,12 @@ class KvCacheGrownPerStep(TensorRule):
     - in a loop, a model call given `past_key_values=` that the loop binds again (from the
       call's output, `past_key_values = outputs.past_key_values`): the dynamic cache of
       Hugging Face models, which grows the same way, unless the name holds a fixed-length cache
-      (`StaticCache(...)`).
+      (`StaticCache(...)`);
+    - state kept across calls, an attribute of `self` or an entry of a dict the function does
+      not bind, that `forward` or a forward hook grows onto itself (whisper's
+      `cache[module] = torch.cat([cache[module], output], dim=1)` in the hook that
+      `register_forward_hook` installs on each key and value projection), unless the function
+      also trims it (`self.mem = self.mem[-size:]`).
 
     A cache holds keys and values: two concatenations after it, or one whose result the
     function returns or packs into a tuple (the cache for the next call). A prefix joined once
@@ -79,7 +85,7 @@ class KvCacheGrownPerStep(TensorRule):
         " Hugging Face: StaticCache){advice}"
     )
     severity = RECOMPILE_SEVERITY
-    triggers = (b"past_key_values", b"is not None")
+    triggers = (b"past_key_values", b"is not None", b"cat")
 
     VALID = [
         # a skip connection: the new tensor first, and no cache
@@ -111,6 +117,13 @@ class KvCacheGrownPerStep(TensorRule):
         Valid("import torch\nout = model(ids, past_key_values=None, use_cache=True)\npkv = out.past_key_values\n"),
         Valid(
             "import torch\nfor batch in loader:\n    out = model(batch, past_key_values=prefix)\n    loss = out.loss\n"
+        ),
+        # state trimmed as it grows, a local grown in forward, a hook that only reads
+        Valid(
+            "import torch\nclass Memory(torch.nn.Module):\n    def forward(self, x):\n"
+            "        self.mem = torch.cat([self.mem, x.detach()], dim=0)\n        self.mem = self.mem[-4096:]\n"
+            "        feats = torch.cat([feats, x], 1)\n        return x @ self.mem.T\n"
+            "def keep(module, _, output):\n    store[module] = torch.cat([store[module], output], 1)\n"
         ),
         # `torch` is a parameter here
         Valid(
@@ -179,9 +192,29 @@ class KvCacheGrownPerStep(TensorRule):
             "        cache = o.past_key_values\n",
             lines=[4, 8],
         ),
+        # whisper: the cache a forward hook keeps for each projection
+        Invalid(
+            "import torch\ndef install_kv_cache_hooks(model, cache=None):\n    cache = {**cache} if cache else {}\n"
+            "    def save_to_cache(module, _, output):\n        if module not in cache:\n            cache[module] = output\n"
+            "        else:\n            cache[module] = torch.cat([cache[module], output], dim=1).detach()\n"
+            "        return cache[module]\n    for layer in model.blocks:\n"
+            "        layer.key.register_forward_hook(save_to_cache)\n    return cache\n",
+            lines=[8],
+            message="`cache[module]`, kept across calls, grows by `torch.cat` in a forward hook",
+        ),
+        Invalid(
+            "from torch import nn, cat\nclass Attention(nn.Module):\n    def forward(self, x):\n"
+            "        self.k_cache = cat((self.k_cache, self.key(x)), dim=1)\n        return self.k_cache\n",
+            lines=[4],
+            message="`self.k_cache`, kept across calls, grows by `torch.cat` in `forward`",
+        ),
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        kept = self._kept_state_grown(node)
+        if kept is not None:
+            self.report(node, what=kept, advice=advice(self.ctx.targets))
+            return
         if not self._grows(node):
             return
         function = enclosing_function(self.ctx.ancestors)
@@ -212,6 +245,57 @@ class KvCacheGrownPerStep(TensorRule):
             return
         what = f"`{path}`, fed back to the model, grows by one position at every step"
         self.report(node, what=what, advice=advice(self.ctx.targets))
+
+    def _kept_state_grown(self, node: cst.Assign) -> str | None:
+        """For state kept across calls (an attribute of `self`, an entry of a dict the function
+        does not bind) that `forward` or a forward hook grows onto itself (whisper's
+        `cache[module] = torch.cat([cache[module], output], dim=1)` in a hook that
+        `register_forward_hook` installs): what grows and where; else None. State the function
+        also trims or binds otherwise is left alone."""
+        value = shape_kept(node.value)
+        if len(node.targets) != 1 or type(value) is not cst.Call:
+            return None
+        target = node.targets[0].target
+        arg = patterns.argument(value, 0, "tensors")
+        if arg is None or type(arg.value) not in (cst.List, cst.Tuple) or len(arg.value.elements) < 2:
+            return None
+        shown = _code(target)
+        if _code(arg.value.elements[0].value) != shown or not self.ctx.qualified_names(value.func) & _GROWERS:
+            return None
+        function = enclosing_function(self.ctx.ancestors)
+        if function is None or not self._kept_across_calls(target, function):
+            return None
+        where = "`forward`" if in_forward(self.ctx.ancestors) else "a forward hook" if self._hook(function) else None
+        others = (
+            each
+            for each in descendants(function.body, _SCOPES)
+            if type(each) is cst.Assign and each is not node and any(_code(t.target) == shown for t in each.targets)
+        )
+        if where is None or any(_trims(each.value, shown) for each in others):
+            return None
+        return f"`{shown}`, kept across calls, grows by `torch.cat` in {where} at every call"
+
+    def _kept_across_calls(self, target: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        if type(target) is cst.Subscript:
+            root = _root(target)
+            return root == "self" or (
+                bool(root)
+                and root not in {param.name.value for param in function.params.params}
+                and not _binds(function.body, root)
+            )
+        return type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self"
+
+    def _hook(self, function: cst.FunctionDef) -> bool:
+        """Whether the module installs `function` as a forward hook."""
+        return any(
+            type(each) is cst.Call
+            and type(each.func) is cst.Attribute
+            and each.func.attr.value in _FORWARD_HOOKS
+            and (first := patterns.positional(each, 0)) is not None
+            and type(first.value) is cst.Name
+            and first.value.value == function.name.value
+            for each in descendants(self.ctx.ancestors[0])
+        )
 
     def _grows(self, node: cst.Assign) -> bool:
         """`k = torch.cat((<something>, k), ...)`: a concatenation that puts the target last."""
@@ -260,6 +344,15 @@ class KvCacheGrownPerStep(TensorRule):
                     if self.ctx.qualified_names(node.value.func) & _FIXED_CACHES:
                         return True
         return False
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _trims(value: cst.BaseExpression, shown: str) -> bool:
+    """`cache[k][:, -window:]`, any slice or index of the state: it drops what it adds."""
+    return type(value) is cst.Subscript and _code(value.value) == shown
 
 
 def _path(node: cst.BaseExpression) -> str:

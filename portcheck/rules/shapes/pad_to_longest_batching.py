@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 
@@ -9,6 +10,7 @@ from portcheck import patterns
 from portcheck.flow import BATCH_GETTER, COLLATE_NAME
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, resolved_call
+from portcheck.walk import descendants
 
 _PAD_SEQUENCE = frozenset({"torch.nn.utils.rnn.pad_sequence"})
 _COLLATORS = frozenset(
@@ -33,8 +35,10 @@ class PadToLongestBatching(Rule):
     `torch.nn.utils.rnn.pad_sequence` in a collate function (named like one, a class named
     like a collator, or passed as `collate_fn=`), a batch made there or in a function that
     fetches a step's batch (`get_batch`) with a size that is the longest of the batch
-    (`torch.zeros(len(caps), max(lengths)).long()`, also through a name bound to `max(...)`,
-    reported at the `max(...)`), calls with `padding=True` or
+    (`torch.zeros(len(caps), max(lengths)).long()`, also through a name bound to `max(...)`
+    or to a function of the module that returns what it keeps the `max(...)` of, such as
+    DETR's `_max_by_axis`; reported at the `max(...)`, or that call), also in a function of
+    the module that a collate function calls (DETR's `nested_tensor_from_tensor_list`), calls with `padding=True` or
     `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`; of classes, only
     collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), and
     `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`, and
@@ -109,6 +113,10 @@ class PadToLongestBatching(Rule):
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tok, pad_to_multiple_of=128)\n"
         ),
         Valid("def collate(torch, batch):\n    return torch.nn.utils.rnn.pad_sequence(batch)\n"),
+        Valid(  # the largest size, but in no function that makes a step's batch
+            "import torch\ndef largest(sizes):\n    top = sizes[0]\n    for s in sizes:\n        top = max(top, s)\n"
+            "    return top\ndef canvas(images):\n    return torch.zeros(largest([i.shape[-1] for i in images]))\n"
+        ),
         Valid(  # a fixed length, or the longest outside a collate function
             "import torch\ndef collate_fn(data):\n    targets = torch.zeros(len(data), MAX_LEN).long()\n"
             "    return targets\ndef stats(lengths):\n    return torch.zeros(max(lengths))\n"
@@ -191,6 +199,18 @@ class PadToLongestBatching(Rule):
             lines=[4],
             message="`max(...)` sizing `torch.full(...)`",
         ),
+        Invalid(  # DETR: the collate function's helper pads the images to the largest size of each axis
+            "import torch\ndef _max_by_axis(the_list):\n    maxes = the_list[0]\n    for sublist in the_list[1:]:\n"
+            "        for index, item in enumerate(sublist):\n            maxes[index] = max(maxes[index], item)\n"
+            "    return maxes\ndef collate_fn(batch):\n    batch = list(zip(*batch))\n"
+            "    batch[0] = nested_tensor_from_tensor_list(batch[0])\n    return tuple(batch)\n"
+            "def nested_tensor_from_tensor_list(tensor_list):\n"
+            "    max_size = _max_by_axis([list(img.shape) for img in tensor_list])\n"
+            "    batch_shape = [len(tensor_list)] + max_size\n"
+            "    tensor = torch.zeros(batch_shape, dtype=tensor_list[0].dtype)\n    return tensor\n",
+            lines=[13],
+            message="`max(...)` sizing `torch.zeros(...)`",
+        ),
         Invalid(
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tokenizer=tok)\n", lines=[2]
         ),
@@ -208,6 +228,7 @@ class PadToLongestBatching(Rule):
         self._scopes: list[_Scope] = [_Scope()]  # the module, then each enclosing function
         self._buckets: list[cst.Call] = []  # torchtext's bucket iterators made
         self._fixed_fields = False  # whether a torchtext Field pads to `fix_length=`
+        self._called: list[tuple[str, list[str]]] = []  # the module's functions called, and the callers' names
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(_Scope())
@@ -216,6 +237,8 @@ class PadToLongestBatching(Rule):
         self._flush(self._scopes.pop())
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value in self._module_functions:
+            self._called.append((node.func.value, self._enclosing_names()))
         collate_fn = patterns.keyword(node, "collate_fn")
         if collate_fn is not None:
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
@@ -299,8 +322,11 @@ class PadToLongestBatching(Rule):
         if isinstance(size, cst.Call):
             if isinstance(size.func, cst.Attribute) and size.func.attr.value == "size":
                 return self._longest_item(size.func.value, depth)  # `longest.size(1)`
-            builtin = isinstance(size.func, cst.Name) and size.func.value == "max"
-            return size if builtin and not self.ctx.qualified_names(size.func) else None
+            if not isinstance(size.func, cst.Name) or self.ctx.qualified_names(size.func):
+                return None
+            if size.func.value == "max" or self._returns_longest(size.func.value):
+                return size
+            return None
         if (
             isinstance(size, cst.Subscript)
             and isinstance(size.value, cst.Attribute)
@@ -319,6 +345,32 @@ class PadToLongestBatching(Rule):
             return self._longest(bound, depth + 1) if bound is not None else None
         return None
 
+    @cached_property
+    def _module_functions(self) -> dict[str, cst.FunctionDef]:
+        module = self.ctx.ancestors[0]
+        assert isinstance(module, cst.Module)
+        return {each.name.value: each for each in module.body if isinstance(each, cst.FunctionDef)}
+
+    def _returns_longest(self, name: str) -> bool:
+        """Whether the module's function `name` returns what it keeps the `max(...)` of (DETR's
+        `_max_by_axis`, whose `maxes[index] = max(maxes[index], item)` makes the largest size
+        along each axis)."""
+        function = self._module_functions.get(name)
+        if function is None:
+            return False
+        kept = {
+            _root(target.target)
+            for node in descendants(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+            if isinstance(node, cst.Assign) and _calls_max(node.value)
+            for target in node.targets
+        }
+        returns = [
+            node
+            for node in descendants(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+            if isinstance(node, cst.Return)
+        ]
+        return bool(returns) and all(node.value is not None and _root(node.value) in kept for node in returns)
+
     def _longest_item(self, item: cst.BaseExpression, depth: int) -> cst.Call | None:
         """The `max(...)` an item of a batch is, whose size is then the longest: deepspeech's
         `longest_sample = max(batch, key=func)[0]`, then `longest_sample.size(1)`."""
@@ -333,7 +385,13 @@ class PadToLongestBatching(Rule):
 
     def _in_collate(self, node: cst.Call, what: str) -> None:
         """Note a call that pads to the longest, reported at the end if it is in a collate
-        function or a function that fetches a step's batch (`get_batch`)."""
+        function or a function that fetches a step's batch (`get_batch`), or in a function of
+        the module that one of those calls (DETR's `nested_tensor_from_tensor_list`)."""
+        self._pads.append((node, self._enclosing_names(), what))
+
+    def _enclosing_names(self) -> list[str]:
+        """The names of the functions and classes the walk is in, and `collate_fn` for a lambda
+        passed as `collate_fn=`."""
         names = []
         for ancestor in self.ctx.ancestors:
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
@@ -344,7 +402,7 @@ class PadToLongestBatching(Rule):
                 and ancestor.keyword.value == "collate_fn"
             ):
                 names.append("collate_fn")  # a lambda passed as collate_fn=
-        self._pads.append((node, names, what))
+        return names
 
     def _is_torch(self, node: cst.Call) -> bool:
         """torch's own `padding=` (conv layers, F.pad) is spatial padding, not batching."""
@@ -365,16 +423,33 @@ class PadToLongestBatching(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         self._flush(self._scopes.pop())
         reported = set()
+        helpers = {callee for callee, names in self._called if self._batching(names)}
         for call, names, what in self._pads:
             if id(call) in reported:
                 continue  # one `max(...)` sizing two factories
             reported.add(id(call))
-            if any(
-                COLLATE_NAME.search(name) or BATCH_GETTER.search(name) or name in self._collate_fns for name in names
-            ):
+            if self._batching(names) or (names and names[0] in helpers):
                 self.report(call, what=what, advice=advice(self.ctx.targets))
         for call in self._buckets if not self._fixed_fields else ():
             self.report(call, what="torchtext's `BucketIterator`", advice=advice(self.ctx.targets))
+
+    def _batching(self, names: list[str]) -> bool:
+        """Whether functions of these names make a step's batch: a collate function (named
+        like one, or passed as `collate_fn=`) or a batch getter."""
+        return any(
+            COLLATE_NAME.search(name) or BATCH_GETTER.search(name) or name in self._collate_fns for name in names
+        )
+
+
+def _calls_max(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "max"
+
+
+def _root(node: cst.BaseExpression) -> str:
+    """The name under subscripts: `maxes` for `maxes[index]`."""
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
 
 
 @dataclass

@@ -5,8 +5,16 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.flow import in_forward, is_number, reads
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, builtin_call, innermost_loop
-from portcheck.walk import child_fields
+from portcheck.rules.shapes import (
+    RECOMPILE_SEVERITY,
+    TensorRule,
+    advice,
+    argument_for,
+    builtin_call,
+    innermost_loop,
+    shape_kept,
+)
+from portcheck.walk import child_fields, descendants
 
 # Concatenations that take the sequence of tensors as their first argument (`tensors=`).
 _GROWERS = frozenset(
@@ -14,8 +22,6 @@ _GROWERS = frozenset(
     for name in ("cat", "concat", "concatenate", "hstack", "vstack", "row_stack", "column_stack", "dstack")
 )
 _METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device"})
-# Tensor methods that keep the shape, seen through on a concatenation's result.
-_SAME_SHAPE = frozenset({"detach", "contiguous", "clone", "to", "long", "int", "float", "half", "bfloat16"})
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _NESTED = (*_SCOPES, cst.BaseComp)
 
@@ -31,7 +37,10 @@ class SequenceGrownInLoop(TensorRule):
     `torch.cat((history[beam_idx], nxt), 1)`), shape-keeping methods on the result
     (`torch.cat(...).detach()`) and a first value bound under `if x is None:`. The
     concatenation must be in the body of the step loop itself, outside `forward` and outside
-    `if step % N == 0:`.
+    `if step % N == 0:`, or in a function of the module that the loop hands the tensor to and
+    takes it back from (whisper's `tokens, completed = self.decoder.update(tokens, logits)`,
+    whose greedy decoder returns `torch.cat([tokens, next_tokens[:, None]], dim=-1)`; for a
+    method of an instance, where one of the classes it may be of grows it).
 
     A tensor that the loop only accumulates (`all_preds = torch.cat([all_preds, preds])`,
     read after the loop; identity tests like `if x is None:` and its size, `x.shape` or
@@ -84,7 +93,7 @@ class SequenceGrownInLoop(TensorRule):
     code = "PC509"
     name = "sequence-grown-in-loop"
     message = (
-        "`{name}` grows by `{function}` every step of {loop} and is read again: each step has a new shape,"
+        "`{name}` grows by {function} every step of {loop} and is read again: each step has a new shape,"
         " so a compiled step recompiles per length"
     )
     hint = (
@@ -155,6 +164,12 @@ class SequenceGrownInLoop(TensorRule):
             "import torch\ndef cat(xs, dim):\n    return xs\nfor _ in range(8):\n"
             "    nxt = torch.multinomial(model(idx), 1)\n    idx = cat((idx, nxt), 1)\n"
         ),
+        # a helper that returns a new tensor, not the one it is given grown
+        Valid(
+            "import torch\ndef step(tokens, logits):\n    nxt = logits.argmax(-1)\n"
+            "    joined = torch.cat([tokens, nxt[:, None]], -1)\n    return tokens, joined\n"
+            "for _ in range(8):\n    tokens, seq = step(tokens, model(tokens))\n"
+        ),
         # not a step loop
         Valid("import torch\nfor i in range(3):\n    x = torch.cat([x, x.flip(0)])\n    y = x.sum()\n"),
         # shapes may change freely there
@@ -223,6 +238,17 @@ class SequenceGrownInLoop(TensorRule):
             "        idx = torch.cat([idx, nxt], 1)\n    else:\n        idx = torch.cat([idx, pad], 1)\n",
             lines=[5, 7],
         ),
+        Invalid(  # whisper: the decoder the task picks grows the tokens it is given and hands them back
+            "import torch\nclass Greedy:\n    def update(self, tokens, logits):\n"
+            "        nxt = logits.argmax(dim=-1)\n        tokens = torch.cat([tokens, nxt[:, None]], dim=-1)\n"
+            "        return tokens, (tokens[:, -1] == 0).all()\nclass Beam:\n    def update(self, tokens, logits):\n"
+            "        return tokens, True\nclass Task:\n    def __init__(self, beam):\n"
+            "        self.decoder = Beam() if beam else Greedy()\n    def run(self, tokens):\n"
+            "        for i in range(224):\n            logits = self.model(tokens)[:, -1]\n"
+            "            tokens, done = self.decoder.update(tokens, logits)\n        return tokens\n",
+            lines=[16],
+            message="`tokens` grows by `torch.cat` in `update()` every step",
+        ),
         Invalid(  # DALLE-pytorch: a model's own sampling, through its layers or its forward, a helper picking tokens
             "import torch\ndef gumbel_sample(t):\n    return (t + noise(t)).argmax(dim=-1)\n"
             "class DALLE(torch.nn.Module):\n    def __init__(self):\n        self.transformer = Transformer()\n"
@@ -256,8 +282,51 @@ class SequenceGrownInLoop(TensorRule):
 
     def _growth(self, node: cst.Assign) -> tuple[str, list[str]]:
         """The torch concatenation an assignment makes and the targets it grows (the names and
-        attribute paths it lists among the tensors it joins); ("", []) for other assignments."""
-        value = _unchained(node.value)
+        attribute paths it lists among the tensors it joins), also through a function of the
+        module that grows what it is given and returns it (see `_grown_by_callee`); ("", [])
+        for other assignments."""
+        function, grown = self._concatenation(node)
+        return (f"`{function}`", grown) if grown else self._grown_by_callee(node)
+
+    def _grown_by_callee(self, node: cst.Assign) -> tuple[str, list[str]]:
+        """For `tokens, done = self.decoder.update(tokens, logits)`: the targets bound to what
+        a function of the module returns at their place, where it is the parameter the call
+        passes them for, grown there by a concatenation (whisper's greedy decoder). A method of
+        an instance counts where one of the classes the instance may be of grows it."""
+        call, module_flow = node.value, self.ctx.flow
+        if type(call) is not cst.Call or module_flow is None or len(node.targets) != 1:
+            return "", []
+        target = node.targets[0].target
+        targets = [each.value for each in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+        for returned in (module_flow.returned_values(call), *module_flow.returned_per_class(call)):
+            for value, scope in returned:
+                items = [each.value for each in value.elements] if type(value) is cst.Tuple else [value]
+                function = scope.owner
+                if len(items) != len(targets) or type(function) is not cst.FunctionDef:
+                    continue
+                grown = [
+                    path
+                    for each, item in zip(targets, items)
+                    if type(item) is cst.Name
+                    and (path := patterns.dotted(each))
+                    and patterns.dotted(argument_for(call, function, item.value) or cst.Name("_")) == path
+                    and self._grows_parameter(function, item.value)
+                ]
+                if grown:
+                    return f"`torch.cat` in `{function.name.value}()`", grown
+        return "", []
+
+    def _grows_parameter(self, function: cst.FunctionDef, name: str) -> bool:
+        """Whether `function` binds its parameter `name` to a concatenation onto it."""
+        return any(
+            type(node) is cst.Assign and name in self._concatenation(node)[1]
+            for node in descendants(function.body, _SCOPES)
+        )
+
+    def _concatenation(self, node: cst.Assign) -> tuple[str, list[str]]:
+        """The torch concatenation an assignment makes and the targets it lists among the
+        tensors it joins; ("", []) for other assignments."""
+        value = shape_kept(node.value)
         functions = self.ctx.qualified_names(value.func) & _GROWERS if isinstance(value, cst.Call) else frozenset()
         if not functions:
             return "", []
@@ -331,19 +400,6 @@ def _reordered(value: cst.BaseExpression) -> cst.BaseExpression:
         and not is_number(value.slice[0].slice.value)
     ):
         return value.value
-    return value
-
-
-def _unchained(value: cst.BaseExpression) -> cst.BaseExpression:
-    """The call under methods that keep a tensor's shape: `torch.cat(...)` in
-    `torch.cat(...).detach()`."""
-    while (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
-        and value.func.attr.value in _SAME_SHAPE
-        and isinstance(value.func.value, cst.Call)
-    ):
-        value = value.func.value
     return value
 
 

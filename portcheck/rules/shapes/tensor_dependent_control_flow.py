@@ -129,6 +129,13 @@ class TensorDependentControlFlow(StepRule):
             "    for s in schedule(8):\n        x = net(x, s) if s > 2 else x\n    return x\n"
             "def schedule(n):\n    return [i * 0.5 for i in range(n)]\n"
         ),
+        Valid(  # no class the decoder may be of returns a tensor there
+            "import torch\nclass BeamSearchDecoder:\n    def update(self, tokens, logits):\n"
+            "        return tokens, all(len(t) > 4 for t in tokens)\nclass Task:\n    def __init__(self):\n"
+            "        self.decoder = BeamSearchDecoder()\n    def run(self, tokens):\n        for i in range(224):\n"
+            "            tokens, completed = self.decoder.update(tokens, self.model(tokens))\n"
+            "            if completed:\n                break\n"
+        ),
         Valid(  # DiT: a staticmethod called through self is given no self (`dim` is the int)
             "import math\nimport torch\nclass TimestepEmbedder(torch.nn.Module):\n    @staticmethod\n"
             "    def embedding(t, dim):\n        args = t[:, None] * torch.arange(dim // 2)\n"
@@ -358,6 +365,26 @@ class TensorDependentControlFlow(StepRule):
             "        sigma_down, sigma_up = ancestral_step(sigmas[i], sigmas[i + 1])\n"
             "        if sigma_down == 0:\n            break\n    return x\n",
             lines=[10],
+        ),
+        Invalid(  # whisper: the decoder may be greedy, whose `completed` is a tensor, or beam search, whose is a bool
+            "import torch\nclass GreedyDecoder:\n    def update(self, tokens, logits):\n"
+            "        return tokens, (logits.argmax(-1) == 0).all()\nclass BeamSearchDecoder:\n"
+            "    def update(self, tokens, logits):\n        return tokens, all(len(t) > 4 for t in tokens)\n"
+            "class DecodingTask:\n    def __init__(self, beam):\n"
+            "        self.decoder = BeamSearchDecoder() if beam else GreedyDecoder()\n"
+            "    def run(self, tokens):\n        for i in range(224):\n            logits = self.model(tokens)\n"
+            "            tokens, completed = self.decoder.update(tokens, logits)\n            if completed:\n"
+            "                break\n",
+            lines=[15],
+        ),
+        Invalid(  # CenterNet's focal loss: the module's function, held by the loss module and called from forward
+            "import torch\nfrom torch import nn\ndef _neg_loss(pred, gt):\n    pos = gt.eq(1).float()\n"
+            "    num_pos = pos.sum()\n    loss = (torch.log(pred) * pos).sum()\n    if num_pos == 0:\n"
+            "        return -loss\n    return -loss / num_pos\nclass FocalLoss(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.neg_loss = _neg_loss\n    def forward(self, out, target):\n"
+            "        return self.neg_loss(out, target)\n",
+            lines=[7],
+            message="in `_neg_loss()`, called from forward()",
         ),
         Invalid(  # a parameter annotated as a tensor (lit-llama's input_pos)
             "import torch\nfrom typing import Optional\nclass Attention(torch.nn.Module):\n"
