@@ -45,6 +45,9 @@ class Target:
     # What nn.SyncBatchNorm does in distributed training there: runs | unverified (the device
     # passes its check, but no source says the backend has its kernels) | raises (ValueError)
     sync_batchnorm: str
+    # What sparse tensors (to_sparse(), torch.sparse_coo_tensor, torch.sparse.mm...) do there:
+    # runs | unverified (no source says the backend has sparse kernels) | raises
+    sparse_tensors: str
     autocast_default_dtype: str  # what torch.autocast(dev) picks without dtype= (torch 2.13)
     amp_dtype: str  # the dtype autocast should use there
     needs_grad_scaler: bool

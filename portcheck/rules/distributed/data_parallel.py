@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from functools import partial
+from functools import cached_property, partial
 
 import libcst as cst
 
@@ -26,7 +26,8 @@ _HOST_INPUT = per_target(ERROR, rocm=OFF, cpu=OFF)
 class DataParallel(Rule):
     """## What it does
     Reports `torch.nn.DataParallel(model)`, also MMCV's subclass `MMDataParallel(model,
-    device_ids=[0])` (OpenMMLab 1.x tools); and a call of the wrapped model (also where a
+    device_ids=[0])` (OpenMMLab 1.x tools) and the module's own subclasses (yolact's
+    `CustomDataParallel`); and a call of the wrapped model (also where a
     function is given it) on an input the program leaves in host memory (TSM's
     `output = model(input_var)`, the batch never moved), which only DataParallel's scatter
     put on the GPU.
@@ -102,6 +103,11 @@ class DataParallel(Rule):
             lines=[3],
         ),
         Invalid("from torch.nn.parallel import DataParallel as DP\nimport torch.cuda\nmodel = DP(model)\n", lines=[3]),
+        Invalid(  # yolact: its own subclass, which scatters its batches itself
+            "import torch.nn as nn\nclass CustomDataParallel(nn.DataParallel):\n    def scatter(self, inputs, kwargs, ids):\n"
+            "        return inputs, kwargs\nnet = CustomDataParallel(NetLoss(net, criterion))\n",
+            lines=[5],
+        ),
         Invalid("import torch.nn\nif n > 1:\n    model = torch.nn.parallel.DataParallel(model)\n", lines=[3]),
     ]
 
@@ -110,7 +116,7 @@ class DataParallel(Rule):
         self._runs: list[tuple[cst.Call, tuple[cst.CSTNode, ...], Scope]] = []  # calls of a name, judged at the end
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualified_names(node.func) & _DATA_PARALLEL:
+        if self._makes_data_parallel(node):
             self.report(node, effect="runs on one device")
         elif isinstance(node.func, cst.Name) and node.args and self.ctx.flow is not None:
             self._runs.append((node, tuple(self.ctx.ancestors), self.ctx.flow.scope))
@@ -153,5 +159,26 @@ class DataParallel(Rule):
         return any(self._is_data_parallel(value) for value in self.ctx.assigned_values(name))
 
     def _is_data_parallel(self, value: cst.BaseExpression) -> bool:
-        value = patterns.unchained(value)  # `DataParallel(m).cuda()` is still it
+        value = patterns.unchained(
+            value
+        )  # `DataParallel(m).cuda()` is still it (not a subclass: its scatter is its own)
         return isinstance(value, cst.Call) and bool(self.ctx.qualified_names(value.func) & _DATA_PARALLEL)
+
+    def _makes_data_parallel(self, call: cst.Call) -> bool:
+        """`DataParallel(...)`, or a subclass of it the module defines (yolact's
+        `CustomDataParallel(NetLoss(net, criterion))`)."""
+        if self.ctx.qualified_names(call.func) & _DATA_PARALLEL:
+            return True
+        return isinstance(call.func, cst.Name) and call.func.value in self._subclasses
+
+    @cached_property
+    def _subclasses(self) -> frozenset[str]:
+        """The names of the module's top-level classes that subclass DataParallel."""
+        module = self.ctx.ancestors[0]
+        assert isinstance(module, cst.Module)
+        return frozenset(
+            each.name.value
+            for each in module.body
+            if isinstance(each, cst.ClassDef)
+            and any(self.ctx.qualified_names(base.value) & _DATA_PARALLEL for base in each.bases)
+        )

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import PurePosixPath
 
 import libcst as cst
@@ -18,7 +18,8 @@ _ENTRY_POINTS = ("Trainer", "Fabric")
 # else raises ("No supported gpu backend found!"); "cuda" raises where CUDAAccelerator is not
 # available ("`CUDAAccelerator` can not run on your system since the accelerator is not available").
 _RUNS_ON = {"cuda": frozenset({"cuda"}), "gpu": frozenset({"cuda", "mps"})}
-_CUDA_CLASSES = frozenset({"CUDAAccelerator"})
+GPU_ACCELERATORS = frozenset(_RUNS_ON)
+CUDA_CLASSES = frozenset({"CUDAAccelerator"})
 
 
 def _severity(name: str, target: target_data.Target) -> Severity:
@@ -32,6 +33,11 @@ _SEVERITY = {name: {t: _severity(name, target) for t, target in target_data.all_
 def is_lightning_entry(names: frozenset[str]) -> bool:
     """`lightning.Trainer`, `pytorch_lightning.Trainer`, `lightning.fabric.Fabric`..."""
     return any(name.startswith(_PACKAGES) and name.rsplit(".", 1)[-1] in _ENTRY_POINTS for name in names)
+
+
+def makes_cuda_accelerator(value: cst.BaseExpression, names: Callable[[cst.BaseExpression], frozenset[str]]) -> bool:
+    """`CUDAAccelerator()`, by the qualified names `names` gives for a callee."""
+    return isinstance(value, cst.Call) and any(name.rsplit(".", 1)[-1] in CUDA_CLASSES for name in names(value.func))
 
 
 def _accelerator_name(node: cst.CSTNode) -> str | None:
@@ -213,9 +219,7 @@ class LightningCudaAccelerator(SettingValueRule):
             return
         accelerator = patterns.keyword(node, "accelerator")
         made = accelerator.value if accelerator is not None else None
-        if isinstance(made, cst.Call) and any(
-            name.rsplit(".", 1)[-1] in _CUDA_CLASSES for name in self.ctx.qualified_names(made.func)
-        ):
+        if made is not None and makes_cuda_accelerator(made, self.ctx.qualified_names):
             self._report(made, "`CUDAAccelerator()`", "cuda", None)
         gpus = patterns.keyword(node, "gpus")
         if gpus is not None and _asks_for_gpus(gpus.value):

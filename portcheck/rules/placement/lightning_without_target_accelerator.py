@@ -5,11 +5,11 @@ import libcst as cst
 from portcheck import patterns
 from portcheck import targets as target_data
 from portcheck.rule import ERROR, OFF, Invalid, Rule, Valid
-from portcheck.rules.placement.lightning_cuda_accelerator import is_lightning_entry
-
-# The accelerators lightning-cuda-accelerator (PC108) reports: a GPU name, a CUDA accelerator.
-_GPU_NAMES = frozenset({"cuda", "gpu"})
-_CUDA_CLASSES = frozenset({"CUDAAccelerator"})
+from portcheck.rules.placement.lightning_cuda_accelerator import (
+    GPU_ACCELERATORS,
+    is_lightning_entry,
+    makes_cuda_accelerator,
+)
 
 
 class LightningWithoutTargetAccelerator(Rule):
@@ -96,11 +96,9 @@ class LightningWithoutTargetAccelerator(Rule):
         accelerator = patterns.keyword(node, "accelerator")
         value = accelerator.value if accelerator is not None else None
         named = patterns.string_value(value) if value is not None else None
-        if named is not None and named.lower() in _GPU_NAMES:
-            return
-        if isinstance(value, cst.Call) and any(
-            name.rsplit(".", 1)[-1] in _CUDA_CLASSES for name in self.ctx.qualified_names(value.func)
-        ):
+        if named is not None and named.lower() in GPU_ACCELERATORS:
+            return  # PC108's
+        if value is not None and makes_cuda_accelerator(value, self.ctx.qualified_names):
             return
         if value is None or (named is not None and named.lower() == "auto"):
             effect = 'with `accelerator="auto"` it picks the CPU, and the run silently stays there'

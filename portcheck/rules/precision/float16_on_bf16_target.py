@@ -38,6 +38,9 @@ _MODEL_NAME = re.compile(
     re.IGNORECASE,
 )
 
+_FLOAT32 = frozenset({"torch.float32", "torch.float"})
+_NOT_THE_CPU = Reach(frozenset({"cpu"}))  # every device type but the CPU
+
 
 class Float16OnBf16Target(Rule):
     """## What it does
@@ -59,6 +62,10 @@ class Float16OnBf16Target(Rule):
     dtype=torch.float16)`, also a parameter's float16 default given as the dtype, unless it
     names a device that is neither CUDA nor a bfloat16 target's), when a selected target
     computes natively in bfloat16.
+
+    Also a check that casts back to float32 for the CPU alone, with no `else` (CLIP's `if
+    str(device) == "cpu": model.float()`): every other device, the target too, keeps the
+    float16 the model was converted to.
 
     ## Why is this bad?
     float16 is the half precision of NVIDIA GPUs. TPU, Trainium, XLA and Gaudi compute in
@@ -104,9 +111,19 @@ class Float16OnBf16Target(Rule):
     message = "{what} {runs} in float16, but {targets} {compute} natively in bfloat16"
     hint = "use torch.bfloat16 on {targets}: the same memory as float16, with float32's range"
     severity = {name: WARNING if t.amp_dtype == "bfloat16" else OFF for name, t in target_data.all_targets().items()}
-    triggers = (b"float16", b"half", b"clip")
+    triggers = (b"float16", b"half", b"clip", b".float()")
 
     VALID = [
+        Valid(  # the other devices get a choice of their own
+            "import torch\ndef load(name, device):\n    model = build_model(name).to(device)\n"
+            "    if str(device) == 'cpu':\n        model.float()\n    else:\n        model.to(torch.bfloat16)\n"
+            "    return model\n"
+        ),
+        Valid(  # on the CPU target the check keeps float32
+            "import torch\ndef load(name, device):\n    model = build_model(name)\n"
+            "    if device == 'cpu':\n        model.float()\n    return model\n",
+            options={"targets": ["cpu"]},
+        ),
         Valid(  # in host memory: a smaller copy of an output, not what the step computes in
             "import torch\nfor im, targets in loader:\n    out = model(im.to(device))\n    saved.append(out.cpu().half())\n"
         ),
@@ -186,6 +203,12 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # CLIP's load(): the weights were converted to float16; only the CPU gets them back in float32
+            "import torch\ndef load(name, device='cuda'):\n    model = build_model(name).to(device)\n"
+            "    if str(device) == 'cpu':\n        model.float()\n    return model\n",
+            lines=[4],
+            message="`if str(device) == 'cpu':` keeps float32 for the CPU alone: every other device, the target too,",
+        ),
         Invalid(  # shap-e's frozen CLIP: float16 weights unless the device is the CPU
             "import clip\nimport torch\nmodel, preprocess = clip.load('ViT-L/14', device=device)\n"
             "cpu_model, _ = clip.load('ViT-L/14', device='cpu')\ndefault_model, _ = clip.load('ViT-B/32')\n"
@@ -365,6 +388,30 @@ class Float16OnBf16Target(Rule):
             return True
         dtype = self._to_dtype(outer) if method == "to" else None
         return dtype is not None and self._spells_dtype(dtype) and not self._is_float16(dtype)
+
+    def visit_If(self, node: cst.If) -> None:
+        """CLIP's `if str(device) == "cpu": model.float()`, with no `else`: float32 for the CPU
+        alone, so every other device keeps the float16 the model was converted to."""
+        test, module_flow = node.test, self.ctx.flow
+        if node.orelse is not None or type(test) is not cst.Comparison or len(test.comparisons) != 1:
+            return
+        sides = (test.left, test.comparisons[0].comparator)
+        if type(test.comparisons[0].operator) is not cst.Equal or module_flow is None:
+            return
+        if not any(module_flow.is_cpu(side) for side in sides) or not any(patterns.is_device_like(s) for s in sides):
+            return
+        if any(type(each) is cst.Call and self._casts_to_float32(each) for each in descendants(node.body)):
+            shown = cst.Module([]).code_for_node(test)
+            what = f"`if {shown}:` keeps float32 for the CPU alone: every other device, the target too,"
+            self._report(test, what, _NOT_THE_CPU)
+
+    def _casts_to_float32(self, call: cst.Call) -> bool:
+        """`x.float()`, `x.to(torch.float32)`."""
+        method = patterns.method_name(call)
+        if method == "float" and not call.args:
+            return not patterns.resolves_outside_torch_classes(self.ctx.qualified_names(call.func))
+        dtype = self._to_dtype(call) if method == "to" else None
+        return dtype is not None and bool(self.ctx.qualified_names(dtype) & _FLOAT32)
 
     def _to_dtype(self, call: cst.Call) -> cst.BaseExpression | None:
         """The dtype a `.to(...)` casts to: `dtype=`, or a positional argument that is not the
