@@ -265,13 +265,15 @@ class SequenceGrownInLoop(TensorRule):
     ]
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        ancestors = self.ctx.ancestors
+        loop = innermost_loop(ancestors)
+        if loop is None:
+            return  # most assignments: no loop to grow in
         function, grown = self._growth(node)
         flow = self.ctx.flow
         if not grown or flow is None:
             return
-        ancestors = self.ctx.ancestors
-        loop = innermost_loop(ancestors)
-        if loop is None or in_forward(ancestors) or flow.off_the_step_path(ancestors):
+        if in_forward(ancestors) or flow.off_the_step_path(ancestors):
             return
         step = flow.loop_step(loop)
         if step is None:
@@ -298,6 +300,9 @@ class SequenceGrownInLoop(TensorRule):
             return "", []
         target = node.targets[0].target
         targets = [each.value for each in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+        given = {patterns.dotted(arg.value) for arg in call.args} - {""}
+        if not any(patterns.dotted(each) in given for each in targets):
+            return "", []  # nothing it binds is handed over: most calls
         for returned in (module_flow.returned_values(call), *module_flow.returned_per_class(call)):
             for value, scope in returned:
                 items = [each.value for each in value.elements] if type(value) is cst.Tuple else [value]
