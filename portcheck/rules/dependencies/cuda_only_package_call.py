@@ -40,7 +40,7 @@ _STAND_IN = (
 _NOT_CALLABLE = "TypeError ('NoneType' object is not callable)"
 _NO_ATTRIBUTE = "AttributeError ('NoneType' object has no attribute '{attribute}')"
 _UNBOUND = "NameError (name '{name}' is not defined)"
-_IMPORTED = "whose import fails on the target first (PC701): each call needs a replacement too"
+_IMPORTED = "whose import PC701 reports (no backend for the target): each call needs a replacement too"
 _IMPORTED_LOCAL = (
     "whose module fails to import on the target first (PC610): the definition needs a portable path, or each "
     "call a replacement"
@@ -74,7 +74,9 @@ class CudaOnlyPackageCall(Rule):
     severity; elsewhere a warning: the target takes the other path, without what the call
     does (a fused kernel, a memory-efficient attention), which a port replaces with the
     target's own or drops. Calls where the import is not optional are a warning: the import
-    is where the target fails first (PC701), and each call still needs its replacement
+    is PC701's error (where the target fails first, or, for a package that imports without
+    CUDA, such as detectron2's deformable convolutions, where the port starts), and each call
+    still needs its replacement
     (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`, also in a
     function defined above an import under `if __name__ == "__main__":`), and so does each
     use of the package as a value (`restore(ckp, amp=apex.amp)`, `norm_layer=FusedLayerNorm`).
@@ -162,7 +164,7 @@ class CudaOnlyPackageCall(Rule):
             "import torch\ndef train(model, optimizer, fp16):\n    if fp16:\n        from apex import amp\n"
             "        model, optimizer = amp.initialize(model, optimizer, opt_level='O2')\n",
             lines=[5],
-            message="whose import fails on the target first (PC701)",
+            message="whose import PC701 reports (no backend for the target)",
         ),
         Invalid(  # stable-dreamfusion: an export function's own optional import is not the module's
             "import nvdiffrast.torch as dr\ndef render(glctx, pos, tri):\n    return dr.rasterize(glctx, pos, tri)\n"
@@ -174,14 +176,14 @@ class CudaOnlyPackageCall(Rule):
             "import torch\nimport apex\nfrom apex.normalization import FusedLayerNorm\n"
             "def build(restore, ckp, make):\n    restore(ckp, amp=apex.amp)\n    return make(norm_layer=FusedLayerNorm)\n",
             lines=[5, 6],
-            message="whose import fails on the target first (PC701)",
+            message="whose import PC701 reports (no backend for the target)",
         ),
         Invalid(  # LoRA: a function calls what the main block imports further down
             "import torch\ndef optimizer_step(loss, optimizer, fp16):\n    if fp16:\n"
             "        with amp.scale_loss(loss, optimizer) as scaled:\n            scaled.backward()\n"
             "if __name__ == '__main__':\n    from apex import amp\n    model, opt = amp.initialize(model, opt)\n",
             lines=[4, 8],
-            message="whose import fails on the target first (PC701)",
+            message="whose import PC701 reports (no backend for the target)",
         ),
         Invalid(  # Swin Transformer: the handler leaves None, and only the config decides
             "import torch\ntry:\n    from apex.optimizers import FusedAdam\nexcept ImportError:\n    FusedAdam = None\n"
@@ -499,7 +501,7 @@ class CudaOnlyPackageCall(Rule):
         verb: str = "calls",
     ) -> Report:
         """The report of a call of what an unguarded import binds: at most a warning, since the
-        import is where the target fails first (PC701's error); info for what one of the
+        import is PC701's error; info for what one of the
         repository's kernels modules defines (PC610's), whose one definition may take a
         portable path instead."""
         local = self._unaliased(called).split(".")[0] in self._local

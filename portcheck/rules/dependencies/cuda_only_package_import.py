@@ -78,6 +78,11 @@ class CudaOnlyPackageImport(Rule):
         Invalid(
             "import torch\nfrom torch2trt import TRTModule\n", lines=[2], message="TensorRT"
         ),  # efficientvit's GazeSAM
+        Invalid(  # ResNeSt's detectron2 backbone: detectron2 is portable, its deformable convolutions are not
+            "import torch\nfrom detectron2.layers import Conv2d, DeformConv, get_norm\n",
+            lines=[2],
+            message="detectron2's deformable convolutions",
+        ),
         # lit-llama: DeepSpeed's checkpoint converter, imported where the strategy is DeepSpeed's;
         # TinyLlama: flash-attn under a CUDA check, with SDPA after it
         Invalid(
