@@ -20,6 +20,7 @@ class CudaDefault:
     default: str
     what: str
     severity: Severity
+    unless: str = ""  # a keyword whose False turns the CUDA work off (timm's `use_prefetcher`)
 
 
 @cache
@@ -32,6 +33,7 @@ def table() -> dict[str, CudaDefault]:
             default=row["default"],
             what=row["what"],
             severity=Severity.parse(row["severity"]),
+            unless=row.get("unless", ""),
         )
         for name, row in api_table("library_defaults.toml").items()
     }

@@ -25,7 +25,9 @@ class LibraryCudaDefault(Rule):
     Reports calls of other packages' functions and classes whose device parameter defaults to
     CUDA, made without giving it: Ultralytics' `autocast(enabled)` (device "cuda"), timm's
     `NativeScaler()`, MMSegmentation's `init_segmentor` / `init_model`, MMDetection's
-    `init_detector` and MMPose's `init_pose_model` / `init_model` (device "cuda:0"), and
+    `init_detector` and MMPose's `init_pose_model` / `init_model` (device "cuda:0"), timm's
+    `create_loader` (its prefetcher, on by default, moves batches to CUDA; not with
+    `use_prefetcher=False`), and
     those that use CUDA whatever they are given: MMCV 1.x's `init_dist` (it sets the CUDA
     device), MMDetection 2.x's `train_detector` / MMSegmentation 0.x's `train_segmentor`
     (they move the model to CUDA) and BasicSR's `train_pipeline` (Real-ESRGAN's, GFPGAN's
@@ -73,6 +75,10 @@ class LibraryCudaDefault(Rule):
         Valid(
             "import torch\nfrom mmseg.apis import init_segmentor\nmodel = init_segmentor(cfg, ckpt, device=device)\n"
         ),
+        Valid(  # timm's loader without its prefetcher, or given the device (timm 0.9 on)
+            "import torch\nfrom timm.data import create_loader\na = create_loader(ds, (3, 224, 224), 64, use_prefetcher=False)\n"
+            "b = create_loader(ds, (3, 224, 224), 64, device=device)\n"
+        ),
         Valid("import torch\nfrom mmdet.apis import init_detector\nmodel = init_detector(cfg, ckpt, 'cpu')\n"),
         Valid("import torch\nfrom torch.amp import autocast\nwith autocast('cpu'):\n    pass\n"),
         Valid("def load(torch, init_segmentor, cfg):\n    return init_segmentor(cfg)\n"),
@@ -81,6 +87,13 @@ class LibraryCudaDefault(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # poolformer's train.py: the prefetcher is on unless --no-prefetcher
+            "import torch\nfrom timm.data import create_loader\nloader_train = create_loader(\n"
+            "    dataset_train, input_size=(3, 224, 224), batch_size=128, is_training=True,\n"
+            "    use_prefetcher=args.prefetcher,\n)\n",
+            lines=[3],
+            message="moves each batch to CUDA on a CUDA stream",
+        ),
         Invalid(  # dinov2's segmentation notebook; DeiT's training script
             "import torch\nfrom mmseg.apis import init_segmentor\nfrom timm.utils import NativeScaler\n"
             "model = init_segmentor(cfg)\nloss_scaler = NativeScaler()\n",
@@ -139,6 +152,9 @@ class LibraryCudaDefault(Rule):
             return
         api = table()[apis[0]]
         called = patterns.dotted(node.func) or api.qualified
+        switch = patterns.keyword(node, api.unless) if api.unless else None
+        if switch is not None and isinstance(switch.value, cst.Name) and switch.value.value == "False":
+            return  # `create_loader(..., use_prefetcher=False)`: no CUDA work
         if not api.parameter:  # CUDA whatever it is given
             self.report(
                 node.func, severity=_severities(api), hint=_ANY_ARGUMENTS, called=called, works=_ALWAYS, what=api.what
