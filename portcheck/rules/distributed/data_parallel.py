@@ -159,9 +159,8 @@ class DataParallel(Rule):
         return any(self._is_data_parallel(value) for value in self.ctx.assigned_values(name))
 
     def _is_data_parallel(self, value: cst.BaseExpression) -> bool:
-        value = patterns.unchained(
-            value
-        )  # `DataParallel(m).cuda()` is still it (not a subclass: its scatter is its own)
+        # `DataParallel(m).cuda()` is still it; not a subclass, whose scatter is its own
+        value = patterns.unchained(value)
         return isinstance(value, cst.Call) and bool(self.ctx.qualified_names(value.func) & _DATA_PARALLEL)
 
     def _makes_data_parallel(self, call: cst.Call) -> bool:

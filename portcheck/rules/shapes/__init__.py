@@ -119,7 +119,6 @@ _NOT_TENSORS = frozenset(
 )  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
 _MASK_NAME = re.compile(r"(^|_)masks?$", re.IGNORECASE)
-# `nn.Module` methods that return the module itself: `Net().cuda()` is still a `Net`.
 # Methods a receiver of unknown class more likely answers to as a torch, Python or logging
 # object than as the repository's own (`optimizer.step()`, `meter.update(...)`, `pbar.set_postfix(...)`):
 # no step call links them to a method of the repository by name alone.

@@ -259,8 +259,10 @@ class KvCacheGrownPerStep(TensorRule):
         arg = patterns.argument(value, 0, "tensors")
         if arg is None or type(arg.value) not in (cst.List, cst.Tuple) or len(arg.value.elements) < 2:
             return None
+        if not self.ctx.qualified_names(value.func) & _GROWERS:
+            return None
         shown = _code(target)
-        if _code(arg.value.elements[0].value) != shown or not self.ctx.qualified_names(value.func) & _GROWERS:
+        if _code(arg.value.elements[0].value) != shown:
             return None
         function = enclosing_function(self.ctx.ancestors)
         if function is None or not self._kept_across_calls(target, function):

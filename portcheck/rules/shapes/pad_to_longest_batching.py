@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import libcst as cst
 
@@ -237,15 +236,15 @@ class PadToLongestBatching(Rule):
         self._flush(self._scopes.pop())
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value in self._module_functions:
+        if isinstance(node.func, cst.Name) and node.func.value in self._module_functions():
             self._called.append((node.func.value, self._enclosing_names()))
         collate_fn = patterns.keyword(node, "collate_fn")
         if collate_fn is not None:
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
         if resolved_call(self.ctx, node, _PAD_SEQUENCE):
             self._in_collate(node, "`pad_sequence` in a collate function")
-        elif resolved_call(self.ctx, node, _SIZE_FACTORIES) or _pads(node):
-            sizes = _sizes(node) if not _pads(node) else [arg.value for arg in node.args if not arg.star]
+        elif (pads := _pads(node)) or resolved_call(self.ctx, node, _SIZE_FACTORIES):
+            sizes = [arg.value for arg in node.args if not arg.star] if pads else _sizes(node)
             longest = next(filter(None, map(self._longest, sizes)), None)
             if longest is not None:  # reported where the longest is taken
                 self._in_collate(longest, f"`max(...)` sizing `{_code(node.func)}(...)` in a batch function")
@@ -345,17 +344,14 @@ class PadToLongestBatching(Rule):
             return self._longest(bound, depth + 1) if bound is not None else None
         return None
 
-    @cached_property
     def _module_functions(self) -> dict[str, cst.FunctionDef]:
-        module = self.ctx.ancestors[0]
-        assert isinstance(module, cst.Module)
-        return {each.name.value: each for each in module.body if isinstance(each, cst.FunctionDef)}
+        return self.ctx.flow.module_functions() if self.ctx.flow is not None else {}
 
     def _returns_longest(self, name: str) -> bool:
         """Whether the module's function `name` returns what it keeps the `max(...)` of (DETR's
         `_max_by_axis`, whose `maxes[index] = max(maxes[index], item)` makes the largest size
         along each axis)."""
-        function = self._module_functions.get(name)
+        function = self._module_functions().get(name)
         if function is None:
             return False
         kept = {

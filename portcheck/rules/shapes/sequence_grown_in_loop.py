@@ -314,7 +314,8 @@ class SequenceGrownInLoop(TensorRule):
                     for each, item in zip(targets, items)
                     if type(item) is cst.Name
                     and (path := patterns.dotted(each))
-                    and patterns.dotted(argument_for(call, function, item.value) or cst.Name("_")) == path
+                    and (passed := argument_for(call, function, item.value)) is not None
+                    and patterns.dotted(passed) == path
                     and self._grows_parameter(function, item.value)
                 ]
                 if grown:
