@@ -206,6 +206,7 @@ _UNKNOWN_ARGUMENTS = cst.Arg(cst.Name("arguments"), star="*")
 _DEBUG_FLAG = re.compile(r"debug|debugging|vis_debug|show_debug", re.IGNORECASE)
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
+_EPOCHS = frozenset({"a training loop", "a loop over a DataLoader"})  # a function holding one runs an epoch
 _CALL_DEPTH = 5  # how many calls away from a step loop a function still runs every step
 _FORWARD = "forward()"  # the step context of a module's forward, and of what it calls
 
@@ -1340,8 +1341,10 @@ class DeviceFlow:
         (`run_step()` from the loop, then `log_step()` from `run_step()`), or a call given it as
         a callback there (`gpu_timer(train_step)`, which runs it); a function the module patches
         in as a class's forward (`LlamaAttention.forward = xformers_forward`). A method counts the
-        calls `self.name(...)` in its own class. A function with a step loop of its own
-        (`train_one_epoch()`) runs an epoch, not a step. `gates`: parameters (see
+        calls `self.name(...)` in its own class. A function with a training loop or a loop over
+        a DataLoader of its own (`train_one_epoch()`) runs an epoch, not a step; one whose loops
+        only decode or go over the batch's samples (yolov7's `build_targets()`) runs within the
+        step that calls it. `gates`: parameters (see
         `parameter_gates`) a call must give for what is asked about to run; `periodic_exempts`:
         whether a call under `if step % N == 0:` is off the step path (see `off_the_step_path`).
         Asked after the walk: callers often come after the functions they call."""
@@ -1386,7 +1389,9 @@ class DeviceFlow:
                 )
             if where is not None:  # what forward() calls runs with it, loops and all (YOLOX's label assignment)
                 return (
-                    None if where != _FORWARD and (self.runs_steps(function) or self.drives_steps(function)) else where
+                    None
+                    if where != _FORWARD and (self.runs_steps(function, _EPOCHS) or self.drives_steps(function))
+                    else where
                 )
         return None
 
@@ -1475,8 +1480,9 @@ class DeviceFlow:
         """The module's functions that call `function`, directly or through others
         (`optimize()` calls `self._optimize()`, which calls `self._norms()`), nearest first;
         a method counts the calls `self.name(...)` in its own class. Not `past_steps`: none
-        that runs a step loop or calls a function that does (a sampler's `sample()`), nor
-        their callers: there the function runs once per loop. Asked after the walk."""
+        that runs an epoch (a training loop or a loop over a DataLoader of its own) or calls a
+        function with a step loop (a sampler's `sample()`), nor their callers: there the
+        function runs once per loop. Asked after the walk."""
         found: list[cst.FunctionDef] = []
         wave = [function]
         for _ in range(_CALL_DEPTH):
@@ -1489,7 +1495,7 @@ class DeviceFlow:
                     caller = enclosing_function(site.ancestors)
                     if caller is None or caller is function or caller in found:
                         continue
-                    if not past_steps and (self.runs_steps(caller) or self.drives_steps(caller)):
+                    if not past_steps and (self.runs_steps(caller, _EPOCHS) or self.drives_steps(caller)):
                         continue
                     found.append(caller)
                     following.append(caller)
@@ -1523,10 +1529,11 @@ class DeviceFlow:
             for loop, scope in self._loops.get(id(function), ())
         )
 
-    def runs_steps(self, function: cst.FunctionDef) -> bool:
-        """Whether a function holds a step loop of its own."""
+    def runs_steps(self, function: cst.FunctionDef, kinds: frozenset[str] | None = None) -> bool:
+        """Whether a function holds a step loop of its own (of one of `kinds`, where given)."""
         loops = self._loops.get(id(function), ())
-        return any(self.in_scope(scope, partial(self.loop_step, loop)) is not None for loop, scope in loops)
+        steps = (self.in_scope(scope, partial(self.loop_step, loop)) for loop, scope in loops)
+        return any(step is not None and (kinds is None or step in kinds) for step in steps)
 
     def in_scope(self, scope: Scope, question: Callable[[], _T]) -> _T:
         """The answer to `question`, resolving names in `scope`: for what is asked after the
@@ -1556,7 +1563,8 @@ class DeviceFlow:
             return None
         judging, self._marking_class = self._marking_class, self._loop_classes.get(id(loop))
         try:
-            found = self._markers(loop.test if type(loop) is cst.While else None, loop.body)
+            picks = type(loop) is not cst.For or not _over_samples(loop, self.resolver)
+            found = self._markers(loop.test if type(loop) is cst.While else None, loop.body, picks=picks)
         finally:
             self._marking_class = judging  # a helper's loop judged on the way has its own class
         if (
@@ -1629,25 +1637,26 @@ class DeviceFlow:
         own = [node for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
         if any(_steps_optimizer(call) for call in own):
             return False
-        if any(self.loop_step(each) in ("a training loop", "a loop over a DataLoader") for each in inner):
+        if any(self.loop_step(each) in _EPOCHS for each in inner):
             return True
         if type(loop) is cst.While:
             return False  # `while pos < n:` around a speculative decode step decodes: the step loop
         return any(self._runs_steps_through(helper, 1) for call in own for helper in self._helpers_called(call, 0))
 
-    def _markers(self, *parts: cst.CSTNode | None, depth: int = 0) -> str | None:
+    def _markers(self, *parts: cst.CSTNode | None, depth: int = 0, picks: bool = True) -> str | None:
         """The strongest step marker ("training", "decoding", "step") among the calls in
-        `parts`, not in their nested loops (an epoch loop is no step) or scopes."""
+        `parts`, not in their nested loops (an epoch loop is no step) or scopes. `picks`:
+        whether an `argmax` or `topk` of its own picks tokens (see `_step_marker`)."""
         found = set()
         for part in parts:
             if part is None:
                 continue
             for node in (part, *self._own(part, _NESTED_SCOPES + (cst.For, cst.While))):
                 if type(node) is cst.Call:
-                    found.add(self._step_marker(node, depth))
+                    found.add(self._step_marker(node, depth, picks))
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
 
-    def _step_marker(self, call: cst.Call, depth: int = 0) -> str | None:
+    def _step_marker(self, call: cst.Call, depth: int = 0, picks: bool = True) -> str | None:
         method = patterns.method_name(call)
         receiver = owner_name(call.func.value) if type(call.func) is cst.Attribute else ""
         if method in ("backward", "zero_grad") or (method == "step" and _OPTIMIZER_NAME.search(receiver)):
@@ -1658,7 +1667,7 @@ class DeviceFlow:
         samplers = self.resolver.qualified_names(call.func) & _SAMPLERS
         if method == "multinomial" or "torch.multinomial" in samplers:
             return "decoding"
-        if depth == 0 and (samplers or method in ("argmax", "topk")):
+        if depth == 0 and picks and (samplers or method in ("argmax", "topk")):
             return "decoding"  # in a helper an argmax or topk may as well score accuracy or diffs
         if _MODEL_NAME.search(named) and not _MODEL_HANDLING.match(named):
             return "step"
@@ -2349,6 +2358,32 @@ def _counted(loop: cst.For | cst.While) -> Iterator[str]:
                     and small.value.value == "1"
                 ):
                     yield small.target.value
+
+
+def _over_samples(loop: cst.For, resolver: Resolver) -> bool:
+    """A loop over the samples of a batch or the boxes of an image, `for b in range(x.shape[0]):`
+    (also `x.size(0)`, `len(x)`, or a name bound to one: `num_gt = t.shape[0]`): a `topk` or
+    `argmax` in it matches each item's targets (yolov7's label assignment) rather than picking
+    the next token, which a loop over a length of its own does."""
+    counted = loop.iter
+    if not _calls(counted, "range") or len(counted.args) != 1:  # type: ignore[attr-defined]
+        return False
+    count = counted.args[0].value  # type: ignore[attr-defined]
+    counts = resolver.assigned_values(count) if type(count) is cst.Name else [count]
+    return bool(counts) and all(_first_size(each) for each in counts)
+
+
+def _first_size(count: cst.BaseExpression) -> bool:
+    """`x.shape[0]`, `x.size(0)`, `len(x)`: the length of a tensor's or a list's first axis."""
+    if type(count) is cst.Subscript and type(count.value) is cst.Attribute and count.value.attr.value == "shape":
+        index = count.slice[0].slice if len(count.slice) == 1 else None
+        return type(index) is cst.Index and type(index.value) is cst.Integer and index.value.value == "0"
+    if type(count) is not cst.Call or len(count.args) != 1:
+        return False
+    first = count.args[0].value
+    return _calls(count, "len") or (
+        patterns.method_name(count) == "size" and type(first) is cst.Integer and first.value == "0"
+    )
 
 
 def _takes_chunks(loop: cst.For) -> bool:

@@ -409,6 +409,33 @@ def test_a_helper_a_model_inherits_from_another_module_runs_every_step(tmp_path:
     assert found == [("pkg/arch.py", 5)]
 
 
+def test_a_loop_over_the_samples_of_a_batch_is_part_of_the_step_that_calls_it(tmp_path: Path) -> None:
+    """yolov7: the training loop calls the loss, whose `build_targets()` loops over the batch's
+    images with a `topk` per image, and first calls `find_3_positive()`. That loop matches
+    targets, it decodes nothing: `build_targets()` and what it calls run every step. A loop over
+    a length of its own with a `topk` in it still decodes, and what calls it runs once."""
+    loss = (
+        "import torch\n\nclass ComputeLossOTA:\n    def __call__(self, p, targets):\n"
+        "        return self.build_targets(p, targets)\n\n"
+        "    def build_targets(self, p, targets):\n        indices = self.find_3_positive(p, targets)\n"
+        "        for batch_idx in range(p[0].shape[0]):\n            this = targets[targets[:, 0] == batch_idx]\n"
+        "            num_gt = targets.shape[0]\n            for gt_idx in range(num_gt):\n"
+        "                _, pos = torch.topk(p[0][gt_idx], k=10)\n        return indices\n\n"
+        "    def find_3_positive(self, p, targets):\n        j = targets[:, 4] < 4.0\n        return targets[j]\n\n"
+        "def decode(model, ids):\n    first = ids[ids > 0]\n    for _ in range(32):\n"
+        "        ids = torch.topk(model(ids), 1).indices\n    return first\n"
+    )
+    train = (
+        "import torch\nfrom pkg.loss import ComputeLossOTA, decode\n\ndef train(model, loader, opt):\n"
+        "    compute_loss = ComputeLossOTA()\n    for imgs, targets in loader:\n"
+        "        loss = compute_loss(model(imgs), targets)\n        loss.backward()\n        opt.step()\n"
+        "        decode(model, imgs)\n"
+    )
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/loss.py": loss, "pkg/train.py": train})
+    found = {(f.line, f.severity > Severity.INFO) for f in scan(tmp_path).findings if f.code == "PC502"}
+    assert found == {(10, True), (18, True), (21, False)}
+
+
 def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp_path: Path) -> None:
     """MiniGPT-4 subclasses transformers' LlamaForCausalLM in its own package and loads it with
     `torch_dtype=torch.float16`: the repository's classes count like transformers' own."""

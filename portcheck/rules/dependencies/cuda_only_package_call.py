@@ -178,6 +178,13 @@ class CudaOnlyPackageCall(Rule):
             lines=[5, 6],
             message="whose import PC701 reports (no backend for the target)",
         ),
+        Invalid(  # qlora: the class of the quantised layers chosen by the bit width
+            "import torch\nimport bitsandbytes as bnb\ndef linear_names(model, bits):\n"
+            "    cls = bnb.nn.Linear4bit if bits == 4 else (bnb.nn.Linear8bitLt if bits == 8 else torch.nn.Linear)\n"
+            "    return [name for name, module in model.named_modules() if isinstance(module, cls)]\n",
+            lines=[4, 4],
+            message="of bitsandbytes, whose import PC701 reports",
+        ),
         Invalid(  # LoRA: a function calls what the main block imports further down
             "import torch\ndef optimizer_step(loss, optimizer, fp16):\n    if fp16:\n"
             "        with amp.scale_loss(loss, optimizer) as scaled:\n            scaled.backward()\n"
@@ -461,7 +468,8 @@ class CudaOnlyPackageCall(Rule):
 
     def _referenced(self, node: cst.Name | cst.Attribute) -> None:
         """What an unguarded import of a CUDA-only package binds, given as a value rather than
-        called (swav's `restore(..., amp=apex.amp)`, `norm_layer=FusedLayerNorm`): the value
+        called (swav's `restore(..., amp=apex.amp)`, `norm_layer=FusedLayerNorm`, also as one
+        choice of a conditional expression): the value
         must change with the calls (first pass; a call is `visit_Call`'s)."""
         if not self._imported:
             return  # nothing imported unguarded (yet): most modules
@@ -470,6 +478,7 @@ class CudaOnlyPackageCall(Rule):
             type(parent) in (cst.Arg, cst.Element, cst.Return)
             or (type(parent) is cst.Assign and parent.value is node)
             or (type(parent) is cst.DictElement and parent.value is node)
+            or (type(parent) is cst.IfExp and parent.test is not node)  # qlora's `bnb.nn.Linear4bit if bits == 4 else`
         )
         if not given:
             return

@@ -477,12 +477,19 @@ def _read_back(ctx: FileContext, node: cst.BaseExpression, depth: int) -> bool:
     if type(node) in (cst.ListComp, cst.GeneratorExp):
         return _read_back(ctx, node.for_in.iter, depth + 1)
     values = values_reaching(ctx, node)
-    return bool(values) and all(
+    return bool(values) and all(_lists_tensor_values(ctx, value) for value in values)
+
+
+def _lists_tensor_values(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """`t.tolist()` of a tensor, also joined to other lists (LLaVA's `[-1] +
+    torch.where(ids == IMAGE)[0].tolist() + [n]`)."""
+    if type(value) is cst.BinaryOperation and type(value.operator) is cst.Add:
+        return _lists_tensor_values(ctx, value.left) or _lists_tensor_values(ctx, value.right)
+    return (
         type(value) is cst.Call
         and patterns.method_name(value) == "tolist"
         and type(value.func) is cst.Attribute
         and not numpy_valued(ctx, value.func.value)
-        for value in values
     )
 
 
@@ -1060,16 +1067,14 @@ class StepRule(TensorRule):
         looped = any(type(node) in (cst.For, cst.While) for node in ancestors)
         if function is None and not looped:
             return
-        if module_flow.off_the_step_path(ancestors, periodic_exempts=False):
-            return
         own = self.ctx.module.name + "."
         callees = [callee for callee in self._local_callees(call, function, ancestors) if not callee.startswith(own)]
         if not callees:
             callees = self._own_method_in_loop(call, function, ancestors)
         if not callees:
             callees = self._unresolved_method(call, function, ancestors)
-        if not callees:
-            return
+        if not callees or module_flow.off_the_step_path(ancestors, periodic_exempts=False):
+            return  # the callees first: most calls have none, and the path is the dearer question
         periodic = module_flow.off_the_step_path(ancestors)  # under `if step % N == 0:`
         tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
         for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba

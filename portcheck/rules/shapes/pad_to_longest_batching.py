@@ -107,6 +107,12 @@ class PadToLongestBatching(Rule):
             "import torch\ndef _tokenize_fn(strings, tokenizer):\n"
             "    return [tokenizer(text, padding='longest', truncation=True) for text in strings]\n"
         ),
+        Valid(  # LLaVA: a dataset item's conversation, encoded by a helper of its `__getitem__`; the collator pads
+            "import torch\ndef preprocess(conversations, tokenizer):\n"
+            "    return tokenizer(conversations, return_tensors='pt', padding='longest').input_ids\n"
+            "class SupervisedDataset(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n"
+            "        return preprocess([self.items[i]], self.tokenizer)\n"
+        ),
         Valid("import transformers\nc = transformers.DataCollatorWithPadding(tok, padding='max_length')\n"),
         Valid(
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tok, pad_to_multiple_of=128)\n"
@@ -228,12 +234,13 @@ class PadToLongestBatching(Rule):
         self._buckets: list[cst.Call] = []  # torchtext's bucket iterators made
         self._fixed_fields = False  # whether a torchtext Field pads to `fix_length=`
         self._called: list[tuple[str, list[str]]] = []  # the module's functions called, and the callers' names
+        self._done: list[tuple[_Scope, cst.FunctionDef]] = []  # each function's scope, reported at the end
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(_Scope())
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._flush(self._scopes.pop())
+        self._done.append((self._scopes.pop(), node))
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value in self._module_functions():
@@ -418,6 +425,9 @@ class PadToLongestBatching(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         self._flush(self._scopes.pop())
+        for scope, function in self._done:
+            if not self._per_item(function):
+                self._flush(scope)
         reported = set()
         helpers = {callee for callee, names in self._called if self._batching(names)}
         for call, names, what in self._pads:
@@ -428,6 +438,14 @@ class PadToLongestBatching(Rule):
                 self.report(call, what=what, advice=advice(self.ctx.targets))
         for call in self._buckets if not self._fixed_fields else ():
             self.report(call, what="torchtext's `BucketIterator`", advice=advice(self.ctx.targets))
+
+    def _per_item(self, function: cst.FunctionDef) -> bool:
+        """Whether a function is a dataset's `__getitem__` or one the module calls from there
+        (LLaVA's `preprocess_v1()`): it encodes one item, which padding to the longest leaves
+        as it is; the collate function pads the batch."""
+        module_flow = self.ctx.flow
+        callers = module_flow.callers(function) if module_flow is not None else []
+        return any(each.name.value == "__getitem__" for each in (function, *callers))
 
     def _batching(self, names: list[str]) -> bool:
         """Whether functions of these names make a step's batch: a collate function (named

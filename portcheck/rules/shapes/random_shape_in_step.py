@@ -22,7 +22,8 @@ _FILLED = frozenset({"torch.full"})
 # Python's and NumPy's random draws.
 _DRAW_MODULES = ("random.", "numpy.random.")
 _NUMBER_CASTS = frozenset({"int", "float", "round", "max", "min", "abs"})
-_DEPTH = 8  # names, casts and arithmetic to look through
+_ROUNDING = frozenset({"math.ceil", "math.floor", "math.trunc"})
+_DEPTH = 12  # names, casts and arithmetic to look through
 
 
 class RandomShapeInStep(StepRule):
@@ -109,6 +110,15 @@ class RandomShapeInStep(StepRule):
             lines=[18, 19],
             message="`F.interpolate(...)` in `feed_data()` of a BasicSR model (run every step) takes its size from a random draw",
         ),
+        # yolov7's multi-scale training: a random side, rounded up to the stride for each axis
+        Invalid(
+            "import math\nimport random\nimport torch.nn.functional as F\nfor imgs, targets in loader:\n"
+            "    sz = random.randrange(320, 960 + 32) // 32 * 32\n    sf = sz / max(imgs.shape[2:])\n"
+            "    ns = [math.ceil(x * sf / 32) * 32 for x in imgs.shape[2:]]\n"
+            "    imgs = F.interpolate(imgs, size=ns, mode='bilinear')\n    model(imgs).sum().backward()\n",
+            lines=[8],
+            message="takes its size from a random draw (`random.randrange(320, 960 + 32)`)",
+        ),
         # efficientvit's SAM trainer: a random number of point prompts
         Invalid(
             "import random\nimport torch as T\nfor image, masks in loader:\n    n_p = int(random.random() * 10 + 1)\n"
@@ -152,7 +162,8 @@ class RandomShapeInStep(StepRule):
     def _draw(self, node: cst.BaseExpression, depth: int) -> cst.Call | None:
         """The random draw a size comes from: the draw itself, through names (any of their
         values: `scale = np.random.uniform(1, 2)` in one branch, `scale = 1` in another),
-        arithmetic, casts, tuples and items of a draw (`random.choices(...)[0]`). Not a choice
+        arithmetic, casts and rounding, tuples, comprehensions and items of a draw
+        (`random.choices(...)[0]`). Not a choice
         from a fixed list, which gives only a few sizes."""
         if depth > _DEPTH:
             return None
@@ -161,7 +172,7 @@ class RandomShapeInStep(StepRule):
             if any(name.startswith(_DRAW_MODULES) for name in names):
                 return None if _picks_from_list(node, names) else node
             builtin = all(name.startswith("builtins.") for name in names)
-            if type(node.func) is cst.Name and node.func.value in _NUMBER_CASTS and builtin:
+            if (type(node.func) is cst.Name and node.func.value in _NUMBER_CASTS and builtin) or names & _ROUNDING:
                 return next(filter(None, (self._draw(arg.value, depth + 1) for arg in node.args)), None)
             return None
         if type(node) is cst.Name:
@@ -179,6 +190,8 @@ class RandomShapeInStep(StepRule):
             parts = [element.value for element in node.elements]  # type: ignore[attr-defined]
         elif type(node) is cst.Subscript:
             parts = [node.value]
+        elif type(node) in (cst.ListComp, cst.GeneratorExp):  # yolov7's `[math.ceil(x * sf / gs) * gs for x in ...]`
+            parts = [node.elt]  # type: ignore[attr-defined]
         return next(filter(None, (self._draw(part, depth + 1) for part in parts)), None)
 
 

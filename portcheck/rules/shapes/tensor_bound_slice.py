@@ -71,6 +71,14 @@ class TensorBoundSlice(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # DINO's multi-crop wrapper: a Python list of crops sliced by counts computed on the host
+            "import torch\nclass MultiCropWrapper(torch.nn.Module):\n    def forward(self, x):\n"
+            "        if not isinstance(x, list):\n            x = [x]\n"
+            "        idx_crops = torch.cumsum(torch.unique_consecutive(torch.tensor([i.shape[-1] for i in x]),"
+            " return_counts=True)[1], 0)\n        start_idx, out = 0, []\n        for end_idx in idx_crops:\n"
+            "            out.append(self.backbone(torch.cat(x[start_idx:end_idx])))\n            start_idx = end_idx\n"
+            "        return out\n"
+        ),
         Valid(  # numbers of a NumPy array's list
             "import numpy as np\nimport torch\nclass M(torch.nn.Module):\n    def forward(self, x, sizes):\n"
             "        n = max(np.asarray(sizes).tolist())\n        return x[:, :n] + torch.zeros(4, n)\n"
@@ -98,6 +106,13 @@ class TensorBoundSlice(StepRule):
             "        return predictions\n",
             lines=[5, 8, 8],
             message="comes from tensor values, read on the host",
+        ),
+        Invalid(  # LLaVA's image splicing: the positions of the image tokens, read back and joined to the ends
+            "import torch\nclass Llava(torch.nn.Module):\n    def forward(self, ids):\n"
+            "        bounds = [-1] + torch.where(ids == -200)[0].tolist() + [ids.shape[0]]\n"
+            "        return [ids[bounds[i] + 1 : bounds[i + 1]] for i in range(len(bounds) - 1)]\n",
+            lines=[5],
+            message="slice bound `bounds[i] + 1` comes from tensor values",
         ),
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
         Invalid("import torch as T\nn = int(mask.sum())\nz = x[:, :n]\n", lines=[3]),
@@ -152,10 +167,13 @@ class TensorBoundSlice(StepRule):
                     return  # one finding per tensor made
 
     def _slices_host_data(self) -> bool:
-        """Whether the tensor sliced is in host memory (a dataset's own data)."""
+        """Whether what is sliced is in host memory: a tensor there (a dataset's own data), or
+        a Python list (DINO's crops, `x[start_idx:end_idx]` after `x = [x]`)."""
         ancestors = self.ctx.ancestors
-        return (
-            len(ancestors) > 1
-            and isinstance(ancestors[-2], cst.Subscript)
-            and in_host_memory(self.ctx, ancestors[-2].value)
-        )
+        if len(ancestors) < 2 or type(ancestors[-2]) is not cst.Subscript:
+            return False
+        sliced, resolver = ancestors[-2].value, self.ctx.resolver
+        if type(sliced) is cst.Name and resolver is not None:
+            if any(type(value) in (cst.List, cst.ListComp) for value in resolver.explicit_values(sliced)):
+                return True
+        return in_host_memory(self.ctx, sliced)

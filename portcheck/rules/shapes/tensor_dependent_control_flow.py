@@ -8,7 +8,15 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.flow import periodic
 from portcheck.rule import FileContext, Invalid, Valid
-from portcheck.rules.shapes import SYNC_SEVERITY, StepRule, in_host_memory, tests_tensor_value, values_reaching
+from portcheck.rules.shapes import (
+    SYNC_SEVERITY,
+    StepRule,
+    in_host_memory,
+    reads_tensor_scalar,
+    tensor_valued,
+    tests_tensor_value,
+    values_reaching,
+)
 from portcheck.rules.shapes.data_dependent_shape_op import shaped_by_data
 
 _KINDS = {
@@ -97,6 +105,11 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # a loop as long as a static size: the count is known when tracing
+            "import torch\nclass Splice(torch.nn.Module):\n    def forward(self, ids, feats):\n"
+            "        num_tokens = ids.shape[1]\n        out = []\n"
+            "        for i in range(num_tokens + 1):\n            out.append(feats[i])\n        return out\n"
+        ),
         Valid(  # SV2TTS: a model moved to the device is no tensor, nor what its `get_step()` returns
             "import torch\nfrom synthesizer.models.tacotron import Tacotron\ndef train(loader, opt, device):\n"
             "    model = Tacotron(4).to(device)\n    for x, y in loader:\n        loss = model(x.to(device), y.to(device))\n"
@@ -223,6 +236,13 @@ class TensorDependentControlFlow(StepRule):
             "            row, col = idxs[i]\n            if col == 0:\n                continue\n"
             "        for row in idxs:\n            print(row)\n        return idxs\n",
             lines=[5, 7, 9],
+        ),
+        Invalid(  # LLaVA's image splicing: a loop as long as a count of image tokens, a 0-d tensor
+            "import torch\nclass Llava(torch.nn.Module):\n    def forward(self, ids, feats):\n"
+            "        num_images = (ids == -200).sum()\n        out = []\n"
+            "        for i in range(num_images + 1):\n            out.append(feats[i])\n        return out\n",
+            lines=[6],
+            message="`for` loop's count in forward() depends on tensor values",
         ),
         Invalid(  # GroundingDINO's decoder: a NaN check after each layer, the two answers joined by `|`
             "import torch\nclass Decoder(torch.nn.Module):\n    def forward(self, output):\n"
@@ -487,16 +507,20 @@ class TensorDependentControlFlow(StepRule):
 
     def visit_For(self, node: cst.For) -> None:
         """A loop as long as what a mask or `nonzero` left (GroundingDINO's `for i in
-        range(idxs.shape[0]):` after `idxs = torch.nonzero(mask)`): the count is read back,
-        and the loop unrolls into a different graph for each."""
+        range(idxs.shape[0]):` after `idxs = torch.nonzero(mask)`) or as a tensor's value
+        (LLaVA's `range(num_images + 1)`): the count is read back, and the loop unrolls into a
+        different graph for each."""
         where = self.step_context(self.ctx.ancestors)
         if where is None:
             return
         iterated = node.iter
         called = iterated if type(iterated) is cst.Call and patterns.dotted(iterated.func) == "range" else None
         path = (*self.ctx.ancestors, node)
-        if called is not None:
-            counted = any(_reads_data_shaped_size(self.ctx, arg.value, path) for arg in called.args)
+        if called is not None:  # `range(num_images + 1)` after `num_images = (ids == IMAGE).sum()` reads it back
+            counted = any(
+                _reads_data_shaped_size(self.ctx, arg.value, path) or _counts_tensor_value(self.ctx, arg.value)
+                for arg in called.args
+            )
         else:
             counted = shaped_by_data(self.ctx, iterated, path) and not in_host_memory(self.ctx, iterated)
         if counted:
@@ -532,6 +556,13 @@ def _tests_device_values(ctx: FileContext, parts: list[cst.BaseExpression], size
     """Whether the parts of a test on one line read tensor values (`sized`: the size of a
     tensor shaped by data, found where the walk was)."""
     return sized or any(tests_tensor_value(ctx, part) and not _reads_host_memory_only(ctx, part) for part in parts)
+
+
+def _counts_tensor_value(ctx: FileContext, count: cst.BaseExpression) -> bool:
+    """Whether a loop's count is a number read from a tensor on the device (`num_images + 1`
+    after `num_images = (ids == IMAGE).sum()`)."""
+    read = reads_tensor_scalar(ctx, count) or tensor_valued(ctx, count)
+    return read and not in_host_memory(ctx, count)
 
 
 def _reads_data_shaped_size(ctx: FileContext, test: cst.BaseExpression, path: Sequence[cst.CSTNode]) -> bool:
