@@ -667,7 +667,7 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
         mixed = ctx.flow.resolver.values_and_unpacking(node) if ctx.flow is not None and not values else None
         if mixed is not None:  # `logits, past = model(x)`, then `logits = logits[:, -1, :]`
             return all(tensor_valued(ctx, value, depth + 1, inner) for value in mixed[0]) and all(
-                _unpacked_tensor(ctx, call, index, depth + 1) for call, index in mixed[1]
+                _unpacked_tensor(ctx, call, index, depth + 1, inner) for call, index in mixed[1]
             )
         if not values:
             annotated = ctx.parameter_annotation(node)
@@ -731,17 +731,20 @@ def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> cst.Ba
     return None
 
 
-def _unpacked_tensor(ctx: FileContext, call: cst.Call | cst.Subscript, index: int, depth: int) -> bool:
+def _unpacked_tensor(
+    ctx: FileContext, call: cst.Call | cst.Subscript, index: int, depth: int, seen: frozenset[str] = frozenset()
+) -> bool:
     """Whether the item at `index` of what `call` returns is a tensor: any item of a tensor
     (`row, col = idxs[i]` after `idxs = torch.nonzero(mask)`), or of what a torch function or
     tensor method returns (`values, ids = torch.topk(...)`, `q, k, v = qkv.unbind(0)`), the first
     output of a model (`logits, past = model(ids)`), or where the module's function returns one
-    there (`sigma_down, sigma_up = get_ancestral_step(...)`)."""
+    there (`sigma_down, sigma_up = get_ancestral_step(...)`). `seen`: the names being looked
+    through (`pred, ind = pred[mask].sort()` reads the `pred` it rebinds)."""
     if type(call) is cst.Subscript:
-        return tensor_valued(ctx, call, depth)
+        return tensor_valued(ctx, call, depth, seen)
     if not ctx.qualified_names(call.func) and flow.runs_model(call):
         return index == 0  # what else it returns may be anything (`logits, stats = model(x)`)
-    if tensor_valued(ctx, call, depth):
+    if tensor_valued(ctx, call, depth, seen):
         return True
     return _returned_item_tensor(ctx, call, index, depth)
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import libcst as cst
@@ -39,6 +40,8 @@ _NO_AUTOGRAD = frozenset(
 )  # fmt: skip
 _FROM_NUMPY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
+_GRAD_SCALERS = frozenset({"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler"})
+_SCALER_NAME = re.compile(r"scaler$", re.IGNORECASE)  # `scaler`, `loss_scaler`, `self.grad_scaler`
 _VALUE_REDUCTIONS = frozenset({"sum", "max", "min", "mean", "amax", "amin", "norm", "prod"})  # each a 0-dim tensor
 _SCALAR_LOGGERS = frozenset({"add_scalar"})  # TensorBoard's SummaryWriter (torch.utils.tensorboard, tensorboardX)
 _MATH = frozenset(
@@ -67,7 +70,8 @@ class HostSyncInStep(StepRule):
     step)`, `wandb.log({"loss": loss})`) and a tensor given where torch or Python reads a number
     (`torch.full(size, alphas[t])`'s
     fill value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
-    `torch.randint`'s bounds, `math.isnan(grad_norm)`) where they run every step. That is step
+    `torch.randint`'s bounds, `math.isnan(grad_norm)`), and a GradScaler's scale read as a
+    number (`scaler.get_scale()`, `scaler.state_dict()["scale"]`) where they run every step. That is step
     code:
     - a module's `forward`, and a method a framework runs every step (Lightning's
       `training_step` and batch hooks, the Hugging Face Trainer's `compute_loss`, MMEngine's
@@ -185,9 +189,18 @@ class HostSyncInStep(StepRule):
         b"add_scalar",
         b"wandb",
         b"print(",
+        b"get_scale",
+        b"max(",
+        b"min(",
+        b'["scale"]',
+        b"['scale']",
     )
 
     VALID = [
+        Valid(  # a `get_scale()` of something that is no GradScaler: an augmentation's scale, a number
+            "import torch\ndef train(model, loader, opt, aug):\n    for x, y in loader:\n"
+            "        x = aug(x) * aug.get_scale()\n        model(x, y).backward()\n        opt.step()\n"
+        ),
         Valid(  # CenterNet: the debug view runs only with --debug
             "import torch\ndef run_epoch(model, loader, opt, optimizer):\n    for iter_id, batch in enumerate(loader):\n"
             "        output = model(batch['input'].cuda())\n        loss = output.sum()\n        loss.backward()\n"
@@ -403,6 +416,21 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # HRNet's OHEM loss: the k-th smallest probability, sorted into the name it came from
+            "import torch\nclass Ohem(torch.nn.Module):\n    def forward(self, score, target):\n"
+            "        pred = torch.softmax(score, dim=1)\n        pred, ind = pred.view(-1)[target.view(-1) != 255].sort()\n"
+            "        threshold = max(pred[self.min_kept], self.thresh)\n        return pred[pred < threshold].mean()\n",
+            lines=[6],
+            message="`max()` in forward()",
+        ),
+        Invalid(  # Swin Transformer: the loss scale logged every step, read from the scaler's state
+            "import torch\nfrom torch.cuda import amp\ndef train(model, loader, opt, meter):\n"
+            "    scaler = amp.GradScaler()\n    for x, y in loader:\n"
+            "        scaler.scale(model(x, y)).backward()\n        scaler.step(opt)\n        scaler.update()\n"
+            "        meter.update(scaler.get_scale())\n        logged = scaler.state_dict()['scale']\n",
+            lines=[9, 10],
+            message="in a loop over a DataLoader copies a tensor to the host",
+        ),
         Invalid(  # SV2TTS's encoder: the loss runs on the CPU; `embeds` is a NumPy array only in the UMAP block
             "import torch\ndef train(loader, model, opt):\n    loss_device = torch.device('cpu')\n"
             "    for step, batch in enumerate(loader):\n        embeds = model(torch.from_numpy(batch).to('cuda'))\n"
@@ -817,7 +845,7 @@ class HostSyncInStep(StepRule):
         converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._math_of(node)
         if converted is None or not tensor_valued(self.ctx, converted):
             converted = self._compared_tensor(node)  # `min(t, 1)`: a tensor (or a reduction of one) already
-        number = self._tensor_as_number(node)
+        number = self._tensor_as_number(node) or self._scale_read(node)
         if converted is not None:
             copied, call = converted, f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
         elif number is not None:
@@ -1020,6 +1048,36 @@ class HostSyncInStep(StepRule):
             return None
         shown = function.replace("torch.nn.functional.", "F.")
         return found[0], f"a tensor as `{shown}()`'s {found[1]}"
+
+    def _scale_read(self, node: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+        """A GradScaler's loss scale read as a number: `scaler.get_scale()`, or
+        `scaler.state_dict()["scale"]` (Swin's logging), each an `.item()` of the scale tensor.
+        The receiver is made `GradScaler(...)` or named for one (a scaler given as a parameter)."""
+        method = patterns.method_name(node)
+        if method not in ("get_scale", "state_dict") or node.args:
+            return None
+        receiver = node.func.value  # type: ignore[attr-defined]
+        made = [self.ctx.qualified_names(value.func) for value in self._values(receiver) if type(value) is cst.Call]
+        if not any(names & _GRAD_SCALERS for names in made) and not _SCALER_NAME.search(patterns.dotted(receiver)):
+            return None
+        if method == "get_scale":
+            return node, "`.get_scale()`"
+        parent = self.ctx.parent
+        if type(parent) is not cst.Subscript or parent.value is not node or len(parent.slice) != 1:
+            return None
+        index = parent.slice[0].slice
+        if type(index) is not cst.Index or patterns.string_value(index.value) != "scale":
+            return None
+        return node, '`.state_dict()["scale"]`'
+
+    def _values(self, receiver: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """What a name or `self.` attribute is bound to by `=` (in the module, for an attribute)."""
+        module_flow = self.ctx.flow
+        if type(receiver) is cst.Name and self.ctx.resolver is not None:
+            return self.ctx.resolver.explicit_values(receiver)
+        if module_flow is not None and flow.is_self_attribute(receiver):
+            return [value for value, _ in module_flow.self_attribute_values(receiver.attr.value)]  # type: ignore[attr-defined]
+        return []
 
     def _compared_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
         """The tensor among the arguments of `min(a, b)` / `max(a, b)` (also a reduction of one:
