@@ -333,8 +333,9 @@ def _importer_names(fact: Fact) -> list[str]:
     """The module an IMPORT fact was recorded in; for one outside any package (Swin's
     `window_process`, in kernels/window_process/ without `__init__.py`) also the dotted path of
     its file, the name a namespace-package import gives it (`kernels.window_process.window_process`,
-    PEP 420, once the program puts the folder above on sys.path)."""
-    names = [fact.name]
+    PEP 420, once the program puts the folder above on sys.path); for a package below folders
+    without one, its name from the folder the scripts run from (`ModulePath.namespace`)."""
+    names = [fact.name, *filter(None, [fact.detail("namespace")])]
     parts = PurePosixPath(fact.path).with_suffix("").parts
     if "." not in fact.name and fact.path.endswith(".py") and len(parts) > 1 and all(p.isidentifier() for p in parts):
         names.append(".".join(parts))
@@ -368,6 +369,10 @@ class ModulePath:
 
     name: str
     package: str
+    # where the package sits below folders without __init__.py under the folder the scripts run
+    # from: the name a namespace-package import from there gives it (CenterNet's
+    # `src.lib.models.networks.DCNv2.dcn_v2` for `DCNv2.dcn_v2`); else empty
+    namespace: str = ""
 
     @classmethod
     def guess(cls, path: str) -> ModulePath:

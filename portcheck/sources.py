@@ -6,6 +6,7 @@ import codecs
 import os
 import stat
 import tokenize
+from dataclasses import replace
 from functools import cache
 from io import BytesIO
 from pathlib import Path
@@ -54,7 +55,8 @@ def read_file(path: Path, limit: int) -> tuple[bytes | None, int]:
 def module_path(path: Path, root: str = "") -> ModulePath:
     """The file's dotted name: its directory chain up to the first one without __init__.py; for
     a file in a folder without one below `root` (where the repository's scripts run), the
-    folders from `root` (namespace packages: MAE's `import util.misc` beside main_pretrain.py)."""
+    folders from `root` (namespace packages: MAE's `import util.misc` beside main_pretrain.py).
+    A package below such folders also gets the name an import from `root` gives it."""
     absolute = Path(os.path.abspath(path))
     parts = [absolute.stem]
     directory = absolute.parent
@@ -65,7 +67,12 @@ def module_path(path: Path, root: str = "") -> ModulePath:
     while _is_package(directory):
         parts.insert(0, directory.name)
         directory = directory.parent
-    return ModulePath.from_parts(parts)
+    found = ModulePath.from_parts(parts)
+    if root and len(parts) > 1 and directory.is_relative_to(root) and directory != Path(root):
+        folders = directory.relative_to(root).parts
+        if all(folder.isidentifier() for folder in folders):
+            return replace(found, namespace=ModulePath.from_parts([*folders, *parts]).name)
+    return found
 
 
 @cache

@@ -139,6 +139,32 @@ def test_a_top_level_extension_fails_its_importers_and_the_calls_behind_a_none_f
     assert "calls `Window.apply` of `kernels.window.process`" in messages[1]
 
 
+def test_a_vendored_kernel_package_below_namespace_folders_fails_its_importers(tmp_path: Path) -> None:
+    """CenterNet: models/networks/ has no __init__.py; its DCNv2 package builds `_ext` and its
+    layer module `dcn_v2` imports `dcn_v2_func`, which loads it. A network beside DCNv2 imports
+    the layer relatively: the import loads the kernels (an error), and the layer it makes needs
+    a portable definition (info, where the definition is)."""
+    write(
+        tmp_path,
+        {
+            "src/lib/models/networks/DCNv2/setup.py": (
+                "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('DCNv2._ext', ['k.cu'])\n"
+            ),
+            "src/lib/models/networks/DCNv2/__init__.py": "",
+            "src/lib/models/networks/DCNv2/dcn_v2_func.py": "import torch\nfrom ._ext import dcn_v2 as _backend\n",
+            "src/lib/models/networks/DCNv2/dcn_v2.py": (
+                "import torch\nfrom .dcn_v2_func import DCNv2Function\nclass DCN(torch.nn.Module):\n    pass\n"
+            ),
+            "src/lib/models/networks/pose_dla_dcn.py": (
+                "import torch\nfrom .DCNv2.dcn_v2 import DCN\ndef head(c):\n    return DCN(c, c)\n"
+            ),
+        },
+    )
+    found = {(f.path, f.line, f.code): f.severity for f in scan(tmp_path).findings if f.code in ("PC610", "PC707")}
+    assert found[("src/lib/models/networks/pose_dla_dcn.py", 2, "PC610")] == Severity.ERROR
+    assert found[("src/lib/models/networks/pose_dla_dcn.py", 4, "PC707")] == Severity.INFO
+
+
 def test_what_a_step_loop_calls_in_another_module_runs_every_step(tmp_path: Path) -> None:
     utils = """\
 import torch
@@ -491,12 +517,15 @@ def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
 def test_folders_without_init_below_the_root_are_namespace_packages(tmp_path: Path) -> None:
     """MAE's `import util.misc as misc` beside main_pretrain.py, with no util/__init__.py: below
     the folder the scripts run from, a file's folders name its module; a package keeps its own
-    chain (`src/pkg/mod.py` is `pkg.mod`)."""
+    chain (`src/pkg/mod.py` is `pkg.mod`), and also has the name an import from that folder
+    gives it (`src.pkg.mod`)."""
     write(tmp_path, {"util/misc.py": "", "src/pkg/__init__.py": "", "src/pkg/mod.py": "", "my-tools/run.py": ""})
     root = str(tmp_path)
     assert module_path(tmp_path / "util/misc.py", root) == ModulePath("util.misc", "util")
     assert module_path(tmp_path / "util/misc.py") == ModulePath("misc", "")
-    assert module_path(tmp_path / "src/pkg/mod.py", root) == ModulePath("pkg.mod", "pkg")
+    assert module_path(tmp_path / "src/pkg/mod.py", root) == ModulePath("pkg.mod", "pkg", "src.pkg.mod")
+    assert module_path(tmp_path / "src/pkg/mod.py") == ModulePath("pkg.mod", "pkg")
+    assert module_path(tmp_path / "src/pkg/__init__.py", root) == ModulePath("pkg", "pkg", "src.pkg")
     assert module_path(tmp_path / "my-tools/run.py", root) == ModulePath("run", "")
 
 

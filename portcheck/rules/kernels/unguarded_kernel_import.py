@@ -148,7 +148,8 @@ class UnguardedKernelImport(Rule):
 
     def _record(self, importer: str, module: str, node: cst.CSTNode, written: str) -> None:
         if importer:
-            self.record(project.IMPORT, importer, node, module=module, written=written)
+            namespace = self.ctx.module.namespace
+            self.record(project.IMPORT, importer, node, module=module, written=written, namespace=namespace)
 
     def _report_triton(self, node: cst.Import | cst.ImportFrom, module: str) -> None:
         if isinstance(node, cst.ImportFrom) and node.module is not None:
@@ -201,7 +202,20 @@ def imports_cause_itself(chain: Sequence[str]) -> bool:
     finding there is info."""
     own = chain[0] + "."
     links = [module for module, after in zip(chain, chain[1:]) if not after.startswith((module + ".", own))]
-    return len(links) <= 1
+    return len(links) <= 1 or _kernel_package(chain)
+
+
+def _kernel_package(chain: Sequence[str]) -> bool:
+    """Whether the chain stays in the package of the module that imports the cause, which
+    ships the extension too: a vendored kernel package (CenterNet's DCNv2, whose layer module
+    `dcn_v2` imports `dcn_v2_func`, which loads `DCNv2._ext`), each module of which imports
+    its kernels. The first name may be the one an import from a namespace folder gives
+    (`src.lib.models.networks.DCNv2.dcn_v2`)."""
+    package = chain[-2].rpartition(".")[0]
+    if not package or not chain[-1].startswith(package + "."):
+        return False
+    inside = (package + ".", f".{package}.")
+    return all(module.startswith(inside[0]) or inside[1] in f".{module}" for module in chain[:-1])
 
 
 def _is_triton(module: str) -> bool:
