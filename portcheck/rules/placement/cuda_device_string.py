@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import libcst as cst
@@ -12,6 +13,7 @@ from portcheck.rule import ERROR, OFF, Invalid, Valid, per_target
 from portcheck.setting_rule import SettingValueRule
 from portcheck.targets import library_devices
 
+_INDEXED_CUDA = re.compile(r"cuda:\d+")
 _DEVICE_FIRST_ARGUMENT = frozenset({"torch.device", "torch.set_default_device", "torch.Generator"})
 # Calls another rule owns: AMP's and device meshes' device types, and the APIs that take only
 # some device types (PC110), where the target's would raise.
@@ -66,6 +68,10 @@ class CudaDeviceString(SettingValueRule):
     cuda_only = True
 
     VALID = [
+        Valid(  # a comparison (PC105's), a map_location table's key, a lookup: no device is set
+            "import torch\ndef load(path, device):\n    if device == 'cuda:0':\n        print(device)\n"
+            "    stats = {'cuda:1': 0}['cuda:1']\n    return torch.load(path, map_location={'cuda:0': 'cpu'})\n"
+        ),
         Valid(  # safetensors takes no "tpu": PC110 reports it, and rewriting the string would raise
             "import torch\nfrom safetensors.torch import load_file\nstate = load_file(path, device='cuda')\n"
         ),
@@ -83,6 +89,14 @@ class CudaDeviceString(SettingValueRule):
         Valid("run:\n  device: cpu\n  backend: cuda\n  note: cuda:0\n", path="train_configs/stage1.yaml"),
     ]
     INVALID = [
+        Invalid(  # pytorch/examples' RPC pipeline: each shard's device, passed in the remote call's arguments
+            "import torch\nfrom torch.distributed import rpc\ndef shards(workers, Shard, args):\n"
+            "    return rpc.remote(workers[0], Shard, args=('cuda:0',) + args)\n",
+            lines=[4],
+            message="'cuda:0' hard-codes a CUDA device",
+            fixed="import torch\nfrom torch.distributed import rpc\ndef shards(workers, Shard, args):\n"
+            "    return rpc.remote(workers[0], Shard, args=('tpu',) + args)\n",
+        ),
         Invalid(  # yolact: a list of devices, also made by a comprehension
             "import torch\ndef scatter(device_ids, args):\n    devices = ['cuda:' + str(x) for x in device_ids]\n"
             "    if args.cpu:\n        devices = ['cuda:0'] if args.cuda else ['cpu']\n    return devices\n",
@@ -240,6 +254,20 @@ class CudaDeviceString(SettingValueRule):
             fixed='import torch\nx = torch.ones(2).to(device=args.device or "tpu", non_blocking=True)\n',
         ),
     ]
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        """`"cuda:0"` wherever it is a value (pytorch/examples' `rpc.remote(w, Shard, args=("cuda:0",))`):
+        a CUDA device with an index is nothing else. Not in a comparison (PC105's), a dict key (a
+        `map_location` table), or a call another rule owns."""
+        value = patterns.string_value(node)
+        if value is None or not _INDEXED_CUDA.fullmatch(value) or type(self.ctx.parent) is cst.DictElement:
+            return
+        for ancestor in self.ctx.ancestors:
+            if type(ancestor) in (cst.Comparison, cst.Dict, cst.Subscript):
+                return
+            if type(ancestor) is cst.Call and self.skips_call(self.ctx.qualified_names(ancestor.func)):
+                return
+        self.report_once(node)
 
     def names_setting(self, name: str) -> bool:
         return patterns.is_device_name(name) and not patterns.is_device_map_name(name)
