@@ -149,6 +149,8 @@ _MODULE = "torch.nn.Module"
 _CONTAINERS = frozenset(f"torch.nn.{name}" for name in ("Module", "Sequential", "ModuleList", "ModuleDict", "Identity"))
 # Libraries whose calls make models: a module that makes one is a model's, not a transforms module.
 _MODEL_LIBRARIES = ("torchvision.models.", "timm.", "transformers.", "diffusers.")
+# What a training module makes and a transforms module does not: optimizers, loaders.
+_TRAINING_MAKERS = ("torch.optim.", "torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate what they are given
 # Calls whose items are those of their one argument, in order (a progress bar, a copy).
@@ -995,8 +997,9 @@ class DeviceFlow:
     def _only_transforms(self, module: cst.CSTNode) -> bool:
         """Whether the module uses torchvision's transforms and makes no layer (no `torch.nn`
         class but containers and `Identity`, no `nn.Parameter`, no model of torchvision, timm,
-        Transformers or Diffusers): its `nn.Module`s transform data samples, as torchvision's
-        own transforms do, in the data pipeline."""
+        Transformers or Diffusers) and no optimizer or DataLoader (a trainer's module, such as
+        muse-maskgit's, which builds its transforms for the dataset): its `nn.Module`s transform
+        data samples, as torchvision's own transforms do, in the data pipeline."""
         if self._transforms_module is None:
             uses = made = False
             for node in descendants(module):
@@ -1007,7 +1010,7 @@ class DeviceFlow:
                     names = self.resolver.module_level_names(node.func)
                     made = made or any(
                         (name.startswith("torch.nn.") and name[9:10].isupper() and name not in _CONTAINERS)
-                        or name.startswith(_MODEL_LIBRARIES)
+                        or name.startswith(_MODEL_LIBRARIES + _TRAINING_MAKERS)
                         for name in names
                     )
             self._transforms_module = uses and not made
@@ -1523,9 +1526,18 @@ class DeviceFlow:
         return self._self_attributes.get(attribute, [])
 
     def _loops_without_training(self, function: cst.FunctionDef) -> bool:
-        """Whether a function holds a step loop that takes no training step (sampling, decoding)."""
+        """Whether a function holds a step loop that takes no training step (sampling, decoding);
+        not one over chunks of its input (facenet's `fixed_batch_process()`, `for i in range(0,
+        len(x), 512): model(x[i : i + 512])`), which batches one call's work by hand."""
         return any(
-            self.in_scope(scope, lambda loop=loop: self.loop_step(loop) is not None and not self.trains(loop))
+            self.in_scope(
+                scope,
+                lambda loop=loop: (
+                    self.loop_step(loop) is not None
+                    and not self.trains(loop)
+                    and not (type(loop) is cst.For and _takes_chunks(loop))
+                ),
+            )
             for loop, scope in self._loops.get(id(function), ())
         )
 

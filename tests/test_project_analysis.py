@@ -462,6 +462,30 @@ def test_a_loop_over_the_samples_of_a_batch_is_part_of_the_step_that_calls_it(tm
     assert found == {(10, True), (18, True), (21, False)}
 
 
+def test_a_helper_that_batches_a_network_in_chunks_does_not_make_its_caller_a_driver(tmp_path: Path) -> None:
+    """facenet: MTCNN's forward() calls detect_face() of another module, which runs a network
+    through fixed_batch_process() (`for i in range(0, len(x), batch_size):`, chunks of one call's
+    work) and filters the boxes with a mask in a helper: that runs with every forward. A helper
+    with a decoding loop of its own still makes its caller run once per decoding."""
+    detect = (
+        "import torch\n\ndef fixed_batch_process(im_data, model):\n    batch_size, out = 512, []\n"
+        "    for i in range(0, len(im_data), batch_size):\n        out.append(model(im_data[i : i + batch_size]))\n"
+        "    return torch.cat(out)\n\n"
+        "def detect_face(imgs, pnet):\n    probs = fixed_batch_process(imgs, pnet)\n    return boxes_of(probs)\n\n"
+        "def boxes_of(probs):\n    mask = probs >= 0.6\n    return probs[mask]\n\n"
+        "def decode(model, ids):\n    for _ in range(32):\n        ids = torch.argmax(model(ids), -1)\n    return ids\n\n"
+        "def sample(model, ids):\n    out = decode(model, ids)\n    return first_of(out)\n\n"
+        "def first_of(out):\n    return out[out > 0]\n"
+    )
+    mtcnn = (
+        "import torch\nfrom pkg.detect import detect_face, sample\n\nclass MTCNN(torch.nn.Module):\n"
+        "    def forward(self, imgs):\n        return detect_face(imgs, self.pnet), sample(self.pnet, imgs)\n"
+    )
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/detect.py": detect, "pkg/mtcnn.py": mtcnn})
+    found = {(f.line, f.severity > Severity.INFO) for f in scan(tmp_path).findings if f.code == "PC502"}
+    assert found == {(15, True), (27, False)}
+
+
 def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp_path: Path) -> None:
     """MiniGPT-4 subclasses transformers' LlamaForCausalLM in its own package and loads it with
     `torch_dtype=torch.float16`: the repository's classes count like transformers' own."""

@@ -70,7 +70,8 @@ class CudaDeviceString(SettingValueRule):
     VALID = [
         Valid(  # a comparison (PC105's), a map_location table's key, a lookup: no device is set
             "import torch\ndef load(path, device):\n    if device == 'cuda:0':\n        print(device)\n"
-            "    stats = {'cuda:1': 0}['cuda:1']\n    return torch.load(path, map_location={'cuda:0': 'cpu'})\n"
+            "    stats = {'cuda:1': 0}['cuda:1']\n    torch.load(path, map_location='cuda:0')\n"
+            "    return torch.load(path, map_location={'cuda:0': 'cpu'})\n"
         ),
         Valid(  # safetensors takes no "tpu": PC110 reports it, and rewriting the string would raise
             "import torch\nfrom safetensors.torch import load_file\nstate = load_file(path, device='cuda')\n"
@@ -258,12 +259,15 @@ class CudaDeviceString(SettingValueRule):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         """`"cuda:0"` wherever it is a value (pytorch/examples' `rpc.remote(w, Shard, args=("cuda:0",))`):
         a CUDA device with an index is nothing else. Not in a comparison (PC105's), a dict key (a
-        `map_location` table), or a call another rule owns."""
+        `map_location` table), a call another rule owns, or a `map_location=` (PC104's) or
+        `device_map=` (PC106's)."""
         value = patterns.string_value(node)
         if value is None or not _INDEXED_CUDA.fullmatch(value) or type(self.ctx.parent) is cst.DictElement:
             return
         for ancestor in self.ctx.ancestors:
             if type(ancestor) in (cst.Comparison, cst.Dict, cst.Subscript):
+                return
+            if type(ancestor) is cst.Arg and ancestor.keyword is not None and _owned_keyword(ancestor.keyword.value):
                 return
             if type(ancestor) is cst.Call and self.skips_call(self.ctx.qualified_names(ancestor.func)):
                 return
@@ -297,6 +301,11 @@ class CudaDeviceString(SettingValueRule):
             title = f"{describe(literal)} -> {self.ctx.fix_target.device_type or 'the device present'}"
             edit = spelling.edit(literal, FixSafety.SAFE, title)
         self.report(literal, edit=edit, literal=describe(literal), advice=device_advice(self.ctx.targets))
+
+
+def _owned_keyword(keyword: str) -> bool:
+    """Arguments whose CUDA devices other rules report: cuda-map-location's, hf-cuda-device-map's."""
+    return keyword == "map_location" or patterns.is_device_map_name(keyword)
 
 
 def describe(literal: cst.CSTNode) -> str:

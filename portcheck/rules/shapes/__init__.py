@@ -215,7 +215,7 @@ def numpy_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     """Whether an expression is a NumPy array by how it was made: a `numpy` call or `.numpy()`,
     a method or an element of one (`np.floor(a).astype(int)`, `arr[0]`), a comparison or
     arithmetic of one (`arr == 0`, `arr / 2`), or a name bound to one of those and never to a torch call
-    (`w = np.bincount(c); w = 1 / w`). Such values index and compare on the host: no device,
+    (`w = np.bincount(c); w = 1 / w`), also a parameter the function first rebinds to one. Such values index and compare on the host: no device,
     nothing to sync or recompile. `seen`: the names being looked through, a cycle's end."""
     if depth > _NUMPY_DEPTH:
         return False
@@ -236,6 +236,10 @@ def numpy_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
         parts = [node.expression]
     elif type(node) is cst.Name and node.value not in seen:
         values = ctx.values_before_updates(node)
+        if not values and ctx.flow is not None:  # facenet's `boxes = boxes.cpu().numpy()` of a parameter
+            rebound = ctx.flow.resolver.rebound_parameter(node)
+            if rebound is not None and all(each is not node for each in descendants(rebound)):
+                values = [rebound]  # read after the rebinding, not in it
         if any(_made_by_torch(ctx, value) for value in values):
             return False
         seen, parts = seen | {node.value}, list(values)

@@ -112,6 +112,11 @@ class BooleanMaskIndexing(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # facenet's pad(): the boxes parameter, copied to NumPy first, clipped through masks on the host
+            "import torch\nclass Detector(torch.nn.Module):\n    def forward(self, boxes, w):\n        return pad(boxes, w)\n"
+            "def pad(boxes, w):\n    boxes = boxes.trunc().int().cpu().numpy()\n    x = boxes[:, 0]\n    x[x > w] = w\n"
+            "    return x\n"
+        ),
         Valid(  # an index scaled in place is no mask
             "import torch\nclass Pick(torch.nn.Module):\n    def forward(self, idx, boxes):\n"
             "        idx *= 2\n        return boxes[idx]\n"

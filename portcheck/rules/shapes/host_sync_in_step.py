@@ -416,6 +416,16 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # muse-maskgit's trainer: a module that builds the dataset's transforms and the optimizer
+            "import torch\nimport torchvision.transforms as T\nfrom torch.optim import Adam\n"
+            "class Images(torch.utils.data.Dataset):\n    def __init__(self):\n        self.transform = T.Compose([T.ToTensor()])\n"
+            "class Trainer(torch.nn.Module):\n    def __init__(self, vae):\n        super().__init__()\n"
+            "        self.vae = vae\n        self.optim = Adam(vae.parameters())\n"
+            "    def train_step(self, dl_iter):\n        img = next(dl_iter)\n        loss = self.vae(img)\n"
+            "        loss.backward()\n        self.optim.step()\n        return loss.item()\n",
+            lines=[17],
+            message="`.item()` in `train_step()`",
+        ),
         Invalid(  # HRNet's OHEM loss: the k-th smallest probability, sorted into the name it came from
             "import torch\nclass Ohem(torch.nn.Module):\n    def forward(self, score, target):\n"
             "        pred = torch.softmax(score, dim=1)\n        pred, ind = pred.view(-1)[target.view(-1) != 255].sort()\n"

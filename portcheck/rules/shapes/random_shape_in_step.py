@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import flow, patterns
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, StepRule, advice, shown
+from portcheck.walk import descendants
 
 # What resizes to a given size or scale.
 _RESIZES = frozenset(
@@ -14,6 +17,18 @@ _RESIZES = frozenset(
     }
 )  # fmt: skip
 _SIZE_KEYWORDS = frozenset({"size", "scale_factor"})
+# torchvision's crops of a random size (then resized): run on device tensors in forward(), each
+# step slices a new shape. Kornia's crop by a transform of fixed output shape instead.
+_RANDOM_CROPS = frozenset(
+    f"torchvision.transforms.{where}RandomResizedCrop" for where in ("", "transforms.", "v2.", "v2.transforms.")
+)
+# What holds augmentations and runs them on its input.
+_AUGMENTATION_HOLDERS = frozenset(
+    {"torch.nn.Sequential", "torchvision.transforms.Compose", "torchvision.transforms.transforms.Compose",
+     "torchvision.transforms.RandomApply", "torchvision.transforms.transforms.RandomApply",
+     "torchvision.transforms.v2.Compose", "torchvision.transforms.v2.RandomApply"}
+)  # fmt: skip
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 # torch factories, whose positional arguments (or `size=`) are the shape.
 _FACTORIES = frozenset(
     f"torch.{name}" for name in ("zeros", "ones", "empty", "full", "rand", "randn", "randperm", "arange")
@@ -33,7 +48,10 @@ class RandomShapeInStep(StepRule):
     of Python or NumPy (`random.uniform`, `np.random.randint`), directly or through names and
     arithmetic: Real-ESRGAN's degradation, `F.interpolate(out, scale_factor=scale)` after
     `scale = np.random.uniform(1, 1.5)`; efficientvit's random number of point prompts,
-    `torch.ones((n, n_p))` after `n_p = int(random.random() * 10 + 1)`.
+    `torch.ones((n, n_p))` after `n_p = int(random.random() * 10 + 1)`. Also torchvision's
+    `RandomResizedCrop` run there on the batch (BYOL's and DINO's augmentations in forward():
+    `self.augment1(x)`, where the attribute holds an `nn.Sequential` with one), which slices a
+    crop of random size before it resizes.
 
     ## Why is this bad?
     The output shape changes from step to step at random, so a compiled or lazily traced step
@@ -68,9 +86,19 @@ class RandomShapeInStep(StepRule):
     hint = "draw from a few fixed sizes (random.choice over a list), or resize back to a fixed size in the step{advice}"
     severity = RECOMPILE_SEVERITY
     every_n_steps = True
-    triggers = (b"random",)
+    triggers = (b"random", b"RandomResizedCrop")
 
     VALID = [
+        # the random crop in the dataset's transforms, on the host; Kornia's crops to a fixed shape
+        Valid(
+            "import torch\nimport kornia.augmentation as K\nimport torchvision.transforms as T\n"
+            "class Images(torch.utils.data.Dataset):\n    def __init__(self):\n"
+            "        self.transform = T.Compose([T.RandomResizedCrop(224), T.ToTensor()])\n"
+            "    def __getitem__(self, i):\n        return self.transform(self.images[i])\n"
+            "class Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.crop = K.RandomResizedCrop((224, 224))\n"
+            "    def forward(self, x):\n        return self.crop(x)\n"
+        ),
         # drawn from a fixed list: a few shapes, each compiled once
         Valid(
             "import random\nimport torch.nn.functional as F\nfor x in loader:\n"
@@ -96,6 +124,19 @@ class RandomShapeInStep(StepRule):
         ),
     ]
     INVALID = [
+        # BYOL: the augmentations run in forward(), on the device, with a random crop among them
+        Invalid(
+            "import torch\nfrom torch import nn\nimport torchvision.transforms as T\n"
+            "def default(val, def_val):\n    return def_val if val is None else val\n"
+            "class BYOL(nn.Module):\n    def __init__(self, net, image_size, augment_fn=None):\n        super().__init__()\n"
+            "        DEFAULT_AUG = nn.Sequential(T.RandomHorizontalFlip(), T.RandomResizedCrop((image_size, image_size)))\n"
+            "        self.augment1 = default(augment_fn, DEFAULT_AUG)\n        self.augment2 = self.augment1\n"
+            "        self.net = net\n"
+            "    def forward(self, x):\n        one, two = self.augment1(x), self.augment2(x)\n"
+            "        return self.net(one) - self.net(two)\n",
+            lines=[14, 14],
+            message="in forward() takes its size from a random draw (`T.RandomResizedCrop(",
+        ),
         # Real-ESRGAN's degradation, which BasicSR's loop runs every step
         Invalid(
             "import random\nimport numpy as np\nimport torch\nfrom torch.nn import functional as F\n"
@@ -141,6 +182,14 @@ class RandomShapeInStep(StepRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func)
+        if not names and type(node.func) in (cst.Name, cst.Attribute):
+            crop = self._random_crop(node.func, 0)
+            if crop is not None:
+                where = self.step_context(self.ctx.ancestors)
+                if where is not None:
+                    call = patterns.dotted(node.func) or "call"
+                    self.report_in_step(node, where, call=call, drawn=shown(crop), advice=advice(self.ctx.targets))
+            return
         if names & _RESIZES:
             sizes = [arg.value for arg in node.args[1:] if arg.keyword is None and not arg.star]
             sizes += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _SIZE_KEYWORDS]
@@ -193,6 +242,54 @@ class RandomShapeInStep(StepRule):
         elif type(node) in (cst.ListComp, cst.GeneratorExp):  # yolov7's `[math.ceil(x * sf / gs) * gs for x in ...]`
             parts = [node.elt]  # type: ignore[attr-defined]
         return next(filter(None, (self._draw(part, depth + 1) for part in parts)), None)
+
+    def _random_crop(self, value: cst.BaseExpression, depth: int) -> cst.Call | None:
+        """The torchvision `RandomResizedCrop(...)` a value is, or holds: in an `nn.Sequential`,
+        a `Compose` or a `RandomApply`, through a name or a `self.` attribute bound to one (BYOL's
+        `DEFAULT_AUG`), or through a function of the module that returns one of its arguments
+        (`default(augment_fn, DEFAULT_AUG)`)."""
+        module_flow, resolver = self.ctx.flow, self.ctx.resolver
+        if depth > _DEPTH or module_flow is None or resolver is None:
+            return None
+        parts: list[cst.BaseExpression] = []
+        if type(value) is cst.Call:
+            names = self.ctx.qualified_names(value.func)
+            if names & _RANDOM_CROPS:
+                return value
+            if names & _AUGMENTATION_HOLDERS or self._returns_an_argument(value):
+                parts = [arg.value for arg in value.args if not arg.keyword or arg.keyword.value == "transforms"]
+        elif type(value) is cst.Name and not self.ctx.qualified_names(value):
+            parts = list(resolver.explicit_values(value))
+        elif flow.is_self_attribute(value):
+            bound = module_flow.self_attribute_values(value.attr.value)  # type: ignore[attr-defined]
+            found = (module_flow.in_scope(scope, partial(self._random_crop, each, depth + 1)) for each, scope in bound)
+            return next(filter(None, found), None)
+        elif type(value) in (cst.List, cst.Tuple):
+            parts = [element.value for element in value.elements]  # type: ignore[attr-defined]
+        elif type(value) is cst.IfExp:
+            parts = [value.body, value.orelse]
+        return next(filter(None, (self._random_crop(part, depth + 1) for part in parts)), None)
+
+    def _returns_an_argument(self, call: cst.Call) -> bool:
+        """A call of the module's function whose every return is one of its parameters, or a
+        choice between them (lucidrains' `default(val, d)`: `return val if exists(val) else d`)."""
+        module_flow = self.ctx.flow
+        if type(call.func) is not cst.Name or module_flow is None:
+            return False
+        function = module_flow.module_functions().get(call.func.value)
+        if function is None:
+            return False
+        params = {param.name.value for param in function.params.params}
+        returns = [node.value for node in descendants(function.body, _SCOPES) if type(node) is cst.Return]
+        return bool(returns) and all(_chooses_among(value, params) for value in returns)
+
+
+def _chooses_among(value: cst.BaseExpression | None, params: set[str]) -> bool:
+    if type(value) is cst.Name:
+        return value.value in params
+    if type(value) is cst.IfExp:
+        return _chooses_among(value.body, params) and _chooses_among(value.orelse, params)
+    return False
 
 
 def _picks_from_list(call: cst.Call, names: frozenset[str]) -> bool:

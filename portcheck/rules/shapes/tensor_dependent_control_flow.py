@@ -11,6 +11,7 @@ from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
+    builtin_call,
     in_host_memory,
     reads_tensor_scalar,
     tensor_valued,
@@ -105,6 +106,13 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # CaiT's layer dropout: which layers run is drawn on the host, in a CPU tensor
+            "import torch\ndef dropout_layers(layers, p):\n    to_drop = torch.zeros(len(layers)).uniform_(0., 1.) < p\n"
+            "    if all(to_drop):\n        to_drop[0] = False\n"
+            "    return [layer for layer, drop in zip(layers, to_drop) if not drop]\n"
+            "class CaiT(torch.nn.Module):\n    def forward(self, x):\n"
+            "        for layer in dropout_layers(self.layers, 0.1):\n            x = layer(x)\n        return x\n"
+        ),
         Valid(  # a loop as long as a static size: the count is known when tracing
             "import torch\nclass Splice(torch.nn.Module):\n    def forward(self, ids, feats):\n"
             "        num_tokens = ids.shape[1]\n        out = []\n"
@@ -625,9 +633,10 @@ def _breaks(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
 
 def _reads_host_memory_only(ctx: FileContext, test: cst.BaseExpression) -> bool:
     """Whether every tensor a test reads is in host memory (`if not correct[i]:` after
-    `correct = (pred == gt).cpu()`): Python reads it there without waiting; the copy is the
+    `correct = (pred == gt).cpu()`; CaiT's `if all(to_drop):` after `to_drop =
+    torch.zeros(n).uniform_() < p`): Python reads it there without waiting; the copy is the
     sync, and host-sync-in-step reports it where it is made."""
-    operands = list(_operands(test))
+    operands = [builtin_call(ctx, each, ("all", "any", "bool")) or each for each in _operands(test)]
     read = [operand for operand in operands if tests_tensor_value(ctx, operand)]
     return bool(read) and all(in_host_memory(ctx, operand) for operand in read)
 
