@@ -6,7 +6,7 @@ from pathlib import PurePosixPath
 
 import libcst as cst
 
-from portcheck import patterns, project
+from portcheck import flow, patterns, project
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits, placement
 from portcheck.rewrites.edits import Edit, Spelling
@@ -15,6 +15,7 @@ from portcheck.rules.placement.cuda_device_string import describe
 from portcheck.walk import descendants
 
 _SAVERS = frozenset({"torch.save", "torch.serialization.save"})
+_ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
 _UNMAPPED = frozenset({"torch.load", "torch.serialization.load"})  # loaders that restore where the data was saved
 _UNMAPPED_LOAD = "`torch.load` without map_location"
 # A path that names a checkpoint (`args.resume`, "best_model.pth"), when it is not the very path saved to.
@@ -41,7 +42,8 @@ class CudaMapLocation(Rule):
     `lambda storage, loc: storage.cuda()`) when loading a checkpoint with `torch.load`,
     `torch.jit.load` or any loader taking `map_location=`; and `torch.load(path)` without
     `map_location` in a module that writes its checkpoints from CUDA (it calls `torch.save`
-    and puts its model on CUDA: a `.cuda()` call or a `"cuda"` device), where the path is the
+    and puts its model on CUDA: a `.cuda()` call, a `"cuda"` device, or an Accelerate
+    `Accelerator`'s `prepare(model)`), where the path is the
     one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`); as a warning, where
     a module that puts its model on CUDA loads a checkpoint it does not write (a released
     model's `last.ckpt`, another script's `pytorch_model.bin`, or a file an option names,
@@ -106,7 +108,7 @@ class CudaMapLocation(Rule):
     hint = 'use map_location="cpu" and move with .to(device) afterwards (or map_location=device)'
     severity = per_target(ERROR, rocm=OFF)
     fix_safety = FixSafety.SAFE
-    triggers = (b"cuda",)
+    triggers = (b"cuda", b"Accelerator")
     cuda_only = True
 
     VALID = [
@@ -140,6 +142,18 @@ class CudaMapLocation(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # muse-maskgit: Accelerate prepares the model (on CUDA, on a GPU host); the trainer resumes it
+            "import torch\nfrom accelerate import Accelerator\nclass Trainer:\n    def __init__(self, vae):\n"
+            "        self.accelerator = Accelerator()\n        self.vae = self.accelerator.prepare(vae)\n"
+            "    def save(self, path):\n        torch.save(self.vae.state_dict(), path)\n"
+            "    def load(self, path):\n        self.vae.load_state_dict(torch.load(path))\n",
+            lines=[10],
+            message="this module writes its checkpoints from CUDA",
+            fixed="import torch\nfrom accelerate import Accelerator\nclass Trainer:\n    def __init__(self, vae):\n"
+            "        self.accelerator = Accelerator()\n        self.vae = self.accelerator.prepare(vae)\n"
+            "    def save(self, path):\n        torch.save(self.vae.state_dict(), path)\n"
+            '    def load(self, path):\n        self.vae.load_state_dict(torch.load(path, map_location="tpu"))\n',
+        ),
         Invalid(
             'import torch\nstate = torch.load("ckpt.pt", map_location="cuda")\n',
             lines=[2],
@@ -305,12 +319,27 @@ class CudaMapLocation(Rule):
             self._saves.append(node)
         elif patterns.method_name(node) == "cuda" and not names and self._on_cuda is None:
             self._on_cuda = node
+        elif patterns.method_name(node) == "prepare" and self._on_cuda is None and self._accelerator(node):
+            self._on_cuda = node  # Accelerate puts the models it prepares on CUDA, where there is one
         arg = placement.map_location_argument(self.ctx, node)
         if arg is None:
             if names & _UNMAPPED and not amp.has_star(node) and not _into_host_state(self.ctx):
                 self._loads.append(_Load(node, self._unmapped_edit(node), _restores_model(self.ctx, node)))
         elif not self.ctx.project.complete:
             self._report_map_location(arg)
+
+    def _accelerator(self, call: cst.Call) -> bool:
+        """`accelerator.prepare(...)` (or `self.accelerator.prepare(...)`) of an Accelerate
+        `Accelerator` the module makes (muse-maskgit's trainers)."""
+        receiver = call.func.value  # type: ignore[attr-defined]
+        module_flow, resolver = self.ctx.flow, self.ctx.resolver
+        if type(receiver) is cst.Name and resolver is not None:
+            made = resolver.explicit_values(receiver)
+        elif module_flow is not None and flow.is_self_attribute(receiver):
+            made = [value for value, _ in module_flow.self_attribute_values(receiver.attr.value)]  # type: ignore[attr-defined]
+        else:
+            return False
+        return any(type(value) is cst.Call and self.ctx.qualified_names(value.func) & _ACCELERATORS for value in made)
 
     def leave_Module(self, node: cst.Module) -> None:
         """Loads without map_location, once the module's saves and CUDA placements are known;
