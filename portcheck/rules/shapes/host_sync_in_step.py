@@ -67,9 +67,9 @@ class HostSyncInStep(StepRule):
     it is registered with), `min()` / `max()` comparing one (`min(self.decay, n / 10)`), a
     tensor formatted into text (`f"{loss:.4f}"`, `"%.4g" % (*mloss,)`, `"{:.6f}".format(norm)`)
     or printed (`print(pre_norm)`) or logged as a number (`writer.add_scalar("loss", loss,
-    step)`, `wandb.log({"loss": loss})`) and a tensor given where torch or Python reads a number
-    (`torch.full(size, alphas[t])`'s
-    fill value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
+    step)`, `writer.add_scalars("Loss", {"train": loss}, step)`, `wandb.log({"loss": loss})`),
+    a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s fill
+    value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
     `torch.randint`'s bounds, `math.isnan(grad_norm)`), and a GradScaler's scale read as a
     number (`scaler.get_scale()`, `scaler.state_dict()["scale"]`) where they run every step. That is step
     code:
@@ -620,8 +620,9 @@ class HostSyncInStep(StepRule):
         ),
         Invalid(  # a logger reads the tensor it writes, every step
             "import torch\nimport wandb\nfor x, y in train_loader:\n    loss = torch.nn.functional.mse_loss(model(x), y)\n"
-            "    loss.backward()\n    writer.add_scalar('loss', loss, step)\n    wandb.log({'loss': loss, 'step': step})\n",
-            lines=[6, 7],
+            "    loss.backward()\n    writer.add_scalar('loss', loss, step)\n    wandb.log({'loss': loss, 'step': step})\n"
+            "    writer.add_scalars('Loss', {'train': loss}, step)\n    wandb.log(dict(loss=loss))\n",
+            lines=[6, 7, 8, 9],
             message="logging `loss`",
         ),
         Invalid(  # the error path: SAM 2's trainer logs the loss before it raises (the test itself reads it every step)
@@ -995,15 +996,19 @@ class HostSyncInStep(StepRule):
 
     def _logged_tensor(self, node: cst.Call, method: str | None) -> cst.BaseExpression | None:
         """The tensor a logger writes as a number: TensorBoard's `writer.add_scalar(tag,
-        loss, step)` (its value), `wandb.log({"loss": loss})` (a value of its dict); both read
+        loss, step)` (its value), `writer.add_scalars(tag, {"train": loss}, step)` and
+        `wandb.log({"loss": loss})` (a value of the dict, also `dict(loss=loss)`); each reads
         it on the host."""
         if method in _SCALAR_LOGGERS:
             value = patterns.argument(node, 1, "scalar_value")
             return value.value if value is not None and tensor_valued(self.ctx, value.value) else None
-        if not self.ctx.qualified_names(node.func) & {"wandb.log"} or not node.args:
+        if method == "add_scalars":
+            logged = patterns.argument(node, 1, "tag_scalar_dict")
+        elif self.ctx.qualified_names(node.func) & {"wandb.log"} and node.args:
+            logged = node.args[0]
+        else:
             return None
-        logged = node.args[0].value
-        values = [e.value for e in logged.elements if type(e) is cst.DictElement] if type(logged) is cst.Dict else []
+        values = _dict_values(self.ctx, logged.value) if logged is not None else []
         return next((value for value in values if tensor_valued(self.ctx, value)), None)
 
     def _printed_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
@@ -1115,6 +1120,16 @@ class HostSyncInStep(StepRule):
         if isinstance(holder, cst.Slice):
             return reads_tensor_value(self.ctx, part) and not read_in_host_memory(self.ctx, part)
         return tests_tensor_value(self.ctx, part)
+
+
+def _dict_values(ctx: FileContext, logged: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values of a dict display, or of a `dict(loss=loss, ...)` call's keywords."""
+    if type(logged) is cst.Dict:
+        return [element.value for element in logged.elements if type(element) is cst.DictElement]
+    if type(logged) is cst.Call and type(logged.func) is cst.Name and logged.func.value == "dict":
+        if not ctx.qualified_names(logged.func):
+            return [arg.value for arg in logged.args if arg.keyword is not None]
+    return []
 
 
 def _is_text(node: cst.BaseExpression) -> bool:
