@@ -261,6 +261,8 @@ class CudaDeviceString(SettingValueRule):
         a CUDA device with an index is nothing else. Not in a comparison (PC105's), a dict key (a
         `map_location` table), a call another rule owns, or a `map_location=` (PC104's) or
         `device_map=` (PC106's)."""
+        if "cuda:" not in node.value:
+            return  # most strings: no need to read them
         value = patterns.string_value(node)
         if value is None or not _INDEXED_CUDA.fullmatch(value) or type(self.ctx.parent) is cst.DictElement:
             return

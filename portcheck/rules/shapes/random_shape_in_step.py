@@ -5,7 +5,7 @@ from functools import partial
 import libcst as cst
 
 from portcheck import flow, patterns
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, StepRule, advice, shown
 from portcheck.walk import descendants
 
@@ -180,10 +180,14 @@ class RandomShapeInStep(StepRule):
         ),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._crops = b"RandomResizedCrop" in ctx.source  # the module makes one: its calls may run it
+
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func)
         if not names and type(node.func) in (cst.Name, cst.Attribute):
-            crop = self._random_crop(node.func, 0)
+            crop = self._random_crop(node.func, 0) if self._crops else None
             if crop is not None:
                 where = self.step_context(self.ctx.ancestors)
                 if where is not None:
