@@ -95,7 +95,8 @@ def entry_key(salt: str, source: Source, project: Project) -> str | None:
     if source.data is None:
         return None
     digest = hashlib.sha256(salt.encode())
-    for part in (source.path, source.module.name, source.module.package, _project_text(project)):
+    module = source.module
+    for part in (source.path, module.name, module.package, module.namespace, _project_text(project)):
         digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
     digest.update(source.data)
     return digest.hexdigest()

@@ -1528,7 +1528,7 @@ class DeviceFlow:
     def _loops_without_training(self, function: cst.FunctionDef) -> bool:
         """Whether a function holds a step loop that takes no training step (sampling, decoding);
         not one over chunks of its input (facenet's `fixed_batch_process()`, `for i in range(0,
-        len(x), 512): model(x[i : i + 512])`), which batches one call's work by hand."""
+        len(x), batch_size): model(x[i : i + batch_size])`), which batches one call's work by hand."""
         return any(
             self.in_scope(
                 scope,
