@@ -202,20 +202,7 @@ def imports_cause_itself(chain: Sequence[str]) -> bool:
     finding there is info."""
     own = chain[0] + "."
     links = [module for module, after in zip(chain, chain[1:]) if not after.startswith((module + ".", own))]
-    return len(links) <= 1 or _kernel_package(chain)
-
-
-def _kernel_package(chain: Sequence[str]) -> bool:
-    """Whether the chain stays in the package of the module that imports the cause, which
-    ships the extension too: a vendored kernel package (CenterNet's DCNv2, whose layer module
-    `dcn_v2` imports `dcn_v2_func`, which loads `DCNv2._ext`), each module of which imports
-    its kernels. The first name may be the one an import from a namespace folder gives
-    (`src.lib.models.networks.DCNv2.dcn_v2`)."""
-    package = chain[-2].rpartition(".")[0]
-    if not package or not chain[-1].startswith(package + "."):
-        return False
-    inside = (package + ".", f".{package}.")
-    return all(module.startswith(inside[0]) or inside[1] in f".{module}" for module in chain[:-1])
+    return len(links) <= 1
 
 
 def _is_triton(module: str) -> bool:
