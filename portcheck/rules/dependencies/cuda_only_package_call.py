@@ -148,6 +148,11 @@ class CudaOnlyPackageCall(Rule):
     cuda_only = True
 
     VALID = [
+        Valid(  # ConvNeXt-V2: an isinstance test against the package's classes uses none of its kernels
+            "import torch\nfrom MinkowskiEngine import MinkowskiConvolution, MinkowskiLinear\n"
+            "def init_weights(m):\n    if isinstance(m, (MinkowskiConvolution, MinkowskiLinear)):\n"
+            "        torch.nn.init.zeros_(m.bias)\n    return issubclass(type(m), MinkowskiLinear)\n"
+        ),
         Valid("import apex\nprint('apex', apex.__version__)\n"),  # asks for the version: uses nothing
         Valid(  # a parameter of the imported name's spelling
             "try:\n    import xformers\nexcept ImportError:\n    xformers = None\n"
@@ -480,7 +485,7 @@ class CudaOnlyPackageCall(Rule):
             or (type(parent) is cst.DictElement and parent.value is node)
             or (type(parent) is cst.IfExp and parent.test is not node)  # qlora's `bnb.nn.Linear4bit if bits == 4 else`
         )
-        if not given:
+        if not given or self._type_test():
             return
         used = patterns.dotted(node)
         first = used.split(".")[0]
@@ -490,6 +495,23 @@ class CudaOnlyPackageCall(Rule):
         if self.ctx.project.complete or not self.ctx.qualified_names(node):
             return
         self.reports.append(self._imported_call(node, used, imported, self.ctx.chain(node), "uses"))
+
+    def _type_test(self) -> bool:
+        """Whether the name the walk is at is a class an `isinstance` or `issubclass` test is
+        given (ConvNeXt-V2's `isinstance(m, MinkowskiConvolution)` in `_init_weights`): a test
+        of what the model holds, no use of the package's kernels."""
+        ancestors = self.ctx.ancestors
+        index = len(ancestors) - 1
+        while index > 0 and type(ancestors[index]) in (cst.Element, cst.Tuple, cst.Arg):
+            index -= 1
+        call = ancestors[index]
+        return (
+            index < len(ancestors) - 1
+            and type(call) is cst.Call
+            and type(call.func) is cst.Name
+            and call.func.value in ("isinstance", "issubclass")
+            and not self.ctx.qualified_names(call.func)
+        )
 
     def leave_Module(self, node: cst.Module) -> None:
         """Calls in functions of what an unguarded import further down binds (LoRA's
