@@ -1525,6 +1525,15 @@ class DeviceFlow:
         """What the module assigns to `self.<attribute>`, with the scope of each assignment."""
         return self._self_attributes.get(attribute, [])
 
+    def bound_values(self, node: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """What `=` binds a name to in its scope, or the module to a `self.` attribute, whatever
+        else binds it too: what an object called or read there may be."""
+        if type(node) is cst.Name:
+            return self.resolver.explicit_values(node)
+        if is_self_attribute(node):
+            return [value for value, _ in self.self_attribute_values(node.attr.value)]  # type: ignore[attr-defined]
+        return []
+
     def _loops_without_training(self, function: cst.FunctionDef) -> bool:
         """Whether a function holds a step loop that takes no training step (sampling, decoding);
         not one over chunks of its input (facenet's `fixed_batch_process()`, `for i in range(0,

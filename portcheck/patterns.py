@@ -233,6 +233,16 @@ def unchained(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
+# torch's GradScaler classes, by every name they are imported by.
+GRAD_SCALERS = frozenset(
+    {
+        "torch.GradScaler",  # torch.amp's, re-exported
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cpu.amp.GradScaler",
+    }
+)
 # Calls whose "cuda" device argument another rule owns (PC302 autocast, PC405 device meshes).
 AMP_DEVICE_CALLS = frozenset(
     {

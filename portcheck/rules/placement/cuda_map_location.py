@@ -6,7 +6,7 @@ from pathlib import PurePosixPath
 
 import libcst as cst
 
-from portcheck import flow, patterns, project
+from portcheck import patterns, project
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits, placement
 from portcheck.rewrites.edits import Edit, Spelling
@@ -331,14 +331,7 @@ class CudaMapLocation(Rule):
     def _accelerator(self, call: cst.Call) -> bool:
         """`accelerator.prepare(...)` (or `self.accelerator.prepare(...)`) of an Accelerate
         `Accelerator` the module makes (muse-maskgit's trainers)."""
-        receiver = call.func.value  # type: ignore[attr-defined]
-        module_flow, resolver = self.ctx.flow, self.ctx.resolver
-        if type(receiver) is cst.Name and resolver is not None:
-            made = resolver.explicit_values(receiver)
-        elif module_flow is not None and flow.is_self_attribute(receiver):
-            made = [value for value, _ in module_flow.self_attribute_values(receiver.attr.value)]  # type: ignore[attr-defined]
-        else:
-            return False
+        made = self.ctx.flow.bound_values(call.func.value) if self.ctx.flow is not None else []  # type: ignore[attr-defined]
         return any(type(value) is cst.Call and self.ctx.qualified_names(value.func) & _ACCELERATORS for value in made)
 
     def leave_Module(self, node: cst.Module) -> None:

@@ -12,15 +12,6 @@ from portcheck.rewrites import amp, calls, edits
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid, at_most_info
 from portcheck.rules.precision import FLOAT16, chooses_float16, under_test
 
-_SCALERS = frozenset(
-    {
-        "torch.GradScaler",  # torch.amp's, re-exported
-        "torch.amp.GradScaler",
-        "torch.amp.grad_scaler.GradScaler",
-        "torch.cuda.amp.GradScaler",
-        "torch.cpu.amp.GradScaler",
-    }
-)
 # What a training step asks of its scaler: each becomes the plain step without one.
 _SCALER_METHODS = frozenset({"scale", "unscale_", "step", "update"})
 # Where `enabled` comes by position: after `device` in torch.amp's scaler, first-but-one in the old ones.
@@ -194,7 +185,7 @@ class GradScalerOnBf16Target(Rule):
                 bound = resolver.explicit_values(receiver)
                 function = None if bound else resolver.parameter_of(receiver)
             self._uses.append(_Use(node, self.ctx.chain(node), receiver, bound, function))
-        names = self.ctx.qualified_names(node.func) & _SCALERS
+        names = self.ctx.qualified_names(node.func) & patterns.GRAD_SCALERS
         if not names:
             return
         for arg in node.args:

@@ -40,7 +40,6 @@ _NO_AUTOGRAD = frozenset(
 )  # fmt: skip
 _FROM_NUMPY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _CONVERSIONS = ("int", "float", "bool")  # of a tensor: `.item()` by another name
-_GRAD_SCALERS = frozenset({"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler"})
 _SCALER_NAME = re.compile(r"scaler$", re.IGNORECASE)  # `scaler`, `loss_scaler`, `self.grad_scaler`
 _VALUE_REDUCTIONS = frozenset({"sum", "max", "min", "mean", "amax", "amin", "norm", "prod"})  # each a 0-dim tensor
 _SCALAR_LOGGERS = frozenset({"add_scalar"})  # TensorBoard's SummaryWriter (torch.utils.tensorboard, tensorboardX)
@@ -1072,8 +1071,11 @@ class HostSyncInStep(StepRule):
         if method not in ("get_scale", "state_dict") or node.args:
             return None
         receiver = node.func.value  # type: ignore[attr-defined]
-        made = [self.ctx.qualified_names(value.func) for value in self._values(receiver) if type(value) is cst.Call]
-        if not any(names & _GRAD_SCALERS for names in made) and not _SCALER_NAME.search(patterns.dotted(receiver)):
+        bound = self.ctx.flow.bound_values(receiver) if self.ctx.flow is not None else []
+        made = [self.ctx.qualified_names(value.func) for value in bound if type(value) is cst.Call]
+        if not any(names & patterns.GRAD_SCALERS for names in made) and not _SCALER_NAME.search(
+            patterns.dotted(receiver)
+        ):
             return None
         if method == "get_scale":
             return node, "`.get_scale()`"
@@ -1084,15 +1086,6 @@ class HostSyncInStep(StepRule):
         if type(index) is not cst.Index or patterns.string_value(index.value) != "scale":
             return None
         return node, '`.state_dict()["scale"]`'
-
-    def _values(self, receiver: cst.BaseExpression) -> list[cst.BaseExpression]:
-        """What a name or `self.` attribute is bound to by `=` (in the module, for an attribute)."""
-        module_flow = self.ctx.flow
-        if type(receiver) is cst.Name and self.ctx.resolver is not None:
-            return self.ctx.resolver.explicit_values(receiver)
-        if module_flow is not None and flow.is_self_attribute(receiver):
-            return [value for value, _ in module_flow.self_attribute_values(receiver.attr.value)]  # type: ignore[attr-defined]
-        return []
 
     def _compared_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
         """The tensor among the arguments of `min(a, b)` / `max(a, b)` (also a reduction of one:

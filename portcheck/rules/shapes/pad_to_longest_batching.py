@@ -234,13 +234,15 @@ class PadToLongestBatching(Rule):
         self._buckets: list[cst.Call] = []  # torchtext's bucket iterators made
         self._fixed_fields = False  # whether a torchtext Field pads to `fix_length=`
         self._called: list[tuple[str, list[str]]] = []  # the module's functions called, and the callers' names
-        self._done: list[tuple[_Scope, cst.FunctionDef]] = []  # each function's scope, reported at the end
+        self._done: list[tuple[_Scope, cst.FunctionDef]] = []  # functions that pad to the longest, judged at the end
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(_Scope())
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._done.append((self._scopes.pop(), node))
+        scope = self._scopes.pop()
+        if scope.longest:  # asked of its callers at the end: only where there is something to report
+            self._done.append((scope, node))
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value in self._module_functions():
