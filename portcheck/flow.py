@@ -105,6 +105,8 @@ _INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modu
 _INDEX_NAME = re.compile(
     r"^(local_)?(rank|gpu|gpu_?id|gpu_?idx|gpu_index|device_?id|device_?idx|device_index|process_index)$"
 )
+# Names that hold a list of device indexes (`DataParallel(device_ids=...)`'s) where nothing else says.
+_INDEXES_NAME = re.compile(r"^(gpu_?ids|device_?ids|gpus)$")
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 # Tests that hold only while a model is exported (ONNX, TorchScript tracing or scripting): what
 # they guard never runs on the device a port targets.
@@ -1342,7 +1344,8 @@ class DeviceFlow:
         """The step context ("forward()", "a training loop"...) from which the module calls
         `function` every step: a call of it there, or in a function itself called every step
         (`run_step()` from the loop, then `log_step()` from `run_step()`), or a call given it as
-        a callback there (`gpu_timer(train_step)`, which runs it); a function the module patches
+        a callback there (`gpu_timer(train_step)`, which runs it; a method as `self.name`:
+        MMDetection's `multi_apply(self.loss_single, ...)`); a function the module patches
         in as a class's forward (`LlamaAttention.forward = xformers_forward`). A method counts the
         calls `self.name(...)` in its own class. A function with a training loop or a loop over
         a DataLoader of its own (`train_one_epoch()`) runs an epoch, not a step; one whose loops
@@ -1364,7 +1367,7 @@ class DeviceFlow:
         title, owner = function.name.value, self._methods.get(id(function))
         if owner is None and title in self._patched_forwards and self.module_functions().get(title) is function:
             return _FORWARD  # monkey-patched in: `LlamaAttention.forward = xformers_forward`
-        callbacks = self._callbacks.get(title, []) if owner is None and not gates else []
+        callbacks = self._callbacks.get(title if owner is None else f"self.{title}", []) if not gates else []
         for site, given in (
             *((each, False) for each in self._sites(title, owner)),
             *((each, True) for each in callbacks),
@@ -1381,7 +1384,7 @@ class DeviceFlow:
             elif owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
                 continue
             where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
-            if where is None and given:
+            if where is None and given and owner is None:
                 where = self._run_by_callee(site, title)
             if where is None:
                 caller = enclosing_function(site.ancestors)
@@ -1907,6 +1910,11 @@ class DeviceFlow:
                 self._callbacks.setdefault(arg.value.value, []).append(
                     _Site(node, self.resolver.scope, tuple(self.ancestors))
                 )
+            elif type(arg.value) is cst.Attribute and _is_self(arg.value.value) and not arg.star:
+                # MMDetection's `multi_apply(self.loss_single, ...)`, `checkpoint(self._forward, x)`
+                self._callbacks.setdefault(f"self.{arg.value.attr.value}", []).append(
+                    _Site(node, self.resolver.scope, tuple(self.ancestors))
+                )
         if type(func) is cst.Name:
             site = _Site(node, self.resolver.scope, tuple(self.ancestors))
             for name in (func.value, *self._picked(func)):
@@ -2037,7 +2045,58 @@ class DeviceFlow:
                 if values:
                     return all(self.holds_index(value, where, depth + 1) for value, where in values)
             return _INDEX_NAME.match(node.attr.value) is not None and not patterns.is_device_name(owner_name(owner))
+        if type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
+            return self._holds_indexes(node.value, scope, depth + 1)  # `gpu_ids[0]`
         return False
+
+    def _holds_indexes(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """Whether `node` is a list of device indexes: `[0, 1]`, `list(range(n))`, a name or
+        self attribute bound to one, a parameter that defaults to one and is given one where
+        given (LPIPS's `gpu_ids=[0]`), or, where nothing says what it holds, a name for one
+        (`opt.gpu_ids`, `device_ids`)."""
+        if depth > _DEPTH:
+            return False
+        if type(node) in (cst.List, cst.Tuple):
+            elements = [e.value for e in node.elements if type(e) is cst.Element]
+            return bool(elements) and all(self.holds_index(e, scope, depth + 1) for e in elements)
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("list", "range"):
+            if not self._bound_in(node.func.value, scope):
+                return node.func.value == "range" or (
+                    len(node.args) == 1 and self._holds_indexes(node.args[0].value, scope, depth + 1)
+                )
+        if type(node) is cst.Attribute:
+            owner = node.value
+            values = self._self_attributes.get(node.attr.value, []) if owner_name(owner) == "self" else []
+            if values:
+                return all(self._holds_indexes(value, where, depth + 1) for value, where in values)
+            return _INDEXES_NAME.match(node.attr.value) is not None
+        if type(node) is not cst.Name:
+            return False
+        owner: Scope | None = scope
+        while owner is not None and node.value not in owner.bound:
+            owner = owner.parent
+        if owner is None or node.value in owner.imports:
+            return False
+        values = [value for value in owner.values.get(node.value, ()) if value is not None]
+        if values and len(values) == len(owner.values[node.value]):
+            return all(self._holds_indexes(value, owner, depth + 1) for value in values)
+        function = owner.owner
+        if owner.kind != "function" or values or type(function) is not cst.FunctionDef:
+            return False
+        default = next(
+            (
+                param.default
+                for param in (*function.params.params, *function.params.kwonly_params)
+                if param.name.value == node.value
+            ),
+            None,
+        )
+        passed = self.passed_arguments(function, node.value)
+        if default is not None and not self._holds_indexes(default, owner, depth + 1):
+            return False
+        if passed:
+            return all(self._holds_indexes(arg, where, depth + 1) for arg, where in passed)
+        return default is not None or (passed is not None and _INDEXES_NAME.match(node.value) is not None)
 
     def _bound_in(self, name: str, scope: Scope) -> bool:
         current: Scope | None = scope

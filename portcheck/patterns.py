@@ -241,6 +241,7 @@ GRAD_SCALERS = frozenset(
         "torch.amp.grad_scaler.GradScaler",
         "torch.cuda.amp.GradScaler",
         "torch.cpu.amp.GradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",  # FSDP's, for `device="cuda"` too
     }
 )
 # Calls whose "cuda" device argument another rule owns (PC302 autocast, PC405 device meshes).

@@ -203,6 +203,9 @@ def emulate(target: str, *, matmul_precision: Literal["highest", "default"] = "h
             )
         )
         stack.enter_context(patched(torch.Tensor, pin_memory=_pin_memory))
+        loading = _loading(torch.serialization.load)
+        stack.enter_context(patched(torch, load=loading))
+        stack.enter_context(patched(torch.serialization, load=loading))
         stack.enter_context(patched(torch.amp.autocast_mode.autocast, __enter__=_autocast_entered(session)))
         # Backward runs on this thread, not on an autograd device thread: that one would take the GIL
         # to release device tensors, and abort a process exiting meanwhile.
@@ -242,6 +245,13 @@ class _Hosted(torch.Tensor):
         )
         wrapper.host = host
         return wrapper
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Saved as torch saves a tensor of a device without storage: its values on the CPU and its
+        # device's name, so a checkpoint holds plain tensors and loads as a real one does (back on
+        # the device, or where map_location says), not this class.
+        rebuild = torch._utils._rebuild_device_tensor_from_cpu_tensor
+        return rebuild, (self.host, self.dtype, str(self.device), self.requires_grad)
 
     def __tensor_flatten__(self) -> tuple[list[str], None]:
         return ["host"], None
@@ -582,7 +592,6 @@ def _install(target: Target) -> None:
     _setup_privateuseone_for_python_backend(rename=target.device_type, backend_module=_DeviceModule(target))
     index = 0 if target.one_device_per_process else int(os.environ.get("LOCAL_RANK", "0"))
     _TARGET, _DEVICE = target, torch.device(target.device_type, index)
-    torch.serialization.add_safe_globals([_Hosted])  # torch.load(weights_only=True) of saved device tensors
     library = torch.library.Library("aten", "IMPL")
     for name in _DEVICE_KERNELS:
         library.impl(name, _kernel(_op(name)), "PrivateUse1")
@@ -625,6 +634,36 @@ def _autocast_kernel(func: Any) -> Callable[..., Any]:
             return func(*args, **kwargs)
 
     return kernel
+
+
+def _loading(load: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.load that restores to the device where `map_location` names it (`"tpu"`,
+    `torch.device("tpu")`, or a dict's values): it loads on the CPU, then moves the tensors and
+    modules it loaded. Storages of a Python backend cannot be made, and torch's own restore of
+    one crashes the process. A dict that maps some locations elsewhere still gets every tensor
+    that lands on the CPU moved."""
+
+    def on_device(location: Any) -> bool:
+        return isinstance(location, (str, torch.device)) and torch.device(location).type == _DEVICE.type
+
+    def loaded(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(map_location, dict) and any(on_device(value) for value in map_location.values()):
+            on_cpu: Any = {key: "cpu" if on_device(value) else value for key, value in map_location.items()}
+        elif on_device(map_location):
+            on_cpu = "cpu"
+        else:
+            return load(f, map_location, *args, **kwargs)
+        return tree_map(_moved, load(f, on_cpu, *args, **kwargs))
+
+    return loaded
+
+
+def _moved(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+        return value.to(_DEVICE)
+    if isinstance(value, torch.nn.Module):
+        return value.to(_DEVICE)
+    return value
 
 
 def _pin_memory(tensor: torch.Tensor, device: Any = None) -> torch.Tensor:

@@ -6,6 +6,8 @@ PrivateUse1 can be renamed once per process, so each target's cases run in a chi
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import subprocess
 import sys
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+torch = pytest.importorskip("torch")
 
 HERE = Path(__file__).parent
 TARGETS = ("tpu", "neuron")
@@ -142,3 +146,19 @@ def test_a_cpu_tensor_indexed_by_device_indices_is_a_device_mismatch(observed: d
             assert ".to(device)" in refusal["message"] and ".cpu()" in refusal["message"]
         assert indexing["unchanged"] == [0.0, 1.0, 2.0, 3.0, 4.0]  # refused before the write
         assert indexing["device_table"] == {}  # a device tensor indexed by CPU indices, as on CUDA
+
+
+def test_a_checkpoint_saved_on_the_device_holds_plain_tensors(observed: dict[str, Any]) -> None:
+    """Loaded back as saved, to the CPU or onto the device (the process used to crash on
+    `map_location="tpu"`), and outside the emulator, where only `map_location` moves it."""
+    seen = observed["tpu"]["checkpoints"]
+    values = [0.0, 1.0, 2.0]
+    assert seen["as_saved"] == ["tpu:0", values]
+    assert seen["to_cpu"] == ["cpu", values]
+    assert seen["to_device"] == seen["to_device_object"] == ["tpu:0", values]
+    assert seen["cpu_to_device"] == seen["cpu_by_dict"] == ["tpu:0", values]
+    saved = base64.b64decode(seen["saved"])
+    loaded = torch.load(io.BytesIO(saved), map_location="cpu")  # weights_only: no class of portcheck's
+    assert loaded["step"] == 7 and type(loaded["w"]) is torch.Tensor and loaded["w"].tolist() == values
+    with pytest.raises(RuntimeError, match="tpu"):
+        torch.load(io.BytesIO(saved))  # a TPU checkpoint, on a host without TPU

@@ -93,7 +93,10 @@ class CudaOnlyPackageCall(Rule):
     has no portable path to take: its calls are warnings, also through a module-level name
     bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`), and so are those of an
     autograd Function's `apply` from a module that imports one of the repository's CUDA
-    extensions (Deformable-DETR's `MSDeformAttnFunction.apply`). Where the project
+    extensions (Deformable-DETR's `MSDeformAttnFunction.apply`). Not in a module that writes
+    its kernels in the package's language (a function decorated with TileLang's `@T.prim_func`
+    or CuTe's `@cute.jit`): its every line calls the language, the source is rewritten whole,
+    and PC701 reports its import. Where the project
     declares triton, an optional import of such a module succeeds on the target (Triton
     installs without a GPU), so its checked calls launch there: an error.
 
@@ -152,6 +155,16 @@ class CudaOnlyPackageCall(Rule):
             "import torch\nfrom MinkowskiEngine import MinkowskiConvolution, MinkowskiLinear\n"
             "def init_weights(m):\n    if isinstance(m, (MinkowskiConvolution, MinkowskiLinear)):\n"
             "        torch.nn.init.zeros_(m.bias)\n    return issubclass(type(m), MinkowskiLinear)\n"
+        ),
+        Valid(  # mamba's TileLang kernels: the language's calls are the kernel's source (PC701 reports the import)
+            "import tilelang\nimport tilelang.language as T\n@tilelang.jit(out_idx=[-1])\ndef scale(M, N):\n"
+            "    @T.prim_func\n    def kernel(A: T.Tensor((M, N), 'float16')):\n"
+            "        with T.Kernel(T.ceildiv(N, 128)) as bx:\n            T.clear(A)\n    return kernel\n"
+        ),
+        Valid(  # mamba's CuTe step: a helper of the kernel above its `@cute.kernel`
+            "import cutlass\nimport cutlass.cute as cute\nfrom cutlass import Float32\n"
+            "def transpose_view(a):\n    return cute.composition(a, cute.make_ordered_layout((2, 2), order=(1, 0)))\n"
+            "@cute.kernel\ndef step(a: cute.Tensor, b: Float32):\n    cute.copy(a, transpose_view(a))\n"
         ),
         Valid("import apex\nprint('apex', apex.__version__)\n"),  # asks for the version: uses nothing
         Valid(  # a parameter of the imported name's spelling
@@ -289,6 +302,10 @@ class CudaOnlyPackageCall(Rule):
         self._shown: dict[str, str] = {}  # how a listed package is named in messages, by the name bound
         # calls in functions of names no import had bound yet: judged at the end of the module
         self._ahead: list[tuple[cst.BaseExpression, str, tuple[cst.CSTNode, ...]]] = []
+        # uses of what unguarded imports bind, by package: kept at the end unless the module
+        # writes kernels in the package's language (`_kernel_languages`)
+        self._uses: list[tuple[str, Report]] = []
+        self._kernel_languages: set[str] = set()
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -410,11 +427,11 @@ class CudaOnlyPackageCall(Rule):
             return  # `trt.__version__.split(".")`, `natten.has_fused_na()`: questions, no work
         imported = self._imported.get(called.split(".")[0])
         if called != written and imported is not None and self.ctx.project.complete:
-            self.reports.append(self._imported_call(node.func, written, imported, self.ctx.chain(node.func)))
+            self._imported_call(node.func, written, imported, self.ctx.chain(node.func))
             return
         if package is None and imported is not None and self.ctx.qualified_names(node.func):
             if not self.ctx.project.complete or called.split(".")[0] in self._local:  # the project pass knows those
-                self.reports.append(self._imported_call(node.func, called, imported, self.ctx.chain(node.func)))
+                self._imported_call(node.func, called, imported, self.ctx.chain(node.func))
             return
         if package is None and self.ctx.qualified_names(node.func) and flow.enclosing_function(self.ctx.ancestors):
             # a function may call what the module imports further down (`if __name__ == "__main__":`)
@@ -494,7 +511,7 @@ class CudaOnlyPackageCall(Rule):
             return  # `print(apex.__version__)` asks, and uses nothing
         if self.ctx.project.complete or not self.ctx.qualified_names(node):
             return
-        self.reports.append(self._imported_call(node, used, imported, self.ctx.chain(node), "uses"))
+        self._imported_call(node, used, imported, self.ctx.chain(node), "uses")
 
     def _type_test(self) -> bool:
         """Whether the name the walk is at is a class an `isinstance` or `issubclass` test is
@@ -513,15 +530,29 @@ class CudaOnlyPackageCall(Rule):
             and not self.ctx.qualified_names(call.func)
         )
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """A function decorated by what an unguarded import binds (`@T.prim_func` of TileLang,
+        `@cute.jit` and `@cute.kernel` of CuTe): the module writes kernels in that package's
+        language."""
+        for decorator in node.decorators:
+            func = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
+            imported = self._imported.get(patterns.dotted(func).split(".")[0])
+            if imported is not None and self.ctx.qualified_names(func):
+                self._kernel_languages.add(imported.key)
+
     def leave_Module(self, node: cst.Module) -> None:
         """Calls in functions of what an unguarded import further down binds (LoRA's
         `amp.scale_loss(...)` in `optimizer_step`, with `from apex import amp` under `if
-        __name__ == "__main__":`): by the time the function runs, the import has failed."""
+        __name__ == "__main__":`): by the time the function runs, the import has failed.
+        Then the uses of unguarded imports, but for those of a package the module writes its
+        kernels in (mamba's TileLang and CuTe kernels, whose every line calls `T.` or `cute.`):
+        the kernel source is rewritten whole, and PC701 reports its import."""
         for func, called, chain in self._ahead if not self.ctx.project.complete else ():
             first = called.split(".")[0]
             imported = self._imported.get(first)
             if imported is not None and self._key(first) not in self._optional:  # the module's binding, here
-                self.reports.append(self._imported_call(func, called, imported, chain))
+                self._imported_call(func, called, imported, chain)
+        self.reports.extend(report for key, report in self._uses if key not in self._kernel_languages)
 
     def _imported_call(
         self,
@@ -530,10 +561,10 @@ class CudaOnlyPackageCall(Rule):
         imported: packages.Package,
         chain: tuple[cst.CSTNode, ...],
         verb: str = "calls",
-    ) -> Report:
-        """The report of a call of what an unguarded import binds: at most a warning, since the
-        import is PC701's error; info for what one of the
-        repository's kernels modules defines (PC610's), whose one definition may take a
+    ) -> None:
+        """Notes the report of a call of what an unguarded import binds (kept or not at the end
+        of the module): at most a warning, since the import is PC701's error; info for what one
+        of the repository's kernels modules defines (PC610's), whose one definition may take a
         portable path instead."""
         local = self._unaliased(called).split(".")[0] in self._local
         kernel = self._launched(called) if local else ""
@@ -543,7 +574,7 @@ class CudaOnlyPackageCall(Rule):
             declared = _LAUNCHING.format(kernel=kernel) if kernel else _APPLYING.format(extension=extension)
         else:
             declared = _IMPORTED_LOCAL if local else _IMPORTED
-        return self.report_here(
+        report = self.report_here(
             func,
             severity={t: min(level, ceiling) for t, level in imported.severities().items()},
             chain=chain,
@@ -555,6 +586,7 @@ class CudaOnlyPackageCall(Rule):
             instead=imported.instead,
             hint=f"{imported.what}: use instead: {imported.instead}",
         )
+        self._uses.append((imported.key, report))
 
     def _launched(self, called: str) -> str:
         """The Triton kernel a call of one of the repository's functions always launches (the

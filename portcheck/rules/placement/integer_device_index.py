@@ -45,8 +45,9 @@ class IntegerDeviceIndex(Rule):
     `device_id=local_rank` (also through `functools.partial(FSDP, ...)`). The integer is followed
     through the module: `device = 0`, the `rank` that `mp.spawn` passes to its function,
     `int(os.environ["LOCAL_RANK"])`, a parameter every caller passes an index to, an attribute
-    set from one (`self.gpu_id = gpu_id`), or a parameter named for one (`rank`, `gpu_id`)
-    that the module never calls.
+    set from one (`self.gpu_id = gpu_id`), a parameter named for one (`rank`, `gpu_id`)
+    that the module never calls, or an item of a list of them (`gpu_ids[0]`, where `gpu_ids`
+    is `[0, 1]`, a parameter that defaults to one, or `opt.gpu_ids`).
 
     ## Why is this bad?
     PyTorch reads an integer device as an index of the current accelerator: `.to(0)` is
@@ -103,6 +104,10 @@ class IntegerDeviceIndex(Rule):
         Valid("import torch\nx = torch.ones(2).to(0)\n", options={"targets": ["rocm"]}),
         Valid("rank = 0\nprint(rank)\nlevels = [1, 2]\nlevels.index(rank)\n"),
         Valid("def f(torch, x):\n    return x.to(torch.distributed.get_rank())\n"),
+        Valid(  # an item of a list of devices by name is a device
+            "import torch\ndevices = ['cpu', 'cpu']\ndef place(x, gpu_ids=('cpu',)):\n"
+            "    return x.to(devices[0]), x.to(gpu_ids[0])\n"
+        ),
     ]
     INVALID = [
         Invalid(  # dinov2: FSDP's device_id names a CUDA device by its index
@@ -147,6 +152,16 @@ class IntegerDeviceIndex(Rule):
             '    def step(self, batch):\n        return batch.to(f"{DEVICE.type}:{self.gpu_id}")\n\n'
             'Trainer(torch.nn.Linear(2, 2), int(os.environ["LOCAL_RANK"]))\n',
         ),
+        Invalid(  # LPIPS: the first of the GPUs a parameter lists, also through an attribute set from it
+            "import torch\nclass DistModel:\n    def initialize(self, net, use_gpu=True, gpu_ids=[0]):\n"
+            "        self.gpu_ids = gpu_ids\n        if use_gpu:\n            self.net = net.to(gpu_ids[0])\n"
+            "    def set_input(self, ref):\n        self.ref = ref.to(device=self.gpu_ids[0])\n",
+            lines=[6, 8],
+            message="gpu_ids[0]` is an integer device",
+            fixed="import torch\nclass DistModel:\n    def initialize(self, net, use_gpu=True, gpu_ids=[0]):\n"
+            '        self.gpu_ids = gpu_ids\n        if use_gpu:\n            self.net = net.to("tpu")\n'
+            '    def set_input(self, ref):\n        self.ref = ref.to(device="tpu")\n',
+        ),
         Invalid(
             "import torch as T\ndef place(x, local_rank):\n    return x.to(local_rank, non_blocking=True)\n",
             lines=[3],
@@ -187,7 +202,7 @@ class IntegerDeviceIndex(Rule):
         if flow.holds_index(value, flow.scope):  # known here: the edit can reuse what is bound here
             self.ctx.count_report(value)
             self._place(value, flow.scope, self.ctx.chain(value), self._seen)
-        elif isinstance(value, (cst.Name, cst.Attribute)):  # a parameter or attribute: callers may say
+        elif isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):  # a parameter or attribute: callers may say
             self._pending.append((value, flow.scope, self.ctx.chain(value), self._seen))
 
     def _place(self, value: cst.BaseExpression, scope: Scope, chain: tuple[cst.CSTNode, ...], order: int) -> None:
@@ -238,7 +253,9 @@ def _fields(value: cst.BaseExpression) -> dict[str, str]:
 
 def _may_be_index(value: cst.BaseExpression) -> bool:
     """What could hold an integer: literals, names, attributes, calls, arithmetic."""
-    return isinstance(value, (cst.Integer, cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation, cst.UnaryOperation))
+    return isinstance(
+        value, (cst.Integer, cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.BinaryOperation, cst.UnaryOperation)
+    )
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -15,7 +15,12 @@ from portcheck.rules.precision import FLOAT16, chooses_float16, under_test
 # What a training step asks of its scaler: each becomes the plain step without one.
 _SCALER_METHODS = frozenset({"scale", "unscale_", "step", "update"})
 # Where `enabled` comes by position: after `device` in torch.amp's scaler, first-but-one in the old ones.
-_ENABLED_POSITION = {"torch.GradScaler": 5, "torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5}
+_ENABLED_POSITION = {
+    "torch.GradScaler": 5,
+    "torch.amp.GradScaler": 5,
+    "torch.amp.grad_scaler.GradScaler": 5,
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 5,
+}
 _ENABLED_POSITION_OLD = 4
 
 
@@ -34,7 +39,8 @@ class _Use:
 
 class GradScalerOnBf16Target(Rule):
     """## What it does
-    Reports creating a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`) when
+    Reports creating a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`, FSDP's
+    `ShardedGradScaler`) when
     a selected target trains natively in bfloat16, and, as info, each step it takes (`scale`,
     `unscale_`, `step`, `update` called on a name or `self` attribute the module binds to it):
     lines to tidy with it, once the scaler is off or gone. A scaler made or enabled only for
@@ -108,6 +114,16 @@ class GradScalerOnBf16Target(Rule):
     ]
     INVALID = [
         Invalid("import torch\nscaler = torch.GradScaler()\n", lines=[2]),  # efficientvit's DC-AE trainer
+        Invalid(  # dinov2: FSDP's sharded scaler, on CUDA by default
+            "from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nclass SSLMetaArch:\n"
+            "    def __init__(self, cfg):\n"
+            "        self.fp16_scaler = ShardedGradScaler() if cfg.compute_precision.grad_scaler else None\n",
+            lines=[4],
+            unsafe=True,
+            fixed="from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\nclass SSLMetaArch:\n"
+            "    def __init__(self, cfg):\n"
+            "        self.fp16_scaler = ShardedGradScaler(enabled=False) if cfg.compute_precision.grad_scaler else None\n",
+        ),
         Invalid(
             "import torch\nscaler = torch.amp.GradScaler('tpu')\n",
             lines=[2],

@@ -132,7 +132,8 @@ _COMMON_METHODS = frozenset({
     "add_image", "add_images", "add_histogram", "save", "load", "reset", "run", "start", "stop", "next",
     "send", "put", "wait", "sum", "mean", "max", "min", "sort", "index", "count",
 })  # fmt: skip
-_TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})  # attributes of a tensor that are tensors
+# attributes of a tensor that are tensors, and the fields of what `max(dim)`, `sort` and `topk` return
+_TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH", "real", "imag", "values", "indices"})
 _VALUE_COMPARISONS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _MASK_OPERATORS = (cst.BitAnd, cst.BitOr, cst.BitXor)
 _NARROWING_UPDATES = (cst.MultiplyAssign, cst.BitAndAssign, cst.BitOrAssign, cst.BitXorAssign)

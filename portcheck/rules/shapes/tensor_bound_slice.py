@@ -9,13 +9,19 @@ from portcheck.rules.shapes import (
     advice,
     in_host_memory,
     read_in_host_memory,
-    reads_tensor_scalar,
     reads_tensor_value,
     shown,
+    tensor_valued,
 )
 
 # torch's factories that take sizes: a size from tensor values makes a data-dependent shape.
 _FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn"))
+# Functions that take sizes as one argument, by its position and keyword: the padding, the output size.
+_SIZED = {
+    "torch.nn.functional.pad": (1, "pad"),
+    "torch.nn.functional.interpolate": (1, "size"),
+    "torch.nn.functional.upsample": (1, "size"),
+}
 
 
 class TensorBoundSlice(StepRule):
@@ -26,7 +32,9 @@ class TensorBoundSlice(StepRule):
     using one, a tensor itself (`idx[:input_pos]` after `input_pos = torch.arange(..., device=d)`:
     slicing calls its `__index__`), or a name bound to one of those; and the sizes that
     `torch.zeros`, `ones`, `empty`, `rand` and `randn` take from such numbers
-    (`torch.zeros(batch, max(decode_lengths), vocab)`). A slice of host data by tensors in host
+    (`torch.zeros(batch, max(decode_lengths), vocab)`, or `torch.zeros(*shape)` where `shape` is
+    a tensor on the device), and the padding `F.pad` and the output size `F.interpolate` take
+    from them (stylegan2's augmentation pads by amounts unpacked from a tensor). A slice of host data by tensors in host
     memory is left alone (a dataset's `self.data[start : start + n]` in `__getitem__` with
     `start = torch.randint(0, len, (1,))`): no device takes part. Host bounds still vary the
     shape of a slice of device data (`images[:, :, y : y + size]`). A slice is reported once,
@@ -96,6 +104,23 @@ class TensorBoundSlice(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # stylegan2's augmentation: padding unpacked from a tensor of the transform's corners
+            "import torch\nimport torch.nn.functional as F\ndef get_padding(G):\n"
+            "    pad = torch.cat((-G, G)).max(1).values\n    pad_x1, pad_y1, pad_x2, pad_y2 = pad.ceil().to(torch.int32)\n"
+            "    return pad_x1, pad_x2, pad_y1, pad_y2\nclass Augment(torch.nn.Module):\n"
+            "    def forward(self, img, G):\n        pad_x1, pad_x2, pad_y1, pad_y2 = get_padding(G)\n"
+            "        return F.pad(img, (pad_x1, pad_x2, pad_y1, pad_y2), mode='reflect')\n",
+            lines=[10],
+            message="size `pad_x1` comes from tensor values",
+        ),
+        Invalid(  # dinov2's k-NN: a shape broadcast as a tensor, then unpacked into the sizes
+            "import torch\nclass KnnModule(torch.nn.Module):\n    def forward(self, features, source_rank):\n"
+            "        shape = torch.tensor(features.shape).to(features.device)\n"
+            "        torch.distributed.broadcast(shape, source_rank)\n"
+            "        return torch.zeros(*shape, dtype=features.dtype, device=features.device)\n",
+            lines=[6],
+            message="size `*shape` comes from tensor values",
+        ),
         Invalid(  # the image-captioning tutorial's decoder: lengths read back, then a batch that shrinks each step
             "import torch\nclass Decoder(torch.nn.Module):\n    def forward(self, encoder_out, caption_lengths):\n"
             "        decode_lengths = (caption_lengths - 1).tolist()\n"
@@ -151,16 +176,29 @@ class TensorBoundSlice(StepRule):
             return  # one finding per slice: `x[start:end]` has one length to fix
 
     def visit_Call(self, node: cst.Call) -> None:
-        """`torch.zeros(batch, max(lengths), vocab)`: a size from tensor values (torch's number
-        arguments of tensors, `torch.full`'s and `torch.arange`'s, are host-sync-in-step's)."""
-        if not self.ctx.qualified_names(node.func) & _FACTORIES:
+        """`torch.zeros(batch, max(lengths), vocab)`, `F.pad(x, (left, right))`: a size from tensor
+        values (torch's number arguments of tensors, `torch.full`'s and `torch.arange`'s, are
+        host-sync-in-step's)."""
+        names = self.ctx.qualified_names(node.func)
+        if names & _FACTORIES:
+            given = [arg for arg in node.args if arg.keyword is None or arg.keyword.value == "size"]
+        elif names & _SIZED.keys():
+            at, keyword = _SIZED[min(names & _SIZED.keys())]
+            given = [arg for arg in node.args[at : at + 1] if arg.keyword is None and not arg.star]
+            given += [arg for arg in node.args if arg.keyword is not None and arg.keyword.value == keyword]
+        else:
             return
-        for arg in node.args:
+        for arg in given:
+            if arg.star == "*" and tensor_valued(self.ctx, arg.value) and not in_host_memory(self.ctx, arg.value):
+                # dinov2's k-NN: `torch.zeros(*shape)` with `shape = torch.tensor(x.shape).to(device)`
+                self.report_by_reach(
+                    arg.value, what="size", bound=f"*{shown(arg.value)}", advice=advice(self.ctx.targets)
+                )
+                return
             sizes = arg.value.elements if type(arg.value) in (cst.Tuple, cst.List) else (arg,)
-            if arg.keyword is not None and arg.keyword.value != "size":
-                continue
             for size in sizes:
-                if reads_tensor_scalar(self.ctx, size.value) and not read_in_host_memory(self.ctx, size.value):
+                # a tensor given as a size is read on the host too (its `__index__`)
+                if reads_tensor_value(self.ctx, size.value) and not read_in_host_memory(self.ctx, size.value):
                     self.report_by_reach(
                         size.value, what="size", bound=shown(size.value), advice=advice(self.ctx.targets)
                     )

@@ -6,6 +6,8 @@ Prints what the cases observed as one JSON object.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -123,6 +125,30 @@ def indexing(target: str) -> dict[str, Any]:
         }
 
 
+def checkpoints(target: str) -> dict[str, Any]:
+    """A state dict saved from the device and loaded back three ways, and a CPU checkpoint
+    loaded onto the device (what a fixed `map_location="cuda"` becomes); the saved bytes, for
+    a process without the emulator to load."""
+    with emulate(target):
+        buffer, cpu_buffer = io.BytesIO(), io.BytesIO()
+        torch.save({"w": torch.arange(3.0).to(target), "step": 7}, buffer)
+        torch.save({"w": torch.arange(3.0)}, cpu_buffer)
+
+        def loaded(data: bytes, map_location: Any) -> list[Any]:
+            tensor = torch.load(io.BytesIO(data), map_location=map_location)["w"]
+            return [str(tensor.device), tensor.cpu().tolist()]
+
+        return {
+            "as_saved": loaded(buffer.getvalue(), None),
+            "to_cpu": loaded(buffer.getvalue(), "cpu"),
+            "to_device": loaded(buffer.getvalue(), target),
+            "to_device_object": loaded(buffer.getvalue(), torch.device(target)),
+            "cpu_to_device": loaded(cpu_buffer.getvalue(), target),
+            "cpu_by_dict": loaded(cpu_buffer.getvalue(), {"cpu": target}),
+            "saved": base64.b64encode(buffer.getvalue()).decode(),
+        }
+
+
 def tpu() -> dict[str, Any]:
     with emulate("tpu") as log:
         reference, emulated = train_step("cpu"), train_step("tpu")
@@ -156,6 +182,7 @@ def tpu() -> dict[str, Any]:
         "scaled": scaled("tpu"),
         "bounds": bounds("tpu"),
         "indexing": indexing("tpu"),
+        "checkpoints": checkpoints("tpu"),
     }
 
 
