@@ -57,9 +57,11 @@ class AutocastWithoutDtype(Rule):
     and hpu, where it names the dtype autocast already uses. Unsafe on tpu and neuron (needs
     `--unsafe-fixes`): there the region runs in float16 today and the fix makes it bfloat16,
     which has fewer mantissa bits and a wider range, so results change. Not fixed: a call
-    given `*args` or `**kwargs`, one with no device type, and one whose device type is a
-    literal other than the target's (`"cpu"` for a CPU region, `"cuda"`, which
-    autocast-cuda-device-type (PC302) rewrites first, adding the dtype itself).
+    given `*args` or `**kwargs`, one with no device type, one whose device type is only ever
+    a literal other than the target's (`"cpu"` for a CPU region), and one that may be `"cuda"`,
+    which autocast-cuda-device-type (PC302) rewrites first, adding the dtype itself. A choice
+    between the device's type and `"cpu"` is fixed (Pytorch-UNet's `device.type if
+    device.type != "mps" else "cpu"`): the CPU's default is bfloat16 already.
     """
 
     code = "PC303"
@@ -121,6 +123,13 @@ class AutocastWithoutDtype(Rule):
             unsafe=True,
             fixed="import torch.amp\n@torch.autocast('tpu', dtype=torch.bfloat16)\ndef step(x):\n    return x\n",
         ),
+        Invalid(  # Pytorch-UNet: the device's type, or the CPU's, whose default is bfloat16 already
+            "import torch\nwith torch.autocast(device.type if device.type != 'mps' else 'cpu', enabled=amp):\n    pass\n",
+            lines=[2],
+            unsafe=True,
+            fixed="import torch\nwith torch.autocast(device.type if device.type != 'mps' else 'cpu', "
+            "dtype=torch.bfloat16, enabled=amp):\n    pass\n",
+        ),
         # enabled by a value portcheck cannot read: still a region without a dtype
         Invalid("import torch\nwith torch.autocast(device.type, enabled=args.amp):\n    pass\n", lines=[2]),
         # not fixed: a CPU region on another target, and the CUDA literal PC302 owns
@@ -158,9 +167,12 @@ class AutocastWithoutDtype(Rule):
         value = device.value
         if isinstance(value, cst.Name):
             value = self.ctx.assigned_value(value) or value
-        literals = patterns.value_literals(value, lambda node: patterns.string_value(node) is not None)
-        if any(patterns.string_value(literal) != target.device_type for literal in literals):
-            return None  # autocast for another device type, on purpose or not
+        branches = patterns.value_literals(value, lambda node: type(node) not in (cst.IfExp, cst.BooleanOperation))
+        written = [patterns.string_value(branch) for branch in branches]
+        if target.device_type not in written and None not in written:
+            return None  # autocast for another device type only, on purpose or not (a CPU region)
+        if any(each is not None and not _takes(each, target) for each in written):
+            return None  # one way, another device type that the dtype does not suit (PC302's "cuda")
         dtype = amp.amp_dtype(self.ctx)
         if dtype is None:
             return None
@@ -168,3 +180,13 @@ class AutocastWithoutDtype(Rule):
         fixed = amp.insert_args(call, position, [calls.keyword_arg("dtype", dtype.node)])
         safety = FixSafety.UNSAFE if amp.default_dtype_differs(target) else FixSafety.SAFE
         return edits.Edit(call, fixed, safety, f"add dtype={target.amp_dtype}", dtype.imports, dtype.prelude)
+
+
+def _takes(device_type: str | None, target: target_data.Target) -> bool:
+    """Whether a device type an autocast may be given takes the target's dtype as well: the
+    target's own, or one whose default is that dtype already (the CPU's bfloat16), where naming
+    it changes nothing."""
+    if device_type == target.device_type:
+        return True
+    other = next((each for each in target_data.all_targets().values() if each.device_type == device_type), None)
+    return other is not None and other.autocast_default_dtype == target.amp_dtype
