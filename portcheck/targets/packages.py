@@ -71,8 +71,10 @@ def by_key(key: str) -> Package:
     return next(package for package in packages() if package.key == key)
 
 
+@cache
 def by_import(module: str) -> Package | None:
-    """The package an import belongs to (`flash_attn.flash_attn_interface` is flash_attn)."""
+    """The package an import belongs to (`flash_attn.flash_attn_interface` is flash_attn);
+    asked of every import and call name, so kept."""
     for package in packages():
         if any(module == name or module.startswith(name + ".") for name in package.imports):
             return package
