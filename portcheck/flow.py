@@ -1601,6 +1601,34 @@ class DeviceFlow:
             return "a loop over chunks" if type(loop) is cst.For and _takes_chunks(loop) else None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
 
+    def innermost_step_loop(self, ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | None:
+        """The innermost loop around the node, within its function, that runs steps."""
+        for index in range(len(ancestors) - 2, -1, -1):
+            loop = ancestors[index]
+            if type(loop) in _NESTED_SCOPES:
+                return None
+            if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
+                return loop
+        return None
+
+    def evaluated_only(self, function: cst.FunctionDef) -> bool:
+        """Whether the module calls `function`, and only in the body of evaluation loops: loops
+        over a DataLoader that take no training step (BasicSR's `get_current_visuals()`, called
+        in `nondist_validation()`'s loop over the validation set). Asked after the walk."""
+        title, owner = function.name.value, self._methods.get(id(function))
+        sites = [
+            site
+            for site in self._sites(title, owner)
+            if site.receiver is None and (owner is None or _class_name(site.ancestors) == owner)
+        ]
+        return bool(sites) and all(
+            self.in_scope(site.scope, partial(self._evaluates, site.ancestors)) for site in sites
+        )
+
+    def _evaluates(self, ancestors: Sequence[cst.CSTNode]) -> bool:
+        loop = self.innermost_step_loop(ancestors)
+        return loop is not None and self.loop_step(loop) == "a loop over a DataLoader" and not self.trains(loop)
+
     def trains(self, loop: cst.For | cst.While) -> bool:
         """Whether the loop takes training steps (`.backward()`, an optimizer's `.step()`, a
         `train_step(...)`), in its body or in the module's functions it calls: a loop over a
@@ -2286,13 +2314,13 @@ def _debugging(test: cst.BaseExpression) -> bool:
 
 def _accumulates(body: cst.BaseSuite) -> bool:
     """A periodic block that steps the optimizer (`if step % accum_iter == 0:
-    optimizer.step()`): gradient accumulation, whose block is the training step itself."""
+    optimizer.step()`, also in a branch of its own: MiniGPT-4's `if use_amp:
+    scaler.step(optimizer)` / `else: optimizer.step()`): gradient accumulation, whose block is
+    the training step itself."""
     return any(
-        type(statement) is cst.SimpleStatementLine
-        and any(type(small) is cst.Expr and type(small.value) is cst.Call and _steps_optimizer(small.value)
-                for small in statement.body)
-        for statement in body.body
-    )  # fmt: skip
+        type(node) is cst.Expr and type(node.value) is cst.Call and _steps_optimizer(node.value)
+        for node in descendants(body, _NESTED_SCOPES)
+    )
 
 
 def _since_last(test: cst.If) -> bool:

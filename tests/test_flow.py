@@ -546,13 +546,44 @@ def test_a_whole_tensor_copied_out_without_training_is_an_output() -> None:
     assert found == {6: Severity.INFO, 10: Severity.INFO, 19: Severity.WARNING, 20: Severity.WARNING}
 
 
-def test_a_periodic_block_that_steps_the_optimizer_is_the_step() -> None:
-    """LoRA's PTI: `if global_step % accum_iter == 0:` around `optimizer.step()` is gradient
-    accumulation, the training step itself, so what it prints is read back every step; a
-    logging block every 100 steps is not."""
+def test_a_helper_only_evaluation_loops_call_copies_out_their_outputs() -> None:
+    """BasicSR's `get_current_visuals()`: called only in the validation loop, its copies are the
+    evaluation's outputs (info). A helper the training loop calls too, or a scalar read, syncs
+    every step."""
     source = """    import torch
 
-    def train(model, loader, optimizer):
+    class SRModel:
+        def get_current_visuals(self):
+            return {"result": self.output.detach().cpu()}
+
+        def log_images(self, images):
+            return images.detach().cpu()
+
+        def validation(self, loader):
+            for data in loader:
+                self.test(data)
+                visuals = self.get_current_visuals()
+                kept = self.log_images(self.output)
+
+        def train(self, loader, opt):
+            for data in loader:
+                self.net(data).mean().backward()
+                opt.step()
+                self.log_images(self.net(data))
+    """
+    found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
+    assert found == {5: Severity.INFO, 8: Severity.WARNING}
+
+
+def test_a_periodic_block_that_steps_the_optimizer_is_the_step() -> None:
+    """LoRA's PTI: `if global_step % accum_iter == 0:` around `optimizer.step()` is gradient
+    accumulation, the training step itself, so what it prints is read back every step, also
+    where the step is taken in a branch (MiniGPT-4's `if use_amp:` scaler or plain optimizer);
+    a logging block every 100 steps is not."""
+    source = """    import torch
+    import wandb
+
+    def train(model, loader, optimizer, scaler, use_amp):
         for step, (x, y) in enumerate(loader):
             loss = model(x, y)
             loss.backward()
@@ -560,11 +591,17 @@ def test_a_periodic_block_that_steps_the_optimizer_is_the_step() -> None:
                 print(model.weight.grad.norm(dim=-1).mean())
                 optimizer.step()
                 optimizer.zero_grad()
+            if (step + 1) % accum_iter == 0:
+                if use_amp:
+                    scaler.step(optimizer)
+                else:
+                    optimizer.step()
+                wandb.log({"loss": loss})
             if step % 100 == 0:
                 print(loss.item(), loss)
     """
     found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
-    assert found == {8: Severity.WARNING}
+    assert found == {9: Severity.WARNING, 17: Severity.WARNING}
 
 
 def test_torch_arithmetic_makes_tensors() -> None:

@@ -11,7 +11,8 @@ from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
 from portcheck.rewrites import amp, calls, edits, versions
-from portcheck.rule import FileContext, Invalid, Valid
+from portcheck.rule import FileContext, Invalid, Valid, at_most_info
+from portcheck.walk import descendants
 
 # What each CUDA AMP name becomes under torch.amp.
 _KINDS = {
@@ -27,6 +28,7 @@ _KINDS = {
 # torch.cuda.amp.autocast(enabled, dtype, cache_enabled) vs torch.amp.autocast(device_type, dtype, enabled, ...)
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_UNREAD = " (imported, but never used here: harmless as it stands; delete it with the port)"
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ class CudaAmpApi(CudaApiRule):
     ## Targets
     A warning on every target but ROCm. Give the target's device type, and on tpu, neuron,
     xla and hpu an explicit `dtype=torch.bfloat16` (PrivateUse1 backends default to float16);
-    bfloat16 needs no GradScaler (PC304).
+    bfloat16 needs no GradScaler (PC304). Info for an import whose names the module never
+    uses (outside an `__init__.py`): it imports without CUDA, so nothing fails.
 
     ## Fix safety
     Safe. Each CUDA name becomes its device-generic twin with the target's device type, which
@@ -148,6 +151,12 @@ class CudaAmpApi(CudaApiRule):
         ),
     ]
     INVALID = [
+        Invalid(  # MiniGPT-4: imported, never used (the model opens its autocast in a method of its own)
+            "from torch.cuda.amp import autocast as autocast\nimport torch\nclass MiniGPT4(torch.nn.Module):\n"
+            "    def maybe_autocast(self, dtype=torch.bfloat16):\n        return torch.autocast('tpu', dtype=dtype)\n",
+            lines=[1],
+            message="imported, but never used here",
+        ),
         Invalid(
             "import torch\nwith torch.cuda.amp.autocast():\n    pass\n",
             lines=[2],
@@ -417,6 +426,7 @@ class CudaAmpApi(CudaApiRule):
         return edits.Spelling(cst.Attribute(torch.node, cst.Name(name)), torch.imports) if torch else None
 
     def leave_Module(self, node: cst.Module) -> None:
+        self._quiet_unread_imports(node)
         if not self._uses:
             return
         kept = _rewritable_imports(node, self._imports, self._uses, self.ctx.path)
@@ -449,6 +459,26 @@ class CudaAmpApi(CudaApiRule):
             replacement = use.build(use.target, False)
             title = f"torch.cuda.amp.{use.kind} -> torch.amp.{use.kind}"
             self._attach(use, edits.Edit(use.target, replacement, FixSafety.SAFE, title, imports, prelude))
+
+    def _quiet_unread_imports(self, module: cst.Module) -> None:
+        """An import from `torch.cuda.amp` whose names the module never mentions again
+        (MiniGPT-4's `from torch.cuda.amp import autocast as autocast` beside a
+        `maybe_autocast()` of its own): it imports without CUDA and nothing uses it, so nothing
+        fails; info, a line to delete with the port. Not in an `__init__.py`, which may import
+        to re-export."""
+        if not self._import_reports or self.ctx.path.replace("\\", "/").endswith("__init__.py"):
+            return
+        mentioned = _mentioned_names(module)
+        for statement in self._imports:
+            index = self._import_reports.get(id(statement))
+            if index is None or isinstance(statement.names, cst.ImportStar):
+                continue
+            bound = {patterns.dotted(alias.asname.name if alias.asname else alias.name) for alias in statement.names}
+            if not bound & mentioned:
+                report = self.reports[index]
+                self.reports[index] = dataclasses.replace(
+                    report, severity=at_most_info(report.severity), message=report.message + _UNREAD
+                )
 
     def _attach(self, use: _Use, edit: edits.Edit) -> None:
         self.reports[use.report] = dataclasses.replace(self.reports[use.report], edit=edit)
@@ -537,6 +567,20 @@ class _Rewrite(cst.CSTTransformer):
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         build = self.builds.get(id(original_node))
         return build(updated_node) if build is not None else updated_node
+
+
+def _mentioned_names(module: cst.Module) -> set[str]:
+    """The names the module reads or spells out as a string (`__all__`), outside its imports."""
+    attributes = set()
+    mentioned = set()
+    for node in descendants(module, (cst.Import, cst.ImportFrom)):
+        if type(node) is cst.Attribute:
+            attributes.add(id(node.attr))
+        elif type(node) is cst.Name and id(node) not in attributes:
+            mentioned.add(node.value)
+        elif type(node) is cst.SimpleString:
+            mentioned.add(node.raw_value)
+    return mentioned
 
 
 def _import_rename(statement: cst.ImportFrom) -> str | None:

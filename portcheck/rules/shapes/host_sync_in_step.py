@@ -131,7 +131,8 @@ class HostSyncInStep(StepRule):
     runs the model without training or decoding (a sampling script), and a whole tensor copied
     (`.cpu()`, `.to("cpu")`, `.numpy()`) with autograd off (`torch.no_grad()`,
     `torch.inference_mode()`) there or in a loop over a DataLoader, or in such a loop that
-    takes no training step (an evaluation): the tensor leaves torch there, mostly as an output
+    takes no training step (an evaluation), also in a function the module calls only there
+    (BasicSR's `get_current_visuals()`): the tensor leaves torch there, mostly as an output
     (an image, a file, another runtime's input, predictions kept) whose copy is its cost; not
     where the same function makes a tensor of NumPy data on a device again (vits' monotonic
     alignment: `.numpy()`, a Cython search, `torch.from_numpy(path).to(device)`), a
@@ -487,6 +488,19 @@ class HostSyncInStep(StepRule):
             lines=[6],
             message='`.to("cpu")` in a loop over a DataLoader',
         ),
+        Invalid(  # BasicSR: outputs copied in a helper that only the validation loop calls (info), and
+            # the same copy in a helper the training loop calls (every step)
+            "import torch\nclass SRModel:\n    def get_current_visuals(self):\n"
+            "        return {'result': self.output.detach().cpu()}\n"
+            "    def nondist_validation(self, dataloader):\n        for val_data in dataloader:\n"
+            "            self.feed_data(val_data)\n            visuals = self.get_current_visuals()\n"
+            "    def optimize_parameters(self, dataloader, optimizer):\n        for data in dataloader:\n"
+            "            self.net_g(data).mean().backward()\n            optimizer.step()\n"
+            "            self.log_images(self.net_g(data))\n"
+            "    def log_images(self, images):\n        return images.detach().cpu()\n",
+            lines=[4, 15],
+            message="called from a loop over a DataLoader",
+        ),
         Invalid(  # DINO's k-NN evaluation: a loop over chunks of device features
             "import torch\ndef knn(train_features, test_features, test_labels, chunk):\n    top1 = 0.0\n"
             "    for idx in range(0, test_features.shape[0], chunk):\n"
@@ -808,15 +822,19 @@ class HostSyncInStep(StepRule):
         that runs the model without training or decoding (a sampling script, an exporter's
         backends); and a whole tensor copied to the host (`.cpu()`, `.to("cpu")`, `.numpy()`)
         with autograd off in such a loop or in a loop over a DataLoader (an evaluation, an
-        extraction): the tensor leaves torch there as an output, unless the function brings
-        NumPy data back to a device (`round_trip`)."""
+        extraction), also in a function only such loops call: the tensor leaves torch there as
+        an output, unless the function brings NumPy data back to a device (`round_trip`)."""
         if fields.get("written"):
             return True
         if fields.get("round_trip") or fields.get("call") not in _WHOLE_COPIES:
             return False
         if fields.get("call") == "`.numpy()`" and root in _HAND_OFF_CONTEXTS:
             return True
-        return bool(fields.get("inference")) and root in ("a step loop", "a loop over a DataLoader")
+        inference = fields.get("inference")
+        if isinstance(inference, cst.FunctionDef):  # a helper: whether every call is an evaluation's
+            module_flow = self.ctx.flow
+            inference = module_flow is not None and module_flow.evaluated_only(inference)
+        return bool(inference) and root in ("a step loop", "a loop over a DataLoader")
 
     def leave_Module(self, node: cst.Module) -> None:
         self.record_tensor_returns(node)  # once for the step rules, here
@@ -872,38 +890,37 @@ class HostSyncInStep(StepRule):
             return
         written = self._written_out(node)
         back = method == "numpy" and self._sends_numpy_back(node)
-        inference = call in _WHOLE_COPIES and self._inference(ancestors)
+        inference = self._inference(ancestors) if call in _WHOLE_COPIES else False
         holds = off_host_at_end(self.ctx, copied)
         self.report_in_step(node, where, holds, call=call, written=written, round_trip=back, inference=inference)
 
-    def _inference(self, ancestors: Sequence[cst.CSTNode]) -> bool:
+    def _inference(self, ancestors: Sequence[cst.CSTNode]) -> bool | cst.FunctionDef:
         """Whether the node runs without training: in a loop over a DataLoader that takes no
         training step (an evaluation), or, where no training loop of the function is around
         it, with autograd off: under `with torch.no_grad():` (or `torch.inference_mode()`), in
         a function decorated with one or that opens one itself (taming-transformers'
-        `run_model` returns `(...).cpu()` after its `with torch.no_grad():` block)."""
+        `run_model` returns `(...).cpu()` after its `with torch.no_grad():` block). Outside any
+        loop, the function it is in, for `handed_off` to ask once the walk is done whether the
+        module calls it only in evaluation loops (`evaluated_only`)."""
         module_flow = self.ctx.flow
         assert module_flow is not None
-        for index in range(len(ancestors) - 2, -1, -1):
-            loop = ancestors[index]
-            if type(loop) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-                break
-            if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and module_flow.loop_step(loop):
-                if module_flow.trains(loop):
-                    return False
-                if module_flow.loop_step(loop) == "a loop over a DataLoader":
-                    return True
-                break
+        loop = module_flow.innermost_step_loop(ancestors)
+        if loop is not None and module_flow.trains(loop):
+            return False
+        if loop is not None and module_flow.loop_step(loop) == "a loop over a DataLoader":
+            return True
         for node in ancestors:
             if type(node) is cst.With and any(self._no_autograd(item.item) for item in node.items):
                 return True
             if type(node) is cst.FunctionDef and any(self._no_autograd(d.decorator) for d in node.decorators):
                 return True
         function = flow.enclosing_function(ancestors)
-        return function is not None and any(
+        if function is None:
+            return False
+        return any(
             type(statement) is cst.With and any(self._no_autograd(item.item) for item in statement.items)
             for statement in function.body.body
-        )
+        ) or (function if loop is None else False)
 
     def _no_autograd(self, expression: cst.BaseExpression) -> bool:
         called = expression.func if type(expression) is cst.Call else expression
