@@ -674,8 +674,13 @@ class DeviceFlow:
             return None if inner is None else not inner
         if type(test) is cst.BooleanOperation:
             sides = [self.cuda_check(test.left, depth), self.cuda_check(test.right, depth)]
-            wanted = any if type(test.operator) is cst.And else all  # `a and <cuda>`; `<cuda> or <cuda>`
-            return True if wanted(side is True for side in sides) else None
+            # `a and <cuda>` holds only where its CUDA side does, `<cuda> or <cuda>` too; `not <cuda>
+            # or not flash` fails only where its CUDA side does (denoising-diffusion's early `return`
+            # ahead of `torch.cuda.get_device_properties`), `not <cuda> and not <cuda>` too
+            holds_only, fails_only = (all, any) if type(test.operator) is cst.Or else (any, all)
+            if holds_only(side is True for side in sides):
+                return True
+            return False if fails_only(side is False for side in sides) else None
         if type(test) is cst.Call:
             func = test.func
             if type(func) is cst.Attribute and func.attr.value == "startswith":

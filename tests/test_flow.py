@@ -49,6 +49,26 @@ def test_a_check_stays_while_what_it_protects_has_no_replacement(device: str) ->
     assert ("PC201", "kept: the code it guards still needs a person (PC206 on line 3)") in outcome.skipped
 
 
+EARLY_RETURN = """\
+import torch
+class Attend:
+    def __init__(self, flash=False):
+        if not torch.cuda.is_available() or not flash:
+            return
+        props = torch.cuda.get_device_properties(torch.device("cuda"))
+        self.major = props.major
+"""
+
+
+def test_an_early_return_unless_cuda_and_a_flag_protects_what_follows() -> None:
+    """denoising-diffusion-pytorch's `Attend`: `if not torch.cuda.is_available() or not flash:
+    return` leaves the rest of the function to CUDA. Opening the check alone sent the TPU to
+    `torch.cuda.get_device_properties`, which raises there."""
+    assert fixed(EARLY_RETURN, "tpu") == EARLY_RETURN
+    outcome = api.fix_source(EARLY_RETURN, "tpu")
+    assert ("PC201", "kept: the code it guards still needs a person (PC206 on line 6)") in outcome.skipped
+
+
 METRIC_LOGGER = """\
 import torch
 MB = 1024.0 * 1024.0
