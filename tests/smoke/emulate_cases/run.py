@@ -126,9 +126,9 @@ def indexing(target: str) -> dict[str, Any]:
 
 
 def checkpoints(target: str) -> dict[str, Any]:
-    """A state dict saved from the device and loaded back three ways, and a CPU checkpoint
-    loaded onto the device (what a fixed `map_location="cuda"` becomes); the saved bytes, for
-    a process without the emulator to load."""
+    """A state dict saved from the device and loaded back as saved, to the CPU and onto the
+    device, and a CPU checkpoint loaded onto the device (what a fixed `map_location="cuda"`
+    becomes); the saved bytes, for a process without the emulator to load."""
     with emulate(target):
         buffer, cpu_buffer = io.BytesIO(), io.BytesIO()
         torch.save({"w": torch.arange(3.0).to(target), "step": 7}, buffer)
