@@ -2105,9 +2105,7 @@ class DeviceFlow:
             return _INDEXES_NAME.match(node.attr.value) is not None
         if type(node) is not cst.Name:
             return False
-        owner: Scope | None = scope
-        while owner is not None and node.value not in owner.bound:
-            owner = owner.parent
+        owner = self._binder(node.value, scope)
         if owner is None or node.value in owner.imports:
             return False
         values = [value for value in owner.values.get(node.value, ()) if value is not None]
@@ -2116,14 +2114,7 @@ class DeviceFlow:
         function = owner.owner
         if owner.kind != "function" or values or type(function) is not cst.FunctionDef:
             return False
-        default = next(
-            (
-                param.default
-                for param in (*function.params.params, *function.params.kwonly_params)
-                if param.name.value == node.value
-            ),
-            None,
-        )
+        default = self.in_scope(owner, partial(self.resolver.parameter_default, node))
         passed = self.passed_arguments(function, node.value)
         if default is not None and not self._holds_indexes(default, owner, depth + 1):
             return False
@@ -2132,17 +2123,18 @@ class DeviceFlow:
         return default is not None or (passed is not None and _INDEXES_NAME.match(node.value) is not None)
 
     def _bound_in(self, name: str, scope: Scope) -> bool:
-        current: Scope | None = scope
-        while current is not None:
-            if name in current.bound:
-                return True
-            current = current.parent
-        return False
+        return self._binder(name, scope) is not None
 
-    def _name_holds_index(self, name: str, scope: Scope, depth: int) -> bool:
+    @staticmethod
+    def _binder(name: str, scope: Scope) -> Scope | None:
+        """The scope that binds `name` as `scope` sees it, if any."""
         owner: Scope | None = scope
         while owner is not None and name not in owner.bound:
             owner = owner.parent
+        return owner
+
+    def _name_holds_index(self, name: str, scope: Scope, depth: int) -> bool:
+        owner = self._binder(name, scope)
         if owner is None or name in owner.imports:
             return False
         values = [value for value in owner.values.get(name, ()) if value is not None]
