@@ -382,7 +382,7 @@ def _analyse(
     tree = tree or parsing.parse(data, text, config.max_expression_chain)
     resolver = Resolver(tree)
     context = Context(path, kind, config, resolver, project, module, fix_target, data)
-    flow = context.flow = DeviceFlow(resolver, project.host_parameters_in(module.name))
+    flow = context.flow = DeviceFlow(resolver, project.host_parameters_in(module.name), module)
     rules = [registry.get(code)(context) for code in codes]
     walker = Walker([flow, *rules], resolver)  # the flow first: rules see what it saw
     context.walker = walker

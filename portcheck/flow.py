@@ -51,6 +51,7 @@ from libcst.helpers import get_full_name_for_node
 
 from portcheck import patterns
 from portcheck import targets as target_data
+from portcheck.project import ModulePath
 from portcheck.resolve import Resolver, Scope, function_scope
 from portcheck.targets import packages
 from portcheck.walk import child_fields, descendants, is_reference
@@ -339,6 +340,9 @@ class DeviceFlow:
     # (function or `Class.method`, position or keyword): the module's parameters that every
     # other module's step loop passes host data (see `Project.host_parameters`)
     host_parameters: frozenset[tuple[str, str]] = frozenset()
+    # the module's place in the import system, for its relative imports (`from .base_model import
+    # BaseModel`, a framework's class); None where unknown
+    module: ModulePath | None = None
     ancestors: Sequence[cst.CSTNode] = ()
     guards: list[Guard] = field(default_factory=list)
     _protected: dict[int, int] = field(default_factory=dict)  # node id -> index of its guard
@@ -1338,7 +1342,7 @@ class DeviceFlow:
                 return f"`{title}()` (run every step by the framework)"
             for base in holder.bases:
                 for name in self.resolver.qualified_names(base.value):
-                    methods, why = _CALLBACK_BASES.get(name, ((), ""))
+                    methods, why = _CALLBACK_BASES.get(self.module.absolute(name) if self.module else name, ((), ""))
                     if title in methods:
                         return f"`{title}()` of {why}"
         return None

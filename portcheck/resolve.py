@@ -319,11 +319,15 @@ class Resolver:
 
     def explicit_values(self, node: cst.Name) -> list[cst.BaseExpression]:
         """Every expression `=` binds the name to in its scope, whatever else binds it too (`model,
-        opt = amp.initialize(model, opt)`): what it may hold, not all it may hold."""
+        opt = amp.initialize(model, opt)`), but an import: what it may hold, not all it may hold."""
         owner = self.scope_of(node.value)
-        if owner is None or node.value in owner.imports:
-            return []
-        return [value for value in owner.values.get(node.value, []) if value is not None]
+        return [] if owner is None or node.value in owner.imports else self.bound_values(node)
+
+    def bound_values(self, node: cst.Name) -> list[cst.BaseExpression]:
+        """Every expression `=` binds the name to in its scope, also where an import binds it too
+        (BasicSR's extension, built in one branch and imported prebuilt in the other)."""
+        owner = self.scope_of(node.value)
+        return [value for value in owner.values.get(node.value, []) if value is not None] if owner else []
 
     def rebound_values(self, node: cst.Name) -> list[cst.BaseExpression]:
         """`assigned_values`, and for a parameter its function rebinds only by `=` (`betas =

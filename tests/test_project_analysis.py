@@ -436,6 +436,50 @@ def test_a_helper_a_model_inherits_from_another_module_runs_every_step(tmp_path:
     assert found == [("pkg/arch.py", 5)]
 
 
+def test_basicsr_in_its_own_repository_reports_its_step_hazards_where_they_are_written(tmp_path: Path) -> None:
+    """BasicSR itself: Real-ESRGAN's `feed_data()` degrades each batch with a function whose
+    grey-noise test is a tensor where the noise is one (a number in the `isinstance` branch),
+    and SRModel, whose base comes by a relative import, logs `reduce_loss_dict()`'s `.item()`
+    every step. The hazards are reported where they are written, not as an installed
+    library's calls (PC515)."""
+    degradations = (
+        "import torch\n\ndef generate_noise_pt(img, gray_noise=0):\n    if isinstance(gray_noise, (float, int)):\n"
+        "        cal_gray_noise = gray_noise > 0\n    else:\n        gray_noise = gray_noise.view(-1, 1, 1, 1)\n"
+        "        cal_gray_noise = torch.sum(gray_noise) > 0\n"
+        "    if cal_gray_noise:\n        img = img + torch.randn_like(img) * gray_noise\n    return img\n\n"
+        "def random_add_gaussian_noise_pt(img, gray_prob=0):\n"
+        "    return generate_noise_pt(img, torch.rand(img.size(0)) < gray_prob)\n"
+    )
+    base = (
+        "import torch\n\nclass BaseModel:\n    def reduce_loss_dict(self, loss_dict):\n"
+        "        return {name: value.mean().item() for name, value in loss_dict.items()}\n"
+    )
+    sr_model = (
+        "import torch\nfrom .base_model import BaseModel\n\nclass SRModel(BaseModel):\n"
+        "    def optimize_parameters(self, current_iter):\n        loss = self.cri_pix(self.net_g(self.lq), self.gt)\n"
+        "        loss.backward()\n        self.log_dict = self.reduce_loss_dict({'l_pix': loss})\n"
+    )
+    realesrgan = (
+        "import torch\nfrom basicsr.data.degradations import random_add_gaussian_noise_pt\n"
+        "from basicsr.models.sr_model import SRModel\n\nclass RealESRGANModel(SRModel):\n"
+        "    def feed_data(self, data):\n        self.lq = random_add_gaussian_noise_pt(data['gt'], gray_prob=0.4)\n"
+    )
+    write(
+        tmp_path,
+        {
+            "basicsr/__init__.py": "",
+            "basicsr/data/__init__.py": "",
+            "basicsr/data/degradations.py": degradations,
+            "basicsr/models/__init__.py": "",
+            "basicsr/models/base_model.py": base,
+            "basicsr/models/sr_model.py": sr_model,
+            "basicsr/models/realesrgan_model.py": realesrgan,
+        },
+    )
+    found = sorted((f.path, f.line, f.code) for f in scan(tmp_path).findings if f.severity > Severity.INFO)
+    assert found == [("basicsr/data/degradations.py", 9, "PC504"), ("basicsr/models/base_model.py", 5, "PC503")]
+
+
 def test_a_loop_over_the_samples_of_a_batch_is_part_of_the_step_that_calls_it(tmp_path: Path) -> None:
     """yolov7: the training loop calls the loss, whose `build_targets()` loops over the batch's
     images with a `topk` per image, and first calls `find_3_positive()`. That loop matches

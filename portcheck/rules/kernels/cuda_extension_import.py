@@ -93,6 +93,13 @@ class CudaExtensionImport(Rule):
             message="calls a kernel of `fused.fused_bias_act`",
         ),
         Invalid("import torch\nfused = torch.utils.cpp_extension.load('fused', ['f.cu'])\nimport fused\n", lines=[3]),
+        Invalid(  # BasicSR: built where asked (BASICSR_JIT), else its prebuilt copy imported
+            "import os\nimport torch\nif os.getenv('JIT') == 'True':\n    from torch.utils.cpp_extension import load\n"
+            "    up_ext = load('up', sources=['up.cpp', 'up_kernel.cu'])\nelse:\n    try:\n        from . import up_ext\n"
+            "    except ImportError:\n        pass\ndef up(x, k):\n    return up_ext.up(x, k)\n",
+            lines=[12],
+            message="calls a kernel of `up.up`",
+        ),
         Invalid(  # stylegan2-ada and stylegan3: the repository's build helper, run on first use into a global
             "import torch\nfrom torch_utils import custom_ops\n_plugin = None\ndef _init():\n    global _plugin\n"
             "    sources = ['bias_act.cpp', 'bias_act.cu']\n"
@@ -204,7 +211,7 @@ class CudaExtensionImport(Rule):
         # `fused.fused_bias_act(...)` after `fused = load("fused", ...)`
         if type(func) is cst.Attribute and type(func.value) is cst.Name and resolver is not None:
             name = func.value.value
-            values = resolver.explicit_values(func.value)
+            values = resolver.bound_values(func.value)
             held_globally = resolver.scope_of(name) is resolver.module
             self._calls.append((node, self.ctx.chain(node), values, name if held_globally else None))
         elif type(func) is cst.Attribute and type(func.value) is cst.Call and type(func.value.func) is cst.Name:

@@ -78,6 +78,14 @@ class CpuCheckCudaPath(Rule):
             lines=[11],
             message="`FusedLeakyReLUFunction.apply`",
         ),
+        Invalid(  # BasicSR: built where asked (BASICSR_JIT), else its prebuilt copy imported
+            "import os\nimport torch\nif os.getenv('JIT') == 'True':\n    from torch.utils.cpp_extension import load\n"
+            "    up_ext = load('up', sources=['up.cpp', 'up_kernel.cu'])\nelse:\n    try:\n        from . import up_ext\n"
+            "    except ImportError:\n        pass\ndef up(x, k):\n    if x.device.type == 'cpu':\n        return x * k\n"
+            "    else:\n        return up_ext.up(x, k)\n",
+            lines=[12],
+            message="`up_ext.up`",
+        ),
         Invalid(
             "import torch.utils.cpp_extension as ext\nup = ext.load('up', ['up.cu'])\n"
             "def upfirdn(x, k):\n    if x.device.type != 'cpu':\n        return up.run(x, k)\n    return native(x, k)\n",
@@ -98,34 +106,33 @@ class CpuCheckCudaPath(Rule):
         self._cuda_callables: frozenset[str] = frozenset()  # the module's functions and classes calling one
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._kernels = frozenset(
+        self._kernels = frozenset(  # also where another branch imports the prebuilt extension instead (BasicSR)
             name
-            for name, value in self.ctx.resolver.module_assignments()
-            if type(value) is cst.Call and self.ctx.qualified_names(value.func) & kernels.EXTENSION_LOADERS
+            for name, values in self.ctx.resolver.module.values.items()
+            if any(
+                type(value) is cst.Call and self.ctx.qualified_names(value.func) & kernels.EXTENSION_LOADERS
+                for value in values
+            )
         )
         if self._kernels:
             module = self.ctx.resolver.module
             self._cuda_callables = frozenset(
                 each.name.value
                 for each in node.body
-                if type(each) in (cst.FunctionDef, cst.ClassDef)
-                and self._calls_kernel(each, _bound_in(each, module), elsewhere=True)
+                if type(each) in (cst.FunctionDef, cst.ClassDef) and self._calls_kernel(each, _bound_in(each, module))
             )
 
-    def _calls_kernel(self, root: cst.CSTNode, shadowed: frozenset[str], elsewhere: bool = False) -> str | None:
+    def _calls_kernel(self, root: cst.CSTNode, shadowed: frozenset[str]) -> str | None:
         """The first call under `root` of a loaded extension's function (`fused.act`), or of
         one of the module's functions or classes that make one; not through a name the
-        function binds itself (`shadowed`). `elsewhere`: the walk is not in `root`'s scope,
-        so names resolve through the module's imports alone, uncached (a cached answer would
-        be the wrong scope's for every later question about the node)."""
+        function binds itself (`shadowed`)."""
         kernels_here = self._kernels - shadowed
-        resolve = self.ctx.resolver.module_level_names if elsewhere else self.ctx.qualified_names
         for call in descendants(root):
             if type(call) is not cst.Call:
                 continue
             func = call.func
             if type(func) is cst.Attribute and type(func.value) is cst.Name:
-                if func.value.value in kernels_here and not resolve(func):
+                if func.value.value in kernels_here:
                     return patterns.dotted(func)
                 if func.attr.value == "apply" and func.value.value in self._cuda_callables:
                     return patterns.dotted(func)

@@ -37,6 +37,7 @@ class CudaDeviceComparison(Rule):
     Reports checks of a device against `"cuda"`: `x.device.type == "cuda"`,
     `device != "cuda"`, `"cuda" in str(device)`, `str(device).startswith("cuda")`, and a
     device option's `choices=["cuda", "cpu"]` (`parser.add_argument("--device-type", ...)`)
+    or a check's list of the devices it accepts (`assert device_type in ["cuda", "cpu"]`)
     that leaves the target out; also CUDA by elimination, a flag named for CUDA, a GPU or
     half precision set to "not the CPU" (YOLO's `cuda = device.type != "cpu"`, `half =
     device.type != "cpu"  # half precision only supported on CUDA`), which turns CUDA's
@@ -86,8 +87,10 @@ class CudaDeviceComparison(Rule):
     and without it the branch would silently turn off (autocast in float32 on a TPU). Either
     way the check is rewritten only together with what it guards (see `portcheck fix`).
 
-    Safe, too, for a device option's choices: the target's device type is added to the list
-    (`choices=["cuda", "cpu", "tpu"]`), which refuses nothing it accepted before.
+    Safe, too, for a device option's choices and a check that refuses every device it does not
+    list (`assert device_type in ["cuda", "mps", "cpu"]`, `if device not in ("cuda", "cpu"):
+    raise ...`): the target's device type is added to the list (`choices=["cuda", "cpu",
+    "tpu"]`), which refuses nothing it accepted before.
 
     With `--device auto` `<device> == "cuda"`, `"cuda" in <device>` and `<device> in
     {"cuda"}` become `<device> != "cpu"` (and their negations `== "cpu"`): on the one
@@ -115,6 +118,7 @@ class CudaDeviceComparison(Rule):
         Valid('def f(torch, device):\n    return device == "mps"\n'),
         Valid("import torch\np.add_argument('--backend', choices=['cuda', 'triton'])\n"),
         Valid("import torch\np.add_argument('--device', choices=('cuda', 'cpu', 'tpu', 'neuron'))\n"),
+        Valid("import torch\nassert device_type in ['cuda', 'cpu', 'tpu', 'neuron']\n"),
     ]
     INVALID = [
         # guards only a message, or a CUDA-only library with a portable path after it: a warning, no fix
@@ -229,6 +233,16 @@ class CudaDeviceComparison(Rule):
             fixed="import argparse\nimport torch\np = argparse.ArgumentParser()\n"
             "p.add_argument('--device-type', type=str, default='', choices=['cuda', 'cpu', 'mps', 'tpu'])\n",
         ),
+        Invalid(  # nanochat's compute_init: once the device becomes "tpu" the assert refuses it
+            "import torch\ndef init(device_type='cuda'):\n"
+            "    assert device_type in ['cuda', 'mps', 'cpu'], 'Invalid device type'\n"
+            "    if device_type not in ('cuda', 'cpu'):\n        raise ValueError(device_type)\n",
+            lines=[3, 4],
+            message="as the devices this check accepts",
+            fixed="import torch\ndef init(device_type='cuda'):\n"
+            "    assert device_type in ['cuda', 'mps', 'cpu', 'tpu'], 'Invalid device type'\n"
+            "    if device_type not in ('cuda', 'cpu', 'tpu'):\n        raise ValueError(device_type)\n",
+        ),
         Invalid(  # nanochat: CUDA's own checks and seed, and a CUDA-only library in the else branch
             "import torch\ndef init(device_type):\n    if device_type == 'cuda':\n"
             "        assert torch.cuda.is_available(), 'no CUDA'\n    torch.manual_seed(42)\n"
@@ -257,6 +271,10 @@ class CudaDeviceComparison(Rule):
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if patterns.compares_literal_with(node, _is_cuda, patterns.is_device_like):
+            accepted = self._accepted_devices(node)
+            if accepted is not None:
+                self._report_accepted(accepted, "as the devices this check accepts: it refuses every other device")
+                return
             safety = FixSafety.SAFE if self._derived(_subjects(node)) else FixSafety.UNSAFE
             self._report(node, self._comparison_edit(node, safety))
         elif self._cuda_by_elimination(node):
@@ -296,6 +314,31 @@ class CudaDeviceComparison(Rule):
         option = next((flag for flag in flags if "device" in flag.lower()), None)
         if option is None or "cuda" not in values:
             return
+        self._report_accepted(listed, f"as `choices=` of `{option}`: argparse refuses every other device")
+
+    def _accepted_devices(self, node: cst.Comparison) -> cst.List | cst.Tuple | cst.Set | None:
+        """The list of a device check that refuses what it does not name: `assert device_type in
+        ["cuda", "mps", "cpu"]` (nanochat), `if device not in ("cuda", "cpu"): raise ...`. Its
+        CUDA is one device among those it accepts, not the check's meaning."""
+        if len(node.comparisons) != 1 or not patterns.is_device_like(node.left):
+            return None
+        listed = node.comparisons[0].comparator
+        operator = node.comparisons[0].operator
+        if not isinstance(listed, (cst.List, cst.Tuple, cst.Set)) or len(listed.elements) < 2:
+            return None
+        statement = self.ctx.parent
+        if type(operator) is cst.In and type(statement) is cst.Assert and statement.test is node:
+            return listed
+        if type(operator) is cst.NotIn and type(statement) is cst.If and statement.test is node:
+            body = statement.body.body
+            raises = body and isinstance(body[0], cst.SimpleStatementLine) and type(body[0].body[0]) is cst.Raise
+            return listed if raises else None
+        return None
+
+    def _report_accepted(self, listed: cst.List | cst.Tuple | cst.Set, consequence: str) -> None:
+        """A list of the devices accepted, CUDA among them: the fix adds the target's device
+        type, which refuses nothing accepted before."""
+        values = [patterns.string_value(element.value) for element in listed.elements]
         written = self.ctx.fix_target.device_type
         if written in values or any(value is None for value in values):
             return
@@ -305,9 +348,8 @@ class CudaDeviceComparison(Rule):
             added = cst.Element(edits.string_like(last.value, written))
             spaced = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
             elements = [*listed.elements[:-1], last.with_changes(comma=spaced), added.with_changes(comma=last.comma)]
-            title = f'"{written}" added to the choices of {option}'
+            title = f'"{written}" added to the devices accepted'
             edit = Edit(listed, listed.with_changes(elements=elements), FixSafety.SAFE, title)
-        consequence = f"as `choices=` of `{option}`: argparse refuses every other device"
         self.report(listed, edit=edit, literal="cuda", consequence=consequence)
 
     def _report(self, node: cst.CSTNode, edit: Edit | None) -> None:

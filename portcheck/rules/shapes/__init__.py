@@ -540,6 +540,37 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     return tensor_valued(ctx, node)
 
 
+def _bound_as_number(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """Whether a value is bound in the branch of `if isinstance(x, (float, int)):` and reads `x`
+    (BasicSR's `cal_gray_noise = gray_noise > 0`, where the other branch compares a tensor)."""
+    chain = ctx.chain(value)
+    for parent, child in zip(reversed(chain), reversed((*chain[1:], value))):
+        if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return False
+        if type(parent) is cst.If and child is parent.body and _tests_number(ctx, parent.test, value):
+            return True
+    return False
+
+
+def _tests_number(ctx: FileContext, test: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    """`isinstance(x, (float, int))` (or one of them) for an `x` that `value` reads."""
+    if type(test) is not cst.Call or patterns.dotted(test.func) != "isinstance" or ctx.qualified_names(test.func):
+        return False
+    if len(test.args) != 2 or type(test.args[0].value) is not cst.Name:
+        return False
+    kinds = test.args[1].value
+    spelled = (
+        {patterns.dotted(each.value) for each in kinds.elements}
+        if type(kinds) is cst.Tuple
+        else {patterns.dotted(kinds)}
+    )
+    return spelled <= {"int", "float"} and _reads_name(value, test.args[0].value.value)
+
+
+def _reads_name(node: cst.BaseExpression, name: str) -> bool:
+    return any(type(each) is cst.Name and each.value == name for each in (node, *descendants(node)))
+
+
 _OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
 _PASSING_BUILTINS = frozenset({"abs", "min", "max"})  # what they return is what they are given
 _TENSOR_TYPE = re.compile(r"torch\.(?:[A-Z]\w*)?Tensor")  # torch.Tensor, torch.LongTensor...
@@ -687,6 +718,8 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return _passed_tensors(ctx, node, depth)
         # `class_acc = None` on the other path: where the name holds the tensor, reading it waits
         values = [value for value in values if not _is_none(value)] or values
+        if len(values) > 1:  # BasicSR's `cal_gray_noise = gray_noise > 0` where the noise is a number
+            values = [value for value in values if not _bound_as_number(ctx, value)] or values
         others = [value for value in values if not flow.is_number(value)]
         if len(others) == len(values):
             return all(tensor_valued(ctx, value, depth + 1, inner) for value in values)

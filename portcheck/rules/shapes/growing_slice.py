@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import libcst as cst
 
 from portcheck.flow import enclosing_function, in_forward
@@ -8,13 +10,16 @@ from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, inner
 from portcheck.walk import descendants
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_COUNTERS = frozenset({"range", "enumerate"})
 
 
 class GrowingSlice(TensorRule):
     """## What it does
     Reports a slice of a tensor that starts at a fixed place and ends at a position that moves:
     - in a step loop (see PC503), an end that reads the loop's counter or a count the loop
-      advances (`model(tokens[:, :cur])` in `for cur in range(start, total):`, `pos += 1`);
+      advances (`model(tokens[:, :cur])` in `for cur in range(start, total):`, also through a
+      progress bar, `tqdm(range(...))`; `pos += 1`), or a loop's around it (a sampler's row
+      loop around its column loop);
     - in a module's `forward`, an end that adds to an integer position its caller passes
       (llama's KV cache, `self.cache_k[:bsz, : start_pos + seqlen]` where `forward(self, x,
       start_pos: int)`, also through a name bound to the sum): a parameter annotated `int` or
@@ -124,6 +129,14 @@ class GrowingSlice(TensorRule):
             lines=[6],
             message="which every step of a decoding loop moves",
         ),
+        Invalid(  # vq-vae-2's PixelSNAIL sampling: the prefix grows with the row loop around the column loop
+            "import torch\nfrom tqdm import tqdm\ndef sample(model, rows, cols):\n"
+            "    row = torch.zeros(1, rows, cols, dtype=torch.int64)\n    for i in tqdm(range(rows)):\n"
+            "        for j in range(cols):\n            out = model(row[:, : i + 1, :])\n"
+            "            row[:, i, j] = torch.multinomial(out[:, :, i, j].softmax(1), 1).squeeze(-1)\n",
+            lines=[7],
+            message="`row[:, : i + 1, :]` ends at `i + 1`, which every step of",
+        ),
         Invalid(  # a count the loop advances
             "import torch\ndef decode(model, prompt, total):\n    out = torch.zeros(len(prompt), total, dtype=torch.long)\n"
             "    pos = prompt.shape[1]\n    out[:, :pos] = prompt\n    while pos < total:\n"
@@ -155,14 +168,19 @@ class GrowingSlice(TensorRule):
         and the start does not."""
         flow = self.ctx.flow
         assert flow is not None
-        loop = innermost_loop(self.ctx.ancestors)
-        if loop is None or flow.off_the_step_path(self.ctx.ancestors):
-            return None
-        counts = _advanced(loop)
-        if not counts or not _reads(part.upper, counts) or (part.lower is not None and _reads(part.lower, counts)):
+        ancestors = self.ctx.ancestors
+        loop = innermost_loop(ancestors)
+        if loop is None or flow.off_the_step_path(ancestors):
             return None
         step = flow.loop_step(loop)
-        return (part.upper, f"every step of {step} moves") if step is not None else None
+        for around in _loops(ancestors):  # vq-vae-2's `row[:, : i + 1]`, the row's loop around the column's
+            counts = _advanced(around)
+            if counts and _reads(part.upper, counts):
+                if part.lower is not None and _reads(part.lower, counts):
+                    return None
+                step = step or flow.loop_step(around)
+                return (part.upper, f"every step of {step} moves") if step is not None else None
+        return None
 
     def _moved_in_forward(self, part: cst.Slice) -> tuple[cst.BaseExpression, str] | None:
         """The end and what moves it, where it adds to a position the caller of forward passes
@@ -180,6 +198,16 @@ class GrowingSlice(TensorRule):
         if not positions or (part.lower is not None and _reads(part.lower, positions)):
             return None
         return part.upper, "the caller moves"
+
+
+def _loops(ancestors: Sequence[cst.CSTNode]) -> Iterator[cst.For | cst.While]:
+    """The loops whose bodies hold the node, innermost first, within its function."""
+    for index in range(len(ancestors) - 2, -1, -1):
+        node = ancestors[index]
+        if type(node) in _SCOPES:
+            return
+        if type(node) in (cst.For, cst.While) and ancestors[index + 1] is node.body:  # type: ignore[union-attr]
+            yield node  # type: ignore[misc]
 
 
 def _positions(function: cst.FunctionDef) -> set[str]:
@@ -211,11 +239,12 @@ def _advanced(loop: cst.For | cst.While) -> set[str]:
     `enumerate`), names its body adds to (`pos += 1`), and names it sets from those
     (`prev_pos = cur_pos`)."""
     found = set()
-    if type(loop) is cst.For and type(loop.iter) is cst.Call and type(loop.iter.func) is cst.Name:
+    iterated = _unwrapped(loop.iter) if type(loop) is cst.For else None
+    if type(loop) is cst.For and type(iterated) is cst.Call and type(iterated.func) is cst.Name:
         target = loop.target
-        if loop.iter.func.value == "range" and type(target) is cst.Name:
+        if iterated.func.value == "range" and type(target) is cst.Name:
             found.add(target.value)
-        elif loop.iter.func.value == "enumerate" and type(target) is cst.Tuple and target.elements:
+        elif iterated.func.value == "enumerate" and type(target) is cst.Tuple and target.elements:
             first = target.elements[0].value
             if type(first) is cst.Name:
                 found.add(first.value)
@@ -232,6 +261,15 @@ def _advanced(loop: cst.For | cst.While) -> set[str]:
         found |= moved
         grown = bool(moved)
     return found
+
+
+def _unwrapped(iterated: cst.BaseExpression) -> cst.BaseExpression:
+    """`range(n)` for `tqdm(range(n), desc=...)`: a progress bar's iterable, as the loop sees it."""
+    if type(iterated) is cst.Call and type(iterated.func) is cst.Name and iterated.func.value not in _COUNTERS:
+        first = iterated.args[0] if iterated.args and iterated.args[0].keyword is None else None
+        if first is not None and type(first.value) is cst.Call and type(first.value.func) is cst.Name:
+            return first.value if first.value.func.value in _COUNTERS else iterated
+    return iterated
 
 
 def _arithmetic(node: cst.BaseExpression) -> bool:

@@ -102,11 +102,11 @@ class LibrarySyncInStep(StepRule):
 
     def visit_Import(self, node: cst.Import) -> None:
         super().visit_Import(node)
-        self._imports_a_library |= any(_of_table(patterns.dotted(alias.name)) for alias in node.names)
+        self._imports_a_library |= any(self._of_table(patterns.dotted(alias.name)) for alias in node.names)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         super().visit_ImportFrom(node)
-        self._imports_a_library |= node.module is not None and _of_table(patterns.dotted(node.module))
+        self._imports_a_library |= node.module is not None and self._of_table(patterns.dotted(node.module))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self._imports_a_library:
@@ -117,6 +117,11 @@ class LibrarySyncInStep(StepRule):
         where = self.step_context(self.ctx.ancestors)
         if where is not None:
             self.report_in_step(node, where, call=patterns.dotted(node.func) or "call", what=hazard.what)
+
+    def _of_table(self, module: str) -> bool:
+        """A module of one of the packages the table knows (`basicsr.utils`), installed: in the
+        package's own repository the hazards are reported where they are written."""
+        return module.split(".")[0] in library_step_hazards.packages() and not self.ctx.project.is_local(module)
 
     def _hazard(self, call: cst.Call) -> StepHazard | None:
         table = library_step_hazards.table()
@@ -157,11 +162,6 @@ class LibrarySyncInStep(StepRule):
                 if f"{name}.{method}" in methods:
                     return methods[f"{name}.{method}"]
         return None
-
-
-def _of_table(module: str) -> bool:
-    """A module of one of the packages the table knows (`basicsr.utils`)."""
-    return module.split(".")[0] in library_step_hazards.packages()
 
 
 def _names_class(qualified: str) -> bool:

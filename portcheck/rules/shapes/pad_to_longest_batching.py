@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import BATCH_GETTER, COLLATE_NAME
+from portcheck.flow import BATCH_GETTER, COLLATE_NAME, enclosing_function
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, resolved_call
 from portcheck.walk import descendants
@@ -37,7 +37,10 @@ class PadToLongestBatching(Rule):
     (`torch.zeros(len(caps), max(lengths)).long()`, also through a name bound to `max(...)`
     or to a function of the module that returns what it keeps the `max(...)` of, such as
     DETR's `_max_by_axis`; reported at the `max(...)`, or that call), also in a function of
-    the module that a collate function calls (DETR's `nested_tensor_from_tensor_list`), calls with `padding=True` or
+    the module that a collate function calls (DETR's `nested_tensor_from_tensor_list`); the
+    same sizes, and a list padded to the longest (`ids + [bos] * (longest - len(ids))`), where
+    they run every step: in a step loop (nanochat's evaluation and RL rollouts), a model's
+    forward (MiniGPT-4) or a function one of those calls; calls with `padding=True` or
     `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`; of classes, only
     collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), and
     `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`, and
@@ -78,7 +81,7 @@ class PadToLongestBatching(Rule):
     severity = RECOMPILE_SEVERITY
     triggers = (
         b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat", b"BucketIterator",
-        b"get_batch", b"next_batch", b"sample_batch", b"load_batch",
+        b"get_batch", b"next_batch", b"sample_batch", b"load_batch", b"max(",
     )  # fmt: skip
 
     VALID = [
@@ -122,12 +125,31 @@ class PadToLongestBatching(Rule):
             "import torch\ndef largest(sizes):\n    top = sizes[0]\n    for s in sizes:\n        top = max(top, s)\n"
             "    return top\ndef canvas(images):\n    return torch.zeros(largest([i.shape[-1] for i in images]))\n"
         ),
+        Valid(  # a prompt padded once, by a function nothing calls in a step
+            "import torch\ndef encode_prompts(prompts, pad):\n    longest = max(len(p) for p in prompts)\n"
+            "    return torch.tensor([p + [pad] * (longest - len(p)) for p in prompts])\n"
+        ),
         Valid(  # a fixed length, or the longest outside a collate function
             "import torch\ndef collate_fn(data):\n    targets = torch.zeros(len(data), MAX_LEN).long()\n"
             "    return targets\ndef stats(lengths):\n    return torch.zeros(max(lengths))\n"
         ),
     ]
     INVALID = [
+        Invalid(  # nanochat's chat evaluation: each batch of prompts padded to its longest, every step
+            "import torch\ndef run_eval(model, batches, bos, device):\n    for prompt_ids in batches:\n"
+            "        max_length = max(len(ids) for ids in prompt_ids)\n"
+            "        padded = [ids + [bos] * (max_length - len(ids)) for ids in prompt_ids]\n"
+            "        logits = model(torch.tensor(padded, dtype=torch.long, device=device))\n",
+            lines=[4],
+            message="`max(...)` sizing a padding list in ",
+        ),
+        Invalid(  # MiniGPT-4: the model pads its batch of embeddings to the longest in forward()
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, embs):\n"
+            "        max_len = max(e.shape[0] for e in embs)\n"
+            "        out = torch.zeros(len(embs), max_len, embs[0].shape[-1])\n        return self.llm(out)\n",
+            lines=[4],
+            message="`max(...)` sizing `torch.zeros(...)` in forward()",
+        ),
         Invalid(  # SimCSE: the model's input either way, each branch's padding= argument on its own line
             "def batcher(tokenizer, sentences, max_length):\n    if max_length is not None:\n"
             "        batch = tokenizer(\n            sentences,\n            padding=True,\n"
@@ -229,7 +251,9 @@ class PadToLongestBatching(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._collate_fns: set[str] = set()  # names passed as collate_fn=
-        self._pads: list[tuple[cst.Call, list[str], str]] = []  # padding calls, enclosing function names, label
+        # padding calls, enclosing function names, label, and the step they run in (if any) or else
+        # the function they are in, asked at the end whether the module calls it every step
+        self._pads: list[tuple[cst.Call, list[str], str, str | None, cst.FunctionDef | None]] = []
         self._scopes: list[_Scope] = [_Scope()]  # the module, then each enclosing function
         self._buckets: list[cst.Call] = []  # torchtext's bucket iterators made
         self._fixed_fields = False  # whether a torchtext Field pads to `fix_length=`
@@ -251,12 +275,12 @@ class PadToLongestBatching(Rule):
         if collate_fn is not None:
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
         if resolved_call(self.ctx, node, _PAD_SEQUENCE):
-            self._in_collate(node, "`pad_sequence` in a collate function")
+            self._in_collate(node, "`pad_sequence`")
         elif (pads := _pads(node)) or resolved_call(self.ctx, node, _SIZE_FACTORIES):
             sizes = [arg.value for arg in node.args if not arg.star] if pads else _sizes(node)
             longest = next(filter(None, map(self._longest, sizes)), None)
             if longest is not None:  # reported where the longest is taken
-                self._in_collate(longest, f"`max(...)` sizing `{_code(node.func)}(...)` in a batch function")
+                self._in_collate(longest, f"`max(...)` sizing `{_code(node.func)}(...)`")
         elif resolved_call(self.ctx, node, _BUCKET_ITERATORS):
             self._buckets.append(node)
         elif resolved_call(self.ctx, node, _FIELDS):
@@ -388,11 +412,34 @@ class PadToLongestBatching(Rule):
             return None if self.ctx.qualified_names(item.func) else item
         return None
 
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """`ids + [bos] * (max_length - len(ids))`: a list padded to the longest of the batch."""
+        if type(node.operator) is not cst.Multiply:
+            return
+        for listed, count in ((node.left, node.right), (node.right, node.left)):
+            texts = type(listed) is cst.List and any(
+                patterns.string_value(each.value) is not None for each in listed.elements
+            )
+            longest = self._longest(count) if type(listed) is cst.List and not texts else None  # not `['none'] * n`
+            if longest is not None:
+                self._in_collate(longest, "`max(...)` sizing a padding list")
+                return
+
     def _in_collate(self, node: cst.Call, what: str) -> None:
         """Note a call that pads to the longest, reported at the end if it is in a collate
         function or a function that fetches a step's batch (`get_batch`), or in a function of
-        the module that one of those calls (DETR's `nested_tensor_from_tensor_list`)."""
-        self._pads.append((node, self._enclosing_names(), what))
+        the module that one of those calls (DETR's `nested_tensor_from_tensor_list`); or where
+        it runs every step: in a step loop (nanochat's evaluation and RL rollouts), a model's
+        forward (MiniGPT-4) or a function one of those calls."""
+        flow, ancestors = self.ctx.flow, self.ctx.ancestors
+        step, function = None, None
+        # `max(lengths)`, not `max(k - n, 0)`: in a batch function both size the batch; elsewhere a
+        # bound on one size is not the longest of a batch
+        over_items = patterns.dotted(node.func) != "max" or sum(arg.keyword is None for arg in node.args) == 1
+        if flow is not None and over_items and not flow.off_the_step_path(ancestors):
+            step = flow.step_context(ancestors)
+            function = enclosing_function(ancestors)
+        self._pads.append((node, self._enclosing_names(), what, step, function))
 
     def _enclosing_names(self) -> list[str]:
         """The names of the functions and classes the walk is in, and `collate_fn` for a lambda
@@ -432,12 +479,17 @@ class PadToLongestBatching(Rule):
                 self._flush(scope)
         reported = set()
         helpers = {callee for callee, names in self._called if self._batching(names)}
-        for call, names, what in self._pads:
+        module_flow = self.ctx.flow
+        for call, names, what, step, function in self._pads:
             if id(call) in reported:
                 continue  # one `max(...)` sizing two factories
             reported.add(id(call))
             if self._batching(names) or (names and names[0] in helpers):
-                self.report(call, what=what, advice=advice(self.ctx.targets))
+                step = "a batch function"
+            elif step is None and function is not None and module_flow is not None:
+                step = module_flow.called_every_step(function)
+            if step is not None:
+                self.report(call, what=f"{what} in {step}", advice=advice(self.ctx.targets))
         for call in self._buckets if not self._fixed_fields else ():
             self.report(call, what="torchtext's `BucketIterator`", advice=advice(self.ctx.targets))
 

@@ -223,6 +223,15 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # BasicSR's degradation: a number in the `isinstance` branch, a tensor in the other
+            "import torch\ndef noise(img, gray_noise=0):\n    if isinstance(gray_noise, (float, int)):\n"
+            "        cal_gray_noise = gray_noise > 0\n    else:\n        gray_noise = gray_noise.view(-1, 1)\n"
+            "        cal_gray_noise = torch.sum(gray_noise) > 0\n    if cal_gray_noise:\n"
+            "        img = img + torch.randn_like(img) * gray_noise\n    return img\n"
+            "def train(loader, model, opt):\n    for x in loader:\n        model(noise(x, torch.rand(4))).sum().backward()\n"
+            "        opt.step()\n",
+            lines=[8],
+        ),
         Invalid(  # Tacotron's inference: a range loop over the decoder that stops on its stop tokens
             "import torch\nimport torch.nn as nn\nclass Decoder(nn.Module):\n    def forward(self, x, h):\n"
             "        h = self.proj(x) + h\n        return h, torch.sigmoid(self.stop(h))\n"
