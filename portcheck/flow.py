@@ -2650,13 +2650,23 @@ def _other_suites(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
 
 
 def _is_modulo(node: cst.BaseExpression, resolver: Resolver | None) -> bool:
-    """`step % N`, but not `% 1`, which holds every step (lit-llama's `log_interval = 1`)."""
-    if type(node) is not cst.BinaryOperation or type(node.operator) is not cst.Modulo:
+    """`step % N`, but not `% 1`, which holds every step (lit-llama's `log_interval = 1`), nor a
+    size's (BasicVSR++'s `lqs.size(1) % 2 == 0`, an even number of frames: every step alike)."""
+    if type(node) is not cst.BinaryOperation or type(node.operator) is not cst.Modulo or _a_size(node.left):
         return False
     every = node.right
     if type(every) is cst.Name and resolver is not None:
         every = resolver.assigned_value(every) or every
     return not (type(every) is cst.Integer and every.evaluated_value == 1)
+
+
+def _a_size(node: cst.BaseExpression) -> bool:
+    """`x.size(1)`, `x.shape[1]`, `len(x)`, `x.numel()`: a size, not a count of steps."""
+    if type(node) is cst.Subscript:
+        return type(node.value) is cst.Attribute and node.value.attr.value == "shape"
+    if type(node) is cst.Call:
+        return patterns.method_name(node) in ("size", "numel", "dim") or patterns.dotted(node.func) == "len"
+    return False
 
 
 def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:

@@ -47,7 +47,7 @@ def _lines(process: ProcessRun, device_type: str) -> list[str]:
         return ["no report: the process ended before it could write one (killed, crashed, or os._exit)"]
     lines = [
         f"compilations: {emulation['compilations']} ({emulation['recompilations']} recompilations: "
-        "one graph per distinct input shape of each outermost module)",
+        "one graph per distinct input shape or Python number of each outermost module)",
         f"data-dependent ops: {_counts(emulation['data_dependent_ops'])}",
         f"host syncs: {_counts(emulation['host_syncs'])}",
         f"float64 ops: {_counts(emulation['float64_ops'])}",

@@ -136,7 +136,7 @@ class EmulationLog:
     @property
     def compilations(self) -> int:
         """One per distinct input signature of each outermost module call: what a compiler
-        that specialises on shapes builds."""
+        that specialises on shapes and Python numbers builds (`dynamic=False`)."""
         return sum(len(seen) for seen in self.graphs.values())
 
     @property
@@ -449,13 +449,18 @@ class _Session:
 
     def leave_module(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
         """Record the input signature of an outermost call on the device: a compiler that
-        specialises on shapes builds one graph per distinct signature. `rest` is (kwargs, output),
-        or (output,) when the forward raised."""
+        specialises on shapes and on the Python numbers given (llama's `forward(tokens,
+        start_pos)`) builds one graph per distinct signature. `rest` is (kwargs, output), or
+        (output,) when the forward raised."""
         self.depth -= 1
         inputs = _tensors((args, rest[0] if len(rest) == 2 else {}))
         if self.depth or not any(isinstance(t, _Hosted) for t in inputs):
             return
         signature = tuple((tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in inputs)
+        kwargs = rest[0] if len(rest) == 2 else {}
+        numbers = [value for value in (*args, *kwargs.values()) if type(value) in (int, float, bool)]
+        # torch.compile specialises on Python numbers: with dynamic=False each new value is a new graph
+        signature += tuple(((), f"{type(value).__name__} {value!r}") for value in numbers)
         seen = self.log.graphs.setdefault(type(module).__qualname__, [])
         if signature not in seen:
             seen.append(signature)

@@ -70,6 +70,14 @@ def test_emulated_tpu_counts_a_compilation_per_input_shape(observed: dict[str, A
     assert tpu["one_shape"]["recompilations"] == 0
 
 
+def test_emulated_tpu_counts_a_compilation_per_python_number_given(observed: dict[str, Any]) -> None:
+    """llama's `forward(tokens, start_pos)`: torch.compile(dynamic=False) specialises on the
+    integer, so each new position is a graph (on torch 2.13: 12 positions, 12 graphs)."""
+    positioned = observed["tpu"]["positions"]
+    assert positioned["recompilations"] == 2  # positions 0, 1, 2, then 1 again
+    assert positioned["graphs"] == {"Positioned": [[[[1, 1, 4], "float32"], [[], f"int {n}"]] for n in (0, 1, 2)]}
+
+
 def test_legacy_device_calls_raise_where_the_target_rejects_them(observed: dict[str, Any]) -> None:
     legacy = observed["tpu"]["legacy"]
     assert (legacy["type"], legacy["kind"]) == ("EmulationError", "legacy-device-api")

@@ -105,6 +105,7 @@ _TENSOR_MAKERS = frozenset(
         "any", "all", "count_nonzero", "cumprod", "diff", "mm", "bmm", "outer", "reshape", "flatten", "squeeze",
         "unsqueeze", "transpose", "permute", "flip", "roll", "tril", "triu", "index_select", "repeat_interleave",
         "nn.utils.clip_grad_norm_", "nn.utils.clip_grad_norm", "nn.utils.get_total_norm",
+        "nn.Parameter", "nn.parameter.Parameter",
     )
 )  # fmt: skip
 # Methods only a tensor has (not an array, a list or a module): what they return is a tensor,
@@ -564,11 +565,7 @@ def _tests_number(ctx: FileContext, test: cst.BaseExpression, value: cst.BaseExp
         if type(kinds) is cst.Tuple
         else {patterns.dotted(kinds)}
     )
-    return spelled <= {"int", "float"} and _reads_name(value, test.args[0].value.value)
-
-
-def _reads_name(node: cst.BaseExpression, name: str) -> bool:
-    return any(type(each) is cst.Name and each.value == name for each in (node, *descendants(node)))
+    return spelled <= {"int", "float"} and reads_names(value, {test.args[0].value.value})
 
 
 _OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
@@ -1725,3 +1722,34 @@ class _InFunction:
     info_off_step: bool = False  # reported as info where no step reaches it (`report_by_reach`)
     severity: dict[str, Severity] | None = None  # the report's own, if not the rule's
     local: str | None = None  # the step context the node is in, where only `holds` was left to ask
+
+
+_OWN_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_INT_ANNOTATIONS = frozenset({"int", "Optional[int]", "int | None", "typing.Optional[int]"})
+
+
+def integer_positions(function: cst.FunctionDef, *, by_default: bool = True) -> set[str]:
+    """The parameters of `function` that hold an integer position: annotated `int` (or
+    `Optional[int]`), with an integer default (unless not `by_default`: BERT's
+    `past_key_values_length=0`, which an encoder never moves), or where the function writes a
+    tensor from there on (`cache[:, p : p + n] = x`)."""
+    params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+    found = set()
+    for param in params:
+        annotation = param.annotation.annotation if param.annotation is not None else None
+        spelled = cst.Module([]).code_for_node(annotation) if annotation is not None else ""
+        if spelled in _INT_ANNOTATIONS or (by_default and type(param.default) is cst.Integer):
+            found.add(param.name.value)
+    written = {
+        part.slice.lower.value
+        for node in descendants(function.body, _OWN_SCOPES)
+        if type(node) is cst.AssignTarget and type(node.target) is cst.Subscript
+        for part in node.target.slice
+        if type(part.slice) is cst.Slice and type(part.slice.lower) is cst.Name
+    }
+    return found | (written & {param.name.value for param in params})
+
+
+def reads_names(node: cst.BaseExpression, names: set[str]) -> bool:
+    """Whether an expression reads one of `names`."""
+    return any(type(each) is cst.Name and each.value in names for each in (node, *descendants(node)))

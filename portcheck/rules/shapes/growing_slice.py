@@ -6,7 +6,16 @@ import libcst as cst
 
 from portcheck.flow import enclosing_function, in_forward
 from portcheck.rule import Invalid, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, innermost_loop, shown, tensor_valued
+from portcheck.rules.shapes import (
+    RECOMPILE_SEVERITY,
+    TensorRule,
+    advice,
+    innermost_loop,
+    integer_positions,
+    reads_names,
+    shown,
+    tensor_valued,
+)
 from portcheck.walk import descendants
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -27,7 +36,8 @@ class GrowingSlice(TensorRule):
       (`self.cache_k[:, start_pos : start_pos + seqlen] = xk`).
 
     A window whose start moves too (`tokens[:, prev_pos:cur_pos]`, `x[:, p : p + n]`) keeps its
-    length, and is left alone; so are Python lists and NumPy arrays.
+    length, and is left alone (in a forward, one at a position the caller passes is PC517's);
+    so are Python lists and NumPy arrays.
 
     ## Why is this bad?
     The slice has a new length at every step, and so does everything computed from it: the
@@ -175,8 +185,8 @@ class GrowingSlice(TensorRule):
         step = flow.loop_step(loop)
         for around in _loops(ancestors):  # vq-vae-2's `row[:, : i + 1]`, the row's loop around the column's
             counts = _advanced(around)
-            if counts and _reads(part.upper, counts):
-                if part.lower is not None and _reads(part.lower, counts):
+            if counts and reads_names(part.upper, counts):
+                if part.lower is not None and reads_names(part.lower, counts):
                     return None
                 step = step or flow.loop_step(around)
                 return (part.upper, f"every step of {step} moves") if step is not None else None
@@ -194,8 +204,8 @@ class GrowingSlice(TensorRule):
             end = bound if bound is not None else end
         if type(end) is not cst.BinaryOperation or type(end.operator) is not cst.Add:
             return None
-        positions = {name for name in _positions(function) if _reads(end, {name})}
-        if not positions or (part.lower is not None and _reads(part.lower, positions)):
+        positions = {name for name in integer_positions(function) if reads_names(end, {name})}
+        if not positions or (part.lower is not None and reads_names(part.lower, positions)):
             return None
         return part.upper, "the caller moves"
 
@@ -208,30 +218,6 @@ def _loops(ancestors: Sequence[cst.CSTNode]) -> Iterator[cst.For | cst.While]:
             return
         if type(node) in (cst.For, cst.While) and ancestors[index + 1] is node.body:  # type: ignore[union-attr]
             yield node  # type: ignore[misc]
-
-
-def _positions(function: cst.FunctionDef) -> set[str]:
-    """The parameters of `function` that hold an integer position: annotated `int` (or
-    `Optional[int]`), with an integer default, or where the function writes a tensor from
-    there on (`cache[:, p : p + n] = x`)."""
-    params = function.params
-    found = set()
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        annotation = param.annotation.annotation if param.annotation is not None else None
-        spelled = cst.Module([]).code_for_node(annotation) if annotation is not None else ""
-        if spelled in ("int", "Optional[int]", "int | None", "typing.Optional[int]") or (
-            type(param.default) is cst.Integer
-        ):
-            found.add(param.name.value)
-    written = {
-        part.slice.lower.value
-        for node in descendants(function.body, _SCOPES)
-        if type(node) is cst.AssignTarget and type(node.target) is cst.Subscript
-        for part in node.target.slice
-        if type(part.slice) is cst.Slice and type(part.slice.lower) is cst.Name
-    }
-    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    return found | (written & names)
 
 
 def _advanced(loop: cst.For | cst.While) -> set[str]:
@@ -257,7 +243,7 @@ def _advanced(loop: cst.For | cst.While) -> set[str]:
                 assigned.append((node.targets[0].target.value, node.value))
     grown = True
     while grown:  # `prev = cur`: moved along with a count
-        moved = {name for name, value in assigned if name not in found and _reads(value, found)}
+        moved = {name for name, value in assigned if name not in found and reads_names(value, found)}
         found |= moved
         grown = bool(moved)
     return found
@@ -277,7 +263,3 @@ def _arithmetic(node: cst.BaseExpression) -> bool:
     if type(node) is cst.BinaryOperation:
         return _arithmetic(node.left) and _arithmetic(node.right)
     return type(node) in (cst.Name, cst.Integer)
-
-
-def _reads(node: cst.BaseExpression, names: set[str]) -> bool:
-    return any(type(each) is cst.Name and each.value in names for each in (node, *descendants(node)))

@@ -223,6 +223,13 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # BasicVSR++: an even number of frames is no periodic step, what it guards runs every step
+            "import torch\nfrom torch import nn\nclass Net(nn.Module):\n    def check_mirror(self, lqs):\n"
+            "        if lqs.size(1) % 2 == 0:\n            a, b = torch.chunk(lqs, 2, dim=1)\n"
+            "            if torch.norm(a - b.flip(1)) == 0:\n                self.mirrored = True\n"
+            "    def forward(self, lqs):\n        self.check_mirror(lqs)\n        return lqs\n",
+            lines=[7],
+        ),
         Invalid(  # BasicSR's degradation: a number in the `isinstance` branch, a tensor in the other
             "import torch\ndef noise(img, gray_noise=0):\n    if isinstance(gray_noise, (float, int)):\n"
             "        cal_gray_noise = gray_noise > 0\n    else:\n        gray_noise = gray_noise.view(-1, 1)\n"

@@ -79,6 +79,27 @@ def recompilations(batch_sizes: list[int]) -> dict[str, Any]:
     return {"recompilations": log.recompilations, "graphs": log.summary()["graphs"]}
 
 
+class Positioned(torch.nn.Module):
+    """llama's attention in small: written and read at the integer position the caller passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 8, 4))
+
+    def forward(self, x: torch.Tensor, start_pos: int) -> torch.Tensor:
+        self.cache[:, start_pos : start_pos + 1] = x
+        return self.cache.sum()
+
+
+def positions(starts: list[int]) -> dict[str, Any]:
+    """A forward given a Python integer: a compiler with dynamic=False specialises on it."""
+    with emulate("tpu") as log:
+        model = Positioned().to("tpu")
+        for start in starts:
+            model(torch.ones(1, 1, 4, device="tpu"), start)
+    return {"recompilations": log.recompilations, "graphs": log.summary()["graphs"]}
+
+
 def scaled(target: str) -> dict[str, Any]:
     """Three forwards of MeanScale: three host syncs, no data-dependent op."""
     with emulate(target) as log:
@@ -179,6 +200,7 @@ def tpu() -> dict[str, Any]:
         "summary": log.summary(),
         "three_shapes": recompilations([2, 3, 5]),
         "one_shape": recompilations([3, 3, 3]),
+        "positions": positions([0, 1, 2, 1]),
         "scaled": scaled("tpu"),
         "bounds": bounds("tpu"),
         "indexing": indexing("tpu"),
