@@ -1497,7 +1497,8 @@ class DeviceFlow:
         a method counts the calls `self.name(...)` in its own class. Not `past_steps`: none
         that runs an epoch (a training loop or a loop over a DataLoader of its own) or calls a
         function with a step loop (a sampler's `sample()`), nor their callers: there the
-        function runs once per loop. Asked after the walk."""
+        function runs once per loop; nor a call off the step path (every N steps). Asked after
+        the walk."""
         found: list[cst.FunctionDef] = []
         wave = [function]
         for _ in range(_CALL_DEPTH):
@@ -1512,6 +1513,8 @@ class DeviceFlow:
                         continue
                     if not past_steps and (self.runs_steps(caller, _EPOCHS) or self.drives_steps(caller)):
                         continue
+                    if not past_steps and self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors)):
+                        continue  # imagen's save every N steps: `if total_steps % N: return`, then `self.save()`
                     found.append(caller)
                     following.append(caller)
             wave = following
@@ -2266,11 +2269,14 @@ def off_the_step_path(
     `if torch.onnx.is_in_onnx_export():` (or another test that holds only while the model is
     exported: not on the device), and an interval counted from the last pass
     (`if step - last_save >= N:` that sets `last_save = step`), and the body of a test of a
-    debugging flag (`if opt.debug > 0:`). A periodic block that steps the optimizer is gradient
+    debugging flag (`if opt.debug > 0:`); what follows `if step % N: return` in its block. A periodic block that steps the optimizer is gradient
     accumulation's training step, on the path."""
     for index, node in enumerate(ancestors):
         if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
             return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry
+        if periodic_exempts and type(node) is cst.IndentedBlock and index + 1 < len(ancestors):
+            if any(_leaves_unless_periodic(statement, resolver) for statement in _before(node, ancestors[index + 1])):
+                return True  # imagen's `if total_steps % self.checkpoint_every: return`, then the save
         if type(node) is cst.Assert and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
             return True  # an assertion's message is made only when it fails
         if type(node) is cst.If and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
@@ -2288,6 +2294,27 @@ def off_the_step_path(
             if _debugging(node.test):
                 return True  # CenterNet's `if opt.debug > 0: self.debug(batch, output, iter_id)`
     return False
+
+
+def _before(block: cst.IndentedBlock, child: cst.CSTNode) -> Iterator[cst.BaseStatement]:
+    """The statements of a block ahead of `child`."""
+    for statement in block.body:
+        if statement is child:
+            return
+        yield statement
+
+
+def _leaves_unless_periodic(statement: cst.CSTNode, resolver: Resolver | None) -> bool:
+    """`if step % N: return` (or `continue`, or `% N != 0`): what follows it runs every N steps."""
+    if type(statement) is not cst.If or statement.orelse is not None:
+        return False
+    test = statement.test
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        link = test.comparisons[0]
+        if type(link.operator) not in (cst.NotEqual, cst.GreaterThan) or not _is_zero(link.comparator):
+            return False
+        test = test.left
+    return _is_modulo(test, resolver) and type(_last_statement(statement.body)) in (cst.Return, cst.Continue)
 
 
 def _ends_the_loop(inner: Sequence[cst.CSTNode]) -> bool:

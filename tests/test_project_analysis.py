@@ -480,6 +480,25 @@ def test_basicsr_in_its_own_repository_reports_its_step_hazards_where_they_are_w
     assert found == [("basicsr/data/degradations.py", 9, "PC504"), ("basicsr/models/base_model.py", 5, "PC503")]
 
 
+def test_what_follows_an_exit_unless_every_n_steps_runs_every_n_steps(tmp_path: Path) -> None:
+    """imagen's trainer: `if total_steps % self.checkpoint_every: return`, then the checkpoint
+    is saved; what follows the exit, and the helper it calls, run every N steps, not every step
+    (the count itself is read every step)."""
+    trainer = (
+        "import torch\n\nclass Trainer:\n    def save(self):\n"
+        "        torch.save({'steps': self.steps.cpu()}, 'ckpt.pt')\n\n"
+        "    def train_step(self, model, batch, opt):\n        loss = model(batch).mean()\n"
+        "        loss.backward()\n        opt.step()\n        total_steps = int(self.steps.sum().item())\n"
+        "        if total_steps % self.checkpoint_every:\n            return loss\n        self.save()\n"
+        "        print(loss.item())\n        return loss\n\n"
+        "def train(trainer, model, loader, opt):\n    for batch in loader:\n"
+        "        trainer.train_step(model, batch, opt)\n"
+    )
+    write(tmp_path, {"trainer.py": trainer})
+    found = [(f.line, f.code) for f in scan(tmp_path).findings if f.severity > Severity.INFO]
+    assert found == [(11, "PC503")]
+
+
 def test_a_loop_over_the_samples_of_a_batch_is_part_of_the_step_that_calls_it(tmp_path: Path) -> None:
     """yolov7: the training loop calls the loss, whose `build_targets()` loops over the batch's
     images with a `topk` per image, and first calls `find_3_positive()`. That loop matches
