@@ -281,6 +281,14 @@ class CudaMapLocation(Rule):
             lines=[4],
             message="if it was saved from one",
         ),
+        # DALLE-pytorch's generate.py: the path an option names, the weights popped from the load
+        Invalid(
+            "import torch\nfrom pathlib import Path\ndalle_path = Path(args.dalle_path)\n"
+            "load_obj = torch.load(str(dalle_path))\nweights = load_obj.pop('weights')\n"
+            "dalle = DALLE(**load_obj.pop('hparams')).cuda()\ndalle.load_state_dict(weights)\n",
+            lines=[4],
+            message="if it was saved from one",
+        ),
         # the RNG state it holds would move to the device: only with --unsafe-fixes
         Invalid(
             "import torch.serialization as ser\nimport torch\nnet.cuda()\nstate = ser.load(PATH)\n"
@@ -464,15 +472,12 @@ def _into_host_state(ctx: FileContext) -> bool:
 def _restores_model(ctx: FileContext, load: cst.Call) -> bool:
     """Whether the load being visited reads a checkpoint the user names (`args.tune_from`), which
     is a model's by its use, whatever the option is called (TSM's `sd =
-    torch.load(args.tune_from); sd = sd['state_dict']`): its value goes into
-    `.load_state_dict(...)` or is read at a model's key, directly or through the name bound to
-    it. Not a file the program names itself (min-DALL·E's `self.encoder_params_path`, weights
+    torch.load(args.tune_from); sd = sd['state_dict']`; also `str(...)` or `Path(...)` of one):
+    its value goes into `.load_state_dict(...)` or is read (or popped) at a model's key,
+    directly or through the name bound to it. Not a file the program names itself (min-DALL·E's `self.encoder_params_path`, weights
     it downloads and converts on the host)."""
     path = patterns.argument(load, 0, "f")
-    option = path.value if path is not None else None
-    if not (isinstance(option, cst.Attribute) and isinstance(option.value, cst.Name)):
-        return False
-    if option.value.value in ("self", "cls"):
+    if path is None or not _names_option(ctx, path.value):
         return False
     ancestors = ctx.ancestors
     parent = ancestors[-1] if ancestors else None
@@ -487,6 +492,8 @@ def _restores_model(ctx: FileContext, load: cst.Call) -> bool:
     for node in descendants(scope):
         if isinstance(node, cst.Subscript) and _is_name(node.value, name.value) and _model_key(node):
             return True
+        if _popped_model_key(node, name.value):
+            return True
         if (
             isinstance(node, cst.Call)
             and patterns.method_name(node) == "load_state_dict"
@@ -495,6 +502,31 @@ def _restores_model(ctx: FileContext, load: cst.Call) -> bool:
         ):
             return True
     return False
+
+
+def _names_option(ctx: FileContext, path: cst.BaseExpression, depth: int = 0) -> bool:
+    """`args.tune_from`, also as `str(...)` or `Path(...)` of one, or through a name bound once to
+    one (DALLE-pytorch's `dalle_path = Path(args.dalle_path)`, then `torch.load(str(dalle_path))`)."""
+    if isinstance(path, cst.Attribute):
+        return isinstance(path.value, cst.Name) and path.value.value not in ("self", "cls")
+    if (
+        isinstance(path, cst.Call)
+        and len(path.args) == 1
+        and patterns.dotted(path.func) in ("str", "Path", "pathlib.Path")
+    ):
+        return _names_option(ctx, path.args[0].value, depth)
+    if isinstance(path, cst.Name) and depth < 2:
+        bound = ctx.assigned_value(path)
+        return bound is not None and _names_option(ctx, bound, depth + 1)
+    return False
+
+
+def _popped_model_key(node: cst.CSTNode, name: str) -> bool:
+    """`state.pop("weights")`, `state.get("model")`: a model's weights taken out of the load."""
+    if not (isinstance(node, cst.Call) and patterns.method_name(node) in ("pop", "get") and node.args):
+        return False
+    key = patterns.string_value(node.args[0].value)
+    return _is_name(node.func.value, name) and key is not None and _MODEL_WORDS.search(key) is not None  # type: ignore[attr-defined]
 
 
 def _model_key(subscript: cst.Subscript) -> bool:

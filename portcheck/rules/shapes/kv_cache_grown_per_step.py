@@ -23,7 +23,9 @@ class KvCacheGrownPerStep(TensorRule):
     """## What it does
     Reports a key/value cache that grows by one step's length at every decoding step:
     - in a model, keys and values concatenated after the cache a caller passes, under
-      `if <cache> is not None:` (GPT-2's and minGPT's `key = torch.cat((past_key, key),
+      `if <cache> is not None:` (or the module's `exists(<cache>)`) or a test of what the
+      function reads from it (DALLE-pytorch's `if offset > 0:`, the offset kept in the cache)
+      (GPT-2's and minGPT's `key = torch.cat((past_key, key),
       dim=-2)` where `past_key, past_value = layer_past`; StreamingLLM's and Llama-1 ports'
       `torch.cat([past_key_value[0], key_states], dim=2)`): reported once per cache, at its
       first concatenation;
@@ -40,7 +42,8 @@ class KvCacheGrownPerStep(TensorRule):
     A cache holds keys and values: two concatenations after it, or one whose result the
     function returns or packs into a tuple (the cache for the next call). A prefix joined once
     (`torch.cat((embeddings, tokens), 1)` under `if embeddings is not None:`), a skip
-    connection (`torch.cat([x, skip], 1)`, the new tensor first) and a cache of fixed length
+    connection (`torch.cat([x, skip], 1)`, the new tensor first), one memory joined before
+    both keys and values (x-transformers' `mem`) and a cache of fixed length
     written in place (see PC510) are left alone.
 
     ## Why is this bad?
@@ -107,6 +110,13 @@ class KvCacheGrownPerStep(TensorRule):
         ),
         # the past joined once, not grown under a test of the cache
         Valid("import torch\ndef forward(x, past):\n    k = torch.cat((past, x), dim=-2)\n    return k\n"),
+        # x-transformers: one memory before both keys and values, a prefix of fixed length
+        Valid(
+            "import torch\ndef exists(val):\n    return val is not None\n"
+            "def attend(x, mem=None):\n    k_input, v_input = x, x\n    if exists(mem):\n"
+            "        k_input = torch.cat((mem, k_input), dim=-2)\n        v_input = torch.cat((mem, v_input), dim=-2)\n"
+            "    return k_input, v_input\n"
+        ),
         # a fixed-length cache fed back keeps its shape
         Valid(
             "import torch\nfrom transformers import StaticCache\npast_key_values = StaticCache(config, 1, 512)\n"
@@ -167,6 +177,26 @@ class KvCacheGrownPerStep(TensorRule):
             "        key = torch.cat((layer_past[0], key), dim=-2)\n        value = torch.cat((layer_past[1], value), dim=-2)\n"
             "    return key, value\n",
             lines=[5],
+        ),
+        # vit-pytorch's ViViT with MOSS: the cache tested by the module's own `exists()`
+        Invalid(
+            "import torch\ndef exists(val):\n    return val is not None\nclass Attention(torch.nn.Module):\n"
+            "    def forward(self, x, cache=None):\n        q, k, v = self.to_qkv(x).chunk(3, dim=-1)\n"
+            "        if exists(cache):\n            ck, cv = cache\n            k = torch.cat((ck, k), dim=-2)\n"
+            "            v = torch.cat((cv, v), dim=-2)\n        return q @ k.transpose(-1, -2) @ v, (k, v)\n",
+            lines=[9],
+        ),
+        # DALLE-pytorch: the past kept in a dict the caller passes, under a test of an offset read from it
+        Invalid(
+            "import torch\nclass Attention(torch.nn.Module):\n"
+            "    def forward(self, x, cache=None, cache_key=None):\n"
+            "        offset = cache.get('offset', 0) if cache is not None else 0\n"
+            "        k, v = self.to_k(x), self.to_v(x)\n        if offset > 0:\n"
+            "            k_top, v_top = cache[cache_key]\n            k = torch.cat([k_top, k], dim=-2)\n"
+            "            v = torch.cat([v_top, v], dim=-2)\n        if cache is not None:\n"
+            "            cache[cache_key] = k, v\n        return k @ v.transpose(-1, -2)\n",
+            lines=[8],
+            message="after the cache `cache`",
         ),
         # StreamingLLM's decoding loop: a Hugging Face model's dynamic cache fed back
         Invalid(
@@ -230,6 +260,8 @@ class KvCacheGrownPerStep(TensorRule):
             return  # not after the cache (`torch.cat([prefix, x])` under `if enc is not None:`); once per cache
         if len(growths) < 2 and not _handed_back(function, grown):
             return  # one prefix joined (`torch.cat((embeddings, tokens), 1)`), not keys and values kept
+        if len(growths) > 1 and len({_code(_joined_first(each)) for each in growths}) == 1:
+            return  # one memory before both keys and values (x-transformers' `mem`): a prefix, not their cache
         names = " and ".join(f"`{name}`" for name in dict.fromkeys(grown))
         function_name = min(self.ctx.qualified_names(node.value.func) & _GROWERS)  # type: ignore[attr-defined]
         what = f"{names} {'grows' if len(grown) == 1 else 'grow'} by `{function_name}` after the cache `{cache}` at every call"
@@ -321,10 +353,29 @@ class KvCacheGrownPerStep(TensorRule):
                 test = parent.test
                 if isinstance(test, cst.Name):  # `has_layer_past = layer_past is not None`
                     test = self.ctx.assigned_value(test) or test
-                tested = _tested_not_none(test) & parameters
+                tested = (_tested_not_none(test, self._presence_tests()) & parameters) or self._read_from(
+                    test, parameters
+                )
                 if tested:
                     return parent, min(tested)
         return None
+
+    def _presence_tests(self) -> frozenset[str]:
+        """The module's functions that say whether a value is there: lucidrains' `def
+        exists(val): return val is not None`."""
+        module_flow = self.ctx.flow
+        functions = module_flow.module_functions() if module_flow is not None else {}
+        return frozenset(name for name, function in functions.items() if _says_not_none(function))
+
+    def _read_from(self, test: cst.BaseExpression, parameters: set[str]) -> set[str]:
+        """The parameters a test reads through a name bound from one (DALLE-pytorch's `if offset
+        > 0:` where `offset = cache.get('offset', 0) if exists(cache) else 0`)."""
+        read = set()
+        for name in (each for each in (test, *descendants(test)) if type(each) is cst.Name):
+            bound = self.ctx.assigned_value(name)
+            if bound is not None:
+                read |= {each.value for each in (bound, *descendants(bound)) if type(each) is cst.Name} & parameters
+        return read
 
     def _growths(self, block: cst.CSTNode, cache: str) -> list[cst.Assign]:
         """The concatenations under `block` that put what the cache holds before what they grow."""
@@ -401,10 +452,28 @@ def _unpacked(block: cst.CSTNode, cache: str) -> set[str]:
     return found
 
 
-def _tested_not_none(test: cst.BaseExpression) -> set[str]:
-    """The names a condition requires to be something: `x is not None`, also among `and`s."""
+def _says_not_none(function: cst.FunctionDef) -> bool:
+    """`def exists(val): return val is not None`."""
+    params = function.params.params
+    body = function.body.body
+    if len(params) != 1 or len(body) != 1 or type(body[0]) is not cst.SimpleStatementLine:
+        return False
+    returned = body[0].body[0]
+    return (
+        type(returned) is cst.Return
+        and returned.value is not None
+        and (_tested_not_none(returned.value) == {params[0].name.value})
+    )
+
+
+def _tested_not_none(test: cst.BaseExpression, presence_tests: frozenset[str] = frozenset()) -> set[str]:
+    """The names a condition requires to be something: `x is not None`, or `exists(x)` for one of
+    `presence_tests`, also among `and`s."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _tested_not_none(test.left) | _tested_not_none(test.right)
+        return _tested_not_none(test.left, presence_tests) | _tested_not_none(test.right, presence_tests)
+    if isinstance(test, cst.Call) and patterns.dotted(test.func) in presence_tests and len(test.args) == 1:
+        argument = test.args[0].value
+        return {argument.value} if isinstance(argument, cst.Name) else set()
     if (
         isinstance(test, cst.Comparison)
         and isinstance(test.left, cst.Name)
