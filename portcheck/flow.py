@@ -2074,6 +2074,9 @@ class DeviceFlow:
             names = self.resolver.qualified_names(func)
             if names & _INDEX_CALLS:
                 return True
+            if not names and type(func) is cst.Name:  # AnimateDiff's `local_rank = init_dist(...)`
+                returned = self.returned_values(node)
+                return bool(returned) and all(self.holds_index(value, where, depth + 1) for value, where in returned)
             # `distributed.get_local_rank()` (dinov2's own), `hvd.local_rank()`: named for what it returns
             return any(_INDEX_NAME.match(name.rpartition(".")[2].removeprefix("get_")) for name in names)
         if type(node) is cst.Name:

@@ -44,7 +44,8 @@ class IntegerDeviceIndex(Rule):
     `torch.zeros(3, device=local_rank)`, `model.to(self.gpu_id)`, FSDP's
     `device_id=local_rank` (also through `functools.partial(FSDP, ...)`). The integer is followed
     through the module: `device = 0`, the `rank` that `mp.spawn` passes to its function,
-    `int(os.environ["LOCAL_RANK"])`, a parameter every caller passes an index to, an attribute
+    `int(os.environ["LOCAL_RANK"])`, what a function of the module returns where it returns
+    one (AnimateDiff's `local_rank = init_dist(...)`), a parameter every caller passes an index to, an attribute
     set from one (`self.gpu_id = gpu_id`), a parameter named for one (`rank`, `gpu_id`)
     that the module never calls, or an item of a list of them (`gpu_ids[0]`, where `gpu_ids`
     is `[0, 1]`, a parameter that defaults to one, or `opt.gpu_ids`).
@@ -110,6 +111,14 @@ class IntegerDeviceIndex(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # AnimateDiff: the local rank a helper of the module computes and returns
+            "import os\nimport torch\ndef init_dist():\n    local_rank = int(os.environ['RANK']) % torch.cuda.device_count()\n"
+            "    return local_rank\ndef main(vae):\n    local_rank = init_dist()\n    vae.to(local_rank)\n",
+            lines=[8],
+            fixed="import os\nimport torch\ndef init_dist():\n"
+            "    local_rank = int(os.environ['RANK']) % torch.cuda.device_count()\n"
+            "    return local_rank\ndef main(vae):\n    local_rank = init_dist()\n    vae.to(\"tpu\")\n",
+        ),
         Invalid(  # dinov2: FSDP's device_id names a CUDA device by its index
             "import os\nfrom functools import partial\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
             "local_rank = int(os.environ['LOCAL_RANK'])\nwrap = partial(FSDP, device_id=local_rank, use_orig_params=True)\n",
