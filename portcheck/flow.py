@@ -2272,8 +2272,9 @@ def off_the_step_path(
     `if torch.onnx.is_in_onnx_export():` (or another test that holds only while the model is
     exported: not on the device), and an interval counted from the last pass
     (`if step - last_save >= N:` that sets `last_save = step`), and the body of a test of a
-    debugging flag (`if opt.debug > 0:`); what follows `if step % N: return` in its block. A periodic block that steps the optimizer is gradient
-    accumulation's training step, on the path."""
+    debugging flag (`if opt.debug > 0:`); what follows `if step % N: return` in its block. A
+    periodic block that steps the optimizer is gradient accumulation's training step, on the
+    path."""
     for index, node in enumerate(ancestors):
         if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
             return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry

@@ -474,8 +474,8 @@ def _restores_model(ctx: FileContext, load: cst.Call) -> bool:
     is a model's by its use, whatever the option is called (TSM's `sd =
     torch.load(args.tune_from); sd = sd['state_dict']`; also `str(...)` or `Path(...)` of one):
     its value goes into `.load_state_dict(...)` or is read (or popped) at a model's key,
-    directly or through the name bound to it. Not a file the program names itself (min-DALL·E's `self.encoder_params_path`, weights
-    it downloads and converts on the host)."""
+    directly or through the name bound to it. Not a file the program names itself (min-DALL·E's
+    `self.encoder_params_path`, weights it downloads and converts on the host)."""
     path = patterns.argument(load, 0, "f")
     if path is None or not _names_option(ctx, path.value):
         return False

@@ -45,8 +45,8 @@ class IntegerDeviceIndex(Rule):
     `device_id=local_rank` (also through `functools.partial(FSDP, ...)`). The integer is followed
     through the module: `device = 0`, the `rank` that `mp.spawn` passes to its function,
     `int(os.environ["LOCAL_RANK"])`, what a function of the module returns where it returns
-    one (AnimateDiff's `local_rank = init_dist(...)`), a parameter every caller passes an index to, an attribute
-    set from one (`self.gpu_id = gpu_id`), a parameter named for one (`rank`, `gpu_id`)
+    one (AnimateDiff's `local_rank = init_dist(...)`), a parameter every caller passes an index
+    to, an attribute set from one (`self.gpu_id = gpu_id`), a parameter named for one (`rank`, `gpu_id`)
     that the module never calls, or an item of a list of them (`gpu_ids[0]`, where `gpu_ids`
     is `[0, 1]`, a parameter that defaults to one, or `opt.gpu_ids`).
 
