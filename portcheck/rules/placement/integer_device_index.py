@@ -117,7 +117,7 @@ class IntegerDeviceIndex(Rule):
             lines=[8],
             fixed="import os\nimport torch\ndef init_dist():\n"
             "    local_rank = int(os.environ['RANK']) % torch.cuda.device_count()\n"
-            "    return local_rank\ndef main(vae):\n    local_rank = init_dist()\n    vae.to(\"tpu\")\n",
+            '    return local_rank\ndef main(vae):\n    local_rank = init_dist()\n    vae.to("tpu")\n',
         ),
         Invalid(  # dinov2: FSDP's device_id names a CUDA device by its index
             "import os\nfrom functools import partial\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"

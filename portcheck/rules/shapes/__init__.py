@@ -112,7 +112,8 @@ _TENSOR_MAKERS = frozenset(
 # whatever the receiver is known to be (`scores.view(-1).topk(k)` where `scores = decoder.fc(h)`).
 _TENSOR_ONLY_METHODS = frozenset(
     {"topk", "unsqueeze", "masked_fill", "masked_fill_", "expand_as", "view_as", "type_as", "index_select",
-     "log_softmax", "softmax", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "detach"}
+     "log_softmax", "softmax", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "detach",
+     "int", "long", "bool"}
 )  # fmt: skip
 _NOT_TENSORS = frozenset(
     {"item", "tolist", "numpy", "size", "dim", "ndimension", "numel", "nelement", "element_size", "data_ptr",

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 
+from portcheck.flow import enclosing_function
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
@@ -9,6 +12,7 @@ from portcheck.rules.shapes import (
     advice,
     in_host_memory,
     read_in_host_memory,
+    reads_names,
     reads_tensor_value,
     shown,
     tensor_valued,
@@ -159,6 +163,14 @@ class TensorBoundSlice(StepRule):
             lines=[6],
             message="slice bound `num_gt`",
         ),
+        Invalid(  # DFDNet: a part's box, read from a tensor, given to a method the module defines first
+            "import torch\nclass DFD(torch.nn.Module):\n    def swap_feat(self, feat, location):\n"
+            "        return feat[:, :, location[1]:location[3], location[0]:location[2]] * 2\n"
+            "    def forward(self, x, part_locations):\n        feat = self.vgg(x)\n"
+            "        location = (part_locations[0][0] // 4).int()\n        return self.swap_feat(feat, location)\n",
+            lines=[4, 4],
+            message="slice bound `location[",
+        ),
         Invalid(  # random crops of device data: a new shape for each size
             "import torch\ndef cutouts(pixels, n):\n    size = int(torch.rand([]) * n)\n"
             "    y = torch.randint(0, n - size + 1, ())\n    return pixels[:, :, y : y + size]\n",
@@ -167,13 +179,28 @@ class TensorBoundSlice(StepRule):
     ]
 
     def visit_Slice(self, node: cst.Slice) -> None:
-        for bound in (node.lower, node.upper, node.step):
-            if bound is None or not reads_tensor_value(self.ctx, bound):
-                continue
-            if read_in_host_memory(self.ctx, bound) and self._slices_host_data():
-                continue
-            self.report_by_reach(bound, what="slice bound", bound=shown(bound), advice=advice(self.ctx.targets))
-            return  # one finding per slice: `x[start:end]` has one length to fix
+        bounds = [bound for bound in (node.lower, node.upper, node.step) if bound is not None]
+        host_sliced = self._slices_host_data()
+        for bound in bounds:
+            if self._from_tensor_values(bound, host_sliced):
+                self.report_by_reach(bound, what="slice bound", bound=shown(bound), advice=advice(self.ctx.targets))
+                return  # one finding per slice: `x[start:end]` has one length to fix
+        # a bound read from a parameter: the module's calls that give it may come after the walk
+        # is here (DFDNet's `swap_feat(..., location)`, called from `forward` below it)
+        function = enclosing_function(self.ctx.ancestors)
+        params = function.params if function is not None else None
+        given = {param.name.value for param in params.params} - {"self"} if params is not None else set()
+        bound = next((bound for bound in bounds if reads_names(bound, given)), None)
+        if bound is not None:
+            holds = partial(self._from_tensor_values, bound, host_sliced)
+            self.report_by_reach(
+                bound, holds=holds, what="slice bound", bound=shown(bound), advice=advice(self.ctx.targets)
+            )
+
+    def _from_tensor_values(self, bound: cst.BaseExpression, host_sliced: bool) -> bool:
+        """Whether a slice bound is a number read from a tensor on the device, unless what is
+        sliced is in host memory (`host_sliced`) and so is the tensor it is read from."""
+        return reads_tensor_value(self.ctx, bound) and not (host_sliced and read_in_host_memory(self.ctx, bound))
 
     def visit_Call(self, node: cst.Call) -> None:
         """`torch.zeros(batch, max(lengths), vocab)`, `F.pad(x, (left, right))`: a size from tensor
