@@ -1434,6 +1434,8 @@ class StepRule(TensorRule):
         if function is None or off_path or (local is not None and holds is None):
             if self.ctx.project.complete and not self._retyped:
                 return  # the first pass reported it
+            if holds is not None and not holds():
+                return  # asked now: no step waits for the end of the module
             if local is not None:
                 in_branch = self._severity_in_branch(self.ctx.chain(node), node, severity)
                 self.report(node, severity=in_branch or severity, reach="", **fields)

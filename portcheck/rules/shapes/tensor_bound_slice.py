@@ -171,6 +171,13 @@ class TensorBoundSlice(StepRule):
             lines=[4, 4],
             message="slice bound `location[",
         ),
+        Invalid(  # a size a method defined first is given by the forward below it
+            "import torch\nimport torch.nn.functional as F\nclass Net(torch.nn.Module):\n"
+            "    def padded(self, x, n):\n        return F.pad(x, (0, n))\n"
+            "    def forward(self, x, mask):\n        return self.padded(x, torch.count_nonzero(mask))\n",
+            lines=[5],
+            message="size `n`",
+        ),
         Invalid(  # random crops of device data: a new shape for each size
             "import torch\ndef cutouts(pixels, n):\n    size = int(torch.rand([]) * n)\n"
             "    y = torch.randint(0, n - size + 1, ())\n    return pixels[:, :, y : y + size]\n",
@@ -180,27 +187,7 @@ class TensorBoundSlice(StepRule):
 
     def visit_Slice(self, node: cst.Slice) -> None:
         bounds = [bound for bound in (node.lower, node.upper, node.step) if bound is not None]
-        host_sliced = self._slices_host_data()
-        for bound in bounds:
-            if self._from_tensor_values(bound, host_sliced):
-                self.report_by_reach(bound, what="slice bound", bound=shown(bound), advice=advice(self.ctx.targets))
-                return  # one finding per slice: `x[start:end]` has one length to fix
-        # a bound read from a parameter: the module's calls that give it may come after the walk
-        # is here (DFDNet's `swap_feat(..., location)`, called from `forward` below it)
-        function = enclosing_function(self.ctx.ancestors)
-        params = function.params if function is not None else None
-        given = {param.name.value for param in params.params} - {"self"} if params is not None else set()
-        bound = next((bound for bound in bounds if reads_names(bound, given)), None)
-        if bound is not None:
-            holds = partial(self._from_tensor_values, bound, host_sliced)
-            self.report_by_reach(
-                bound, holds=holds, what="slice bound", bound=shown(bound), advice=advice(self.ctx.targets)
-            )
-
-    def _from_tensor_values(self, bound: cst.BaseExpression, host_sliced: bool) -> bool:
-        """Whether a slice bound is a number read from a tensor on the device, unless what is
-        sliced is in host memory (`host_sliced`) and so is the tensor it is read from."""
-        return reads_tensor_value(self.ctx, bound) and not (host_sliced and read_in_host_memory(self.ctx, bound))
+        self._report_read(bounds, self._slices_host_data(), "slice bound")  # one per slice: one length to fix
 
     def visit_Call(self, node: cst.Call) -> None:
         """`torch.zeros(batch, max(lengths), vocab)`, `F.pad(x, (left, right))`: a size from tensor
@@ -215,6 +202,7 @@ class TensorBoundSlice(StepRule):
             given += [arg for arg in node.args if arg.keyword is not None and arg.keyword.value == keyword]
         else:
             return
+        sizes: list[cst.BaseExpression] = []
         for arg in given:
             if arg.star == "*" and tensor_valued(self.ctx, arg.value) and not in_host_memory(self.ctx, arg.value):
                 # dinov2's k-NN: `torch.zeros(*shape)` with `shape = torch.tensor(x.shape).to(device)`
@@ -222,14 +210,41 @@ class TensorBoundSlice(StepRule):
                     arg.value, what="size", bound=f"*{shown(arg.value)}", advice=advice(self.ctx.targets)
                 )
                 return
-            sizes = arg.value.elements if type(arg.value) in (cst.Tuple, cst.List) else (arg,)
-            for size in sizes:
-                # a tensor given as a size is read on the host too (its `__index__`)
-                if reads_tensor_value(self.ctx, size.value) and not read_in_host_memory(self.ctx, size.value):
-                    self.report_by_reach(
-                        size.value, what="size", bound=shown(size.value), advice=advice(self.ctx.targets)
-                    )
-                    return  # one finding per tensor made
+            listed = arg.value.elements if type(arg.value) in (cst.Tuple, cst.List) else (arg,)
+            sizes.extend(size.value for size in listed)
+        self._report_read(sizes, True, "size")  # a tensor given as a size is read too (its `__index__`)
+
+    def _report_read(self, values: list[cst.BaseExpression], host_sliced: bool, what: str) -> None:
+        """Report the first of `values` read from tensor values; or, where none is yet, the first
+        that reads a parameter, asked again at the end of the module, once the calls that give
+        it are known (DFDNet's `swap_feat(..., location)`, defined ahead of the `forward` that
+        passes it a tensor). One finding per slice or tensor made."""
+        fields = {"what": what, "advice": advice(self.ctx.targets)}
+        for value in values:
+            if self._from_tensor_values(value, host_sliced):
+                self.report_by_reach(value, bound=shown(value), **fields)
+                return
+        function = enclosing_function(self.ctx.ancestors)
+        given = {param.name.value for param in function.params.params} - {"self"} if function is not None else set()
+        value = next((value for value in values if reads_names(value, given)), None)
+        if value is not None and function is not None:
+            holds = partial(self._given_from_tensor_values, function, given, value, host_sliced)
+            self.report_by_reach(value, holds=holds, bound=shown(value), **fields)
+
+    def _given_from_tensor_values(
+        self, function: cst.FunctionDef, given: set[str], value: cst.BaseExpression, host_sliced: bool
+    ) -> bool:
+        """`_from_tensor_values`, where the module's own calls give the parameters it reads (not
+        what other files may pass: those conventions say nothing of this function's sizes)."""
+        module_flow = self.ctx.flow
+        read = {name for name in given if reads_names(value, {name})}
+        called = module_flow is not None and all(module_flow.passed_arguments(function, name) for name in read)
+        return called and self._from_tensor_values(value, host_sliced)
+
+    def _from_tensor_values(self, value: cst.BaseExpression, host_sliced: bool) -> bool:
+        """Whether a number is read from a tensor on the device, unless what is sliced is in host
+        memory (`host_sliced`; always, for a size) and so is the tensor it is read from."""
+        return reads_tensor_value(self.ctx, value) and not (host_sliced and read_in_host_memory(self.ctx, value))
 
     def _slices_host_data(self) -> bool:
         """Whether what is sliced is in host memory: a tensor there (a dataset's own data), or
