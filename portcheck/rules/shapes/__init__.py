@@ -120,6 +120,7 @@ _NOT_TENSORS = frozenset(
      "stride", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "is_pinned", "get_device"}
 )  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
+_OWN_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)  # what has a body of its own
 _MASK_NAME = re.compile(r"(^|_)masks?$", re.IGNORECASE)
 # Methods a receiver of unknown class more likely answers to as a torch, Python or logging
 # object than as the repository's own (`optimizer.step()`, `meter.update(...)`, `pbar.set_postfix(...)`):
@@ -542,16 +543,21 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
     return tensor_valued(ctx, node)
 
 
-def _bound_as_number(ctx: FileContext, value: cst.BaseExpression) -> bool:
-    """Whether a value is bound in the branch of `if isinstance(x, (float, int)):` and reads `x`
-    (BasicSR's `cal_gray_noise = gray_noise > 0`, where the other branch compares a tensor)."""
-    chain = ctx.chain(value)
-    for parent, child in zip(reversed(chain), reversed((*chain[1:], value))):
-        if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            return False
-        if type(parent) is cst.If and child is parent.body and _tests_number(ctx, parent.test, value):
-            return True
-    return False
+def _bound_as_number(ctx: FileContext, name: cst.Name, value: cst.BaseExpression) -> bool:
+    """Whether a value of `name` is bound in the branch of `if isinstance(x, (float, int)):` of
+    the function that binds it, and reads `x` (BasicSR's `cal_gray_noise = gray_noise > 0`,
+    where the other branch compares a tensor). Looked up from the function, not from where the
+    walk stands: the question may come from anywhere in the module."""
+    owner = ctx.flow.resolver.scope_of(name.value) if ctx.flow is not None else None
+    function = owner.owner if owner is not None else None
+    if type(function) is not cst.FunctionDef:
+        return False
+    return any(
+        type(branch) is cst.If
+        and _tests_number(ctx, branch.test, value)
+        and any(each is value for each in descendants(branch.body, _OWN_SCOPES))
+        for branch in descendants(function.body, _OWN_SCOPES)
+    )
 
 
 def _tests_number(ctx: FileContext, test: cst.BaseExpression, value: cst.BaseExpression) -> bool:
@@ -717,7 +723,7 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
         # `class_acc = None` on the other path: where the name holds the tensor, reading it waits
         values = [value for value in values if not _is_none(value)] or values
         if len(values) > 1:  # BasicSR's `cal_gray_noise = gray_noise > 0` where the noise is a number
-            values = [value for value in values if not _bound_as_number(ctx, value)] or values
+            values = [value for value in values if not _bound_as_number(ctx, node, value)] or values
         others = [value for value in values if not flow.is_number(value)]
         if len(others) == len(values):
             return all(tensor_valued(ctx, value, depth + 1, inner) for value in values)
@@ -1727,7 +1733,6 @@ class _InFunction:
     local: str | None = None  # the step context the node is in, where only `holds` was left to ask
 
 
-_OWN_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _INT_ANNOTATIONS = frozenset({"int", "Optional[int]", "int | None", "typing.Optional[int]"})
 
 

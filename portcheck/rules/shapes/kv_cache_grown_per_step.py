@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 
 from portcheck import patterns
@@ -353,13 +355,14 @@ class KvCacheGrownPerStep(TensorRule):
                 test = parent.test
                 if isinstance(test, cst.Name):  # `has_layer_past = layer_past is not None`
                     test = self.ctx.assigned_value(test) or test
-                tested = (_tested_not_none(test, self._presence_tests()) & parameters) or self._read_from(
+                tested = (_tested_not_none(test, self._presence_tests) & parameters) or self._read_from(
                     test, parameters
                 )
                 if tested:
                     return parent, min(tested)
         return None
 
+    @cached_property
     def _presence_tests(self) -> frozenset[str]:
         """The module's functions that say whether a value is there: lucidrains' `def
         exists(val): return val is not None`."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from portcheck.flow import enclosing_function, in_forward
-from portcheck.rule import Invalid, Valid
+from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     RECOMPILE_SEVERITY,
     TensorRule,
@@ -62,6 +62,10 @@ class MovingOffsetSlice(TensorRule):
     severity = RECOMPILE_SEVERITY
     # The rule reports only in files that import torch, so "torch" is in every one of them.
     triggers = (b"torch",)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._by_function: dict[int, set[str]] = {}  # by id of the function: its integer positions
 
     VALID = [
         Valid(  # a slice that only ends at the position grows: PC510's
@@ -123,14 +127,22 @@ class MovingOffsetSlice(TensorRule):
     ]
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if not in_forward(self.ctx.ancestors):
-            return
+        starts = [
+            part.lower
+            for element in node.slice
+            if isinstance(part := element.slice, cst.Slice) and part.lower is not None
+        ]
+        if not starts or not in_forward(self.ctx.ancestors):
+            return  # most subscripts: no slice with a start
         function = enclosing_function(self.ctx.ancestors)
-        positions = integer_positions(function, by_default=False) if function is not None else set()
-        for element in node.slice:
-            part = element.slice
-            if type(part) is not cst.Slice or part.lower is None or not reads_names(part.lower, positions):
-                continue
-            if tensor_valued(self.ctx, node.value):
-                self.report(node, sliced=shown(node), position=shown(part.lower), advice=advice(self.ctx.targets))
-            return
+        positions = self._positions(function) if function is not None else set()
+        start = next((start for start in starts if reads_names(start, positions)), None)
+        if start is not None and tensor_valued(self.ctx, node.value):
+            self.report(node, sliced=shown(node), position=shown(start), advice=advice(self.ctx.targets))
+
+    def _positions(self, function: cst.FunctionDef) -> set[str]:
+        """`integer_positions` of the function, read once per function."""
+        key = id(function)
+        if key not in self._by_function:
+            self._by_function[key] = integer_positions(function, by_default=False)
+        return self._by_function[key]

@@ -223,6 +223,13 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # the same, asked while the walk is in forward(): the number's branch is found from the function
+            "import torch\nclass Noise(torch.nn.Module):\n    def forward(self, img, gray_noise=0):\n"
+            "        if isinstance(gray_noise, (float, int)):\n            cal_gray_noise = gray_noise > 0\n"
+            "        else:\n            cal_gray_noise = torch.sum(gray_noise) > 0\n        if cal_gray_noise:\n"
+            "            img = img + torch.randn_like(img)\n        return img\n",
+            lines=[8],
+        ),
         Invalid(  # BasicVSR++: an even number of frames is no periodic step, what it guards runs every step
             "import torch\nfrom torch import nn\nclass Net(nn.Module):\n    def check_mirror(self, lqs):\n"
             "        if lqs.size(1) % 2 == 0:\n            a, b = torch.chunk(lqs, 2, dim=1)\n"
