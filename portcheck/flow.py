@@ -1775,6 +1775,11 @@ class DeviceFlow:
             self._generators[id(function)] = any(type(node) is cst.Yield for node in own)
         return self._generators[id(function)]
 
+    def own_nodes(self, root: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        """The nodes under `root` outside the functions, classes and lambdas it defines, walked
+        once: rules ask about the same function again and again."""
+        return self._own(root, _NESTED_SCOPES)
+
     def _own(self, root: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> tuple[cst.CSTNode, ...]:
         """The nodes under `root`, not under nodes of the `apart` types, walked once: loops and
         functions are judged again as the walk learns more, over a tree that does not change."""
@@ -2279,7 +2284,10 @@ def off_the_step_path(
         if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
             return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry
         if periodic_exempts and type(node) is cst.IndentedBlock and index + 1 < len(ancestors):
-            if any(_leaves_unless_periodic(statement, resolver) for statement in _before(node, ancestors[index + 1])):
+            if any(
+                _leaves_unless_periodic(statement, resolver, ancestors[:index])
+                for statement in _before(node, ancestors[index + 1])
+            ):
                 return True  # imagen's `if total_steps % self.checkpoint_every: return`, then the save
         if type(node) is cst.Assert and index + 1 < len(ancestors) and ancestors[index + 1] is node.msg:
             return True  # an assertion's message is made only when it fails
@@ -2308,7 +2316,9 @@ def _before(block: cst.IndentedBlock, child: cst.CSTNode) -> Iterator[cst.BaseSt
         yield statement
 
 
-def _leaves_unless_periodic(statement: cst.CSTNode, resolver: Resolver | None) -> bool:
+def _leaves_unless_periodic(
+    statement: cst.CSTNode, resolver: Resolver | None, ancestors: Sequence[cst.CSTNode]
+) -> bool:
     """`if step % N: return` (or `continue`, or `% N != 0`): what follows it runs every N steps."""
     if type(statement) is not cst.If or statement.orelse is not None:
         return False
@@ -2318,7 +2328,7 @@ def _leaves_unless_periodic(statement: cst.CSTNode, resolver: Resolver | None) -
         if type(link.operator) not in (cst.NotEqual, cst.GreaterThan) or not _is_zero(link.comparator):
             return False
         test = test.left
-    return _is_modulo(test, resolver) and type(_last_statement(statement.body)) in (cst.Return, cst.Continue)
+    return _is_modulo(test, resolver, ancestors) and type(_last_statement(statement.body)) in (cst.Return, cst.Continue)
 
 
 def _ends_the_loop(inner: Sequence[cst.CSTNode]) -> bool:
@@ -2577,10 +2587,10 @@ def periodic(
         predicate = _predicate(test, ancestors, resolver)
         return predicate is not None and _says_periodically(predicate, resolver, depth + 1)
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return _is_modulo(test.expression, resolver)
+        return _is_modulo(test.expression, resolver, ancestors)
     if type(test) is cst.Comparison:
         sides = (test.left, *(link.comparator for link in test.comparisons))
-        return any(_is_modulo(side, resolver) for side in sides) or _every_interval(test, resolver)
+        return any(_is_modulo(side, resolver, ancestors) for side in sides) or _every_interval(test, resolver)
     return False
 
 
@@ -2680,15 +2690,29 @@ def _other_suites(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
     return suites
 
 
-def _is_modulo(node: cst.BaseExpression, resolver: Resolver | None) -> bool:
+def _is_modulo(node: cst.BaseExpression, resolver: Resolver | None, ancestors: Sequence[cst.CSTNode] = ()) -> bool:
     """`step % N`, but not `% 1`, which holds every step (lit-llama's `log_interval = 1`), nor a
-    size's (BasicVSR++'s `lqs.size(1) % 2 == 0`, an even number of frames: every step alike)."""
+    size's (BasicVSR++'s `lqs.size(1) % 2 == 0`, an even number of frames: every step alike),
+    nor a period an item of an enclosing loop sets (stylegan3's `batch_idx % phase.interval`
+    in `for phase in phases:`, where the main phases' interval is 1)."""
     if type(node) is not cst.BinaryOperation or type(node.operator) is not cst.Modulo or _a_size(node.left):
+        return False
+    if _set_per_item(node.right, ancestors):
         return False
     every = node.right
     if type(every) is cst.Name and resolver is not None:
         every = resolver.assigned_value(every) or every
     return not (type(every) is cst.Integer and every.evaluated_value == 1)
+
+
+def _set_per_item(divisor: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether the divisor reads a name that an enclosing `for` loop binds."""
+    items = {each.value for loop in ancestors if type(loop) is cst.For for each in _names_in(loop.target)}
+    return bool(items) and any(each.value in items for each in _names_in(divisor))
+
+
+def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
+    return (each for each in (node, *descendants(node)) if type(each) is cst.Name)
 
 
 def _a_size(node: cst.BaseExpression) -> bool:

@@ -57,6 +57,10 @@ FLOAT64_RETURN = "float64-return"
 # `sigmas = K.sampling.get_sigmas_karras(...)`); details `parameter`: the position ("2") or the
 # keyword it is passed as, `origin`: "" for a tensor, else the function whose result it is
 TENSOR_ARGUMENT = "tensor-argument"
+# name: a module-level function of the repository that returns timm's Mixup made with CutMix
+# possibly on (Swin's `data.build.build_loader`); detail `index`: its place in the returned
+# tuple, "" where the value itself is returned
+MIXUP_RETURN = "mixup-return"
 # name: a module-level function of the repository whose every return is a tensor
 TENSOR_RETURN = "tensor-return"
 # name: a module-level function of the repository, or `Class.apply` of an autograd Function,
@@ -109,6 +113,9 @@ class Project:
     # The repository's functions (and `Class.apply`) that launch one of its Triton kernels
     # whenever they are called: (qualified name, the kernel's qualified name).
     launchers: frozenset[tuple[str, str]] = frozenset()
+    # The repository's functions that return timm's Mixup with CutMix possibly on, each with
+    # its place in the returned tuple ("" for the value itself).
+    mixup_returns: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -149,6 +156,7 @@ class Project:
                 for kernel in f.detail("kernels").split(",")
                 if kernel in kernels
             ),
+            mixup_returns=frozenset((f.name, f.detail("index")) for f in facts if f.kind == MIXUP_RETURN),
         )
 
     @property
@@ -165,6 +173,7 @@ class Project:
             or self.float64_returns
             or self.tensor_parameters
             or self.host_parameters
+            or self.mixup_returns
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False, every_n_steps: bool = False) -> str | None:

@@ -108,6 +108,11 @@ class Record:
     chain: tuple[cst.CSTNode, ...] = ()  # the nodes from the module down to `node`
 
 
+# Where a fact is recorded that only its name and file matter for (the second pass's step
+# calls and pending steps, thousands a project): no position to compute.
+UNPLACED = (0, 0)
+
+
 class FindingLimit(Exception):
     """A file reached `max-findings-per-file`: its analysis stops at `where`, the report
     that went over (portcheck.engine turns that into one PC006 finding)."""

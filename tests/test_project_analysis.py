@@ -1189,6 +1189,64 @@ def test_the_second_pass_reads_only_the_file_of_a_re_exported_step_callee(tmp_pa
     assert Project().with_facts(result.facts).pending_step_files == {"pkg/a.py"}
 
 
+def test_a_step_method_of_an_object_the_repository_builds_by_name_runs_every_step(tmp_path: Path) -> None:
+    """stylegan3: `loss = dnnlib.util.construct_class_by_name(**loss_kwargs)` holds no class the
+    call names; the loop's `loss.accumulate_gradients(...)` is the one method of that name
+    with hazards, and `run_G`'s style-mixing slice runs every step."""
+    write(
+        tmp_path,
+        {
+            "dnnlib/__init__.py": "from . import util\n",
+            "dnnlib/util.py": "def construct_class_by_name(class_name, **kwargs):\n    return find(class_name)(**kwargs)\n",
+            "training/__init__.py": "",
+            "training/loss.py": (
+                "import torch\nclass Loss:\n    def accumulate_gradients(self, phase, z):\n"
+                "        raise NotImplementedError()\nclass StyleGAN2Loss(Loss):\n    def run_G(self, z):\n"
+                "        ws = self.G(z)\n        cutoff = torch.empty([], dtype=torch.int64, device=ws.device).random_(1, 8)\n"
+                "        ws[:, cutoff:] = 0\n        return ws\n    def accumulate_gradients(self, phase, z):\n"
+                "        self.run_G(z).sum().backward()\n"
+            ),
+            "training/training_loop.py": (
+                "import torch\nimport dnnlib\ndef training_loop(loss_kwargs, phases, device):\n"
+                "    loss = dnnlib.util.construct_class_by_name(**loss_kwargs)\n    batch_idx = 0\n    while True:\n"
+                "        z = torch.randn([4, 512], device=device)\n        for phase in phases:\n"
+                "            if batch_idx % phase.interval != 0:\n                continue\n"
+                "            loss.accumulate_gradients(phase=phase.name, z=z)\n            phase.opt.step()\n"
+                "        batch_idx += 1\n"
+            ),
+        },
+    )
+    found = [(f.path, f.line, f.severity) for f in scan(tmp_path).findings if f.code == "PC505"]
+    assert found == [("training/loss.py", 9, Severity.ERROR)]
+
+
+def test_a_mixup_another_module_returns_runs_cutmix_in_the_step(tmp_path: Path) -> None:
+    """Swin Transformer: `data.build.build_loader` returns timm's Mixup last in a tuple; main.py
+    unpacks it and gives it to the epoch's function, whose loop runs it every step."""
+    build = (
+        "from timm.data import Mixup\ndef build_loader(config):\n    mixup_fn = None\n    if config.MIXUP > 0:\n"
+        "        mixup_fn = Mixup(mixup_alpha=config.MIXUP, cutmix_alpha={})\n    return loader, mixup_fn\n"
+    )
+    main = (
+        "import torch\nfrom data import build_loader\ndef main(config, model):\n"
+        "    data_loader_train, mixup_fn = build_loader(config)\n    train_one_epoch(model, data_loader_train, mixup_fn)\n"
+        "def train_one_epoch(model, data_loader, mixup_fn):\n    for samples, targets in data_loader:\n"
+        "        if mixup_fn is not None:\n            samples, targets = mixup_fn(samples, targets)\n"
+        "        model(samples).sum().backward()\n"
+    )
+    for cutmix, expected in (("config.CUTMIX", [("main.py", 9)]), ("0.0", [])):
+        write(
+            tmp_path,
+            {
+                "data/__init__.py": "from .build import build_loader\n",
+                "data/build.py": build.format(cutmix),
+                "main.py": main,
+            },
+        )
+        found = [(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC512"]
+        assert found == expected
+
+
 def test_a_method_a_base_class_loop_calls_on_self_runs_every_step_where_a_subclass_overrides_it(
     tmp_path: Path,
 ) -> None:

@@ -22,7 +22,7 @@ from libcst.helpers import get_full_name_for_node
 from portcheck import flow, patterns, project
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
-from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Rule, Severity, at_most_info
+from portcheck.rule import ERROR, INFO, OFF, UNPLACED, WARNING, FileContext, Rule, Severity, at_most_info
 from portcheck.walk import descendants
 from portcheck.wording import verb
 
@@ -555,8 +555,8 @@ def _bound_as_number(ctx: FileContext, name: cst.Name, value: cst.BaseExpression
     return any(
         type(branch) is cst.If
         and _tests_number(ctx, branch.test, value)
-        and any(each is value for each in descendants(branch.body, _OWN_SCOPES))
-        for branch in descendants(function.body, _OWN_SCOPES)
+        and any(each is value for each in ctx.flow.own_nodes(branch.body))
+        for branch in ctx.flow.own_nodes(function.body)
     )
 
 
@@ -1361,7 +1361,14 @@ class StepRule(TensorRule):
         also through a method that returns its module (`Tacotron2(hparams).cuda()`) and what a
         function of the module returns (tacotron2's `model = load_model(hparams)`)."""
         if type(value) is cst.Call:
-            made = set(self.ctx.qualified_names(value.func))
+            # A function of the repository builds what its arguments name: stylegan3's
+            # `loss = dnnlib.util.construct_class_by_name(**loss_kwargs)` holds no class it names.
+            made = {
+                name
+                for name in self.ctx.qualified_names(value.func)
+                if not name.rpartition(".")[2][:1].islower()
+                or not self.ctx.project.is_local(self.ctx.module.absolute(name))
+            }
             module_flow = self.ctx.flow
             if made or depth >= 3 or module_flow is None:
                 return made
@@ -1407,6 +1414,15 @@ class StepRule(TensorRule):
         """Report `node` in the step context `where` if `holds()`: now, or at the end of the
         module if the function it is in turns out to be called every step (`holds` is then
         asked in the scope it was made in: most functions are not, so most tests never run)."""
+        function = flow.enclosing_function(self.ctx.ancestors)
+        if isinstance(where, str) and function is not None and self.handed_off(where, fields):
+            # judged again at the end: a loop that samples through a function defined below it
+            # decodes (mistral-inference's `next_token = sample(...)`), and keeps nothing from it
+            assert self.ctx.flow is not None
+            self._in_functions.append(
+                _InFunction(function, (), node, self.ctx.chain(node), fields, holds, self.ctx.flow.scope)
+            )
+            return
         if isinstance(where, str):
             if holds is None or holds():
                 severity = self._severity_in_branch(self.ctx.chain(node), node)
@@ -1494,8 +1510,7 @@ class StepRule(TensorRule):
                 self.record(
                     project.STEP_CALL,
                     site.callee,
-                    site.call,
-                    chain=site.ancestors,
+                    UNPLACED,
                     where=where,
                     tensors=site.tensors,
                     host=" ".join(host),
@@ -1573,7 +1588,7 @@ class StepRule(TensorRule):
             for name in self._qualified_names(function):
                 if name not in self._pending:
                     self._pending.add(name)
-                    self.record(project.STEP_PENDING, name, deferred.node, chain=deferred.chain)
+                    self.record(project.STEP_PENDING, name, UNPLACED)
 
     def _called_elsewhere(self, deferred: _InFunction) -> str | None:
         """The step loop of another file that calls the function every step (second pass),

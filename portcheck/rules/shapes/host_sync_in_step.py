@@ -699,6 +699,22 @@ class HostSyncInStep(StepRule):
             lines=[5],
             message="`update()` of a torchmetrics metric",
         ),
+        Invalid(  # stylegan3: a period that each phase sets (the main phases' is 1) skips no step
+            "import torch\nfor batch_idx, batch in enumerate(loader):\n    for phase in phases:\n"
+            "        if batch_idx % phase.interval != 0:\n            continue\n        loss = phase.model(batch)\n"
+            "        loss.backward()\n        print(loss.item())\n",
+            lines=[8],
+            message="a training loop",
+        ),
+        Invalid(  # mistral-inference: decoding with autograd off, through a sampler defined below the loop
+            "import torch\n@torch.inference_mode()\ndef generate(model, logits, n, eos):\n"
+            "    done = torch.tensor([False])\n    for _ in range(n):\n        token = sample(logits)\n"
+            "        done = done | (token == eos).cpu()\n        if done.all():\n            break\n"
+            "        out.append(token[:, None])\n        logits = model.forward(token)\n"
+            "def sample(logits):\n    return torch.multinomial(logits.softmax(-1), 1).reshape(-1)\n",
+            lines=[7],
+            message="`.cpu()` in a decoding loop",
+        ),
         Invalid(  # fairseq_cli/train.py: a step by its name
             "import torch\nfor i, samples in enumerate(progress):\n    log_output = trainer.train_step(samples)\n"
             "    stats = {k: v.item() for k, v in log_output.items()}\n",
