@@ -141,7 +141,7 @@ _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|w
 # inference or test steps, whose loops read each result back as their product).
 _STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
 # Methods that run a model or its halves: `model.forward_decoder(...)`, `model.decode(z)`, `model.decoder(x)`.
-_MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder|predict)(_\w+)?$")
+_MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder|predict|inference|infer)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 # What fetches a step's batch by its name: `get_batch("train")`, `next(it)`.
 BATCH_GETTER = re.compile(r"(^|_)(get_batch|next_batch|sample_batch|load_batch)$|^next$")

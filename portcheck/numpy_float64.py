@@ -99,6 +99,12 @@ _KEEPING = frozenset(
         "linalg.qr",
     )
 )
+# NumPy's floating-point functions, which turn a Python number into a float64 scalar
+# (score_sde's `np.log(self.sigma_max)`, with `sigma_max=50`).
+_FLOATING = frozenset(
+    f"numpy.{name}"
+    for name in ("sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "arcsin", "arccos")
+) | {"numpy.arctan", "numpy.arctan2"}
 _KEEPING_METHODS = frozenset(
     {"copy", "reshape", "flatten", "ravel", "squeeze", "transpose", "clip", "cumprod", "cumsum", "repeat"}
 )
@@ -147,6 +153,8 @@ def _made_float64(ctx: FileContext, call: cst.Call, depth: int, seen: frozenset[
     if numpy and dtype is not None:
         return _float64_dtype(ctx, dtype.value)
     if numpy & _FACTORIES:
+        return True
+    if numpy & _FLOATING and any(_python_number(ctx, arg.value, depth + 1) for arg in call.args if not arg.keyword):
         return True
     if numpy & _KEEPING:
         return any(float64_array(ctx, _listed(arg.value), depth + 1, seen) for arg in call.args if not arg.keyword)
@@ -213,6 +221,35 @@ def _name_float64(ctx: FileContext, node: cst.Name, depth: int, seen: frozenset[
         return False
     seen = across_scopes(seen) | {key}
     return any(flow.in_scope(scope, partial(float64_array, ctx, arg, depth + 1, seen)) for arg, scope in passed)
+
+
+def _python_number(ctx: FileContext, node: cst.BaseExpression, depth: int) -> bool:
+    """A number literal, or a name or `self.` attribute that only numbers are given: the
+    module's `=` values, else, for a parameter, its default and what the module's calls pass."""
+    flow = ctx.flow
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return _python_number(ctx, node.expression, depth + 1)
+    if flow is None or depth > _DEPTH:
+        return False
+    if is_self_attribute(node):
+        assert isinstance(node, cst.Attribute)
+        values = flow.self_attribute_values(node.attr.value)
+        return bool(values) and all(
+            flow.in_scope(scope, partial(_python_number, ctx, value, depth + 1)) for value, scope in values
+        )
+    if not isinstance(node, cst.Name):
+        return False
+    values = flow.resolver.rebound_values(node)
+    if values:
+        return all(_python_number(ctx, value, depth + 1) for value in values)
+    function = flow.resolver.parameter_of(node)
+    param = next((p for p in function.params.params if p.name.value == node.value), None) if function else None
+    if function is None or param is None or param.default is None or not _python_number(ctx, param.default, depth):
+        return False
+    passed = flow.passed_arguments(function, node.value) or []
+    return all(flow.in_scope(scope, partial(_python_number, ctx, arg, depth + 1)) for arg, scope in passed)
 
 
 def _reads(value: cst.BaseExpression, name: str) -> bool:

@@ -1220,6 +1220,26 @@ def test_a_step_method_of_an_object_the_repository_builds_by_name_runs_every_ste
     assert found == [("training/loss.py", 9, Severity.ERROR)]
 
 
+def test_a_package_below_a_folder_without_init_is_called_by_its_namespace_name(tmp_path: Path) -> None:
+    """RIFE: `from model.pytorch_msssim import ssim_matlab`, where `model/` has no __init__.py;
+    the benchmark's loop runs it every step, and its tests of tensor values sync each time."""
+    write(
+        tmp_path,
+        {
+            "model/pytorch_msssim/__init__.py": (
+                "import torch\ndef ssim_matlab(img1, img2):\n    if torch.max(img1) > 128:\n        max_val = 255\n"
+                "    else:\n        max_val = 1\n    return ((img1 - img2) ** 2).mean() / max_val\n"
+            ),
+            "benchmark.py": (
+                "import torch\nfrom model.pytorch_msssim import ssim_matlab\nfor x, y in loader:\n"
+                "    pred = model(x.to(device))\n    print(ssim_matlab(pred, y.to(device)))\n"
+            ),
+        },
+    )
+    found = [(f.path, f.line, f.severity) for f in scan(tmp_path).findings if f.code == "PC504"]
+    assert found == [("model/pytorch_msssim/__init__.py", 3, Severity.ERROR)]
+
+
 def test_a_mixup_another_module_returns_runs_cutmix_in_the_step(tmp_path: Path) -> None:
     """Swin Transformer: `data.build.build_loader` returns timm's Mixup last in a tuple; main.py
     unpacks it and gives it to the epoch's function, whose loop runs it every step."""

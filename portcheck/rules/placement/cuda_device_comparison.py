@@ -265,6 +265,12 @@ class CudaDeviceComparison(Rule):
             lines=[3, 4],
             message="holds on every device but the CPU",
         ),
+        Invalid(  # YOLOv5's val.py: the option narrowed to "not the CPU"
+            "import torch\ndef run(model, half=True):\n    device = next(model.parameters()).device\n"
+            "    half &= device.type != 'cpu'  # half precision only on cuda\n    model.half() if half else model.float()\n",
+            lines=[4],
+            message="holds on every device but the CPU",
+        ),
         # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
     ]
@@ -496,12 +502,15 @@ def _cuda_device_call(node: cst.BaseExpression) -> bool:
 
 def _flag_set(chain: Sequence[cst.CSTNode]) -> tuple[int, cst.BaseAssignTargetExpression | None]:
     """For a check at the end of `chain`, alone or inside `and`/`or`: the index of the `=`
-    statement that binds it to one target (`use_fused = ok and device_type == "cuda"`), and
+    statement that binds it to one target (`use_fused = ok and device_type == "cuda"`, or
+    narrows it: `half &= ...`), and
     that target; None where it is no such statement's value."""
     index = len(chain) - 1
     while index >= 0 and type(chain[index]) is cst.BooleanOperation:
         index -= 1
     statement = chain[index] if index >= 0 else None
+    if type(statement) is cst.AugAssign and type(statement.operator) is cst.BitAndAssign:
+        return index, statement.target  # YOLOv5's val.py: `half &= device.type != "cpu"`
     if type(statement) is not cst.Assign or len(statement.targets) != 1:
         return index, None
     return index, statement.targets[0].target

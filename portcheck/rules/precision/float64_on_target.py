@@ -107,10 +107,17 @@ class Float64OnTarget(Rule):
     message = "{what} creates float64 tensors, {support}"
     hint = "use float32, or keep the float64 computation on the CPU: cast after `.cpu()`, and back before the device"
     severity = {name: _SEVERITY_BY_SUPPORT[t.float64] for name, t in target_data.all_targets().items()}
-    triggers = (b"float64", b"double", b"Double", b"complex128", b"from_numpy")
+    triggers = (b"float64", b"double", b"Double", b"complex128", b"from_numpy", b"numpy")
     watched_names = _FLOAT64_NAMES
 
     VALID = [
+        # Python's math makes Python floats, which torch.tensor makes float32; NumPy's log of what
+        # a tensor gave (float32) stays float32
+        Valid(
+            "import math\nimport numpy as np\nimport torch\ndef scale(t, sigma_max=50.0):\n"
+            "    a = torch.tensor(math.log(sigma_max), device=t.device)\n"
+            "    b = torch.tensor(np.log(t.cpu().numpy()), device=t.device)\n    return a, b\n"
+        ),
         Valid(  # drawn in float32, or cast before it moves
             "import numpy as np\nimport torch\ndef latents(seed, device):\n"
             "    rng = np.random.default_rng(seed)\n"
@@ -171,6 +178,15 @@ class Float64OnTarget(Rule):
         ),
     ]
     INVALID = [
+        # score_sde's VESDE: NumPy's log of a Python number is a float64 scalar, made a tensor on the device
+        Invalid(
+            "import numpy as np\nimport torch\nclass VESDE:\n    def __init__(self, sigma_min=0.01, sigma_max=50):\n"
+            "        self.sigma_min, self.sigma_max = sigma_min, sigma_max\n"
+            "        self.log_max = sigma_max\n    def sde(self, x, t):\n"
+            "        scale = torch.tensor(2 * (np.log(self.log_max) - np.log(0.01)), device=t.device)\n"
+            "        return x * scale\n",
+            lines=[8],
+        ),
         # stylegan3's gen_images.py: NumPy's generators draw float64 latents
         Invalid(
             "import numpy as np\nimport torch\ndef latents(seed, device):\n"

@@ -1109,8 +1109,7 @@ class StepRule(TensorRule):
         function = flow.enclosing_function(ancestors)
         if function is not None and function.name.value == "__init__":
             return  # a constructor builds the model: no step
-        looped = any(type(node) in (cst.For, cst.While) for node in ancestors)
-        if function is None and not looped:
+        if function is None and not any(type(node) in (cst.For, cst.While) for node in ancestors):
             return
         own = self.ctx.module.name + "."
         callees = [callee for callee in self._local_callees(call, function, ancestors) if not callee.startswith(own)]
@@ -1631,7 +1630,13 @@ class StepRule(TensorRule):
         packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
         bases = sorted(self.ctx.module.absolute(base) for base in module_flow.class_bases(owner)) if owner else []
         overridden = [f"{base}.{function.name.value}" for base in bases if self.ctx.project.is_local(base)]
-        names = (f"{self.ctx.module.name}.{local}", *(f"{package}.{local}" for package in packages), *overridden)
+        namespace = [f"{self.ctx.module.namespace}.{local}"] if self.ctx.module.namespace else []
+        names = (
+            f"{self.ctx.module.name}.{local}",
+            *(f"{package}.{local}" for package in packages),
+            *namespace,  # RIFE's `from model.pytorch_msssim import ssim_matlab`, `model/` without __init__.py
+            *overridden,
+        )
         if owner is not None and _is_property(function):
             names = (*names, *(name + project.PROPERTY_GETTER for name in names))  # read as `meter.avg`
         return names

@@ -715,6 +715,12 @@ class HostSyncInStep(StepRule):
             lines=[7],
             message="`.cpu()` in a decoding loop",
         ),
+        Invalid(  # RIFE's inference_video.py: a loop over frames that runs the model's `inference`
+            "import torch\nwhile True:\n    frame = read_buffer.get()\n    if frame is None:\n        break\n"
+            "    out = model.inference(I0, torch.from_numpy(frame).to(device))\n    print(out.mean().item())\n",
+            lines=[7],
+            message="in a step loop",
+        ),
         Invalid(  # fairseq_cli/train.py: a step by its name
             "import torch\nfor i, samples in enumerate(progress):\n    log_output = trainer.train_step(samples)\n"
             "    stats = {k: v.item() for k, v in log_output.items()}\n",
