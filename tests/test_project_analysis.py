@@ -1240,6 +1240,27 @@ def test_a_package_below_a_folder_without_init_is_called_by_its_namespace_name(t
     assert found == [("model/pytorch_msssim/__init__.py", 3, Severity.ERROR)]
 
 
+def test_a_library_default_is_not_reported_at_the_calls_of_the_library_itself(tmp_path: Path) -> None:
+    """GFPGAN: its scripts call its own `GFPGANer`, whose CUDA-or-CPU default the scan reports
+    in gfpgan/utils.py; Real-ESRGAN's, a dependency, is reported where it is called."""
+    write(
+        tmp_path,
+        {
+            "gfpgan/__init__.py": "from .utils import GFPGANer\n",
+            "gfpgan/utils.py": (
+                "import torch\nclass GFPGANer:\n    def __init__(self, model_path, upscale=2, arch='clean',"
+                " channel_multiplier=2, bg_upsampler=None, device=None):\n        self.device = device\n"
+            ),
+            "inference.py": (
+                "import torch\nfrom gfpgan import GFPGANer\nfrom realesrgan import RealESRGANer\n"
+                "bg = RealESRGANer(scale=2, model_path='x.pth')\nrestorer = GFPGANer(model_path='y.pth', bg_upsampler=bg)\n"
+            ),
+        },
+    )
+    found = [(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC109"]
+    assert found == [("inference.py", 4)]
+
+
 def test_a_mixup_another_module_returns_runs_cutmix_in_the_step(tmp_path: Path) -> None:
     """Swin Transformer: `data.build.build_loader` returns timm's Mixup last in a tuple; main.py
     unpacks it and gives it to the epoch's function, whose loop runs it every step."""

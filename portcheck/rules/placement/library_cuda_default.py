@@ -87,6 +87,12 @@ class LibraryCudaDefault(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # GFPGAN's inference script: the background upsampler takes CUDA or the CPU
+            "import torch\nfrom realesrgan import RealESRGANer\n"
+            "bg_upsampler = RealESRGANer(scale=2, model_path=path, model=model, tile=400, half=True)\n",
+            lines=[3],
+            message="unless given `device=`",
+        ),
         Invalid(  # poolformer's train.py: the prefetcher is on unless --no-prefetcher
             "import torch\nfrom timm.data import create_loader\nloader_train = create_loader(\n"
             "    dataset_train, input_size=(3, 224, 224), batch_size=128, is_training=True,\n"
@@ -148,8 +154,8 @@ class LibraryCudaDefault(Rule):
             apis = sorted(filter(None, (known.alias_target(name) for name in names)))
         else:
             apis = sorted(name for name in names if name in table())
-        if not apis:
-            return
+        if not apis or known.is_local(apis[0]):
+            return  # GFPGAN's own `GFPGANer`: its default is reported where the repository writes it
         api = table()[apis[0]]
         called = patterns.dotted(node.func) or api.qualified
         switch = patterns.keyword(node, api.unless) if api.unless else None
