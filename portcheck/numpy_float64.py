@@ -103,8 +103,11 @@ _KEEPING = frozenset(
 # (score_sde's `np.log(self.sigma_max)`, with `sigma_max=50`).
 _FLOATING = frozenset(
     f"numpy.{name}"
-    for name in ("sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "arcsin", "arccos")
-) | {"numpy.arctan", "numpy.arctan2"}
+    for name in (
+        *("sqrt", "exp", "expm1", "log", "log1p", "log2", "log10"),
+        *("sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2"),
+    )
+)
 _KEEPING_METHODS = frozenset(
     {"copy", "reshape", "flatten", "ravel", "squeeze", "transpose", "clip", "cumprod", "cumsum", "repeat"}
 )

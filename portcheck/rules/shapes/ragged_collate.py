@@ -10,7 +10,6 @@ from portcheck.rule import Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice
 
 _CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
-_ONE_ROW = frozenset({"unsqueeze", "view", "reshape", "expand"})  # what gives each sample a row of its own
 
 
 class RaggedCollate(Rule):
@@ -127,9 +126,9 @@ class RaggedCollate(Rule):
         batch = _batch_parameter(function)
         if batch is None:
             return False
-        if type(joined) in (cst.ListComp, cst.GeneratorExp):
-            for_in = joined.for_in  # type: ignore[attr-defined]
-            return _names(for_in.iter, batch) and for_in.inner_for_in is None and not _one_row(joined.elt)  # type: ignore[attr-defined]
+        if isinstance(joined, (cst.ListComp, cst.GeneratorExp)):
+            for_in = joined.for_in
+            return _names(for_in.iter, batch) and for_in.inner_for_in is None and not _one_row(joined.elt)
         if type(joined) is not cst.Name or self.ctx.flow is None:
             return False
         mixed = self.ctx.flow.resolver.values_and_unpacking(joined)
@@ -171,9 +170,15 @@ def _unzips(call: cst.Call | cst.Subscript, batch: str) -> bool:
 
 
 def _one_row(item: cst.BaseExpression) -> bool:
-    """`b[0].unsqueeze(0)`, `x[None]`, `x.view(1, -1)`: each sample one row."""
+    """`b[0].unsqueeze(0)`, `x[None]`: each sample one row."""
     if type(item) is cst.Call:
-        return patterns.method_name(item) in _ONE_ROW
+        first = patterns.positional(item, 0)
+        return (
+            patterns.method_name(item) == "unsqueeze"
+            and first is not None
+            and type(first.value) is cst.Integer
+            and first.value.evaluated_value == 0
+        )
     if type(item) is cst.Subscript:
         first = item.slice[0].slice
         return type(first) is cst.Index and _names(first.value, "None")
