@@ -363,6 +363,9 @@ class DeviceFlow:
     # (function id, gates, whether periodic gates exempt) -> the step context
     _every_step: dict[tuple[int, tuple[str, ...], bool], str | None] = field(default_factory=dict)
     _drives: dict[int, bool] = field(default_factory=dict)  # function id -> whether it calls a step loop's function
+    # (last ancestor's id, depth, whether periodic gates exempt, functions known) -> off the step path
+    _off_path: dict[tuple[int, int, bool, int], bool] = field(default_factory=dict)
+    _contexts: dict[tuple[int, int, int], str | None] = field(default_factory=dict)  # the same for `step_context`
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
     # every `for` loop, with the scope it is in and the nodes from the module down to it
     _for_loops: list[tuple[cst.For, Scope, tuple[cst.CSTNode, ...]]] = field(default_factory=list)
@@ -1304,7 +1307,19 @@ class DeviceFlow:
         """`off_the_step_path` from the innermost step loop around the node on: a guard outside
         that loop (`if step % N == 0:` around an evaluation loop) runs its steps all the same.
         Also the body of an `if` that ends that loop for good (`return`, or `break` out of it):
-        it runs once, after the last step."""
+        it runs once, after the last step. Answered once per place (the rules ask about each
+        node in turn) and again once more functions are known."""
+        key = (id(ancestors[-1]) if ancestors else 0, len(ancestors), periodic_exempts, self._known())
+        found = self._off_path.get(key)
+        if found is None:
+            found = self._off_path[key] = self._off_the_step_path(ancestors, periodic_exempts)
+        return found
+
+    def _known(self) -> int:
+        """How many functions and methods the walk has seen: what a loop's step is judged by."""
+        return len(self._functions) + len(self._titles)
+
+    def _off_the_step_path(self, ancestors: Sequence[cst.CSTNode], periodic_exempts: bool) -> bool:
         off = off_the_step_path(ancestors, self.resolver, periodic_exempts=periodic_exempts)
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
@@ -1319,10 +1334,13 @@ class DeviceFlow:
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """Where the code below `ancestors` runs once per step: "forward()" or the step loop
-        around it (whether it is off the step path, `off_the_step_path` says)."""
-        if in_forward(ancestors):
-            return _FORWARD
-        return self._framework_step(ancestors) or self.step_loop(ancestors)
+        around it (whether it is off the step path, `off_the_step_path` says); answered once
+        per place, as `off_the_step_path`."""
+        key = (id(ancestors[-1]) if ancestors else 0, len(ancestors), self._known())
+        if key not in self._contexts:
+            in_step = _FORWARD if in_forward(ancestors) else None
+            self._contexts[key] = in_step or self._framework_step(ancestors) or self.step_loop(ancestors)
+        return self._contexts[key]
 
     def _framework_step(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
         """A method a framework calls once per step: Lightning's `training_step()` and batch
@@ -1585,7 +1603,7 @@ class DeviceFlow:
         """What step this one loop runs (as `step_loop` says it), or None; found once per loop,
         and again once the walk has seen more functions (a method the loop calls, defined after
         it). Asked while the walk is inside the loop, like `step_loop`."""
-        known = len(self._functions) + len(self._titles)
+        known = self._known()
         judged = self._steps.get(id(loop))
         if judged is None or judged[1] < known:
             self._steps[id(loop)] = (None, known)  # asked again on the way (a recursive helper): no step
@@ -1900,7 +1918,7 @@ class DeviceFlow:
         (`get_logits()` runs the model, `sample()` samples a token), with the functions it
         defines: nothing where it runs a step loop of its own (`train_one_epoch()`)."""
         key = (id(function), depth)  # deeper, fewer calls are followed: another answer
-        known = len(self._functions) + len(self._titles)
+        known = self._known()
         judged = self._helpers.get(key)
         if judged is None or judged[1] < known:
             self._helpers[key] = (None, known)  # a recursive call says nothing more
