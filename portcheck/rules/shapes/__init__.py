@@ -1413,17 +1413,16 @@ class StepRule(TensorRule):
         """Report `node` in the step context `where` if `holds()`: now, or at the end of the
         module if the function it is in turns out to be called every step (`holds` is then
         asked in the scope it was made in: most functions are not, so most tests never run)."""
-        function = flow.enclosing_function(self.ctx.ancestors)
-        if isinstance(where, str) and function is not None and self.handed_off(where, fields):
-            # judged again at the end: a loop that samples through a function defined below it
-            # decodes (mistral-inference's `next_token = sample(...)`), and keeps nothing from it
-            assert self.ctx.flow is not None
-            self._in_functions.append(
-                _InFunction(function, (), node, self.ctx.chain(node), fields, holds, self.ctx.flow.scope)
-            )
-            return
         if isinstance(where, str):
-            if holds is None or holds():
+            function = flow.enclosing_function(self.ctx.ancestors)
+            if function is not None and self.handed_off(where, fields):
+                # judged again at the end: a loop that samples through a function defined below
+                # it decodes (mistral-inference's `next_token = sample(...)`), and keeps nothing
+                assert self.ctx.flow is not None
+                self._in_functions.append(
+                    _InFunction(function, (), node, self.ctx.chain(node), fields, holds, self.ctx.flow.scope)
+                )
+            elif holds is None or holds():
                 severity = self._severity_in_branch(self.ctx.chain(node), node)
                 self.report(node, **self._judged(where, severity, fields), where=where, **fields)
             return

@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.flow import COLLATE_NAME, enclosing_function
 from portcheck.rule import Invalid, Rule, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, shown
 
 _CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 
@@ -118,7 +118,7 @@ class RaggedCollate(Rule):
             return
         joined = patterns.argument(node, 0, "tensors")
         if joined is not None and self._of_samples(joined.value, function):
-            self.report(node, call=cst.Module([]).code_for_node(node), advice=advice(self.ctx.targets))
+            self.report(node, call=shown(node), advice=advice(self.ctx.targets))
 
     def _of_samples(self, joined: cst.BaseExpression, function: cst.FunctionDef) -> bool:
         """What a collate function's batch holds, one item per sample: a comprehension over
