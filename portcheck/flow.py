@@ -154,7 +154,7 @@ _CONTAINERS = frozenset(f"torch.nn.{name}" for name in ("Module", "Sequential", 
 _MODEL_LIBRARIES = ("torchvision.models.", "timm.", "transformers.", "diffusers.")
 # What a training module makes and a transforms module does not: optimizers, loaders.
 _TRAINING_MAKERS = ("torch.optim.", "torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
-_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "trange", "iter"})  # iterate what they are given
 # Calls whose items are those of their one argument, in order (a progress bar, a copy).
 _KEEPING_ITEMS = frozenset({"list", "tuple", "iter", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm"})
@@ -232,6 +232,8 @@ class Guard:
     asserts: bool = False  # an `assert`: it stops the program where the check fails
     skips: bool = False  # it skips a test where the check fails
     tells_only: bool = False  # what it guards only logs or frees cached memory (as does its else, if any)
+    # what it guards only sets cuDNN's `benchmark` or `enabled` switches, which do nothing elsewhere
+    tunes_cudnn: bool = False
     # what it guards calls a CUDA-only library or reads CUDA's own facts (flash_attn, a device's
     # name or memory): right to keep from the target, where the code after it goes on portably
     guards_cuda_library: bool = False
@@ -364,7 +366,7 @@ class DeviceFlow:
     _every_step: dict[tuple[int, tuple[str, ...], bool], str | None] = field(default_factory=dict)
     _drives: dict[int, bool] = field(default_factory=dict)  # function id -> whether it calls a step loop's function
     # (last ancestor's id, depth, whether periodic gates exempt, functions known) -> off the step path
-    _off_path: dict[tuple[int, int, bool, int], bool] = field(default_factory=dict)
+    _off_path: dict[tuple[int, int, int, bool], bool] = field(default_factory=dict)
     _contexts: dict[tuple[int, int, int], str | None] = field(default_factory=dict)  # the same for `step_context`
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id
     # every `for` loop, with the scope it is in and the nodes from the module down to it
@@ -407,7 +409,17 @@ class DeviceFlow:
             other = node.orelse.body if type(node.orelse) is cst.Else else None
             tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
             library = _uses_cuda_library(node.body, self.resolver)
-            self._add(Guard(test, (node.body,), tells_only=tells, guards_cuda_library=library, picks_device=picks))
+            tunes = _tunes_cudnn(node.body, self.resolver)
+            self._add(
+                Guard(
+                    test,
+                    (node.body,),
+                    tells_only=tells,
+                    tunes_cudnn=tunes,
+                    guards_cuda_library=library,
+                    picks_device=picks,
+                )
+            )
         elif type(node.orelse) is cst.Else:  # `if device != "cuda": ... else: <CUDA path>`
             library = _uses_cuda_library(node.orelse.body, self.resolver)
             self._add(Guard(test, (node.orelse,), guards_cuda_library=library, picks_device=picks))
@@ -965,7 +977,7 @@ class DeviceFlow:
             return self._returns[id(function)]
         if id(function) not in self._returns_ahead:
             scope = function_scope(function, self.resolver.module)
-            returns = [node for node in self._own(function.body, _NESTED_SCOPES) if type(node) is cst.Return]
+            returns = [node for node in self._own(function.body, NESTED_SCOPES) if type(node) is cst.Return]
             self._returns_ahead[id(function)] = [(each.value, scope) for each in returns if each.value is not None]
         return self._returns_ahead[id(function)]
 
@@ -1061,7 +1073,7 @@ class DeviceFlow:
         path = (*self.ancestors, node)
         for index in range(len(path) - 2, -1, -1):
             ancestor = path[index]
-            if type(ancestor) in _NESTED_SCOPES:
+            if type(ancestor) in NESTED_SCOPES:
                 return None
             if type(ancestor) is cst.CompFor and node.value in target_names(ancestor.target):
                 return ancestor if once else None
@@ -1105,7 +1117,7 @@ class DeviceFlow:
         in (none outside a function), each with the position of the statement the walk is in."""
         ancestors = self.ancestors
         function = next(
-            (index for index in range(len(ancestors) - 1, -1, -1) if type(ancestors[index]) in _NESTED_SCOPES), None
+            (index for index in range(len(ancestors) - 1, -1, -1) if type(ancestors[index]) in NESTED_SCOPES), None
         )
         if function is None or type(ancestors[function]) is not cst.FunctionDef:
             return
@@ -1280,7 +1292,7 @@ class DeviceFlow:
         where the name is bound more than once (`a = a / a[0]`) too, since any may read this value.
         None for names also bound otherwise, names of a module or class (other code may read
         them), and names a nested function, class or comprehension refers to."""
-        function = next((node for node in reversed(chain) if type(node) in _NESTED_SCOPES), None)
+        function = next((node for node in reversed(chain) if type(node) in NESTED_SCOPES), None)
         if type(function) is not cst.FunctionDef or not self.resolver.assigned_values(name):
             return None
         return references(function, name.value)
@@ -1293,7 +1305,7 @@ class DeviceFlow:
         walk is at the node (a loader bound by name is resolved in the scope of the loop)."""
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
-            if type(loop) in _NESTED_SCOPES:
+            if type(loop) in NESTED_SCOPES:
                 return None
             if type(loop) not in (cst.For, cst.While):
                 continue
@@ -1309,11 +1321,16 @@ class DeviceFlow:
         Also the body of an `if` that ends that loop for good (`return`, or `break` out of it):
         it runs once, after the last step. Answered once per place (the rules ask about each
         node in turn) and again once more functions are known."""
-        key = (id(ancestors[-1]) if ancestors else 0, len(ancestors), periodic_exempts, self._known())
+        key = (*self._place_key(ancestors), periodic_exempts)
         found = self._off_path.get(key)
         if found is None:
             found = self._off_path[key] = self._off_the_step_path(ancestors, periodic_exempts)
         return found
+
+    def _place_key(self, ancestors: Sequence[cst.CSTNode]) -> tuple[int, int, int]:
+        """A place in the walk, as the memos of the step questions know it: the node above it,
+        its depth, and how many functions the walk knew when asked."""
+        return id(ancestors[-1]) if ancestors else 0, len(ancestors), self._known()
 
     def _known(self) -> int:
         """How many functions and methods the walk has seen: what a loop's step is judged by."""
@@ -1323,7 +1340,7 @@ class DeviceFlow:
         off = off_the_step_path(ancestors, self.resolver, periodic_exempts=periodic_exempts)
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
-            if type(loop) in _NESTED_SCOPES:
+            if type(loop) in NESTED_SCOPES:
                 break
             if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
                 inner = ancestors[index:]  # lit-llama's `if idx_next == eos_id: return idx[:input_pos]`
@@ -1336,7 +1353,7 @@ class DeviceFlow:
         """Where the code below `ancestors` runs once per step: "forward()" or the step loop
         around it (whether it is off the step path, `off_the_step_path` says); answered once
         per place, as `off_the_step_path`."""
-        key = (id(ancestors[-1]) if ancestors else 0, len(ancestors), self._known())
+        key = self._place_key(ancestors)
         if key not in self._contexts:
             in_step = _FORWARD if in_forward(ancestors) else None
             self._contexts[key] = in_step or self._framework_step(ancestors) or self.step_loop(ancestors)
@@ -1438,7 +1455,7 @@ class DeviceFlow:
         if key not in self._drives:
             judging, self._marking_class = self._marking_class, self._methods.get(key)
             try:
-                calls = [node for node in self._own(function.body, _NESTED_SCOPES) if type(node) is cst.Call]
+                calls = [node for node in self._own(function.body, NESTED_SCOPES) if type(node) is cst.Call]
                 self._drives[key] = any(
                     helper is not function and self._loops_without_training(helper)
                     for call in calls
@@ -1635,7 +1652,7 @@ class DeviceFlow:
         """The innermost loop around the node, within its function, that runs steps."""
         for index in range(len(ancestors) - 2, -1, -1):
             loop = ancestors[index]
-            if type(loop) in _NESTED_SCOPES:
+            if type(loop) in NESTED_SCOPES:
                 return None
             if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
                 return loop
@@ -1674,9 +1691,9 @@ class DeviceFlow:
         its body or in a function of the module it calls (DALLE-pytorch's `gumbel_sample`)."""
         if not (type(loop.iter) is cst.Call and patterns.dotted(loop.iter.func) == "range"):
             return False
-        calls = [node for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
+        calls = [node for node in self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
         helpers = [helper.body for call in calls for helper in self._callees(call, 2)]
-        inner = [node for body in helpers for node in self._own(body, _NESTED_SCOPES) if type(node) is cst.Call]
+        inner = [node for body in helpers for node in self._own(body, NESTED_SCOPES) if type(node) is cst.Call]
         return any(
             patterns.method_name(call) in ("argmax", "topk", "multinomial")
             or bool(self.resolver.qualified_names(call.func) & _SAMPLERS)
@@ -1686,14 +1703,14 @@ class DeviceFlow:
     def _stops_early(self, loop: cst.For) -> bool:
         """A loop with a `break` of its own (Tacotron's decoder loop stops once every stop token
         is on): it runs until the output says so, as decoding does."""
-        return any(type(node) is cst.Break for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)))
+        return any(type(node) is cst.Break for node in self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While)))
 
     def _runs_submodules(self, loop: cst.For | cst.While) -> bool:
         """A loop that calls layers its class made (`self.prenet(x)` after `self.prenet =
         Prenet(...)`): a model's own autoregressive decoding (tacotron2's `inference`; in a
         `for` loop over a range, where it picks tokens too), or runs the model it is a method of
         (DALLE-pytorch's `self.forward_with_cond_scale(text, image)`)."""
-        own = self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While))
+        own = self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While))
         for call in own:
             if type(call) is not cst.Call or not is_self_attribute(call.func):
                 continue
@@ -1715,8 +1732,8 @@ class DeviceFlow:
         accumulation) is the step loop. So is a `for` loop that calls the module's functions
         running a whole step loop (`for i in range(num_samples): y = generate(...)`): once per
         sample, where the output comes back."""
-        inner = [node for node in self._own(loop.body, _NESTED_SCOPES) if type(node) in (cst.For, cst.While)]
-        own = [node for node in self._own(loop.body, _NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
+        inner = [node for node in self._own(loop.body, NESTED_SCOPES) if type(node) in (cst.For, cst.While)]
+        own = [node for node in self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
         if any(_steps_optimizer(call) for call in own):
             return False
         if any(self.loop_step(each) in _EPOCHS for each in inner):
@@ -1733,7 +1750,7 @@ class DeviceFlow:
         for part in parts:
             if part is None:
                 continue
-            for node in (part, *self._own(part, _NESTED_SCOPES + (cst.For, cst.While))):
+            for node in (part, *self._own(part, NESTED_SCOPES + (cst.For, cst.While))):
                 if type(node) is cst.Call:
                     found.add(self._step_marker(node, depth, picks))
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
@@ -1789,14 +1806,14 @@ class DeviceFlow:
     def _yields(self, function: cst.FunctionDef) -> bool:
         """A generator function: a `yield` of its own (asked once per function)."""
         if id(function) not in self._generators:
-            own = descendants(function.body, _NESTED_SCOPES)
+            own = descendants(function.body, NESTED_SCOPES)
             self._generators[id(function)] = any(type(node) is cst.Yield for node in own)
         return self._generators[id(function)]
 
     def own_nodes(self, root: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         """The nodes under `root` outside the functions, classes and lambdas it defines, walked
         once: rules ask about the same function again and again."""
-        return self._own(root, _NESTED_SCOPES)
+        return self._own(root, NESTED_SCOPES)
 
     def _own(self, root: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> tuple[cst.CSTNode, ...]:
         """The nodes under `root`, not under nodes of the `apart` types, walked once: loops and
@@ -1838,7 +1855,7 @@ class DeviceFlow:
         calls (gpt-fast's `generate()` calls `decode_n_tokens()`, which loops over tokens);
         not where it also steps an optimizer outside that loop (gradient accumulation: the
         loop is part of one step)."""
-        own = self._own(function.body, _NESTED_SCOPES + (cst.For, cst.While))
+        own = self._own(function.body, NESTED_SCOPES + (cst.For, cst.While))
         calls = [node for node in own if type(node) is cst.Call]
         if any(_steps_optimizer(call) for call in calls):
             return False
@@ -1922,7 +1939,7 @@ class DeviceFlow:
         judged = self._helpers.get(key)
         if judged is None or judged[1] < known:
             self._helpers[key] = (None, known)  # a recursive call says nothing more
-            loops = [node for node in self._own(function.body, _NESTED_SCOPES) if type(node) in (cst.For, cst.While)]
+            loops = [node for node in self._own(function.body, NESTED_SCOPES) if type(node) in (cst.For, cst.While)]
             looped = any(self.loop_step(loop) for loop in loops)
             # what its closures do too: they run when it calls them (PLMS's `get_model_output`)
             inner = self._own(function.body, (cst.ClassDef, cst.Lambda))
@@ -2010,13 +2027,18 @@ class DeviceFlow:
                 self._spawned.add(spawned.value)
 
     def _picked(self, func: cst.Name) -> list[str]:
-        """The functions a name bound to a pick from a table may hold (`sample_fn = {"heun":
-        sample_heun, "dpm": sample_dpm}[sampler]`): calling it calls one of them."""
-        value = self.resolver.assigned_value(func)
-        if not (type(value) is cst.Subscript and type(value.value) is cst.Dict):
-            return []
-        elements = value.value.elements
-        return [e.value.value for e in elements if type(e) is cst.DictElement and type(e.value) is cst.Name]
+        """The functions a name bound to a pick may hold: from a table (`sample_fn = {"heun":
+        sample_heun, "dpm": sample_dpm}[sampler]`), by a conditional expression, or in
+        branches (vits' `spline_fn = rational_quadratic_spline` in one, the unconstrained
+        spline in the other): calling it calls one of them."""
+        picked = []
+        for value in self.resolver.assigned_values(func):
+            if type(value) is cst.Subscript and type(value.value) is cst.Dict:
+                elements = value.value.elements
+                picked += [e.value for e in elements if type(e) is cst.DictElement and type(e.value) is cst.Name]
+            else:
+                picked += [value.body, value.orelse] if type(value) is cst.IfExp else [value]
+        return [each.value for each in picked if type(each) is cst.Name]
 
     def _note_buffer(self, call: cst.Call) -> None:
         """`self.register_buffer("queue_ptr", torch.zeros(1))`: `self.queue_ptr` holds that tensor."""
@@ -2263,7 +2285,9 @@ def handles_model(method: str) -> bool:
 
 def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Inside the body of a method named `forward` (nn.Module.forward, autograd.Function.forward):
-    what runs, and is traced, once per step."""
+    what runs, and is traced, once per step. Not a forward that only raises: GPTQ's `Catcher`
+    records the first layer's inputs (`.cpu()` copies too) and stops the model, once per
+    calibration sample; it computes no step."""
     for index, node in enumerate(ancestors):
         if (
             type(node) is cst.FunctionDef
@@ -2273,8 +2297,16 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
             and index + 1 < len(ancestors)
             and ancestors[index + 1] is node.body
         ):
-            return True
+            return not _only_raises(node)
     return False
+
+
+def _only_raises(function: cst.FunctionDef) -> bool:
+    """A function that ends raising and returns nowhere: it never gives a result."""
+    last = function.body.body[-1] if isinstance(function.body, cst.IndentedBlock) else function.body
+    if not (isinstance(last, cst.SimpleStatementLine) and type(last.body[-1]) is cst.Raise):
+        return False
+    return not any(type(node) is cst.Return for node in descendants(function.body, NESTED_SCOPES))
 
 
 def _is_dataset(base: cst.BaseExpression, resolver: Resolver) -> bool:
@@ -2379,7 +2411,7 @@ def _accumulates(body: cst.BaseSuite) -> bool:
     the training step itself."""
     return any(
         type(node) is cst.Expr and type(node.value) is cst.Call and _steps_optimizer(node.value)
-        for node in descendants(body, _NESTED_SCOPES)
+        for node in descendants(body, NESTED_SCOPES)
     )
 
 
@@ -2398,7 +2430,7 @@ def _since_last(test: cst.If) -> bool:
                 type(node) is cst.Assign
                 and patterns.dotted(node.value) == now
                 and any(patterns.dotted(target.target) == last for target in node.targets)
-                for node in descendants(test.body, _NESTED_SCOPES)
+                for node in descendants(test.body, NESTED_SCOPES)
             )
         ):
             return True
@@ -2564,7 +2596,7 @@ def _takes_chunks(loop: cst.For) -> bool:
     stride = counted.args[2].value
     if type(counter) is not cst.Name or is_number(stride):
         return False
-    for node in descendants(loop.body, _NESTED_SCOPES):
+    for node in descendants(loop.body, NESTED_SCOPES):
         if type(node) is cst.Slice and type(node.lower) is cst.Name and node.lower.value == counter.value:
             upper = node.upper
             if upper is not None and any(stride.deep_equals(each) for each in (upper, *descendants(upper))):
@@ -2683,7 +2715,7 @@ def _returns_under(
             yield from ((small.value, tests) for small in statement.body if type(small) is cst.Return)
         elif type(statement) is cst.If:
             yield from _returns_in_if(statement, tests)
-        elif not isinstance(statement, _NESTED_SCOPES) and isinstance(statement, cst.BaseCompoundStatement):
+        elif not isinstance(statement, NESTED_SCOPES) and isinstance(statement, cst.BaseCompoundStatement):
             for part in (statement.body, *_other_suites(statement)):
                 yield from _returns_under(part, tests)
 
@@ -2745,7 +2777,7 @@ def _a_size(node: cst.BaseExpression) -> bool:
 def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
     """The function whose body the node is in, directly (not in a lambda or class within it)."""
     for node in reversed(ancestors):
-        if type(node) in _NESTED_SCOPES:
+        if type(node) in NESTED_SCOPES:
             return node if type(node) is cst.FunctionDef else None
     return None
 
@@ -2894,7 +2926,7 @@ def _references(
                 continue
             if type(child) is cst.Name and child.value == name and reads(child, node):
                 found.append((child, (*path, node)))
-            elif type(child) in _NESTED_SCOPES or isinstance(child, cst.BaseComp):
+            elif type(child) in NESTED_SCOPES or isinstance(child, cst.BaseComp):
                 if any(type(n) is cst.Name and n.value == name for n in descendants(child, ())):
                     return False
             elif not _references(child, name, (*path, node), found):
@@ -2968,6 +3000,20 @@ def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
         patterns.is_logging_call(call) or each & _FREES_CACHE or (frees and "torch.cuda.synchronize" in each)
         for call, each in zip(calls, names)
     )
+
+
+def _tunes_cudnn(body: cst.BaseSuite, resolver: Resolver) -> bool:
+    """A block that only sets cuDNN's harmless switches (Wav2Lip's `if 'cuda' in device:
+    torch.backends.cudnn.benchmark = True`): elsewhere they do nothing, so skipping them is right."""
+    statements = patterns.simple_statements(body)
+    return bool(statements) and all(
+        type(statement) is cst.Assign
+        and all(resolver.qualified_names(target.target) & _CUDNN_SWITCHES for target in statement.targets)
+        for statement in statements
+    )
+
+
+_CUDNN_SWITCHES = frozenset({"torch.backends.cudnn.benchmark", "torch.backends.cudnn.enabled"})
 
 
 def _adds_text(call: cst.Call) -> bool:
@@ -3153,7 +3199,7 @@ def _bound_names(statement: cst.CSTNode) -> frozenset[str]:
     """The names a statement binds in any way (not in the functions, classes and
     comprehensions it defines, which have names of their own)."""
     found: set[str] = set()
-    for node in (statement, *descendants(statement, (*_NESTED_SCOPES, cst.BaseComp))):
+    for node in (statement, *descendants(statement, (*NESTED_SCOPES, cst.BaseComp))):
         if type(node) is cst.Assign:
             for target in node.targets:
                 _collect_names(target.target, found)

@@ -9,7 +9,7 @@ files that mention what the project holds (see `Rule.project_triggers`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import PurePosixPath
@@ -116,6 +116,9 @@ class Project:
     # The repository's functions that return timm's Mixup with CutMix possibly on, each with
     # its place in the returned tuple ("" for the value itself).
     mixup_returns: frozenset[tuple[str, str]] = frozenset()
+    # What a failing package of the repository re-exports from a failing module of its own
+    # (stylegan2's `op` binds `upfirdn2d` from `op.upfirdn2d`): (name as re-exported, as defined).
+    reexports: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -157,6 +160,7 @@ class Project:
                 if kernel in kernels
             ),
             mixup_returns=frozenset((f.name, f.detail("index")) for f in facts if f.kind == MIXUP_RETURN),
+            reexports=frozenset(failing_reexports(facts, chains)),
         )
 
     @property
@@ -258,6 +262,16 @@ class Project:
             launched.setdefault(function, kernel)
         return launched
 
+    def defined_as(self, qualified: str) -> str:
+        """The name a repository package's re-export stands for (`op.upfirdn2d` ->
+        `op.upfirdn2d.upfirdn2d`), where the package and the module it is from fail to import;
+        else the name itself."""
+        return self._reexported.get(qualified, qualified)
+
+    @cached_property
+    def _reexported(self) -> dict[str, str]:
+        return dict(self.reexports)
+
     def alias_target(self, qualified: str) -> str | None:
         """The API a repository module's name stands for, when it re-exports one."""
         return self._aliases.get(qualified)
@@ -336,6 +350,16 @@ def failing_imports_written(
         and not is_failure_cause(fact.detail("module"), extensions)
         and failing_prefix(fact.detail("module"), fact.name, chains)
     }
+
+
+def failing_reexports(facts: Iterable[Fact], chains: Mapping[str, tuple[str, ...]]) -> Iterator[tuple[str, str]]:
+    """(`op.upfirdn2d`, `op.upfirdn2d.upfirdn2d`) for `from .upfirdn2d import upfirdn2d` in a
+    package that fails to import, from one of its modules that fails too."""
+    for fact in facts:
+        module = fact.detail("module") if fact.kind == IMPORT else ""
+        source, _, name = module.rpartition(".")
+        if fact.name in chains and source in chains and source.startswith(fact.name + "."):
+            yield f"{fact.name}.{name}", module
 
 
 def _importer_names(fact: Fact) -> list[str]:

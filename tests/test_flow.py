@@ -1093,3 +1093,24 @@ def test_what_runs_once_the_loop_ends_is_off_the_step_path() -> None:
         """
     )
     assert found[(6, "PC505")][0] is Severity.WARNING
+
+
+def test_a_host_copy_given_back_to_torch_is_no_output_of_forward() -> None:
+    """Tacotron 2's encoder reads its lengths back for `pack_padded_sequence`: a sync in the
+    step, not the model's output leaving torch (as `.numpy()` in forward() alone would be)."""
+    source = """\
+        import torch
+        from torch import nn
+        class Encoder(nn.Module):
+            def forward(self, x, input_lengths):
+                input_lengths = input_lengths.cpu().numpy()
+                x = nn.utils.rnn.pack_padded_sequence(x, input_lengths, batch_first=True)
+                return self.lstm(x)
+        class Head(nn.Module):
+            def forward(self, x):
+                scores = x.cpu().numpy()
+                return scores
+        """
+    found = findings(source)
+    assert found[(5, "PC503")][0] is Severity.WARNING
+    assert found[(10, "PC503")][0] is Severity.INFO

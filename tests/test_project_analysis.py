@@ -1347,6 +1347,41 @@ def test_calls_of_an_extensions_autograd_function_are_warnings(tmp_path: Path) -
     assert "runs kernels of the repository's CUDA extension `MultiScaleDeformableAttention`" in calls[0][2]
 
 
+def test_calls_of_what_the_module_building_an_extension_defines_are_warnings(tmp_path: Path) -> None:
+    """stylegan2-pytorch: `op/fused_act.py` builds `fused` with `load(...)` when imported, and
+    `op` re-exports its `fused_leaky_relu` and `FusedLeakyReLU`; each call runs the extension on
+    every device but the CPU (a warning). `op.conv2d_gradfix` is plain PyTorch that fails only
+    with its package, and a reference function beside the kernels is PyTorch too: info."""
+    write(
+        tmp_path,
+        {
+            "op/__init__.py": "from .fused_act import FusedLeakyReLU, fused_leaky_relu, leaky_relu_ref\n",
+            "op/fused_act.py": (
+                "import torch\nfrom torch.utils.cpp_extension import load\n"
+                "fused = load('fused', sources=['fused_bias_act.cpp', 'fused_bias_act_kernel.cu'])\n"
+                "class FusedLeakyReLU(torch.nn.Module):\n    def forward(self, x):\n"
+                "        return fused_leaky_relu(x)\ndef fused_leaky_relu(x):\n"
+                "    if x.device.type == 'cpu':\n        return leaky_relu_ref(x)\n    return fused.fused_bias_act(x)\n"
+                "def leaky_relu_ref(x):\n    return torch.nn.functional.leaky_relu(x, 0.2)\n"
+            ),
+            "op/conv2d_gradfix.py": "import torch\ndef conv2d(x, w):\n    return torch.nn.functional.conv2d(x, w)\n",
+            "model.py": (
+                "import torch\nfrom op import FusedLeakyReLU, fused_leaky_relu, leaky_relu_ref, conv2d_gradfix\n"
+                "class Layer(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.act = FusedLeakyReLU()\n    def forward(self, x, w):\n"
+                "        x = conv2d_gradfix.conv2d(x, w)\n        return fused_leaky_relu(x) + leaky_relu_ref(x)\n"
+            ),
+        },
+    )
+    found = {(f.line, f.message.split(" ")[1]): f.severity for f in scan(tmp_path).findings if f.code == "PC707"}
+    assert found == {
+        (6, "`FusedLeakyReLU`"): Severity.WARNING,
+        (8, "`conv2d_gradfix.conv2d`"): Severity.INFO,
+        (9, "`fused_leaky_relu`"): Severity.WARNING,
+        (9, "`leaky_relu_ref`"): Severity.INFO,
+    }
+
+
 def test_a_module_level_alias_of_a_launcher_is_called_as_the_launcher(tmp_path: Path) -> None:
     """modded-nanogpt's `ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`, called in forward;
     a local of the alias's name is something else."""

@@ -4,7 +4,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from portcheck import flow, kernels, patterns, project
+from portcheck import fallbacks, flow, kernels, patterns, project
 from portcheck.project import Project
 from portcheck.resolve import Resolver
 from portcheck.rule import (
@@ -51,7 +51,7 @@ _LAUNCHING = (
 )
 _APPLYING = (
     "whose module fails to import on the target first (PC610), and which runs kernels of the repository's CUDA "
-    "extension `{extension}` (an autograd Function's): each call needs a replacement"
+    "extension `{extension}`: each call needs a replacement"
 )
 _DECLARED_TRITON = (
     "whose import is guarded, but the project declares triton: installed on the target, the import succeeds "
@@ -85,15 +85,18 @@ class CudaOnlyPackageCall(Rule):
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
     `except ImportError: WindowProcess = None`); as info, calls of what an unguarded import
     binds from a module that imports Triton or the extension itself, the kernels' wrappers:
-    the wrapper's one definition may take a portable path instead (stylegan2's `upfirdn2d`
-    already has one for the CPU), or each call needs a replacement; not a model class from a
-    module further away, which loads once that one is fixed. A wrapper that launches one of
+    the wrapper's one definition may take a portable path instead, or each call needs a
+    replacement; not a model class from a module further away, which loads once that one is
+    fixed. A wrapper that launches one of
     the repository's Triton kernels whenever it is called, with no PyTorch path on the way
     (mamba's `layer_norm_fn(...)` -> `LayerNormFn.apply` -> `_layer_norm_fwd` -> the launch),
     has no portable path to take: its calls are warnings, also through a module-level name
     bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`), and so are those of an
     autograd Function's `apply` from a module that imports one of the repository's CUDA
-    extensions (Deformable-DETR's `MSDeformAttnFunction.apply`). Not in a module that writes
+    extensions (Deformable-DETR's `MSDeformAttnFunction.apply`), and of what the module that
+    builds or imports the extension itself defines, also as its package re-exports it
+    (stylegan2's `upfirdn2d` and `FusedLeakyReLU`, whose one portable path is for the CPU);
+    not a function named as a PyTorch reference (`selective_scan_ref`). Not in a module that writes
     its kernels in the package's language (a function decorated with TileLang's `@T.prim_func`
     or CuTe's `@cute.jit`): its every line calls the language, the source is rewritten whole,
     and PC701 reports its import. Where the project
@@ -597,15 +600,25 @@ class CudaOnlyPackageCall(Rule):
         return kernel.rpartition(".")[2] if kernel else ""
 
     def _applied_extension(self, called: str) -> str:
-        """The CUDA extension an autograd Function's `apply` runs, where the Function comes from a
-        module that fails to import for want of it (Deformable-DETR's `MSDeformAttnFunction.apply`,
-        whose module imports `MultiScaleDeformableAttention`); empty elsewhere. A plain function
-        there may be the module's PyTorch reference: its calls stay info."""
+        """The CUDA extension a call runs, where what it calls comes from a module that fails
+        to import for want of it: an autograd Function's `apply` (Deformable-DETR's
+        `MSDeformAttnFunction.apply`, whose module imports `MultiScaleDeformableAttention`),
+        or a function or class of the very module that builds or imports the extension
+        (stylegan2's `upfirdn2d` and `FusedLeakyReLU`, which run it on every device but the
+        CPU), also as its package re-exports it; empty elsewhere. A function named as a
+        PyTorch reference (`selective_scan_ref`), and what a module further from the cause
+        defines (`conv2d_gradfix.conv2d`, failing only with its package), stay info."""
         first, _, rest = self._unaliased(called).partition(".")
+        known = self.ctx.project
         target = self._targets.get(first, "")
-        if rest != "apply" or not patterns.class_like(target):
-            return ""
-        chain = self.ctx.project.failing_import(target.rpartition(".")[0], self.ctx.module.name)
+        if rest == "apply" and patterns.class_like(target):
+            chain = known.failing_import(target.rpartition(".")[0], self.ctx.module.name)
+        else:
+            defined = known.defined_as(f"{target}.{rest}" if rest else target)
+            module, _, name = defined.rpartition(".")
+            chain = known.failing_import(module, self.ctx.module.name)
+            if chain is None or chain[0] != module or len(chain) != 2 or fallbacks.looks_like_reference(name):
+                return ""
         cause = chain[-1] if chain else ""
         return "" if not cause or cause.split(".")[0] == project.TRITON else cause
 

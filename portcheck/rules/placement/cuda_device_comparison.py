@@ -17,6 +17,7 @@ _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
 _GUARDS_MESSAGE = "so every other device skips the message (or freeing of cached memory) it guards"
 _GUARDS_LIBRARY = f"so every other device {LOSES_EXTRAS}"
+_TUNES_CUDNN = "so every other device skips only cuDNN switches, which do nothing there: nothing to port"
 _PICKS_KERNEL = (
     "which here picks a fused kernel, so every other device takes the optimizer's unfused path (its `fused=`)"
 )
@@ -130,6 +131,13 @@ class CudaDeviceComparison(Rule):
             "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
             lines=[3, 6],
             message="so every other device",
+        ),
+        # guards only cuDNN's harmless switches (Wav2Lip's face detector): info, nothing to port
+        Invalid(
+            "import torch\ndef detect(net, img, device):\n    if 'cuda' in device:\n"
+            "        torch.backends.cudnn.benchmark = True\n    return net(torch.from_numpy(img).to(device))\n",
+            lines=[3],
+            message="skips only cuDNN switches",
         ),
         Invalid(
             'import torch\nuse_amp = x.device.type == "cuda"\n',
@@ -363,6 +371,8 @@ class CudaDeviceComparison(Rule):
         check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
         if check is not None and check.asserts:
             self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), literal="cuda", consequence=_ASSERTED)
+        elif check is not None and check.tunes_cudnn:
+            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), literal="cuda", consequence=_TUNES_CUDNN)
         elif check is not None and (check.tells_only or check.guards_cuda_library):
             consequence = _GUARDS_MESSAGE if check.tells_only else _GUARDS_LIBRARY
             self.report(node, edit=None, severity=SKIPS_EXTRAS, literal="cuda", consequence=consequence)

@@ -97,6 +97,11 @@ class IntegerDeviceIndex(Rule):
     cuda_only = True
 
     VALID = [
+        Valid(  # gptq: a parameter named for GPUs that the later call gives torch.device objects
+            "import torch\ndef spread(model, gpus):\n    model.head = model.head.to(gpus[-1])\n"
+            "if __name__ == '__main__':\n    gpus = [torch.device(f'cuda:{i}') for i in range(2)]\n"
+            "    spread(model, gpus)\n"
+        ),
         Valid('import torch\nx = torch.ones(2).to("cpu")\n'),
         Valid("import torch\nx = torch.ones(2).to(torch.float16)\n"),
         Valid("import torch\ndef f(x, dtype):\n    return x.to(dtype)\n"),
@@ -187,7 +192,8 @@ class IntegerDeviceIndex(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...], int]] = []
+        # what only the module's later calls decide: (value, scope, chain, order, its edit)
+        self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...], int, Edit | None]] = []
         self._seen = 0  # placements visited, in source order
         self._placed: list[tuple[int, tuple[str, int] | None, Report]] = []  # (order, name in scope, report)
 
@@ -208,14 +214,28 @@ class IntegerDeviceIndex(Rule):
         assert flow is not None, "a Python rule"
         value = device.value
         self._seen += 1
-        if flow.holds_index(value, flow.scope):  # known here: the edit can reuse what is bound here
+        chain = self.ctx.chain(value)
+        if not self._given(value) and flow.holds_index(value, flow.scope):  # known here
             self.ctx.count_report(value)
-            self._place(value, flow.scope, self.ctx.chain(value), self._seen)
+            self._place(value, flow.scope, chain, self._seen, self._edit(value))
         elif isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):  # a parameter or attribute: callers may say
-            self._pending.append((value, flow.scope, self.ctx.chain(value), self._seen))
+            self._pending.append((value, flow.scope, chain, self._seen, self._edit(value)))
 
-    def _place(self, value: cst.BaseExpression, scope: Scope, chain: tuple[cst.CSTNode, ...], order: int) -> None:
-        report = self.report_here(value, edit=self._edit(value), chain=chain, **_fields(value))
+    def _given(self, value: cst.BaseExpression) -> bool:
+        """Whether the value is (an item of) a parameter: what it holds is what the module's
+        calls pass, which may come after it (gptq's `opt_multigpu(model, gpus)`, given devices)."""
+        while type(value) is cst.Subscript:
+            value = value.value
+        return (
+            type(value) is cst.Name
+            and self.ctx.resolver is not None
+            and self.ctx.resolver.parameter_of(value) is not None
+        )
+
+    def _place(
+        self, value: cst.BaseExpression, scope: Scope, chain: tuple[cst.CSTNode, ...], order: int, edit: Edit | None
+    ) -> None:
+        report = self.report_here(value, edit=edit, chain=chain, **_fields(value))
         self._placed.append((order, (_code(value), id(scope)) if isinstance(value, cst.Name) else None, report))
 
     def _wraps_fsdp(self, call: cst.Call) -> bool:
@@ -229,9 +249,9 @@ class IntegerDeviceIndex(Rule):
         """Values the module's later code decides (a callee defined before its callers)."""
         flow = self.ctx.flow
         assert flow is not None
-        for value, scope, chain, order in self._pending:
+        for value, scope, chain, order, edit in self._pending:
             if flow.holds_index(value, scope):
-                self._place(value, scope, chain, order)
+                self._place(value, scope, chain, order, edit)
         first: set[tuple[str, int]] = set()
         for _, name, report in sorted(self._placed, key=lambda placed: placed[0]):
             if name is not None and name in first:

@@ -24,7 +24,7 @@ _AUTOCASTS = frozenset(
     {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast", "torch.cuda.amp.autocast"}
 )
 _HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
-_DTYPE_NAME = re.compile(r"(^|_)dtype$")  # `dtype`, `inputs_dtype`, `self.dtype`: what casts read
+_DTYPE_NAME = re.compile(r"(^|_)(dtype|data_type)$")  # `dtype`, `inputs_dtype`, `self.data_type`: what casts read
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
 _WIDENING = frozenset({"float", "double", "bfloat16"})  # casts that leave float16
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
@@ -50,7 +50,7 @@ class Float16OnBf16Target(Rule):
     which keeps its float16 weights on any device but "cpu"; also through `**kwargs` of a dict built in the module,
     Hugging Face's `torch_dtype` wherever it is set (`kwargs["torch_dtype"] = torch.float16`,
     `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, a float16 dtype bound to a
-    name that casts read (`self.dtype = torch.float16`, `inputs_dtype = torch.half`), `.half()`
+    name that casts read (`self.dtype = torch.float16`, `inputs_dtype = torch.half`, `self.data_type`), `.half()`
     and `.to(torch.float16)` on models (also what a loading function returns:
     `attempt_load(w, device).half()`, and each of `for m in self.modules(): m.half()`) and on
     their parameters' data (`l.weight.data.half()`), and tensors on the device in float16
@@ -203,6 +203,12 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # YOLOX's trainer: the batch cast to the dtype it keeps as `data_type`
+            "import torch\nclass Trainer:\n    def __init__(self, args):\n"
+            "        self.data_type = torch.float16 if args.fp16 else torch.float32\n"
+            "    def train_one_iter(self, inps):\n        return self.model(inps.to(self.data_type))\n",
+            lines=[4],
+        ),
         Invalid(  # CLIP's load(): the weights were converted to float16; only the CPU gets them back in float32
             "import torch\ndef load(name, device='cuda'):\n    model = build_model(name).to(device)\n"
             "    if str(device) == 'cpu':\n        model.float()\n    return model\n",

@@ -95,6 +95,8 @@ class CudaAvailabilityCheck(CudaApiRule):
         if check is not None and (check.asserts or check.skips):
             level = ERROR if check.asserts else WARNING
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
+        if check is not None and check.tunes_cudnn:
+            return {t: INFO if usual_level > OFF else OFF for t, usual_level in usual.items()}
         if (check is not None and (check.tells_only or check.guards_cuda_library)) or self._only_shown(node):
             # what the target skips there is a port's to open or drop; on the CPU it stays for GPUs
             return at_most_warning(usual)
@@ -112,6 +114,8 @@ class CudaAvailabilityCheck(CudaApiRule):
             return "returns False, so this test is skipped on every other device"
         if check is not None and check.tells_only:
             return "returns False, so every other device skips the message or freeing of cached memory it guards"
+        if check is not None and check.tunes_cudnn:
+            return "returns False, so every other device skips only cuDNN switches, which do nothing there"
         if check is not None and check.guards_cuda_library:
             return f"returns False, so every other device {LOSES_EXTRAS}"
         unread = self._unread_attribute(node)
@@ -197,6 +201,12 @@ class CudaAvailabilityCheck(CudaApiRule):
             fixed="import torch\ndef compute_dtype():\n    if torch.accelerator.is_available():\n"
             "        if torch.cuda.get_device_capability() >= (8, 0):\n            return torch.bfloat16\n"
             "    return torch.float32\n",
+        ),
+        Invalid(  # only cuDNN's harmless switches behind it: info
+            "import torch as T\nif T.cuda.is_available():\n    T.backends.cudnn.benchmark = True\n",
+            lines=[2],
+            message="skips only cuDNN switches",
+            fixed="import torch as T\nif T.accelerator.is_available():\n    T.backends.cudnn.benchmark = True\n",
         ),
         Invalid(
             "import torch\nif torch.cuda.is_available():\n    pass\n",

@@ -120,7 +120,6 @@ _NOT_TENSORS = frozenset(
      "stride", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "is_pinned", "get_device"}
 )  # fmt: skip
 _MOVERS = frozenset({"to", "cuda"})
-_OWN_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)  # what has a body of its own
 _MASK_NAME = re.compile(r"(^|_)masks?$", re.IGNORECASE)
 # Methods a receiver of unknown class more likely answers to as a torch, Python or logging
 # object than as the repository's own (`optimizer.step()`, `meter.update(...)`, `pbar.set_postfix(...)`):
@@ -1769,7 +1768,7 @@ def integer_positions(function: cst.FunctionDef, *, by_default: bool = True) -> 
             found.add(param.name.value)
     written = {
         part.slice.lower.value
-        for node in descendants(function.body, _OWN_SCOPES)
+        for node in descendants(function.body, flow.NESTED_SCOPES)
         if type(node) is cst.AssignTarget and type(node.target) is cst.Subscript
         for part in node.target.slice
         if type(part.slice) is cst.Slice and type(part.slice.lower) is cst.Name

@@ -197,6 +197,10 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # GPTQ's Catcher: a forward that records the first layer's inputs and stops the model
+            "import torch\nfrom torch import nn\nclass Catcher(nn.Module):\n    def forward(self, inp, **kwargs):\n"
+            "        cache['masks'].append(kwargs['attention_mask'].detach().cpu())\n        raise ValueError\n"
+        ),
         Valid(  # a `get_scale()` of something that is no GradScaler: an augmentation's scale, a number
             "import torch\ndef train(model, loader, opt, aug):\n    for x, y in loader:\n"
             "        x = aug(x) * aug.get_scale()\n        model(x, y).backward()\n        opt.step()\n"
@@ -416,6 +420,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # Tacotron 2: lengths read back in forward() for a torch function: no output
+            "import torch\nfrom torch import nn\nclass Encoder(nn.Module):\n    def forward(self, x, input_lengths):\n"
+            "        input_lengths = input_lengths.cpu().numpy()\n"
+            "        x = nn.utils.rnn.pack_padded_sequence(x, input_lengths, batch_first=True)\n"
+            "        return self.lstm(x)\n",
+            lines=[5],
+            message="waits for the device every step",
+        ),
         Invalid(  # muse-maskgit's trainer: a module that builds the dataset's transforms and the optimizer
             "import torch\nimport torchvision.transforms as T\nfrom torch.optim import Adam\n"
             "class Images(torch.utils.data.Dataset):\n    def __init__(self):\n        self.transform = T.Compose([T.ToTensor()])\n"
@@ -952,7 +964,8 @@ class HostSyncInStep(StepRule):
         """Whether the function that reads a tensor out with `.numpy()` makes a tensor of NumPy
         data on a device again (vits' monotonic alignment: `.cpu().numpy()`, a Cython search,
         then `torch.from_numpy(path).to(device=device)`; point-e's `torch.tensor([...],
-        device=sigmas.device)`): a round trip in the step, not an output."""
+        device=sigmas.device)`), or gives the copy it binds to a torch function (Tacotron 2's
+        `pack_padded_sequence`): a round trip in the step, not an output."""
         ancestors = self.ctx.ancestors
         function = flow.enclosing_function(ancestors)
         if function is None:
@@ -960,14 +973,30 @@ class HostSyncInStep(StepRule):
         # the loop it is read in, if any: a long function's other loops bring other data over
         below = ancestors[ancestors.index(function) :]
         region = next((node.body for node in reversed(below) if type(node) in (cst.For, cst.While)), function.body)
-        return any(
-            type(call) is cst.Call
-            and (
-                (_moves(self.ctx, call) and _made_of_numpy(self.ctx, call.func))
-                or (bool(self.ctx.qualified_names(call.func) & _FROM_NUMPY) and self._placed_off_host(call))
-            )
-            for call in descendants(region)
-        )
+        parent = ancestors[-1]  # `lengths = lengths.cpu().numpy()`: the copy itself, by name
+        bound = self._bound_name() if type(parent) is cst.Assign and parent.value is node else None
+        after = False  # what runs after the copy: only there can torch be given it
+        for call in descendants(region):
+            after = after or call is node
+            if type(call) is not cst.Call:
+                continue
+            if _moves(self.ctx, call) and _made_of_numpy(self.ctx, call.func):
+                return True
+            if self.ctx.qualified_names(call.func) & _FROM_NUMPY and self._placed_off_host(call):
+                return True
+            if after and bound is not None and self._torch_computes_with(call, bound):
+                return True
+        return False
+
+    def _torch_computes_with(self, call: cst.Call, name: str) -> bool:
+        """`pack_padded_sequence(x, input_lengths)` after `input_lengths = lengths.cpu().numpy()`
+        (Tacotron 2's encoder): a torch function given the copy, not a constructor of a tensor
+        (which stays on the host unless placed) nor a writer."""
+        given = any(type(arg.value) is cst.Name and arg.value.value == name for arg in call.args)
+        names = self.ctx.qualified_names(call.func) if given else frozenset()
+        if names & (_FROM_NUMPY | _WRITERS) or any(each.endswith("Tensor") for each in names):
+            return False
+        return any(each.startswith("torch.") for each in names)
 
     def _placed_off_host(self, call: cst.Call) -> bool:
         """`torch.tensor(data, device=x.device)`: host data made a tensor on a device (not
@@ -987,16 +1016,24 @@ class HostSyncInStep(StepRule):
             parent = ancestors[index]
             if type(parent) is cst.Call and self.ctx.qualified_names(parent.func) & _WRITERS:
                 return True
-            if type(parent) is cst.SimpleStatementLine:
-                assign = ancestors[index + 1]
+            if type(parent) is cst.SimpleStatementLine or isinstance(parent, cst.BaseCompoundStatement):
                 break
-            if isinstance(parent, cst.BaseCompoundStatement):
-                return False
-        else:
-            return False
-        if type(assign) is not cst.Assign or len(assign.targets) != 1 or type(assign.targets[0].target) is not cst.Name:
-            return False
-        return assign.targets[0].target.value in self._written_names(flow.enclosing_function(ancestors) or ancestors[0])
+        bound = self._bound_name()
+        return bound is not None and bound in self._written_names(flow.enclosing_function(ancestors) or ancestors[0])
+
+    def _bound_name(self) -> str | None:
+        """The one name the statement being visited binds by `=` (`img = x.cpu().numpy()`)."""
+        ancestors = self.ctx.ancestors
+        for index in range(len(ancestors) - 1, 0, -1):
+            if type(ancestors[index]) is cst.SimpleStatementLine:
+                assign = ancestors[index + 1]
+                if type(assign) is cst.Assign and len(assign.targets) == 1:
+                    target = assign.targets[0].target
+                    return target.value if type(target) is cst.Name else None
+                return None
+            if isinstance(ancestors[index], cst.BaseCompoundStatement):
+                return None
+        return None
 
     def _written_names(self, scope: cst.CSTNode) -> frozenset[str]:
         """The names read in the arguments of the writers called in a function (or module)."""

@@ -23,7 +23,10 @@ _BUCKET_ITERATORS = frozenset(
 )
 _FIELDS = frozenset(f"torchtext.{package}.Field" for package in ("data", "legacy.data", "data.field"))
 _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
-_SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty"))
+# the legacy typed constructors, given sizes (`torch.LongTensor(n, longest)`) or data (a list)
+_TYPED = frozenset(f"torch.{name}" for name in ("Tensor", "LongTensor", "IntTensor", "FloatTensor", "HalfTensor"))
+_SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty")) | _TYPED
+_SORT = frozenset({"torch.sort"})
 _PAD_NAME = re.compile(r"^pad(\d?d|_\w+)?$", re.IGNORECASE)  # pad, pad1d, pad_to_length; not padding
 _BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
 
@@ -80,11 +83,16 @@ class PadToLongestBatching(Rule):
     hint = 'pad to a fixed length (padding="max_length", max_length=N) or to a few bucket sizes{advice}'
     severity = RECOMPILE_SEVERITY
     triggers = (
-        b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat", b"BucketIterator",
+        b"pad_sequence", b"padding", b"DataCollatorWithPadding", b"collat", b"Collat", b"BucketIterator",
         b"get_batch", b"next_batch", b"sample_batch", b"load_batch", b"max(",
     )  # fmt: skip
 
     VALID = [
+        Valid(  # sorted ascending, the first is the shortest; a typed constructor given data
+            "import torch\ndef collate_fn(batch):\n"
+            "    lengths, order = torch.sort(torch.LongTensor([len(x) for x in batch]))\n"
+            "    return torch.LongTensor(len(batch), lengths[0]), torch.LongTensor([max(lengths)])\n"
+        ),
         Valid(  # every example padded to a fixed length
             "import torch\nfrom torchtext.legacy import data\nSRC = data.Field(fix_length=128)\n"
             "train_iterator, val_iterator = data.BucketIterator.splits((train, val), batch_size=64)\n"
@@ -135,6 +143,20 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # vits: a legacy typed constructor sized by the longest
+            "import torch\nclass TextCollate:\n    def __call__(self, batch):\n"
+            "        longest = max([len(x[0]) for x in batch])\n"
+            "        padded = torch.LongTensor(len(batch), longest)\n        return padded.zero_()\n",
+            lines=[4],
+        ),
+        Invalid(  # Tacotron 2: the longest length, sorted first
+            "import torch as T\nclass TextMelCollate:\n    def __call__(self, batch):\n"
+            "        lengths, order = T.sort(T.LongTensor([len(x[0]) for x in batch]), dim=0, descending=True)\n"
+            "        longest = lengths[0]\n        padded = T.LongTensor(len(batch), longest)\n"
+            "        return padded.zero_(), order\n",
+            lines=[5],
+            message="the first of a descending sort",
+        ),
         Invalid(  # nanochat's chat evaluation: each batch of prompts padded to its longest, every step
             "import torch\ndef run_eval(model, batches, bos, device):\n    for prompt_ids in batches:\n"
             "        max_length = max(len(ids) for ids in prompt_ids)\n"
@@ -236,7 +258,7 @@ class PadToLongestBatching(Rule):
             "    batch_shape = [len(tensor_list)] + max_size\n"
             "    tensor = torch.zeros(batch_shape, dtype=tensor_list[0].dtype)\n    return tensor\n",
             lines=[13],
-            message="`max(...)` sizing `torch.zeros(...)`",
+            message="`_max_by_axis(...)` sizing `torch.zeros(...)`",
         ),
         Invalid(
             "from transformers import DataCollatorWithPadding\nc = DataCollatorWithPadding(tokenizer=tok)\n", lines=[2]
@@ -253,7 +275,7 @@ class PadToLongestBatching(Rule):
         self._collate_fns: set[str] = set()  # names passed as collate_fn=
         # padding calls, enclosing function names, label, and the step they run in (if any) or else
         # the function they are in, asked at the end whether the module calls it every step
-        self._pads: list[tuple[cst.Call, list[str], str, str | None, cst.FunctionDef | None]] = []
+        self._pads: list[tuple[cst.Call | cst.Subscript, list[str], str, str | None, cst.FunctionDef | None]] = []
         self._scopes: list[_Scope] = [_Scope()]  # the module, then each enclosing function
         self._buckets: list[cst.Call] = []  # torchtext's bucket iterators made
         self._fixed_fields = False  # whether a torchtext Field pads to `fix_length=`
@@ -277,10 +299,19 @@ class PadToLongestBatching(Rule):
         if resolved_call(self.ctx, node, _PAD_SEQUENCE):
             self._in_collate(node, "`pad_sequence`")
         elif (pads := _pads(node)) or resolved_call(self.ctx, node, _SIZE_FACTORIES):
-            sizes = [arg.value for arg in node.args if not arg.star] if pads else _sizes(node)
+            if pads:
+                sizes = [arg.value for arg in node.args if not arg.star]
+            elif (
+                node.args
+                and type(node.args[0].value) in (cst.List, cst.Tuple)
+                and resolved_call(self.ctx, node, _TYPED)
+            ):
+                sizes = []  # `torch.LongTensor([...])`: data, not sizes
+            else:
+                sizes = _sizes(node)
             longest = next(filter(None, map(self._longest, sizes)), None)
             if longest is not None:  # reported where the longest is taken
-                self._in_collate(longest, f"`max(...)` sizing `{_code(node.func)}(...)`")
+                self._in_collate(longest, f"{_shown_longest(longest)} sizing `{_code(node.func)}(...)`")
         elif resolved_call(self.ctx, node, _BUCKET_ITERATORS):
             self._buckets.append(node)
         elif resolved_call(self.ctx, node, _FIELDS):
@@ -346,7 +377,7 @@ class PadToLongestBatching(Rule):
                 return False
         return False
 
-    def _longest(self, size: cst.BaseExpression, depth: int = 0) -> cst.Call | None:
+    def _longest(self, size: cst.BaseExpression, depth: int = 0) -> cst.Call | cst.Subscript | None:
         """The `max(...)` a size is: `max(lengths)`, `max(len(c) for c in caps) + 1`, a name
         bound once to one of those (lit-llama's `n = max_len - len(x)`, in a helper of the
         function that binds `max_len = max(len(s) for s in input_ids)`), or the size of the
@@ -365,6 +396,8 @@ class PadToLongestBatching(Rule):
             and size.value.attr.value == "shape"
         ):
             return self._longest_item(size.value.value, depth)  # `longest.shape[1]`
+        if isinstance(size, cst.Subscript):
+            return self._first_of_descending_sort(size)
         if isinstance(size, cst.BinaryOperation):
             return self._longest(size.left, depth) or self._longest(size.right, depth)
         if isinstance(size, (cst.Tuple, cst.List)):  # `F.pad(x, (0, longest - len(x)))`
@@ -375,6 +408,23 @@ class PadToLongestBatching(Rule):
                 before = self.ctx.values_before_updates(size)
                 bound = before[0] if len(before) == 1 else None
             return self._longest(bound, depth + 1) if bound is not None else None
+        return None
+
+    def _first_of_descending_sort(self, size: cst.Subscript) -> cst.Subscript | None:
+        """`lengths[0]` after `lengths, order = torch.sort(torch.LongTensor([len(x[0]) for x in
+        batch]), descending=True)` (Tacotron 2's collate): the longest length, sorted first."""
+        index = size.slice[0].slice if len(size.slice) == 1 else None
+        resolver = self.ctx.resolver
+        if not (type(index) is cst.Index and type(index.value) is cst.Integer and index.value.value == "0"):
+            return None
+        if type(size.value) is not cst.Name or resolver is None:
+            return None
+        found = resolver.values_and_unpacking(size.value)
+        sources = found[1] if found is not None and not found[0] else []
+        for call, position in sources:
+            descending = type(call) is cst.Call and patterns.keyword(call, "descending")
+            if position == 0 and descending and patterns.is_true(descending.value):
+                return size if resolved_call(self.ctx, call, _SORT) else None
         return None
 
     def _module_functions(self) -> dict[str, cst.FunctionDef]:
@@ -425,7 +475,7 @@ class PadToLongestBatching(Rule):
                 self._in_collate(longest, "`max(...)` sizing a padding list")
                 return
 
-    def _in_collate(self, node: cst.Call, what: str) -> None:
+    def _in_collate(self, node: cst.Call | cst.Subscript, what: str) -> None:
         """Note a call that pads to the longest, reported at the end if it is in a collate
         function or a function that fetches a step's batch (`get_batch`), or in a function of
         the module that one of those calls (DETR's `nested_tensor_from_tensor_list`); or where
@@ -435,7 +485,11 @@ class PadToLongestBatching(Rule):
         step, function = None, None
         # `max(lengths)`, not `max(k - n, 0)`: in a batch function both size the batch; elsewhere a
         # bound on one size is not the longest of a batch
-        over_items = patterns.dotted(node.func) != "max" or sum(arg.keyword is None for arg in node.args) == 1
+        over_items = (
+            type(node) is not cst.Call
+            or patterns.dotted(node.func) != "max"
+            or sum(arg.keyword is None for arg in node.args) == 1
+        )
         if flow is not None and over_items and not flow.off_the_step_path(ancestors):
             step = flow.step_context(ancestors)
             function = enclosing_function(ancestors)
@@ -528,6 +582,13 @@ class _Scope:
     model_inputs: set[str] = field(default_factory=set)
     # the `padding=` argument, its label, and the name its call is bound to where it may be a side check
     longest: list[tuple[cst.Arg, str, str | None]] = field(default_factory=list)
+
+
+def _shown_longest(node: cst.Call | cst.Subscript) -> str:
+    """`max(...)`, or `lengths[0]`, the first of a descending sort."""
+    if type(node) is cst.Subscript:
+        return f"`{_code(node)}`, the first of a descending sort,"
+    return f"`{_code(node.func)}(...)`"
 
 
 def _sizes(call: cst.Call) -> list[cst.BaseExpression]:

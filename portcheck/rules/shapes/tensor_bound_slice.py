@@ -17,6 +17,7 @@ from portcheck.rules.shapes import (
     shown,
     tensor_valued,
 )
+from portcheck.walk import descendants
 
 # torch's factories that take sizes: a size from tensor values makes a data-dependent shape.
 _FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn"))
@@ -25,6 +26,7 @@ _SIZED = {
     "torch.nn.functional.pad": (1, "pad"),
     "torch.nn.functional.interpolate": (1, "size"),
     "torch.nn.functional.upsample": (1, "size"),
+    "torch.topk": (1, "k"),  # YOLOX's SimOTA: `torch.topk(cost[i], k=dynamic_ks[i])`
 }
 
 
@@ -37,9 +39,11 @@ class TensorBoundSlice(StepRule):
     slicing calls its `__index__`), or a name bound to one of those; and the sizes that
     `torch.zeros`, `ones`, `empty`, `rand` and `randn` take from such numbers
     (`torch.zeros(batch, max(decode_lengths), vocab)`, or `torch.zeros(*shape)` where `shape` is
-    a tensor on the device), and the padding `F.pad` and the output size `F.interpolate` take
-    from them (stylegan2's augmentation pads by amounts unpacked from a tensor). A slice of host data by tensors in host
-    memory is left alone (a dataset's `self.data[start : start + n]` in `__getitem__` with
+    a tensor on the device), and the padding `F.pad`, the output size `F.interpolate` and the
+    count `torch.topk` take from them (stylegan2's augmentation pads by amounts unpacked from a
+    tensor; YOLOX's SimOTA keeps `k=dynamic_ks[i]` matches per object). Slices of vits'
+    segments start at a parameter's item the module's call gives a tensor (`idx_str =
+    ids_str[i]`). A slice of host data by tensors in host memory is left alone (a dataset's `self.data[start : start + n]` in `__getitem__` with
     `start = torch.randint(0, len, (1,))`): no device takes part. Host bounds still vary the
     shape of a slice of device data (`images[:, :, y : y + size]`). A slice is reported once,
     at its first such bound.
@@ -108,6 +112,21 @@ class TensorBoundSlice(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # YOLOX's SimOTA: as many matches per object as its IoUs add up to
+            "import torch\nclass Head(torch.nn.Module):\n    def forward(self, cost, ious):\n"
+            "        dynamic_ks = torch.clamp(ious.sum(1).int(), min=1)\n"
+            "        for i in range(cost.shape[0]):\n"
+            "            _, pos = torch.topk(cost[i], k=dynamic_ks[i], largest=False)\n        return pos\n",
+            lines=[6],
+        ),
+        Invalid(  # vits: a slice start taken from a parameter's element, which the module's call gives a tensor
+            "import torch\ndef slice_segments(x, ids_str, size=4):\n    ret = torch.zeros_like(x[:, :, :size])\n"
+            "    for i in range(x.size(0)):\n        idx_str = ids_str[i]\n        idx_end = idx_str + size\n"
+            "        ret[i] = x[i, :, idx_str:idx_end]\n    return ret\n"
+            "class Decoder(torch.nn.Module):\n    def forward(self, x):\n"
+            "        ids = (torch.rand([x.size(0)], device=x.device) * 8).long()\n        return slice_segments(x, ids)\n",
+            lines=[7],
+        ),
         Invalid(  # stylegan2's augmentation: padding unpacked from a tensor of the transform's corners
             "import torch\nimport torch.nn.functional as F\ndef get_padding(G):\n"
             "    pad = torch.cat((-G, G)).max(1).values\n    pad_x1, pad_y1, pad_x2, pad_y2 = pad.ceil().to(torch.int32)\n"
@@ -226,7 +245,7 @@ class TensorBoundSlice(StepRule):
                 return
         function = enclosing_function(self.ctx.ancestors)
         given = {param.name.value for param in function.params.params} - {"self"} if function is not None else set()
-        value = next((value for value in values if reads_names(value, given)), None)
+        value = next((value for value in values if self._reads_given(value, given)), None)
         if value is not None and function is not None:
             holds = partial(self._given_from_tensor_values, function, given, value, host_sliced)
             self.report_by_reach(value, holds=holds, bound=shown(value), **fields)
@@ -237,9 +256,22 @@ class TensorBoundSlice(StepRule):
         """`_from_tensor_values`, where the module's own calls give the parameters it reads (not
         what other files may pass: those conventions say nothing of this function's sizes)."""
         module_flow = self.ctx.flow
-        read = {name for name in given if reads_names(value, {name})}
+        read = {name for name in given if self._reads_given(value, {name})}
         called = module_flow is not None and all(module_flow.passed_arguments(function, name) for name in read)
         return called and self._from_tensor_values(value, host_sliced)
+
+    def _reads_given(self, value: cst.BaseExpression, given: set[str], depth: int = 0) -> bool:
+        """Whether a bound reads one of the parameters, also through the names the function
+        binds from them (vits' `idx_str = ids_str[i]`, then `x[i, :, idx_str:idx_end]`)."""
+        if reads_names(value, given):
+            return True
+        resolver = self.ctx.resolver
+        if depth == 2 or resolver is None:
+            return False
+        names = [each for each in (value, *descendants(value)) if type(each) is cst.Name and each.value not in given]
+        return any(
+            self._reads_given(bound, given, depth + 1) for name in names for bound in resolver.assigned_values(name)
+        )
 
     def _from_tensor_values(self, value: cst.BaseExpression, host_sliced: bool) -> bool:
         """Whether a number is read from a tensor on the device, unless what is sliced is in host

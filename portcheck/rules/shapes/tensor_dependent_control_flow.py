@@ -223,6 +223,14 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # vits' flows: a function picked in branches, then called, runs every step too
+            "import torch\ndef spline(inputs):\n    if torch.min(inputs) < 0:\n        raise ValueError('domain')\n"
+            "    return inputs * 2\ndef plain(inputs):\n    return inputs\ndef transform(inputs, tails=None):\n"
+            "    if tails is None:\n        spline_fn = plain\n    else:\n        spline_fn = spline\n"
+            "    return spline_fn(inputs)\nclass Flow(torch.nn.Module):\n    def forward(self, x):\n"
+            "        return transform(x, tails='linear')\n",
+            lines=[3],
+        ),
         Invalid(  # the same, asked while the walk is in forward(): the number's branch is found from the function
             "import torch\nclass Noise(torch.nn.Module):\n    def forward(self, img, gray_noise=0):\n"
             "        if isinstance(gray_noise, (float, int)):\n            cal_gray_noise = gray_noise > 0\n"
