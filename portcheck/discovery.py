@@ -149,6 +149,9 @@ def _walk(
             yield shown / entry.name
 
 
+_IDENTIFIER = re.compile(rb"[A-Za-z0-9_]+")
+
+
 class Prefilter:
     """Says cheaply whether a file can matter to any enabled rule, from its raw bytes."""
 
@@ -156,11 +159,21 @@ class Prefilter:
         words = sorted(set(triggers)) if triggers is not None else None
         self._pattern = re.compile(b"|".join(map(re.escape, words))) if words else None
         self.skips_nothing = words is None
+        # for `present`: words of identifier characters lie within one identifier of the file
+        self._in_identifiers = tuple(w for w in words or () if _IDENTIFIER.fullmatch(w))
+        self._elsewhere = tuple(w for w in words or () if not _IDENTIFIER.fullmatch(w))
 
     def wants(self, data: bytes) -> bool:
         if self.skips_nothing:
             return True
         return self._pattern is not None and self._pattern.search(data) is not None
+
+    def present(self, data: bytes) -> frozenset[bytes]:
+        """The trigger words the file holds. A word of identifier characters is sought in the
+        file's distinct identifiers only (a fraction of its bytes); the others in all of it."""
+        identifiers = b" ".join(set(_IDENTIFIER.findall(data)))
+        found = [w for w in self._in_identifiers if w in identifiers]
+        return frozenset(found + [w for w in self._elsewhere if w in data])
 
 
 def is_excluded(path: Path, config: Config) -> bool:

@@ -145,6 +145,9 @@ def examine(
         visiting = tuple(code for code in reading if registry.get(code).in_first_pass())
         # Trigger words only decide whether Python files are parsed; text files are cheap to read.
         wanted = _prefilter(visiting).wants(data) if kind == filekinds.PYTHON else bool(visiting)
+        if wanted and kind == filekinds.PYTHON:  # and which rules walk it (Rule.walks_every_file)
+            present = _trigger_words(visiting).present(data)
+            visiting = tuple(code for code in visiting if _walks(registry.get(code), present))
     if not wanted and (second_pass or not suppress.mentioned(text)):
         return Examination(FileResult(path, skipped=True))
     if wanted and size > config.max_file_size:
@@ -345,6 +348,19 @@ def _bytes(count: int) -> str:
         if count >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{count} bytes"
+
+
+def _walks(rule: type[Rule], present: frozenset[bytes]) -> bool:
+    """Whether a rule walks a parsed file: one that holds its triggers (it reports nowhere
+    else), or any where it learns project facts from every file."""
+    return rule.walks_every_file or not rule.triggers or not present.isdisjoint(rule.triggers)
+
+
+@cache
+def _trigger_words(codes: tuple[str, ...]) -> Prefilter:
+    """Every trigger word of the rules, for `Prefilter.present` (also where a rule without
+    any makes `_prefilter` skip nothing)."""
+    return Prefilter(trigger for code in codes for trigger in registry.get(code).triggers)
 
 
 @cache

@@ -186,6 +186,10 @@ class Rule:
     # the engine does not parse files that contain none of the enabled rules' triggers. Empty
     # means the rule can fire on any file (tokenless patterns) and disables that skipping.
     triggers: ClassVar[tuple[bytes, ...]] = ()
+    # Of a parsed file, a rule walks only one that holds its triggers, unless it learns project
+    # facts from every file it is given (the imports of each module, the calls every step loop
+    # makes): such a rule walks every file that is parsed.
+    walks_every_file: ClassVar[bool] = False
     # Qualified-name prefixes (e.g. "torch.cuda") whose uses this rule wants: the walker resolves
     # each whole dotted reference once and calls visit_watched_name for the matching ones.
     watched_names: ClassVar[tuple[str, ...]] = ()

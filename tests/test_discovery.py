@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from portcheck.config import Config
-from portcheck.discovery import discover
+from portcheck.discovery import Prefilter, discover
 from portcheck.filekinds import CONFIG, given_kind
 
 SOURCE = "import torch\n"
@@ -244,3 +244,13 @@ def test_a_file_given_both_directly_and_through_its_directory_is_listed_once(tmp
     write(tmp_path, "a.py", "b.py")
     given = [tmp_path / "a.py", tmp_path, tmp_path / "b.py"]
     assert found(given, Config(root=tmp_path)) == ["a.py", "b.py"]
+
+
+def test_the_prefilter_says_which_trigger_words_a_file_holds() -> None:
+    """Each rule walks only a file that holds one of its words (or learns facts from all):
+    a word of identifier characters is found inside a longer identifier too, the others
+    anywhere in the bytes."""
+    prefilter = Prefilter([b"cuda", b"Collat", b".item", b"for ", b"nccl", b"'cpu'"])
+    data = b"if x.is_cuda:\n    for i in range(3):\n        y = x.item()\nclass TextCollate:\n    pass\n"
+    assert prefilter.present(data) == {b"cuda", b"Collat", b".item", b"for "}
+    assert Prefilter([]).present(data) == frozenset()

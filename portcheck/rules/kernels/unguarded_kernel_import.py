@@ -72,6 +72,7 @@ class UnguardedKernelImport(Rule):
     hint = "{advice}"
     severity = {t: max(_TRITON_SEVERITY[t], _EXTENSION_SEVERITY[t]) for t in TARGET_ORDER}
     triggers = (b"triton",)
+    walks_every_file = True  # the imports of every module, for the project's chains
 
     VALID = [
         Valid("try:\n    import triton\n    import triton.language as tl\nexcept ImportError:\n    triton = None\n"),

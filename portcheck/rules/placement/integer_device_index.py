@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import libcst as cst
 
@@ -192,8 +193,8 @@ class IntegerDeviceIndex(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        # what only the module's later calls decide: (value, scope, chain, order, its edit)
-        self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...], int, Edit | None]] = []
+        # what only the module's later calls decide: (value, scope, chain, order)
+        self._pending: list[tuple[cst.BaseExpression, Scope, tuple[cst.CSTNode, ...], int]] = []
         self._seen = 0  # placements visited, in source order
         self._placed: list[tuple[int, tuple[str, int] | None, Report]] = []  # (order, name in scope, report)
 
@@ -219,7 +220,7 @@ class IntegerDeviceIndex(Rule):
             self.ctx.count_report(value)
             self._place(value, flow.scope, chain, self._seen, self._edit(value))
         elif isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):  # a parameter or attribute: callers may say
-            self._pending.append((value, flow.scope, chain, self._seen, self._edit(value)))
+            self._pending.append((value, flow.scope, chain, self._seen))
 
     def _given(self, value: cst.BaseExpression) -> bool:
         """Whether the value is (an item of) a parameter: what it holds is what the module's
@@ -249,9 +250,9 @@ class IntegerDeviceIndex(Rule):
         """Values the module's later code decides (a callee defined before its callers)."""
         flow = self.ctx.flow
         assert flow is not None
-        for value, scope, chain, order, edit in self._pending:
+        for value, scope, chain, order in self._pending:
             if flow.holds_index(value, scope):
-                self._place(value, scope, chain, order, edit)
+                self._place(value, scope, chain, order, flow.as_walked(chain, scope, partial(self._edit, value)))
         first: set[tuple[str, int]] = set()
         for _, name, report in sorted(self._placed, key=lambda placed: placed[0]):
             if name is not None and name in first:

@@ -1066,6 +1066,8 @@ class StepRule(TensorRule):
     after."""
 
     every_n_steps: ClassVar[bool] = False
+    # a helper's hazard waits for the step loops of other files, whatever words its file holds
+    walks_every_file = True
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
