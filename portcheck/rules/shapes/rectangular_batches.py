@@ -11,8 +11,9 @@ from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice
 # What builds YOLO's loaders: yolov5's `create_dataloader`, ultralytics' `build_yolo_dataset`
 # (not the dataset class alone, which autoanchor reads only for its labels and shapes).
 _BUILDS_DATA = re.compile(r"loader|build", re.IGNORECASE)
-# What letterboxes YOLO's images: `letterbox` itself, and yolov5's loaders of images to detect on.
-_LETTERBOXES = re.compile(r"^(letterbox|LoadImages|LoadStreams|LoadScreenshots)$")
+# What letterboxes YOLO's images: `letterbox` itself, and yolov5's loader of image files to detect
+# on (not its streams and screenshots, whose frames keep one size: one shape each).
+_LETTERBOXES = re.compile(r"^(letterbox|LoadImages)$")
 _OFF = ("False", "None")
 
 
@@ -62,6 +63,9 @@ class RectangularBatches(Rule):
     triggers = (b"rect=", b"auto=")
 
     VALID = [
+        Valid(  # a camera's frames keep one size: one shape per stream
+            "import torch\ndataset = LoadStreams(source, img_size=imgsz, stride=stride, auto=pt)\n"
+        ),
         Valid(  # autoanchor reads the dataset's labels and shapes: no batch reaches a model
             "import torch\ndataset = LoadImagesAndLabels(data_dict['train'], augment=True, rect=True)\n"
         ),
