@@ -1121,9 +1121,8 @@ class StepRule(TensorRule):
         if not callees or module_flow.off_the_step_path(ancestors, periodic_exempts=False):
             return  # the callees first: most calls have none, and the path is the dearer question
         periodic = module_flow.off_the_step_path(ancestors)  # under `if step % N == 0:`
-        tensors = "yes" if any(self._may_pass_tensor(arg) for arg in call.args) else "no"
         for callee in callees:  # `model.forward(...)` where `model` may be a Transformer or a Mamba
-            site = _CallSite(callee, call, function, tensors, tuple(ancestors), module_flow.scope, periodic)
+            site = _CallSite(callee, call, function, None, tuple(ancestors), module_flow.scope, periodic)
             self._step_calls.append(site)
 
     def note_property_read(self, node: cst.Attribute) -> None:
@@ -1262,6 +1261,9 @@ class StepRule(TensorRule):
                 module_flow.in_scope(scope, partial(tensor_valued, self.ctx, value)) for value, scope in returned
             ):
                 self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{function.name.value}", function.name)
+
+    def _passes_tensor(self, call: cst.CSTNode) -> bool:
+        return type(call) is cst.Call and any(self._may_pass_tensor(arg) for arg in call.args)
 
     def _may_pass_tensor(self, arg: cst.Arg) -> bool:
         """An argument that may be a tensor; for `**losses`, a dict built by a comprehension
@@ -1506,12 +1508,16 @@ class StepRule(TensorRule):
             if where is not None:
                 where = f"{where} in {self.ctx.path}"
                 host = module_flow.as_walked(site.ancestors, site.scope, partial(_host_keys, self.ctx, site.call))
+                tensors = site.tensors
+                if tensors is None:  # asked only of the calls that run every step
+                    passes = module_flow.as_walked(site.ancestors, site.scope, partial(self._passes_tensor, site.call))
+                    tensors = "yes" if passes else "no"
                 self.record(
                     project.STEP_CALL,
                     site.callee,
                     UNPLACED,
                     where=where,
-                    tensors=site.tensors,
+                    tensors=tensors,
                     host=" ".join(host),
                     periodic="yes" if periodic else "no",
                 )
@@ -1731,7 +1737,7 @@ class _CallSite:
     callee: str  # its qualified name
     call: cst.Call | cst.Attribute  # an attribute read runs a property
     function: cst.FunctionDef | None  # the function it is made in
-    tensors: str  # "yes" where it may pass a tensor
+    tensors: str | None  # "yes" where it may pass a tensor; None: its arguments say, once it is recorded
     ancestors: tuple[cst.CSTNode, ...]
     scope: Scope
     periodic: bool  # made under `if step % N == 0:`: every N steps only
