@@ -365,7 +365,7 @@ class DeviceFlow:
     # (function id, gates, whether periodic gates exempt) -> the step context
     _every_step: dict[tuple[int, tuple[str, ...], bool], str | None] = field(default_factory=dict)
     _drives: dict[int, bool] = field(default_factory=dict)  # function id -> whether it calls a step loop's function
-    # (last ancestor's id, depth, whether periodic gates exempt, functions known) -> off the step path
+    # (last ancestor's id, depth, functions known, whether periodic gates exempt) -> off the step path
     _off_path: dict[tuple[int, int, int, bool], bool] = field(default_factory=dict)
     _contexts: dict[tuple[int, int, int], str | None] = field(default_factory=dict)  # the same for `step_context`
     _loops: dict[int, list[tuple[cst.For | cst.While, Scope]]] = field(default_factory=dict)  # by function id

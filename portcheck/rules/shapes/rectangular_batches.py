@@ -126,7 +126,7 @@ class RectangularBatches(Rule):
         attribute (`opt.rect`, `self.auto`) or a parameter passed through."""
         if type(value) is cst.Name and value.value in _OFF:
             return False
-        if type(value) in (cst.List, cst.Tuple) or type(value) is cst.Attribute:
+        if type(value) in (cst.List, cst.Tuple, cst.Attribute):
             return False
         resolver = self.ctx.resolver
         return not (type(value) is cst.Name and resolver is not None and resolver.parameter_of(value) is not None)
