@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from functools import partial
+from functools import cache, partial
 from typing import TypeVar
 
 import libcst as cst
@@ -51,8 +51,10 @@ from libcst.helpers import get_full_name_for_node
 
 from portcheck import patterns
 from portcheck import targets as target_data
+from portcheck.findings import Severity
 from portcheck.project import ModulePath
 from portcheck.resolve import Resolver, Scope, function_scope
+from portcheck.targets import api as api_table
 from portcheck.targets import packages
 from portcheck.walk import child_fields, descendants, is_reference
 
@@ -216,6 +218,8 @@ _CALL_DEPTH = 5  # how many calls away from a step loop a function still runs ev
 _FORWARD = "forward()"  # the step context of a module's forward, and of what it calls
 
 
+# What a CUDA check that guards only cuDNN's harmless switches costs the target: nothing.
+SKIPS_CUDNN_ONLY = "skips only cuDNN switches, which do nothing there"
 # What a CUDA check that keeps a CUDA-only library or CUDA's own facts from the target costs there.
 LOSES_EXTRAS = (
     "loses the CUDA-only library or CUDA's own facts (memory, name, seed) it guards: a port gives it the "
@@ -3006,14 +3010,23 @@ def _tunes_cudnn(body: cst.BaseSuite, resolver: Resolver) -> bool:
     """A block that only sets cuDNN's harmless switches (Wav2Lip's `if 'cuda' in device:
     torch.backends.cudnn.benchmark = True`): elsewhere they do nothing, so skipping them is right."""
     statements = patterns.simple_statements(body)
+    switches = _harmless_cudnn_switches()
     return bool(statements) and all(
         type(statement) is cst.Assign
-        and all(resolver.qualified_names(target.target) & _CUDNN_SWITCHES for target in statement.targets)
+        and all(resolver.qualified_names(target.target) & switches for target in statement.targets)
         for statement in statements
     )
 
 
-_CUDNN_SWITCHES = frozenset({"torch.backends.cudnn.benchmark", "torch.backends.cudnn.enabled"})
+@cache
+def _harmless_cudnn_switches() -> frozenset[str]:
+    """The cuDNN switches the CUDA API table calls harmless off CUDA: info for every target
+    (`benchmark`, `enabled`; not `deterministic`, a warning where nothing else makes runs repeat)."""
+    return frozenset(
+        name
+        for name, entry in api_table.table().items()
+        if name.startswith("torch.backends.cudnn.") and max(entry.severities().values()) <= Severity.INFO
+    )
 
 
 def _adds_text(call: cst.Call) -> bool:

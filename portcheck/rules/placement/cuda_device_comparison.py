@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.findings import FixSafety
-from portcheck.flow import LOSES_EXTRAS
+from portcheck.flow import LOSES_EXTRAS, SKIPS_CUDNN_ONLY
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit, replace_nodes
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
@@ -17,7 +17,7 @@ _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
 _GUARDS_MESSAGE = "so every other device skips the message (or freeing of cached memory) it guards"
 _GUARDS_LIBRARY = f"so every other device {LOSES_EXTRAS}"
-_TUNES_CUDNN = "so every other device skips only cuDNN switches, which do nothing there: nothing to port"
+_TUNES_CUDNN = f"so every other device {SKIPS_CUDNN_ONLY}: nothing to port"
 _PICKS_KERNEL = (
     "which here picks a fused kernel, so every other device takes the optimizer's unfused path (its `fused=`)"
 )

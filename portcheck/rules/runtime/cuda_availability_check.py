@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
-from portcheck.flow import LOSES_EXTRAS, Guard, is_self_attribute
+from portcheck.flow import LOSES_EXTRAS, SKIPS_CUDNN_ONLY, Guard, is_self_attribute
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid, at_most_warning
 from portcheck.rules.runtime.cuda_rng_api import reseeds_under_guard
@@ -115,7 +115,7 @@ class CudaAvailabilityCheck(CudaApiRule):
         if check is not None and check.tells_only:
             return "returns False, so every other device skips the message or freeing of cached memory it guards"
         if check is not None and check.tunes_cudnn:
-            return "returns False, so every other device skips only cuDNN switches, which do nothing there"
+            return f"returns False, so every other device {SKIPS_CUDNN_ONLY}"
         if check is not None and check.guards_cuda_library:
             return f"returns False, so every other device {LOSES_EXTRAS}"
         unread = self._unread_attribute(node)

@@ -974,7 +974,9 @@ class HostSyncInStep(StepRule):
         below = ancestors[ancestors.index(function) :]
         region = next((node.body for node in reversed(below) if type(node) in (cst.For, cst.While)), function.body)
         parent = ancestors[-1]  # `lengths = lengths.cpu().numpy()`: the copy itself, by name
-        bound = self._bound_name() if type(parent) is cst.Assign and parent.value is node else None
+        copied = type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1
+        target = parent.targets[0].target if copied else None  # type: ignore[attr-defined]
+        bound = target.value if type(target) is cst.Name else None
         after = False  # what runs after the copy: only there can torch be given it
         for call in descendants(region):
             after = after or call is node
