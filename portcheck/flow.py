@@ -177,6 +177,7 @@ _FRAMEWORK_STEP = re.compile(
 )
 _TOKEN_CALLBACK = (("__call__",), "a generation callback (run for every token)")
 _METRIC_UPDATE = (("update",), "a torchmetrics metric (run every step)")
+_OPTIMIZER_STEP = (("step",), "an optimizer (run every training step)")
 _DASSL_STEP = (("forward_backward",), "a Dassl trainer (run every step)")
 _BASICSR_STEP = (("feed_data", "optimize_parameters"), "a BasicSR model (run every step)")
 # Base classes whose subclasses a framework calls every step or token, with the methods it calls.
@@ -190,6 +191,8 @@ _CALLBACK_BASES = {
     "transformers.LogitsWarper": _TOKEN_CALLBACK,
     "torchmetrics.Metric": _METRIC_UPDATE,
     "torchmetrics.metric.Metric": _METRIC_UPDATE,
+    "torch.optim.Optimizer": _OPTIMIZER_STEP,
+    "torch.optim.optimizer.Optimizer": _OPTIMIZER_STEP,
     # Dassl (CoOp, CoCoOp, MaPLe and other prompt-learning repositories train with it)
     **{
         f"dassl.engine{module}.{base}": _DASSL_STEP for module in ("", ".trainer") for base in ("TrainerX", "TrainerXU")
@@ -210,7 +213,7 @@ _CALLBACK_BASES = {
 # What a call stands for where the arguments are unknown (a method called through a table of them).
 _UNKNOWN_ARGUMENTS = cst.Arg(cst.Name("arguments"), star="*")
 # Flags that turn on debugging output: what they guard is off the step path.
-_DEBUG_FLAG = re.compile(r"debug|debugging|vis_debug|show_debug", re.IGNORECASE)
+_DEBUG_FLAG = re.compile(r"debug(?:ging)?(?:_[a-z]+)?|vis_debug|show_debug", re.IGNORECASE)
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
 _EPOCHS = frozenset({"a training loop", "a loop over a DataLoader"})  # a function holding one runs an epoch
@@ -220,6 +223,9 @@ _FORWARD = "forward()"  # the step context of a module's forward, and of what it
 
 # What a CUDA check that guards only cuDNN's harmless switches costs the target: nothing.
 SKIPS_CUDNN_ONLY = "skips only cuDNN switches, which do nothing there"
+# ... and one that guards only an assertion that CUDA is there (OpenVoice's `if 'cuda' in device:
+# assert torch.cuda.is_available()`)
+SKIPS_CUDA_ASSERT = "skips only an assertion that CUDA is there, which it does not need"
 # What a CUDA check that keeps a CUDA-only library or CUDA's own facts from the target costs there.
 LOSES_EXTRAS = (
     "loses the CUDA-only library or CUDA's own facts (memory, name, seed) it guards: a port gives it the "
@@ -236,8 +242,9 @@ class Guard:
     asserts: bool = False  # an `assert`: it stops the program where the check fails
     skips: bool = False  # it skips a test where the check fails
     tells_only: bool = False  # what it guards only logs or frees cached memory (as does its else, if any)
-    # what it guards only sets cuDNN's `benchmark` or `enabled` switches, which do nothing elsewhere
-    tunes_cudnn: bool = False
+    # what every other device skips where what it guards is harmless to skip there (SKIPS_CUDNN_ONLY:
+    # cuDNN's `benchmark` or `enabled` switches; SKIPS_CUDA_ASSERT); "" where it is not
+    skips_only: str = ""
     # what it guards calls a CUDA-only library or reads CUDA's own facts (flash_attn, a device's
     # name or memory): right to keep from the target, where the code after it goes on portably
     guards_cuda_library: bool = False
@@ -403,6 +410,13 @@ class DeviceFlow:
 
     # --- guards ---------------------------------------------------------------------------------
 
+    def _asserts_cuda(self, body: cst.BaseSuite) -> bool:
+        """A block that only asserts that CUDA is there (`assert torch.cuda.is_available()`)."""
+        statements = patterns.simple_statements(body)
+        return bool(statements) and all(
+            type(statement) is cst.Assert and self.cuda_check(statement.test) is True for statement in statements
+        )
+
     def visit_If(self, node: cst.If) -> None:
         holds = self.cuda_check(node.test)
         if holds is None:
@@ -413,13 +427,19 @@ class DeviceFlow:
             other = node.orelse.body if type(node.orelse) is cst.Else else None
             tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
             library = _uses_cuda_library(node.body, self.resolver)
-            tunes = _tunes_cudnn(node.body, self.resolver)
+            harmless = (
+                SKIPS_CUDNN_ONLY
+                if _tunes_cudnn(node.body, self.resolver)
+                else SKIPS_CUDA_ASSERT
+                if self._asserts_cuda(node.body)
+                else ""
+            )
             self._add(
                 Guard(
                     test,
                     (node.body,),
                     tells_only=tells,
-                    tunes_cudnn=tunes,
+                    skips_only=harmless,
                     guards_cuda_library=library,
                     picks_device=picks,
                 )
@@ -1367,8 +1387,8 @@ class DeviceFlow:
         """A method a framework calls once per step: Lightning's `training_step()` and batch
         hooks, the Hugging Face Trainer's `compute_loss()`, MMEngine's `train_step()` and
         `forward_train()`; the `__call__` of a Hugging Face stopping criterion or logits
-        processor, which `generate()` calls for every token; a torchmetrics metric's `update()`; a
-        Dassl trainer's `forward_backward()`; a BasicSR model's `feed_data()` and
+        processor, which `generate()` calls for every token; a torchmetrics metric's `update()`;
+        an optimizer's `step()`; a Dassl trainer's `forward_backward()`; a BasicSR model's `feed_data()` and
         `optimize_parameters()`."""
         for index in range(2, len(ancestors) - 1):
             method, holder = ancestors[index], ancestors[index - 2]
@@ -1429,7 +1449,7 @@ class DeviceFlow:
                 owners = self.in_scope(site.scope, partial(self._owners, site.receiver, title, site.ancestors))
                 if owner is None or owner not in owners:
                     continue
-            elif owner is not None and title != "__init__" and _class_name(site.ancestors) != owner:
+            elif owner is not None and title not in ("__init__", "__call__") and _class_name(site.ancestors) != owner:
                 continue
             where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
             if where is None and given and owner is None:
@@ -1645,7 +1665,12 @@ class DeviceFlow:
         if (
             found is None
             and self._runs_submodules(loop)
-            and (type(loop) is cst.While or self._samples_over_range(loop) or self._stops_early(loop))
+            and (
+                type(loop) is cst.While
+                or self._samples_over_range(loop)
+                or self._stops_early(loop)
+                or (_over_range(loop.iter, self.resolver) and _carries_state(loop.body))
+            )
         ):
             found = "decoding"
         if found is None:
@@ -2267,11 +2292,19 @@ class DeviceFlow:
 
     def _sites(self, title: str, owner: str | None) -> list[_Site]:
         """Calls of a function (of a method of `owner` through `self.`, of `__init__` through
-        its class) that the module makes."""
+        its class, of `__call__` through an attribute of `self` bound to an instance) that the
+        module makes."""
         if owner is None:  # by name, or through an attribute of `self` bound to it (given no `self`)
             return [site for site in self._calls.get(title, []) if site.skipped == 0]
         if title == "__init__":  # `Trainer(...)`: its first parameter, `self`, is not passed
             return [replace(site, skipped=1) for site in self._calls.get(owner, []) if site.skipped == 0]
+        if title == "__call__":  # `self.per_stage(losses)` after `self.per_stage = PerStageMetrics(...)`
+            held = sorted(
+                attribute
+                for attribute, values in self._self_attributes.items()
+                if any(type(v) is cst.Call and type(v.func) is cst.Name and v.func.value == owner for v, _ in values)
+            )
+            return [site for attribute in held for site in self._calls.get(attribute, []) if site.skipped == 1]
         return [site for site in self._calls.get(title, []) if site.skipped == 1]  # `self.step(...)`
 
 
@@ -2400,10 +2433,13 @@ def _ends_the_loop(inner: Sequence[cst.CSTNode]) -> bool:
 
 
 def _debugging(test: cst.BaseExpression) -> bool:
-    """A test of a debugging flag (`if opt.debug > 0:`, `if args.debug:`; not `verbose`, often on):
-    what it guards runs only while someone debugs or looks, not in the run being ported."""
-    if type(test) is cst.Comparison and len(test.comparisons) == 1 and is_number(test.comparisons[0].comparator):
-        test = test.left
+    """A test of a debugging flag (`if opt.debug > 0:`, `if args.debug:`, stylegan3's `if
+    debug_percentile is not None:`; not `verbose`, often on): what it guards runs only while
+    someone debugs or looks, not in the run being ported."""
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        against = test.comparisons[0].comparator
+        if is_number(against) or (type(against) is cst.Name and against.value == "None"):
+            test = test.left
     name = test.value if type(test) is cst.Name else test.attr.value if type(test) is cst.Attribute else ""
     return _DEBUG_FLAG.fullmatch(name) is not None  # type: ignore[arg-type]
 
@@ -2588,6 +2624,52 @@ def _first_size(count: cst.BaseExpression) -> bool:
     return _calls(count, "len") or (
         patterns.method_name(count) == "size" and type(first) is cst.Integer and first.value == "0"
     )
+
+
+def _over_range(iterated: cst.BaseExpression, resolver: Resolver, seen: frozenset[str] = frozenset()) -> bool:
+    """`range(n)`, also as a name bound to one, listed, reversed or wrapped in a progress bar
+    (MAR's `indices = list(range(num_iter))`, then `indices = tqdm(indices)`: `seen`, the names
+    being looked through, is where such a cycle ends)."""
+    if type(iterated) is cst.Name:
+        if iterated.value in seen:
+            return True
+        values = resolver.assigned_values(iterated)
+        inner = seen | {iterated.value}
+        return bool(values) and len(seen) < 3 and all(_over_range(value, resolver, inner) for value in values)
+    if type(iterated) is not cst.Call or not iterated.args:
+        return False
+    wrapper = (patterns.dotted(iterated.func) or "").rpartition(".")[2]
+    if wrapper in ("range", "trange"):
+        return True
+    return wrapper in ("list", "reversed", "tqdm") and _over_range(iterated.args[0].value, resolver, seen)
+
+
+def _carries_state(body: cst.BaseSuite) -> bool:
+    """Whether a loop's body reads a name before it binds it again with `=` (MAR's `cur_tokens =
+    tokens.clone()` first, `tokens = cur_tokens.clone()` last): each pass goes on from what the
+    last one left, as iterative decoding does. A sum (`total += loss`) carries nothing the
+    next pass computes from."""
+    bound: set[str] = set()
+    read_first: set[str] = set()
+    for statement in body.body:
+        targets = [
+            name
+            for node in descendants(statement, NESTED_SCOPES)
+            if type(node) is cst.AssignTarget
+            for name in (
+                [e.value for e in node.target.elements] if type(node.target) in (cst.Tuple, cst.List) else [node.target]
+            )
+            if type(name) is cst.Name
+        ]
+        written = {id(target) for target in targets}
+        reads = {
+            node.value
+            for node in descendants(statement, NESTED_SCOPES)
+            if type(node) is cst.Name and id(node) not in written
+        }
+        read_first |= reads - bound
+        bound |= {target.value for target in targets}
+    return bool(read_first & bound)
 
 
 def _takes_chunks(loop: cst.For) -> bool:

@@ -68,6 +68,9 @@ TENSOR_RETURN = "tensor-return"
 # and classes, with no PyTorch path beside; detail `kernels`: the launched names, comma-separated
 # (those the project knows as Triton kernels count)
 LAUNCHER = "launcher"
+# name: a top-level class of the repository (`pkg.magnet.MagnetSolver`); detail `base`: one of
+# its bases that is the repository's too (`pkg.musicgen.MusicGenSolver`)
+SUBCLASS = "subclass"
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,8 @@ class Project:
     # What a failing package of the repository re-exports from a failing module of its own
     # (stylegan2's `op` binds `upfirdn2d` from `op.upfirdn2d`): (name as re-exported, as defined).
     reexports: frozenset[tuple[str, str]] = frozenset()
+    # The repository's classes that derive from another of its classes: (class, base).
+    subclasses: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -161,6 +166,7 @@ class Project:
             ),
             mixup_returns=frozenset((f.name, f.detail("index")) for f in facts if f.kind == MIXUP_RETURN),
             reexports=frozenset(failing_reexports(facts, chains)),
+            subclasses=frozenset((f.name, f.detail("base")) for f in facts if f.kind == SUBCLASS),
         )
 
     @property
@@ -197,6 +203,10 @@ class Project:
         by_name: dict[str, list[tuple[str, bool, bool]]] = {}
         for name, where, tensors, periodic in self.step_calls:
             by_name.setdefault(name, []).append((where, tensors, periodic))
+        for name, calls in list(by_name.items()):  # `self.run_step()` in a base's loop runs each override
+            owner, _, method = name.rpartition(".")
+            for subclass in self._descendants(owner):
+                by_name.setdefault(f"{subclass}.{method}", []).extend(calls)
         waiting: dict[str, list[str]] = {}  # method name: the pending methods of that name
         for name, _ in self.pending_steps:
             owner, _, method = name.rpartition(".")
@@ -208,6 +218,25 @@ class Project:
                 for name in names:  # one class's method, by its module's name and its package's
                     by_name.setdefault(name, []).extend(unresolved)
         return by_name
+
+    def _descendants(self, owner: str) -> list[str]:
+        """The repository's classes that derive from `owner`, at any depth."""
+        found: list[str] = []
+        waiting = [owner]
+        while waiting:
+            base = waiting.pop()
+            for subclass in self._derived.get(base, ()):
+                if subclass not in found and subclass != owner:
+                    found.append(subclass)
+                    waiting.append(subclass)
+        return found
+
+    @cached_property
+    def _derived(self) -> dict[str, list[str]]:
+        derived: dict[str, list[str]] = {}
+        for subclass, base in sorted(self.subclasses):
+            derived.setdefault(base, []).append(subclass)
+        return derived
 
     @cached_property
     def step_callee_triggers(self) -> tuple[bytes, ...]:

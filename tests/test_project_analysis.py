@@ -1288,11 +1288,37 @@ def test_a_mixup_another_module_returns_runs_cutmix_in_the_step(tmp_path: Path) 
         assert found == expected
 
 
+def test_a_tensor_test_on_the_objects_own_state_does_not_wait_for_a_tensor_argument(tmp_path: Path) -> None:
+    """segment-anything: MaskData.filter indexes each tensor it holds (`isinstance(v,
+    torch.Tensor)` over `self._stats`) with the mask it is given; the loop in another module
+    that calls it every batch passes a mask the analysis cannot type, and the indexing still
+    runs every batch."""
+    write(
+        tmp_path,
+        {
+            "amg.py": (
+                "import torch\nclass MaskData:\n    def filter(self, keep):\n        for k, v in self._stats.items():\n"
+                "            if isinstance(v, torch.Tensor):\n                self._stats[k] = v[torch.as_tensor(keep, device=v.device)]\n"
+                "            elif isinstance(v, list) and keep.dtype == torch.bool:\n"
+                "                self._stats[k] = [a for i, a in enumerate(v) if keep[i]]\n"
+            ),
+            "generator.py": (
+                "import torch\nfrom amg import MaskData\nclass Generator:\n    def generate(self, loader):\n"
+                "        for batch in loader:\n            data = self.process(batch)\n"
+                "            data.filter(data['iou'] > self.thresh)\n"
+            ),
+        },
+    )
+    (found,) = [f for f in scan(tmp_path, targets=("neuron",)).findings if f.code == "PC502"]
+    assert (found.path, found.line, found.severity) == ("amg.py", 6, Severity.ERROR)
+
+
 def test_a_method_a_base_class_loop_calls_on_self_runs_every_step_where_a_subclass_overrides_it(
     tmp_path: Path,
 ) -> None:
     """audiocraft: StandardSolver's loop over `lp = self.log_progress(stage, loader)` calls
-    `self.run_step(...)`; MusicGenSolver, in another module, overrides it with a host sync."""
+    `self.run_step(...)`; MusicGenSolver, in another module, overrides it with a host sync, and
+    so does MagnetSolver, which derives from MusicGenSolver."""
     write(
         tmp_path,
         {
@@ -1308,11 +1334,20 @@ def test_a_method_a_base_class_loop_calls_on_self_runs_every_step_where_a_subcla
                 "    def run_step(self, idx, batch, metrics):\n        loss = self.model(batch).mean()\n"
                 "        if not loss.isfinite().all():\n            raise RuntimeError('diverged')\n        return metrics\n"
             ),
+            "solvers/magnet.py": (
+                "import torch\nfrom .musicgen import MusicGenSolver\nclass MagnetSolver(MusicGenSolver):\n"
+                "    def run_step(self, idx, batch, metrics):\n        loss = self.model(batch).sum()\n"
+                "        if not loss.isfinite().all():\n            raise RuntimeError('diverged')\n        return metrics\n"
+                "class Unrelated:\n    def run_step(self, loss):\n        return loss.item()\n"
+            ),
         },
     )
-    (found,) = [f for f in scan(tmp_path, targets=("neuron",)).findings if f.code == "PC504"]
-    assert (found.path, found.line, found.severity) == ("solvers/musicgen.py", 6, Severity.ERROR)
-    assert "called from a loop over a DataLoader in solvers/base.py" in found.message
+    found = [f for f in scan(tmp_path, targets=("neuron",)).findings if f.code in ("PC503", "PC504")]
+    assert [(f.path, f.line, f.severity) for f in found] == [
+        ("solvers/magnet.py", 6, Severity.ERROR),
+        ("solvers/musicgen.py", 6, Severity.ERROR),
+    ]
+    assert all("called from a loop over a DataLoader in solvers/base.py" in f.message for f in found)
 
 
 def test_calls_of_an_extensions_autograd_function_are_warnings(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ class Target:
     package: str  # the backend plugin, empty when built into torch
     torch_versions: str  # PEP 440 specifier of the torch releases the plugin supports; "" if unconstrained
     python_versions: str  # PEP 440 specifier of the Python releases the plugin installs on; "" if unconstrained
+    numpy_versions: str  # PEP 440 specifier of the NumPy releases the plugin requires; "" if unconstrained
     one_device_per_process: bool
     keeps_cuda_api: bool  # ROCm: torch.cuda and "cuda" are the right spellings
     accelerator_api: bool  # torch.accelerator.* works (raises on a host with none)

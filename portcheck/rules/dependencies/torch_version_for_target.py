@@ -21,10 +21,18 @@ _RELEASES = [
     for patch in range(4)
 ]
 _TORCH = frozenset({"torch", "pytorch"})
-# torchvision's minor release -> the torch minor release it is built for (0.5 for 1.4 ... 0.14 for
-# 1.13, 0.15 for 2.0 ... 0.29 for 2.14): a torchvision pin pins torch too.
-_PINNING = _TORCH | {"torchvision"}
-_VISION_TORCH = {(0, m): (1, m - 1) if m < 15 else (2, m - 15) for m in range(5, 32)}
+# torchvision's and torchtext's minor release -> the torch minor release it is built for (0.5 for
+# 1.4 ... 0.14 for 1.13, 0.15 for 2.0 ... 0.29 for 2.14; torchtext stopped at 0.18, for 2.3);
+# torchaudio's -> torch's (0.13 for 1.13, then 2.m for 2.m): a pin of one pins torch too.
+_BUILT_FOR = {(0, m): (1, m - 1) if m < 15 else (2, m - 15) for m in range(5, 32)}
+_COMPANIONS = {
+    "torchvision": _BUILT_FOR,
+    "torchtext": _BUILT_FOR,
+    "torchaudio": {(0, m): (1, m) for m in range(4, 14)} | {(2, m): (2, m) for m in range(17)},
+}
+_PINNING = _TORCH | _COMPANIONS.keys()
+_COMPARED = _PINNING | {"numpy"}  # numpy: where the plugin requires a release line
+_NUMPY_RELEASES = [Version(f"1.{m}.0") for m in range(27)] + [Version(f"2.{m}.0") for m in range(6)]
 _REPLACEMENTS_NEED = ">=2.6"  # torch.accelerator, which most suggested replacements use
 
 
@@ -43,9 +51,11 @@ class TorchVersionForTarget(Rule):
     setup.py, conda environment, a Dockerfile's `pytorch/pytorch` image or pip installs, Cog's
     python_packages) with the releases each target's backend supports: TorchNeuron needs torch
     2.14, TorchTPU supports 2.11 to 2.15, torch_npu and Gaudi track their own ranges. A
-    torchvision pin counts as a pin of the torch release it is built for (0.11 for 1.10, 0.29
-    for 2.14), also beside a torch pin: it is a line the upgrade changes too (torchvision
-    0.12 does not load with torch 2.14).
+    torchvision, torchaudio or torchtext pin counts as a pin of the torch release it is built
+    for (torchvision 0.11 for 1.10, 0.29 for 2.14; torchaudio 2.1 for 2.1), also beside a torch
+    pin: it is a line the upgrade changes too (torchvision 0.12 does not load with torch 2.14).
+    So does a NumPy pin that excludes what the plugin requires (TorchTPU: numpy>=2, so
+    `numpy<2.0` cannot install beside it).
 
     ## Why is this bad?
     A backend plugin is built against specific torch releases: with another one it fails to
@@ -75,7 +85,7 @@ class TorchVersionForTarget(Rule):
     code = "PC704"
     name = "torch-version-for-target"
     message = "declares `{declared}`, outside what the target backends support: {mismatches}"
-    hint = "pin torch within the supported range for this target (or keep one requirements file per target)"
+    hint = "{remedy} (or keep one requirements file per target)"
     severity = _severity()
     file_kinds = (filekinds.PYTHON, *MANIFEST_KINDS)
     triggers = (b"setup",)
@@ -84,6 +94,7 @@ class TorchVersionForTarget(Rule):
         Valid("torch==2.14.1\ntorchvision==0.29.1\n", path="requirements.txt"),
         Valid("torch==2.14.0\n", path="requirements.txt"),
         Valid("numpy>=1.26\n", path="requirements.txt"),
+        Valid("numpy<2.0\ntorchaudio==2.14.0\n", path="requirements.txt", options={"targets": ["neuron"]}),
         Valid("torch\ntorchvision\n", path="requirements.txt"),
         Valid("torch>=2.6\n", path="requirements.txt", options={"targets": ["mps", "xpu", "cpu"]}),
         Valid("def f(torch, setup):\n    setup(install_requires=['torch==1.0'])\n"),
@@ -95,6 +106,12 @@ class TorchVersionForTarget(Rule):
         Invalid('build:\n  python_packages:\n    - "torchvision==0.11.1"\n', lines=[3], path="cog.yaml"),
         Invalid(  # XCiT, AnimateDiff: each pin is a line the upgrade changes
             "torch==1.8.0\ntorchvision==0.9.0\ntimm==0.4.9\n", lines=[1, 2], path="requirements.txt"
+        ),
+        Invalid(  # audiocraft: a NumPy below what torch_tpu requires, torchaudio and torchtext built for torch 2.1
+            "numpy<2.0.0\ntorchaudio>=2.1.0,<2.1.2\ntorchtext==0.16.0\n",
+            lines=[1, 2, 3],
+            path="requirements.txt",
+            options={"targets": ["tpu"]},
         ),
         Invalid(  # torch in range, its torchvision built for 1.11
             "torch==2.14.1\ntorchvision==0.12.0\n", lines=[2], path="requirements.txt", options={"targets": ["neuron"]}
@@ -137,21 +154,33 @@ class TorchVersionForTarget(Rule):
             ]
             declared = [(string, each) for string, each in found if isinstance(each, manifests.Declared)]
             for string, each in declared:
-                if packages.normalize(each.name) in _PINNING:
+                if packages.normalize(each.name) in _COMPARED:
                     verdict = self._verdict(each)
                     if verdict:
-                        self.report(string, severity=verdict[0], declared=each.text, mismatches=verdict[1])
+                        self.report(
+                            string,
+                            severity=verdict[0],
+                            declared=each.text,
+                            mismatches=verdict[1],
+                            remedy=_remedy(each.name),
+                        )
 
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
         requirements = manifests.read(self.ctx.kind, text).requirements
         for declared in requirements:
-            if packages.normalize(declared.name) in _PINNING:
+            if packages.normalize(declared.name) in _COMPARED:
                 verdict = self._verdict(declared)
                 if verdict:
                     width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
                     span = (declared.line, 1, declared.line, width + 1)
-                    self.report_span(span, severity=verdict[0], declared=declared.text, mismatches=verdict[1])
+                    self.report_span(
+                        span,
+                        severity=verdict[0],
+                        declared=declared.text,
+                        mismatches=verdict[1],
+                        remedy=_remedy(declared.name),
+                    )
 
     def _verdict(self, declared: manifests.Declared) -> tuple[dict[str, Severity], str] | None:
         """The severity per target and a description of the mismatches, or None if none. An
@@ -162,6 +191,8 @@ class TorchVersionForTarget(Rule):
             wanted = SpecifierSet(re.sub(r"\+[\w.]+", "", declared.specifier))
         except InvalidSpecifier:
             return None
+        if packages.normalize(declared.name) == "numpy":
+            return self._numpy_verdict(wanted)
         allowed = _torch_allowed(declared.name, wanted)
         severity = dict.fromkeys(target_data.TARGET_ORDER, OFF)
         mismatches: dict[str, list[str]] = {}
@@ -180,15 +211,39 @@ class TorchVersionForTarget(Rule):
             return None
         return severity, "; ".join(f"{'/'.join(names)}: {text}" for text, names in mismatches.items())
 
+    def _numpy_verdict(self, wanted: SpecifierSet) -> tuple[dict[str, Severity], str] | None:
+        """An error where the plugin requires NumPy releases the declaration excludes (torch_tpu
+        requires numpy>=2: a `numpy<2` pin cannot install beside it)."""
+        admitted = {v for v in _NUMPY_RELEASES if v in wanted}
+        severity = dict.fromkeys(target_data.TARGET_ORDER, OFF)
+        mismatches = []
+        for target in self.ctx.targets:
+            facts = target_data.get(target)
+            if facts.numpy_versions and not admitted & set(SpecifierSet(facts.numpy_versions).filter(_NUMPY_RELEASES)):
+                severity[target] = ERROR
+                mismatches.append(f"{target}: {facts.package} needs numpy{facts.numpy_versions}")
+        return (severity, "; ".join(mismatches)) if mismatches else None
+
+
+def _remedy(name: str) -> str:
+    normalized = packages.normalize(name)
+    if normalized in _TORCH:
+        return "pin torch within the supported range for this target"
+    if normalized == "numpy":
+        return "admit the NumPy releases the target's plugin requires"
+    if normalized == "torchtext":
+        return "drop torchtext: its last release, 0.18, is built for torch 2.3"
+    return f"pin {normalized} to the release built for a torch the target supports"
+
 
 def _torch_allowed(name: str, wanted: SpecifierSet) -> set[Version]:
     """The torch releases a declaration admits: of torch itself, or those the torchvision
-    releases it admits are built for."""
+    (torchaudio, torchtext) releases it admits are built for."""
     if packages.normalize(name) in _TORCH:
         return {v for v in _RELEASES if v in wanted}
     minors = {
         torch
-        for (major, minor), torch in _VISION_TORCH.items()
+        for (major, minor), torch in _COMPANIONS[packages.normalize(name)].items()
         for patch in range(4)
         if Version(f"{major}.{minor}.{patch}") in wanted
     }

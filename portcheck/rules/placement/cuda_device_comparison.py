@@ -7,7 +7,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.findings import FixSafety
-from portcheck.flow import LOSES_EXTRAS, SKIPS_CUDNN_ONLY
+from portcheck.flow import LOSES_EXTRAS
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit, replace_nodes
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
@@ -17,7 +17,6 @@ _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
 _GUARDS_MESSAGE = "so every other device skips the message (or freeing of cached memory) it guards"
 _GUARDS_LIBRARY = f"so every other device {LOSES_EXTRAS}"
-_TUNES_CUDNN = f"so every other device {SKIPS_CUDNN_ONLY}: nothing to port"
 _PICKS_KERNEL = (
     "which here picks a fused kernel, so every other device takes the optimizer's unfused path (its `fused=`)"
 )
@@ -66,14 +65,15 @@ class CudaDeviceComparison(Rule):
     as written it never runs on the target. A warning with no fix where the check guards
     only a message or freeing cached memory (`if x.device.type == "cuda":
     print(torch.cuda.max_memory_allocated())`), or a CUDA-only library or CUDA's own facts
-    and seed (`from flash_attn import ...`, `torch.cuda.get_device_name()`, `assert
-    torch.cuda.is_available()`, `torch.cuda.manual_seed(0)`; also in the `else` of `device
-    != "cuda"`): the portable code after it runs on the target, without what the check keeps
+    and seed (`from flash_attn import ...`, `torch.cuda.get_device_name()`,
+    `torch.cuda.manual_seed(0)`; also in the `else` of `device != "cuda"`): the portable code after it runs on the target, without what the check keeps
     from it, which a port gives the target's equivalent (`torch.accelerator.max_memory_allocated()`,
     scaled_dot_product_attention) or drops. So for a flag read only as an optimizer's `fused=`
     or `foreach=` and in messages (`use_fused = fused_ok and device_type == "cuda"`): elsewhere
     the optimizer takes its unfused implementation. Info for all of these on the CPU, where the
-    CUDA path stays for GPUs.
+    CUDA path stays for GPUs. Info everywhere where the check guards only cuDNN's harmless
+    switches (`torch.backends.cudnn.benchmark = True`) or an assertion that CUDA is there
+    (`assert torch.cuda.is_available()`): the target skips nothing it needs.
 
     ## Fix safety
     Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
@@ -138,6 +138,13 @@ class CudaDeviceComparison(Rule):
             "        torch.backends.cudnn.benchmark = True\n    return net(torch.from_numpy(img).to(device))\n",
             lines=[3],
             message="skips only cuDNN switches",
+        ),
+        # guards only an assertion that CUDA is there (OpenVoice): info, nothing to port
+        Invalid(
+            "import torch\nclass Base:\n    def __init__(self, device='cpu'):\n        if 'cuda' in device:\n"
+            "            assert torch.cuda.is_available()\n        self.device = device\n",
+            lines=[4],
+            message="skips only an assertion that CUDA is there",
         ),
         Invalid(
             'import torch\nuse_amp = x.device.type == "cuda"\n',
@@ -251,13 +258,12 @@ class CudaDeviceComparison(Rule):
             "    assert device_type in ['cuda', 'mps', 'cpu', 'tpu'], 'Invalid device type'\n"
             "    if device_type not in ('cuda', 'cpu', 'tpu'):\n        raise ValueError(device_type)\n",
         ),
-        Invalid(  # nanochat: CUDA's own checks and seed, and a CUDA-only library in the else branch
-            "import torch\ndef init(device_type):\n    if device_type == 'cuda':\n"
-            "        assert torch.cuda.is_available(), 'no CUDA'\n    torch.manual_seed(42)\n"
+        Invalid(  # nanochat: CUDA's own seed, and a CUDA-only library in the else branch
+            "import torch\ndef init(device_type):\n    torch.manual_seed(42)\n"
             "    if device_type == 'cuda':\n        torch.cuda.manual_seed(42)\n"
             "    if device_type != 'cuda':\n        print('FP8 needs CUDA')\n    else:\n"
             "        from flash_attn import flash_attn_func\n",
-            lines=[3, 6, 8],
+            lines=[4, 6],
             message="loses the CUDA-only library",
         ),
         Invalid(  # llm.c: read only as the optimizer's `fused=` and in a message; CUDA's memory peak
@@ -371,8 +377,9 @@ class CudaDeviceComparison(Rule):
         check = flow.in_check(self.ctx.ancestors, node) if flow is not None else None
         if check is not None and check.asserts:
             self.report(node, edit=edit, severity=per_target(ERROR, rocm=OFF), literal="cuda", consequence=_ASSERTED)
-        elif check is not None and check.tunes_cudnn:
-            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), literal="cuda", consequence=_TUNES_CUDNN)
+        elif check is not None and check.skips_only:
+            consequence = f"so every other device {check.skips_only}: nothing to port"
+            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), literal="cuda", consequence=consequence)
         elif check is not None and (check.tells_only or check.guards_cuda_library):
             consequence = _GUARDS_MESSAGE if check.tells_only else _GUARDS_LIBRARY
             self.report(node, edit=None, severity=SKIPS_EXTRAS, literal="cuda", consequence=consequence)

@@ -7,7 +7,7 @@ import libcst as cst
 from portcheck import patterns
 from portcheck.api_rule import CudaApiRule
 from portcheck.findings import FixSafety
-from portcheck.flow import LOSES_EXTRAS, SKIPS_CUDNN_ONLY, Guard, is_self_attribute
+from portcheck.flow import LOSES_EXTRAS, Guard, is_self_attribute
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, SeverityMap, Valid, at_most_warning
 from portcheck.rules.runtime.cuda_rng_api import reseeds_under_guard
@@ -95,7 +95,7 @@ class CudaAvailabilityCheck(CudaApiRule):
         if check is not None and (check.asserts or check.skips):
             level = ERROR if check.asserts else WARNING
             return {t: level if usual_level > OFF else OFF for t, usual_level in usual.items()}
-        if check is not None and check.tunes_cudnn:
+        if check is not None and check.skips_only:
             return {t: INFO if usual_level > OFF else OFF for t, usual_level in usual.items()}
         if (check is not None and (check.tells_only or check.guards_cuda_library)) or self._only_shown(node):
             # what the target skips there is a port's to open or drop; on the CPU it stays for GPUs
@@ -114,8 +114,8 @@ class CudaAvailabilityCheck(CudaApiRule):
             return "returns False, so this test is skipped on every other device"
         if check is not None and check.tells_only:
             return "returns False, so every other device skips the message or freeing of cached memory it guards"
-        if check is not None and check.tunes_cudnn:
-            return f"returns False, so every other device {SKIPS_CUDNN_ONLY}"
+        if check is not None and check.skips_only:
+            return f"returns False, so every other device {check.skips_only}"
         if check is not None and check.guards_cuda_library:
             return f"returns False, so every other device {LOSES_EXTRAS}"
         unread = self._unread_attribute(node)

@@ -87,6 +87,7 @@ _MASK_OPS = frozenset(
 )  # fmt: skip
 _TORCH_MASK_OPS = frozenset(f"torch.{name}" for name in _MASK_OPS - {"bool"})
 _JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.vstack", "torch.hstack"})
+_AS_TENSOR = frozenset({"torch.as_tensor"})  # the same values, maybe elsewhere
 # Methods that give the same elements another shape or place: a mask stays a mask.
 _VIEWS = frozenset({"view", "reshape", "flatten", "contiguous", "clone", "detach", "expand", "expand_as", "squeeze",
                     "unsqueeze"})  # fmt: skip
@@ -104,6 +105,11 @@ _TENSOR_MAKERS = frozenset(
         "round", "floor", "ceil", "trunc", "sign", "maximum", "minimum", "clip", "amax", "amin", "prod",
         "any", "all", "count_nonzero", "cumprod", "diff", "mm", "bmm", "outer", "reshape", "flatten", "squeeze",
         "unsqueeze", "transpose", "permute", "flip", "roll", "tril", "triu", "index_select", "repeat_interleave",
+        "cos", "sin", "tan", "acos", "asin", "atan", "atan2", "cosh", "sinh", "log2", "log10", "log1p",
+        "expm1", "exp2", "rsqrt", "reciprocal", "erf", "erfinv", "lerp", "addcmul", "addcdiv", "addmm",
+        "baddbmm", "cdist", "dot", "logsumexp", "median", "quantile", "nanmean", "nansum", "randperm",
+        "normal", "bernoulli", "eye", "relu", "hypot", "logaddexp", "tensordot", "diag", "diagonal",
+        "clone", "take_along_dim", "scatter", "scatter_add", "index_add", "searchsorted", "bucketize",
         "nn.utils.clip_grad_norm_", "nn.utils.clip_grad_norm", "nn.utils.get_total_norm",
         "nn.Parameter", "nn.parameter.Parameter",
     )
@@ -463,6 +469,9 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
         return True  # `max(lengths)`, `sum([n > t for n in lengths])` after `lengths = lens.tolist()`
     if type(node) is cst.Subscript and _read_back(ctx, node.value, depth + 1):
         return True  # `lengths[i]`
+    bounds = _clamped(ctx, node)
+    if bounds:  # `max(int(t.item()), 1)`: clamped, still the data's
+        return any(reads_tensor_scalar(ctx, bound, depth + 1) for bound in bounds)
     inner = builtin_call(ctx, node, ("int", "float"))
     if inner is not None and tensor_valued(ctx, inner):
         return True  # `int(nlabel[b])`: a tensor's element
@@ -474,6 +483,20 @@ def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> 
     if type(node) is cst.UnaryOperation:
         return reads_tensor_scalar(ctx, node.expression, depth + 1)
     return False
+
+
+def _clamped(ctx: FileContext, node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The values `max(a, b)` or `min(a, b, c)` picks from (the builtins, not shadowed)."""
+    if (
+        type(node) is not cst.Call
+        or type(node.func) is not cst.Name
+        or node.func.value not in ("max", "min")
+        or ctx.qualified_names(node.func)
+        or len(node.args) < 2
+        or any(arg.star or arg.keyword for arg in node.args)
+    ):
+        return []
+    return [arg.value for arg in node.args]
 
 
 def _read_back(ctx: FileContext, node: cst.BaseExpression, depth: int) -> bool:
@@ -916,6 +939,9 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     if _moved(ctx, node):  # `(m.sum(0) > 0).to(device)`: the same mask elsewhere
         assert type(node) is cst.Call and type(node.func) is cst.Attribute
         return is_bool_mask(ctx, node.func.value, depth, seen)
+    if resolved_call(ctx, node, _AS_TENSOR) and not _of_bool_dtype(ctx, node):  # `torch.as_tensor(keep, device=d)`
+        assert type(node) is cst.Call
+        return bool(node.args) and is_bool_mask(ctx, node.args[0].value, depth, seen)
     if type(node) is cst.Attribute and node.attr.value in ("T", "mT"):
         return is_bool_mask(ctx, node.value, depth, seen)
     if type(node) is cst.Subscript:  # `xc[i]`: a row of a mask
@@ -946,7 +972,7 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
                 ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen))  # type: ignore[union-attr]
                 for value, scope in passed
             )
-        return _named_mask(node)
+        return _named_mask(node) or _tested_as_bool(ctx, node)
     return all(
         is_bool_mask(ctx, value, depth + 1, seen) or (_opaque_call(ctx, value) and _named_mask(node))
         for value in values
@@ -979,6 +1005,26 @@ def _named_mask(node: cst.CSTNode) -> bool:
     its indices; what is called a mask and indexes a tensor selects by True values."""
     name = node.value if type(node) is cst.Name else node.attr.value if type(node) is cst.Attribute else ""
     return _MASK_NAME.search(name) is not None
+
+
+def _tested_as_bool(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """A name whose function asks whether it holds bools (segment-anything's `MaskData.filter`:
+    `elif isinstance(v, list) and keep.dtype == torch.bool:`): its callers pass masks."""
+    function = flow.enclosing_function(ctx.ancestors)
+    if type(node) is not cst.Name or function is None:
+        return False
+    return any(
+        type(test) is cst.Comparison
+        and type(test.left) is cst.Attribute
+        and test.left.attr.value == "dtype"
+        and type(test.left.value) is cst.Name
+        and test.left.value.value == node.value
+        and any(
+            type(link.operator) is cst.Equal and "torch.bool" in ctx.qualified_names(link.comparator)
+            for link in test.comparisons
+        )
+        for test in descendants(function.body, flow.NESTED_SCOPES)
+    )
 
 
 def _moved(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -1261,6 +1307,21 @@ class StepRule(TensorRule):
                 module_flow.in_scope(scope, partial(tensor_valued, self.ctx, value)) for value, scope in returned
             ):
                 self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{function.name.value}", function.name)
+
+    def record_subclasses(self, module: cst.Module) -> None:
+        """In the first pass, record the repository's classes that each top-level class derives
+        from (audiocraft's MagnetSolver from MusicGenSolver, itself from base.StandardSolver): a
+        base's step loop that calls `self.run_step(...)` runs the override of every subclass."""
+        module_flow = self.ctx.flow
+        if self.ctx.project.complete or not self.ctx.project.local_packages or module_flow is None:
+            return
+        for owner in module.body:
+            if type(owner) is not cst.ClassDef:
+                continue
+            for base in sorted(module_flow.class_bases(owner.name.value)):
+                base = self.ctx.module.absolute(base)
+                if "." in base and self.ctx.project.is_local(base):
+                    self.record(project.SUBCLASS, f"{self.ctx.module.name}.{owner.name.value}", owner.name, base=base)
 
     def _passes_tensor(self, call: cst.CSTNode) -> bool:
         return type(call) is cst.Call and any(self._may_pass_tensor(arg) for arg in call.args)
@@ -1625,23 +1686,19 @@ class StepRule(TensorRule):
         dist; dist.all_gather(...)` where `distributed/__init__.py` imports it from
         `.distributed`), and so on up (yolact's `from layers import Detect`, which
         `layers/functions/__init__.py` re-exports and `layers/__init__.py` star-imports):
-        another file's step loop calls it by any; for a method, also as the
-        base class's method it overrides (`pkg.base.Solver.run_step`, which the base's step loop
-        calls on `self`)."""
+        another file's step loop calls it by any (a base class's loop that calls the method on
+        `self` calls it by its class's name too: `Project.subclasses`)."""
         module_flow = self.ctx.flow
         assert module_flow is not None
         owner = module_flow.owner_class(function)
         local = ".".join([*([owner] if owner else []), function.name.value])
         parts = self.ctx.module.name.split(".")
         packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
-        bases = sorted(self.ctx.module.absolute(base) for base in module_flow.class_bases(owner)) if owner else []
-        overridden = [f"{base}.{function.name.value}" for base in bases if self.ctx.project.is_local(base)]
         namespace = [f"{self.ctx.module.namespace}.{local}"] if self.ctx.module.namespace else []
         names = (
             f"{self.ctx.module.name}.{local}",
             *(f"{package}.{local}" for package in packages),
             *namespace,  # RIFE's `from model.pytorch_msssim import ssim_matlab`, `model/` without __init__.py
-            *overridden,
         )
         if owner is not None and _is_property(function):
             names = (*names, *(name + project.PROPERTY_GETTER for name in names))  # read as `meter.avg`
@@ -1656,14 +1713,43 @@ class StepRule(TensorRule):
         return path in known.pending_step_files or module in modules or module.rpartition(".")[0] in modules
 
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
-        """Whether the node runs only `if isinstance(v, torch.Tensor):` (MetricLogger.update)."""
+        """Whether the node runs only `if isinstance(v, torch.Tensor):` where `v` is what the
+        caller gives (MetricLogger.update's `for k, v in kwargs.items()`), not the object's
+        own state (segment-anything's MaskData.filter over `self._stats.items()`)."""
+        function = flow.enclosing_function(chain)
         for node, child in zip(chain, chain[1:]):
             test = node.test if type(node) is cst.If and child is node.body else None
             if type(test) is cst.Call and type(test.func) is cst.Name and test.func.value == "isinstance":
-                kind = patterns.positional(test, 1)
+                kind, subject = patterns.positional(test, 1), patterns.positional(test, 0)
                 if kind is not None and "torch.Tensor" in self.ctx.qualified_names(kind.value):
-                    return True
+                    return function is None or subject is None or _given_by_caller(function, subject.value)
         return False
+
+
+def _given_by_caller(function: cst.FunctionDef, subject: cst.BaseExpression) -> bool:
+    """Whether a value is a parameter of the function (not `self`), or a name it binds from
+    one (`for k, v in kwargs.items():`, `v = args[0]`); a value of another kind, maybe."""
+    if type(subject) is not cst.Name:
+        return True
+    given = function.params
+    params = {
+        param.name.value
+        for param in (*given.posonly_params, *given.params, *given.kwonly_params)
+        + tuple(each for each in (given.star_arg, given.star_kwarg) if isinstance(each, cst.Param))
+    } - {"self", "cls"}
+    if subject.value in params:
+        return True
+    for node in descendants(function.body, flow.NESTED_SCOPES):
+        if type(node) is cst.For:
+            target, source = node.target, node.iter
+        elif type(node) is cst.Assign and len(node.targets) == 1:
+            target, source = node.targets[0].target, node.value
+        else:
+            continue
+        binds = any(type(each) is cst.Name and each.value == subject.value for each in (target, *descendants(target)))
+        if binds and reads_names(source, params):
+            return True
+    return False
 
 
 def _host_keys(ctx: FileContext, call: cst.Call | cst.Attribute) -> list[str]:

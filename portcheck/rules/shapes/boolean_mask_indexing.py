@@ -112,6 +112,9 @@ class BooleanMaskIndexing(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # an index the function checks is of integers
+            "import torch\ndef pick(v, idx):\n    assert idx.dtype == torch.long\n    return v[torch.as_tensor(idx, device=v.device)]\n"
+        ),
         Valid(  # facenet's pad(): the boxes parameter, copied to NumPy first, clipped through masks on the host
             "import torch\nclass Detector(torch.nn.Module):\n    def forward(self, boxes, w):\n        return pad(boxes, w)\n"
             "def pad(boxes, w):\n    boxes = boxes.trunc().int().cpu().numpy()\n    x = boxes[:, 0]\n    x[x > w] = w\n"
@@ -178,6 +181,13 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # segment-anything's MaskData.filter: the function itself asks whether `keep` holds bools
+            "import torch\nclass MaskData:\n    def filter(self, keep):\n        for k, v in self._stats.items():\n"
+            "            if isinstance(v, torch.Tensor):\n                self._stats[k] = v[torch.as_tensor(keep, device=v.device)]\n"
+            "            elif isinstance(v, list) and keep.dtype == torch.bool:\n"
+            "                self._stats[k] = [a for i, a in enumerate(v) if keep[i]]\n",
+            lines=[6],
+        ),
         Invalid(  # HRNet's OHEM loss: forward() runs its methods through a table of them
             "import torch\nclass OhemCrossEntropy(torch.nn.Module):\n    def _ohem_forward(self, score, target):\n"
             "        mask = target.view(-1) != 255\n        return score.view(-1)[mask].mean()\n"

@@ -74,7 +74,8 @@ class HostSyncInStep(StepRule):
     code:
     - a module's `forward`, and a method a framework runs every step (Lightning's
       `training_step` and batch hooks, the Hugging Face Trainer's `compute_loss`, MMEngine's
-      `train_step` and `forward_train`, a torchmetrics `Metric`'s `update`; the `__call__` of a
+      `train_step` and `forward_train`, a torchmetrics `Metric`'s `update`, an `Optimizer`'s
+      `step` (D-Adaptation's `.item()` per parameter); the `__call__` of a
       `StoppingCriteria` or `LogitsProcessor`, run for every generated token);
     - a step loop: a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one
       that says "loader", also wrapped: `pbar = tqdm(loader)`), or any `for` or `while` loop
@@ -302,6 +303,15 @@ class HostSyncInStep(StepRule):
             "        if torch.any(ids < 0):\n            raise ValueError(f'bad ids {ids.tolist()}')\n        return ids\n"
         ),
         Valid("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x.sum()\n"),
+        Valid(  # a loop over a range that runs the class's layers on the same input: no pass goes on from another
+            "import torch\nclass Probe(torch.nn.Module):\n    def __init__(self):\n        self.head = torch.nn.Linear(4, 4)\n"
+            "    def scores(self, x, n):\n        found = []\n        for i in range(n):\n"
+            "            found.append(self.head(x[i]).sum().item())\n        return found\n"
+        ),
+        Valid(  # a method the optimizer's step does not run
+            "import torch\nclass DAdaptAdam(torch.optim.Optimizer):\n    def describe(self):\n"
+            "        return [p.norm().item() for g in self.param_groups for p in g['params']]\n"
+        ),
         Valid(  # modded-nanogpt: a parameter given a tensor that a function read into host memory
             "import torch\ndef load(path):\n    tokens = torch.empty(10, dtype=torch.uint16, pin_memory=True)\n"
             "    return tokens\nclass Shard:\n    def __init__(self, tokens):\n"
@@ -711,6 +721,21 @@ class HostSyncInStep(StepRule):
             lines=[5],
             message="`update()` of a torchmetrics metric",
         ),
+        Invalid(  # MAR: a loop over a range that runs the class's layers and goes on from the last pass
+            "import torch\nclass MAR(torch.nn.Module):\n    def __init__(self):\n        self.decoder = torch.nn.Linear(4, 4)\n"
+            "    def sample_tokens(self, tokens, num_iter):\n        indices = list(range(num_iter))\n"
+            "        for step in indices:\n            cur = tokens.clone()\n            z = self.decoder(cur)\n"
+            "            n = z.sum().item()\n            tokens = cur + z\n        return tokens\n",
+            lines=[10],
+            message="in a decoding loop",
+        ),
+        Invalid(  # audiocraft's D-Adaptation: an optimizer's step() runs every training step
+            "import torch\nclass DAdaptAdam(torch.optim.Optimizer):\n    def step(self, closure=None):\n"
+            "        g_sq = 0.0\n        for group in self.param_groups:\n            for p in group['params']:\n"
+            "                g_sq += p.grad.pow(2).sum().item()\n        return g_sq\n",
+            lines=[7],
+            message="`step()` of an optimizer (run every training step)",
+        ),
         Invalid(  # stylegan3: a period that each phase sets (the main phases' is 1) skips no step
             "import torch\nfor batch_idx, batch in enumerate(loader):\n    for phase in phases:\n"
             "        if batch_idx % phase.interval != 0:\n            continue\n        loss = phase.model(batch)\n"
@@ -872,6 +897,7 @@ class HostSyncInStep(StepRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         self.record_tensor_returns(node)  # once for the step rules, here
+        self.record_subclasses(node)
         super().leave_Module(node)
 
     def _to_named_cpu(self, node: cst.Call) -> bool:

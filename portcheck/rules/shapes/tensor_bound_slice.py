@@ -4,6 +4,7 @@ from functools import partial
 
 import libcst as cst
 
+from portcheck import patterns
 from portcheck.flow import enclosing_function
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
@@ -40,7 +41,7 @@ class TensorBoundSlice(StepRule):
     `torch.zeros`, `ones`, `empty`, `rand` and `randn` take from such numbers
     (`torch.zeros(batch, max(decode_lengths), vocab)`, or `torch.zeros(*shape)` where `shape` is
     a tensor on the device), and the padding `F.pad`, the output size `F.interpolate` and the
-    count `torch.topk` take from them (stylegan2's augmentation pads by amounts unpacked from a
+    count `torch.topk` (and the tensor method `.topk`) take from them (stylegan2's augmentation pads by amounts unpacked from a
     tensor; YOLOX's SimOTA keeps `k=dynamic_ks[i]` matches per object). Slices of vits'
     segments start at a parameter's item the module's call gives a tensor (`idx_str =
     ids_str[i]`). A slice of host data by tensors in host memory is left alone (a dataset's `self.data[start : start + n]` in `__getitem__` with
@@ -87,6 +88,10 @@ class TensorBoundSlice(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # a count the code fixes: one shape
+            "import torch\ndef decode(model, scores, x, steps):\n    for i in range(steps):\n        x = model(x)\n"
+            "        scores = scores.topk(max(steps, 1), dim=-1).values\n    return scores\n"
+        ),
         Valid(  # DINO's multi-crop wrapper: a Python list of crops sliced by counts computed on the host
             "import torch\nclass MultiCropWrapper(torch.nn.Module):\n    def forward(self, x):\n"
             "        if not isinstance(x, list):\n            x = [x]\n"
@@ -112,6 +117,13 @@ class TensorBoundSlice(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # MAGNeT: the count of tokens to mask again, read back and clamped, at each decoding step
+            "import torch\ndef decode(model, scores, x, steps):\n    for i in range(steps):\n        x = model(x)\n"
+            "        num_masked = max(int((x.mean() * 10).item()), 1)\n"
+            "        scores = scores.topk(num_masked, dim=-1).values\n    return scores\n",
+            lines=[6],
+            message="size `num_masked`",
+        ),
         Invalid(  # YOLOX's SimOTA: as many matches per object as its IoUs add up to
             "import torch\nclass Head(torch.nn.Module):\n    def forward(self, cost, ious):\n"
             "        dynamic_ks = torch.clamp(ious.sum(1).int(), min=1)\n"
@@ -215,8 +227,8 @@ class TensorBoundSlice(StepRule):
         names = self.ctx.qualified_names(node.func)
         if names & _FACTORIES:
             given = [arg for arg in node.args if arg.keyword is None or arg.keyword.value == "size"]
-        elif names & _SIZED.keys():
-            at, keyword = _SIZED[min(names & _SIZED.keys())]
+        elif names & _SIZED.keys() or (not names and patterns.method_name(node) == "topk"):
+            at, keyword = _SIZED[min(names & _SIZED.keys())] if names else (0, "k")  # `scores.topk(k)`
             given = [arg for arg in node.args[at : at + 1] if arg.keyword is None and not arg.star]
             given += [arg for arg in node.args if arg.keyword is not None and arg.keyword.value == keyword]
         else:
