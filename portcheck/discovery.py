@@ -6,9 +6,11 @@ import errno
 import os
 import re
 import stat
+import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import cached_property
+from pathlib import Path, PurePosixPath
 
 from pathspec import GitIgnoreSpec
 
@@ -24,15 +26,48 @@ class Discovery:
     errors: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Tracked:
+    """What git tracks in the repository at `top`: .gitignore hides only untracked files (git's
+    own rule), so VAR's `requirements.txt`, tracked beside a `*.txt` pattern, is the project's.
+    Asked of git once, and only once a pattern would hide something; nothing where git cannot
+    tell (not installed, not a real repository)."""
+
+    top: Path
+
+    @cached_property
+    def _paths(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The tracked files, and the directories that hold them, relative to `top`."""
+        try:
+            listed = subprocess.run(
+                ["git", "-C", str(self.top), "ls-files", "-z"], capture_output=True, check=True, timeout=60
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return frozenset(), frozenset()
+        files = frozenset(name for name in os.fsdecode(listed).split("\0") if name)
+        folders = frozenset(str(parent) for name in files for parent in PurePosixPath(name).parents)
+        return files, folders
+
+    def holds(self, path: Path, is_dir: bool) -> bool:
+        try:
+            relative = path.relative_to(self.top).as_posix()
+        except ValueError:
+            return False
+        files, folders = self._paths
+        return relative in (folders if is_dir else files)
+
+
 @dataclass
 class _IgnoreRules:
-    """The .gitignore files that apply at one depth of the walk, deepest last."""
+    """The .gitignore files that apply at one depth of the walk, deepest last, and what the
+    repository tracks all the same."""
 
     specs: list[tuple[Path, GitIgnoreSpec]] = field(default_factory=list)
+    tracked: _Tracked | None = None
 
     def with_file(self, directory: Path) -> _IgnoreRules:
         spec = _read_spec(directory / ".gitignore")
-        return _IgnoreRules([*self.specs, (directory, spec)]) if spec else self
+        return _IgnoreRules([*self.specs, (directory, spec)], self.tracked) if spec else self
 
     def ignores(self, path: Path, is_dir: bool) -> bool:
         for base, spec in reversed(self.specs):
@@ -42,7 +77,7 @@ class _IgnoreRules:
                 continue
             result = spec.check_file(relative + "/" if is_dir else relative)
             if result.include is not None:
-                return result.include
+                return result.include and not (self.tracked is not None and self.tracked.holds(path, is_dir))
         return False
 
 
@@ -62,7 +97,7 @@ def _ancestor_ignores(directory: Path) -> _IgnoreRules:
     top = next((i for i, d in enumerate(chain) if (d / ".git").exists()), None)
     if top is None:
         return _IgnoreRules()
-    rules = _IgnoreRules()
+    rules = _IgnoreRules(tracked=_Tracked(chain[top]))
     exclude = _read_spec(chain[top] / ".git" / "info" / "exclude")
     if exclude:
         rules.specs.append((chain[top], exclude))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from portcheck.config import Config
 from portcheck.discovery import Prefilter, discover
@@ -123,6 +127,18 @@ def test_git_info_exclude_of_the_enclosing_repository_is_respected(tmp_path: Pat
     (tmp_path / ".git" / "info" / "exclude").write_text("private.py\n", encoding="utf-8")
     write(tmp_path, "app.py", "private.py")
     assert found([tmp_path], Config(root=tmp_path)) == ["app.py"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_file_git_tracks_is_scanned_though_a_gitignore_pattern_matches_it(tmp_path: Path) -> None:
+    """VAR: `*.txt` in .gitignore, and `requirements.txt` tracked all the same (git ignores only
+    untracked files); also a tracked file in an ignored folder. Untracked matches stay hidden."""
+    write(tmp_path, "app.py", "requirements.txt", "notes.txt", "log/keep.py", "log/run.py")
+    (tmp_path / "requirements.txt").write_text("torch==2.1.0\n", encoding="utf-8")
+    (tmp_path / ".gitignore").write_text("*.txt\nlog/\n", encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-f", "app.py", "requirements.txt", "log/keep.py"], check=True)
+    assert found([tmp_path], Config(root=tmp_path)) == ["app.py", "log/keep.py", "requirements.txt"]
 
 
 def test_respect_gitignore_false_scans_gitignored_files(tmp_path: Path) -> None:
