@@ -1146,6 +1146,27 @@ def test_calls_of_a_wrapper_that_always_launches_a_kernel_are_warnings(tmp_path:
     assert "launches Triton kernel `_fwd_kernel` whenever it is called" in calls[1][2]
 
 
+def test_a_module_that_writes_kernels_chains_other_kernel_modules_without_a_finding_per_call(tmp_path: Path) -> None:
+    """mamba's `ssd_combined.py` defines a Triton kernel of its own and chains the launchers of
+    its other kernel modules: rewritten whole with its kernels (its imports are reported), so
+    its calls of them are not each a finding; the model's call of the same launcher is."""
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/ops.py": KERNELS_MODULE,
+            "pkg/combined.py": (
+                "import torch\nimport triton\nfrom pkg.ops import layer_norm_fn\n"
+                "@triton.jit\ndef _scan_kernel(X):\n    pass\n"
+                "def combined(x):\n    _scan_kernel[(1,)](x)\n    return layer_norm_fn(x)\n"
+            ),
+            "pkg/block.py": "import torch\nfrom pkg.ops import layer_norm_fn\ndef forward(x):\n    return layer_norm_fn(x)\n",
+        },
+    )
+    found = [(f.path, f.line, f.severity) for f in scan(tmp_path).findings if f.code == "PC707"]
+    assert found == [("pkg/block.py", 4, Severity.WARNING)]
+
+
 def test_the_second_pass_visits_only_step_callees_whose_hazards_wait_for_a_caller(tmp_path: Path) -> None:
     """`log_loss` reads a loss back and only train.py's loop runs it: its module is visited again
     and the read reported; `scale` reads nothing back, so its module is not visited again."""

@@ -58,6 +58,7 @@ _DECLARED_TRITON = (
     "and this call launches Triton kernel `{kernel}` there, which has no driver to run on"
 )
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_TRITON_JIT = frozenset({"triton.jit", "triton.runtime.jit.jit"})
 _REQUIRED = (
     "behind a guarded import, but this function raises without it (`{test}`): there is no other path, "
     "and the target fails here"
@@ -97,9 +98,10 @@ class CudaOnlyPackageCall(Rule):
     builds or imports the extension itself defines, also as its package re-exports it
     (stylegan2's `upfirdn2d` and `FusedLeakyReLU`, whose one portable path is for the CPU);
     not a function named as a PyTorch reference (`selective_scan_ref`). Not in a module that writes
-    its kernels in the package's language (a function decorated with TileLang's `@T.prim_func`
-    or CuTe's `@cute.jit`): its every line calls the language, the source is rewritten whole,
-    and PC701 reports its import. Where the project
+    kernels (a function decorated with TileLang's `@T.prim_func`, CuTe's `@cute.jit` or
+    `@triton.jit`): its every line is kernel code (the language's calls, helpers of other
+    kernel packages, the launchers of the repository's other kernel modules), the source is
+    rewritten whole, and PC701 and PC610 report its imports. Where the project
     declares triton, an optional import of such a module succeeds on the target (Triton
     installs without a GPU), so its checked calls launch there: an error.
 
@@ -163,6 +165,11 @@ class CudaOnlyPackageCall(Rule):
             "import tilelang\nimport tilelang.language as T\n@tilelang.jit(out_idx=[-1])\ndef scale(M, N):\n"
             "    @T.prim_func\n    def kernel(A: T.Tensor((M, N), 'float16')):\n"
             "        with T.Kernel(T.ceildiv(N, 128)) as bx:\n            T.clear(A)\n    return kernel\n"
+        ),
+        Valid(  # mamba's CuTe step: another kernel package's helpers are the kernel's source too
+            "import cutlass.cute as cute\nfrom quack.compile_utils import make_fake_tensor\n"
+            "@cute.jit\ndef step(a: cute.Tensor):\n    cute.copy(a, a)\n"
+            "def compile_step(dtype, shape):\n    return cute.compile(step, make_fake_tensor(dtype, shape))\n"
         ),
         Valid(  # mamba's CuTe step: a helper of the kernel above its `@cute.kernel`
             "import cutlass\nimport cutlass.cute as cute\nfrom cutlass import Float32\n"
@@ -305,10 +312,9 @@ class CudaOnlyPackageCall(Rule):
         self._shown: dict[str, str] = {}  # how a listed package is named in messages, by the name bound
         # calls in functions of names no import had bound yet: judged at the end of the module
         self._ahead: list[tuple[cst.BaseExpression, str, tuple[cst.CSTNode, ...]]] = []
-        # uses of what unguarded imports bind, by package: kept at the end unless the module
-        # writes kernels in the package's language (`_kernel_languages`)
-        self._uses: list[tuple[str, Report]] = []
-        self._kernel_languages: set[str] = set()
+        # uses of what unguarded imports bind: kept at the end unless the module writes kernels
+        self._uses: list[Report] = []
+        self._writes_kernels = False
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -535,27 +541,31 @@ class CudaOnlyPackageCall(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """A function decorated by what an unguarded import binds (`@T.prim_func` of TileLang,
-        `@cute.jit` and `@cute.kernel` of CuTe): the module writes kernels in that package's
-        language."""
+        `@cute.jit` and `@cute.kernel` of CuTe), or a Triton kernel (`@triton.jit`): the
+        module writes kernels in that language."""
         for decorator in node.decorators:
             func = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
             imported = self._imported.get(patterns.dotted(func).split(".")[0])
-            if imported is not None and self.ctx.qualified_names(func):
-                self._kernel_languages.add(imported.key)
+            names = self.ctx.qualified_names(func)
+            if (imported is not None and names) or names & _TRITON_JIT:
+                self._writes_kernels = True
 
     def leave_Module(self, node: cst.Module) -> None:
         """Calls in functions of what an unguarded import further down binds (LoRA's
         `amp.scale_loss(...)` in `optimizer_step`, with `from apex import amp` under `if
         __name__ == "__main__":`): by the time the function runs, the import has failed.
-        Then the uses of unguarded imports, but for those of a package the module writes its
-        kernels in (mamba's TileLang and CuTe kernels, whose every line calls `T.` or `cute.`):
-        the kernel source is rewritten whole, and PC701 reports its import."""
+        Then the uses of unguarded imports, but none where the module writes kernels (mamba's
+        TileLang and CuTe kernels, whose every line calls `T.` or `cute.` and helpers of other
+        kernel packages; its Triton kernels, whose wrappers chain the launchers of its other
+        kernel modules): the kernel source is rewritten whole, and PC701 and PC610 report its
+        imports."""
         for func, called, chain in self._ahead if not self.ctx.project.complete else ():
             first = called.split(".")[0]
             imported = self._imported.get(first)
             if imported is not None and self._key(first) not in self._optional:  # the module's binding, here
                 self._imported_call(func, called, imported, chain)
-        self.reports.extend(report for key, report in self._uses if key not in self._kernel_languages)
+        if not self._writes_kernels:
+            self.reports.extend(self._uses)
 
     def _imported_call(
         self,
@@ -589,7 +599,7 @@ class CudaOnlyPackageCall(Rule):
             instead=imported.instead,
             hint=f"{imported.what}: use instead: {imported.instead}",
         )
-        self._uses.append((imported.key, report))
+        self._uses.append(report)
 
     def _launched(self, called: str) -> str:
         """The Triton kernel a call of one of the repository's functions always launches (the
