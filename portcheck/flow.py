@@ -389,6 +389,7 @@ class DeviceFlow:
     )  # the same, read early
     _owned: dict[tuple[int, tuple[type[cst.CSTNode], ...]], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
     _generators: dict[int, bool] = field(default_factory=dict)  # function id -> whether it yields
+    _bool_tested: dict[int, frozenset[str]] = field(default_factory=dict)  # see `tested_as_bool`
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
@@ -1843,6 +1844,25 @@ class DeviceFlow:
         """The nodes under `root` outside the functions, classes and lambdas it defines, walked
         once: rules ask about the same function again and again."""
         return self._own(root, NESTED_SCOPES)
+
+    def tested_as_bool(self, function: cst.FunctionDef) -> frozenset[str]:
+        """The names whose dtype the function compares with `torch.bool` (segment-anything's
+        `keep.dtype == torch.bool` in MaskData.filter): what its callers pass may be a mask."""
+        key = id(function)
+        if key not in self._bool_tested:
+            self._bool_tested[key] = frozenset(
+                test.left.value.value  # type: ignore[attr-defined]
+                for test in self._own(function.body, NESTED_SCOPES)
+                if type(test) is cst.Comparison
+                and type(test.left) is cst.Attribute
+                and test.left.attr.value == "dtype"
+                and type(test.left.value) is cst.Name
+                and any(
+                    type(link.operator) is cst.Equal and "torch.bool" in self.resolver.qualified_names(link.comparator)
+                    for link in test.comparisons
+                )
+            )
+        return self._bool_tested[key]
 
     def _own(self, root: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> tuple[cst.CSTNode, ...]:
         """The nodes under `root`, not under nodes of the `apart` types, walked once: loops and

@@ -1011,20 +1011,9 @@ def _tested_as_bool(ctx: FileContext, node: cst.CSTNode) -> bool:
     """A name whose function asks whether it holds bools (segment-anything's `MaskData.filter`:
     `elif isinstance(v, list) and keep.dtype == torch.bool:`): its callers pass masks."""
     function = flow.enclosing_function(ctx.ancestors)
-    if type(node) is not cst.Name or function is None:
+    if type(node) is not cst.Name or function is None or ctx.flow is None:
         return False
-    return any(
-        type(test) is cst.Comparison
-        and type(test.left) is cst.Attribute
-        and test.left.attr.value == "dtype"
-        and type(test.left.value) is cst.Name
-        and test.left.value.value == node.value
-        and any(
-            type(link.operator) is cst.Equal and "torch.bool" in ctx.qualified_names(link.comparator)
-            for link in test.comparisons
-        )
-        for test in descendants(function.body, flow.NESTED_SCOPES)
-    )
+    return node.value in ctx.flow.tested_as_bool(function)
 
 
 def _moved(ctx: FileContext, node: cst.CSTNode) -> bool:
