@@ -12,7 +12,7 @@ from portcheck.flow import DeviceFlow, Home, name_reads, references
 from portcheck.numpy_float64 import float64_array
 from portcheck.project import Project
 from portcheck.resolve import Scope
-from portcheck.rule import ERROR, OFF, WARNING, FileContext, Invalid, Report, Rule, Valid
+from portcheck.rule import ERROR, OFF, UNPLACED, WARNING, FileContext, Invalid, Report, Rule, Valid
 from portcheck.wording import verb
 
 _FLOAT64_NAMES = ("torch.float64", "torch.double", "torch.DoubleTensor", "torch.cdouble", "torch.complex128")
@@ -344,7 +344,7 @@ class Float64OnTarget(Rule):
             if type(function) is cst.FunctionDef and any(
                 flow.in_scope(scope, partial(self._numpy_float64, value)) for value, scope in flow.returns_of(function)
             ):
-                self.record(project.FLOAT64_RETURN, f"{self.ctx.module.name}.{function.name.value}", function.name)
+                self.record(project.FLOAT64_RETURN, f"{self.ctx.module.name}.{function.name.value}", UNPLACED)
 
     def _numpy_float64(self, value: cst.BaseExpression) -> bool:
         """Whether a returned value is made by NumPy, directly or through the name bound once to

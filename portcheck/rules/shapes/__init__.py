@@ -1295,7 +1295,7 @@ class StepRule(TensorRule):
             if returned and all(
                 module_flow.in_scope(scope, partial(tensor_valued, self.ctx, value)) for value, scope in returned
             ):
-                self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{function.name.value}", function.name)
+                self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{function.name.value}", UNPLACED)
 
     def record_subclasses(self, module: cst.Module) -> None:
         """In the first pass, record the repository's classes that each top-level class derives
@@ -1310,7 +1310,7 @@ class StepRule(TensorRule):
             for base in sorted(module_flow.class_bases(owner.name.value)):
                 base = self.ctx.module.absolute(base)
                 if "." in base and self.ctx.project.is_local(base):
-                    self.record(project.SUBCLASS, f"{self.ctx.module.name}.{owner.name.value}", owner.name, base=base)
+                    self.record(project.SUBCLASS, f"{self.ctx.module.name}.{owner.name.value}", UNPLACED, base=base)
 
     def _passes_tensor(self, call: cst.CSTNode) -> bool:
         return type(call) is cst.Call and any(self._may_pass_tensor(arg) for arg in call.args)
