@@ -213,6 +213,7 @@ _CALLBACK_BASES = {
 # What a call stands for where the arguments are unknown (a method called through a table of them).
 _UNKNOWN_ARGUMENTS = cst.Arg(cst.Name("arguments"), star="*")
 # Flags that turn on debugging output: what they guard is off the step path.
+_DTYPE_TEST = re.compile(rb"\.dtype\s*==")  # how every comparison `tested_as_bool` finds is written
 _DEBUG_FLAG = re.compile(r"debug(?:ging)?(?:_[a-z]+)?|vis_debug|show_debug", re.IGNORECASE)
 # Parameters that count steps where a framework or a loop calls a function every step.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
@@ -390,6 +391,7 @@ class DeviceFlow:
     _owned: dict[tuple[int, tuple[type[cst.CSTNode], ...]], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
     _generators: dict[int, bool] = field(default_factory=dict)  # function id -> whether it yields
     _bool_tested: dict[int, frozenset[str]] = field(default_factory=dict)  # see `tested_as_bool`
+    _writes_dtype_tests: bool | None = None  # whether the module's text has `.dtype ==` anywhere
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
     _bound: dict[int, frozenset[str]] = field(default_factory=dict)  # statement id -> the names it binds
@@ -1845,9 +1847,14 @@ class DeviceFlow:
         once: rules ask about the same function again and again."""
         return self._own(root, NESTED_SCOPES)
 
-    def tested_as_bool(self, function: cst.FunctionDef) -> frozenset[str]:
+    def tested_as_bool(self, function: cst.FunctionDef, source: bytes) -> frozenset[str]:
         """The names whose dtype the function compares with `torch.bool` (segment-anything's
-        `keep.dtype == torch.bool` in MaskData.filter): what its callers pass may be a mask."""
+        `keep.dtype == torch.bool` in MaskData.filter): what its callers pass may be a mask.
+        Looked for only where the module's `source` writes such a comparison at all."""
+        if self._writes_dtype_tests is None:
+            self._writes_dtype_tests = _DTYPE_TEST.search(source) is not None
+        if not self._writes_dtype_tests:
+            return frozenset()
         key = id(function)
         if key not in self._bool_tested:
             self._bool_tested[key] = frozenset(

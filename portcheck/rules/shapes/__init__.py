@@ -1013,7 +1013,7 @@ def _tested_as_bool(ctx: FileContext, node: cst.CSTNode) -> bool:
     function = flow.enclosing_function(ctx.ancestors)
     if type(node) is not cst.Name or function is None or ctx.flow is None:
         return False
-    return node.value in ctx.flow.tested_as_bool(function)
+    return node.value in ctx.flow.tested_as_bool(function, ctx.source)
 
 
 def _moved(ctx: FileContext, node: cst.CSTNode) -> bool:
