@@ -43,6 +43,9 @@ class Target:
     rejects_legacy_device_api: bool  # TorchTPU raises on torch.<dev>.synchronize() & co.
     distributed_backend: str
     distributed_init_method: str
+    # what the parent process calls before it starts distributed workers (`torch.multiprocessing.spawn`,
+    # torchrun's elastic_launch); "" where nothing is needed
+    launch_setup: str
     # What nn.SyncBatchNorm does in distributed training there: runs | unverified (the device
     # passes its check, but no source says the backend has its kernels) | raises (ValueError)
     sync_batchnorm: str
