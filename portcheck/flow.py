@@ -2665,10 +2665,14 @@ def _over_range(iterated: cst.BaseExpression, resolver: Resolver, seen: frozense
         return bool(values) and len(seen) < 3 and all(_over_range(value, resolver, inner) for value in values)
     if type(iterated) is not cst.Call or not iterated.args:
         return False
-    wrapper = (patterns.dotted(iterated.func) or "").rpartition(".")[2]
-    if wrapper in ("range", "trange"):
+    names = resolver.qualified_names(iterated.func)
+    builtin = iterated.func.value if type(iterated.func) is cst.Name and not names else ""
+    if builtin == "range" or any(name.startswith("tqdm.") and name.endswith(".trange") for name in names):
         return True
-    return wrapper in ("list", "reversed", "tqdm") and _over_range(iterated.args[0].value, resolver, seen)
+    wraps = builtin in ("list", "reversed") or any(
+        name.startswith("tqdm.") and name.endswith(".tqdm") for name in names
+    )
+    return wraps and _over_range(iterated.args[0].value, resolver, seen)
 
 
 def _carries_state(body: cst.BaseSuite) -> bool:

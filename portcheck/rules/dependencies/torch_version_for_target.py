@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import libcst as cst
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -154,33 +155,31 @@ class TorchVersionForTarget(Rule):
             ]
             declared = [(string, each) for string, each in found if isinstance(each, manifests.Declared)]
             for string, each in declared:
-                if packages.normalize(each.name) in _COMPARED:
-                    verdict = self._verdict(each)
-                    if verdict:
-                        self.report(
-                            string,
-                            severity=verdict[0],
-                            declared=each.text,
-                            mismatches=verdict[1],
-                            remedy=_remedy(each.name),
-                        )
+                fields = self._fields(each)
+                if fields:
+                    self.report(string, **fields)
 
     def check_text(self, text: str) -> None:
         lines = text.splitlines()
         requirements = manifests.read(self.ctx.kind, text).requirements
         for declared in requirements:
-            if packages.normalize(declared.name) in _COMPARED:
-                verdict = self._verdict(declared)
-                if verdict:
-                    width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
-                    span = (declared.line, 1, declared.line, width + 1)
-                    self.report_span(
-                        span,
-                        severity=verdict[0],
-                        declared=declared.text,
-                        mismatches=verdict[1],
-                        remedy=_remedy(declared.name),
-                    )
+            fields = self._fields(declared)
+            if fields:
+                width = len(lines[declared.line - 1]) if 0 < declared.line <= len(lines) else 1
+                self.report_span((declared.line, 1, declared.line, width + 1), **fields)
+
+    def _fields(self, declared: manifests.Declared) -> dict[str, Any] | None:
+        """What a report of the declaration says, where it is compared and does not fit."""
+        verdict = self._verdict(declared) if packages.normalize(declared.name) in _COMPARED else None
+        if verdict is None:
+            return None
+        severity, mismatches = verdict
+        return {
+            "severity": severity,
+            "declared": declared.text,
+            "mismatches": mismatches,
+            "remedy": _remedy(declared.name),
+        }
 
     def _verdict(self, declared: manifests.Declared) -> tuple[dict[str, Severity], str] | None:
         """The severity per target and a description of the mismatches, or None if none. An

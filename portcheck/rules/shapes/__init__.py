@@ -1721,11 +1721,11 @@ def _given_by_caller(function: cst.FunctionDef, subject: cst.BaseExpression) -> 
     if type(subject) is not cst.Name:
         return True
     given = function.params
-    params = {
-        param.name.value
-        for param in (*given.posonly_params, *given.params, *given.kwonly_params)
-        + tuple(each for each in (given.star_arg, given.star_kwarg) if isinstance(each, cst.Param))
-    } - {"self", "cls"}
+    stars = [each for each in (given.star_arg, given.star_kwarg) if type(each) is cst.Param]
+    params = {param.name.value for param in (*given.posonly_params, *given.params, *given.kwonly_params, *stars)} - {
+        "self",
+        "cls",
+    }
     if subject.value in params:
         return True
     for node in descendants(function.body, flow.NESTED_SCOPES):
