@@ -15,6 +15,9 @@ from portcheck.rules.placement.cuda_device_string import describe
 from portcheck.walk import descendants
 
 _SAVERS = frozenset({"torch.save", "torch.serialization.save"})
+_IN_MEMORY = frozenset({"io.BytesIO", "_io.BytesIO"})  # a stream of bytes the process holds
+# What such a stream is made of where the process wrote it itself (not a download's `.content`).
+_PROCESS_BYTES = frozenset({"numpy", "tobytes", "getvalue", "getbuffer"})
 _ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
 _UNMAPPED = frozenset({"torch.load", "torch.serialization.load"})  # loaders that restore where the data was saved
 _UNMAPPED_LOAD = "`torch.load` without map_location"
@@ -54,7 +57,9 @@ class CudaMapLocation(Rule):
     a checkpoint in a module that puts nothing on CUDA, where a file in the same folder puts its
     model on CUDA (a script beside the training script), unless the module saves that path
     itself (from the host). Not a load straight into an LR scheduler's, a GradScaler's or a
-    sampler's `load_state_dict()`, whose state is numbers.
+    sampler's `load_state_dict()`, whose state is numbers, nor one from bytes the process
+    made (`torch.load(io.BytesIO(t.numpy()))`, sam2's all_gather of pickled objects): they were
+    saved in the same run, on the device it runs on.
 
     ## Why is this bad?
     Without CUDA, `torch.load(f, map_location="cuda")` raises `RuntimeError: Attempting to
@@ -135,6 +140,11 @@ class CudaMapLocation(Rule):
         Valid('import torch\nstate = torch.load("ckpt.pt", "cuda")\n', options={"targets": ["rocm"]}),
         # saved from the CPU, or a file this module does not write
         Valid('import torch\ntorch.save(model.state_dict(), "m.pt")\nstate = torch.load("m.pt")\n'),
+        Valid(  # sam2's all_gather: pickled objects sent as tensors, read back from bytes in memory
+            "import io\nimport torch\nbuffer = io.BytesIO()\ntorch.save(obj, buffer)\n"
+            "data = torch.ByteTensor(list(buffer.getvalue())).cuda()\n"
+            "def unpack(tensor):\n    buffer = io.BytesIO(tensor.cpu().numpy())\n    return torch.load(buffer)\n"
+        ),
         Valid('import torch\nmodel.cuda()\ntorch.save(model.state_dict(), "m.pt")\ndata = torch.load(args.data)\n'),
         Valid(  # min-DALL·E: weights the program names itself (downloaded, converted on the host)
             "import torch\nclass MinDalle:\n    def init_encoder(self):\n        params = torch.load(self.encoder_params_path)\n"
@@ -331,10 +341,33 @@ class CudaMapLocation(Rule):
             self._on_cuda = node  # Accelerate puts the models it prepares on CUDA, where there is one
         arg = placement.map_location_argument(self.ctx, node)
         if arg is None:
-            if names & _UNMAPPED and not amp.has_star(node) and not _into_host_state(self.ctx):
+            if (
+                names & _UNMAPPED
+                and not amp.has_star(node)
+                and not _into_host_state(self.ctx)
+                and not self._in_memory(node)
+            ):
                 self._loads.append(_Load(node, self._unmapped_edit(node), _restores_model(self.ctx, node)))
         elif not self.ctx.project.complete:
             self._report_map_location(arg)
+
+    def _in_memory(self, load: cst.Call) -> bool:
+        """A load from bytes this run made (sam2's all_gather: `buffer = io.BytesIO(t.numpy())`,
+        then `torch.load(buffer)`; an empty stream, or one of a tensor's or a buffer's bytes):
+        what it reads was saved in this process, on the device it runs on, not a checkpoint
+        from a CUDA host (a download's bytes may be one)."""
+        read = patterns.positional(load, 0)
+        values = [read.value] if read is not None else []
+        if values and type(values[0]) is cst.Name:
+            values = self.ctx.assigned_values(values[0])
+        return bool(values) and all(
+            type(value) is cst.Call
+            and bool(self.ctx.qualified_names(value.func) & _IN_MEMORY)
+            and all(
+                type(arg.value) is cst.Call and patterns.method_name(arg.value) in _PROCESS_BYTES for arg in value.args
+            )
+            for value in values
+        )
 
     def _accelerator(self, call: cst.Call) -> bool:
         """`accelerator.prepare(...)` (or `self.accelerator.prepare(...)`) of an Accelerate
