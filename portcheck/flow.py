@@ -227,6 +227,8 @@ SKIPS_CUDNN_ONLY = "skips only cuDNN switches, which do nothing there"
 # ... and one that guards only an assertion that CUDA is there (OpenVoice's `if 'cuda' in device:
 # assert torch.cuda.is_available()`)
 SKIPS_CUDA_ASSERT = "skips only an assertion that CUDA is there, which it does not need"
+# ... and one that guards only CUDA's own tuning or debugging switches, which the API table drops elsewhere
+SKIPS_CUDA_TUNING = "skips only CUDA's own tuning or debugging switches, which it drops"
 # What a CUDA check that keeps a CUDA-only library or CUDA's own facts from the target costs there.
 LOSES_EXTRAS = (
     "loses the CUDA-only library or CUDA's own facts (memory, name, seed) it guards: a port gives it the "
@@ -244,7 +246,7 @@ class Guard:
     skips: bool = False  # it skips a test where the check fails
     tells_only: bool = False  # what it guards only logs or frees cached memory (as does its else, if any)
     # what every other device skips where what it guards is harmless to skip there (SKIPS_CUDNN_ONLY:
-    # cuDNN's `benchmark` or `enabled` switches; SKIPS_CUDA_ASSERT); "" where it is not
+    # cuDNN's `benchmark` or `enabled` switches; SKIPS_CUDA_TUNING; SKIPS_CUDA_ASSERT); "" where it is not
     skips_only: str = ""
     # what it guards calls a CUDA-only library or reads CUDA's own facts (flash_attn, a device's
     # name or memory): right to keep from the target, where the code after it goes on portably
@@ -430,12 +432,8 @@ class DeviceFlow:
             other = node.orelse.body if type(node.orelse) is cst.Else else None
             tells = _tells_only(node.body, self.resolver) and (other is None or _tells_only(other, self.resolver))
             library = _uses_cuda_library(node.body, self.resolver)
-            harmless = (
-                SKIPS_CUDNN_ONLY
-                if _tunes_cudnn(node.body, self.resolver)
-                else SKIPS_CUDA_ASSERT
-                if self._asserts_cuda(node.body)
-                else ""
+            harmless = _tunes_cuda_only(node.body, self.resolver) or (
+                SKIPS_CUDA_ASSERT if self._asserts_cuda(node.body) else ""
             )
             self._add(
                 Guard(
@@ -602,11 +600,12 @@ class DeviceFlow:
         the target or drops, and what it keeps with it: the program's device path (`if
         torch.cuda.is_available(): model.cuda()`), and also what the target silently loses
         where it is skipped (a memory report, a seeding, a CUDA-only library's fast path).
-        Not a test's gate nor an assert, which stop rather than skip."""
+        Not a test's gate nor an assert, which stop rather than skip, nor a check that keeps
+        only what the target has no use for (`Guard.skips_only`)."""
         if placement.checks:
             return False  # part of a check (`is_available() and memory_allocated() > 0`): the check is the finding
         return any(
-            guard.picks_device and not (guard.asserts or guard.skips)
+            guard.picks_device and not (guard.asserts or guard.skips or guard.skips_only)
             for guard in (self.guards[index] for index in placement.protected_by)
         )
 
@@ -3119,16 +3118,26 @@ def _tells_only(body: cst.BaseSuite, resolver: Resolver) -> bool:
     )
 
 
-def _tunes_cudnn(body: cst.BaseSuite, resolver: Resolver) -> bool:
-    """A block that only sets cuDNN's harmless switches (Wav2Lip's `if 'cuda' in device:
-    torch.backends.cudnn.benchmark = True`): elsewhere they do nothing, so skipping them is right."""
+def _tunes_cuda_only(body: cst.BaseSuite, resolver: Resolver) -> str:
+    """What a block skips where it only sets CUDA's own switches, which another device drops
+    (`SKIPS_CUDNN_ONLY` for cuDNN's harmless ones: Wav2Lip's `if 'cuda' in device:
+    torch.backends.cudnn.benchmark = True`; `SKIPS_CUDA_TUNING` with others the CUDA API table
+    says to drop there: audiocraft's `torch.cuda.set_sync_debug_mode("warn")`); "" for any
+    other block, where skipping may lose something."""
     statements = patterns.simple_statements(body)
-    switches = _harmless_cudnn_switches()
-    return bool(statements) and all(
-        type(statement) is cst.Assign
-        and all(resolver.qualified_names(target.target) & switches for target in statement.targets)
-        for statement in statements
-    )
+    cudnn, droppable = _harmless_cudnn_switches(), _droppable_cuda_apis()
+    only_cudnn = True
+    for statement in statements:
+        if type(statement) is cst.Assign:
+            names = frozenset().union(*(resolver.qualified_names(target.target) for target in statement.targets))
+        elif type(statement) is cst.Expr and type(statement.value) is cst.Call:
+            names = resolver.qualified_names(statement.value.func)
+        else:
+            return ""
+        if not names & cudnn and not any(name.startswith(dropped) for name in names for dropped in droppable):
+            return ""
+        only_cudnn = only_cudnn and bool(names & cudnn)
+    return "" if not statements else SKIPS_CUDNN_ONLY if only_cudnn else SKIPS_CUDA_TUNING
 
 
 @cache
@@ -3140,6 +3149,13 @@ def _harmless_cudnn_switches() -> frozenset[str]:
         for name, entry in api_table.table().items()
         if name.startswith("torch.backends.cudnn.") and max(entry.severities().values()) <= Severity.INFO
     )
+
+
+@cache
+def _droppable_cuda_apis() -> tuple[str, ...]:
+    """The CUDA APIs the table says to drop on other devices (CUDA's BLAS and FFT choices,
+    reduced-precision reductions, host-sync debugging, TunableOp): names and module prefixes."""
+    return tuple(sorted(name for name, entry in api_table.table().items() if entry.replacement.startswith("drop it")))
 
 
 def _adds_text(call: cst.Call) -> bool:

@@ -72,7 +72,9 @@ class CudaDeviceComparison(Rule):
     or `foreach=` and in messages (`use_fused = fused_ok and device_type == "cuda"`): elsewhere
     the optimizer takes its unfused implementation. Info for all of these on the CPU, where the
     CUDA path stays for GPUs. Info everywhere where the check guards only cuDNN's harmless
-    switches (`torch.backends.cudnn.benchmark = True`) or an assertion that CUDA is there
+    switches (`torch.backends.cudnn.benchmark = True`), CUDA's own tuning or debugging
+    switches that the CUDA API table drops elsewhere (`torch.cuda.set_sync_debug_mode(...)`,
+    `torch.backends.cuda.preferred_linalg_library(...)`), or an assertion that CUDA is there
     (`assert torch.cuda.is_available()`): the target skips nothing it needs.
 
     ## Fix safety
@@ -138,6 +140,13 @@ class CudaDeviceComparison(Rule):
             "        torch.backends.cudnn.benchmark = True\n    return net(torch.from_numpy(img).to(device))\n",
             lines=[3],
             message="skips only cuDNN switches",
+        ),
+        # guards only a switch the CUDA API table drops elsewhere (audiocraft's sync debugging): info
+        Invalid(
+            "import torch\ndef run_step(self, batch):\n    if self.device == 'cuda' and self.check:\n"
+            "        torch.cuda.set_sync_debug_mode('warn')\n    return self.model(batch)\n",
+            lines=[3],
+            message="skips only CUDA's own tuning or debugging switches",
         ),
         # guards only an assertion that CUDA is there (OpenVoice): info, nothing to port
         Invalid(
