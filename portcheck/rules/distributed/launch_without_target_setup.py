@@ -124,11 +124,8 @@ class LaunchWithoutTargetSetup(Rule):
                 return
 
     def leave_Module(self, node: cst.Module) -> None:
-        missing = {
-            name: target_data.get(name).launch_setup
-            for name in self.ctx.targets
-            if target_data.get(name).launch_setup and target_data.get(name).launch_setup not in self._set_up
-        }
+        needed = {name: target_data.get(name).launch_setup for name in self.ctx.targets}
+        missing = {name: setup for name, setup in needed.items() if setup and setup not in self._set_up}
         if not missing:
             return
         setups = " / ".join(sorted({f"`{setup}(nproc_per_node=...)`" for setup in missing.values()}))
