@@ -56,7 +56,7 @@ class CudaApiRule(Rule):
             node,
             edit=self.fix(node, entry) if self.table_fixes and exact else None,
             severity=self.severities(node, entry),
-            hint=hint(entry, self.ctx.targets, self.ctx.torch_version),
+            hint=self.hint_for(node, entry),
             name=name,
             effect=self.effect(node, name, entry),
         )
@@ -73,6 +73,10 @@ class CudaApiRule(Rule):
     def severities(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> SeverityMap:
         """How much this use matters per target (the table says; a rule may know better here)."""
         return entry.severities()
+
+    def hint_for(self, node: cst.Name | cst.Attribute, entry: api.ApiEntry) -> str:
+        """What to write instead (the table says; a rule may know better here)."""
+        return hint(entry, self.ctx.targets, self.ctx.torch_version)
 
     def effect(self, node: cst.Name | cst.Attribute, name: str, entry: api.ApiEntry) -> str:
         """What the use of `name` does without CUDA: the table says it for the entry's first

@@ -206,6 +206,20 @@ def test_hints_follow_the_selected_targets() -> None:
     assert "guard it" in cpu.hint
 
 
+def test_tf32_switched_off_is_replaced_by_the_highest_float32_precision() -> None:
+    """`allow_tf32 = False` asks for full float32 matmuls: "highest" keeps them, where "high"
+    (what `= True` means) would allow TF32, and multi-pass bfloat16 on TPU."""
+    source = (
+        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = False\ntorch.backends.cudnn.allow_tf32 = True\n"
+        "torch.backends.cuda.matmul.fp32_precision = 'ieee'\n"
+    )
+    off, on, ieee = scan_source(source, config=Config(targets=("tpu",)))
+    assert (
+        'set_float32_matmul_precision("highest")' in off.hint and 'set_float32_matmul_precision("highest")' in ieee.hint
+    )
+    assert 'set_float32_matmul_precision("high")' in on.hint
+
+
 def test_cudnn_deterministic_claims_what_is_true_on_each_target() -> None:
     source = "import torch\ntorch.backends.cudnn.deterministic = True\n"
     (cpu,) = scan_source(source, config=Config(targets=("cpu",)))
