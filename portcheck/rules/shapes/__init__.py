@@ -1282,35 +1282,27 @@ class StepRule(TensorRule):
         local = sorted(name for name in names if "." in name and self.ctx.project.is_local(name))
         return local[0] if local else None
 
-    def record_tensor_returns(self, module: cst.Module) -> None:
-        """In the first pass, record the module-level functions whose every return is a tensor
-        (k-diffusion's `get_sigmas_karras`): what another module passes on of their results."""
+    def record_module_facts(self, module: cst.Module) -> None:
+        """In the first pass, record what other modules' step code needs of this one's top
+        level: the functions whose every return is a tensor (k-diffusion's `get_sigmas_karras`:
+        what another module passes on of their results), and the repository's classes each
+        class derives from (audiocraft's MagnetSolver from MusicGenSolver, itself from
+        base.StandardSolver: a base's step loop that calls `self.run_step(...)` runs the
+        override of every subclass)."""
         module_flow = self.ctx.flow
         if self.ctx.project.complete or not self.ctx.project.local_packages or module_flow is None:
             return
-        for function in module.body:
-            if type(function) is not cst.FunctionDef:
-                continue
-            returned = module_flow.returns_of(function)
-            if returned and all(
-                module_flow.in_scope(scope, partial(tensor_valued, self.ctx, value)) for value, scope in returned
-            ):
-                self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{function.name.value}", UNPLACED)
-
-    def record_subclasses(self, module: cst.Module) -> None:
-        """In the first pass, record the repository's classes that each top-level class derives
-        from (audiocraft's MagnetSolver from MusicGenSolver, itself from base.StandardSolver): a
-        base's step loop that calls `self.run_step(...)` runs the override of every subclass."""
-        module_flow = self.ctx.flow
-        if self.ctx.project.complete or not self.ctx.project.local_packages or module_flow is None:
-            return
-        for owner in module.body:
-            if type(owner) is not cst.ClassDef:
-                continue
-            for base in sorted(module_flow.class_bases(owner.name.value)):
-                base = self.ctx.module.absolute(base)
-                if "." in base and self.ctx.project.is_local(base):
-                    self.record(project.SUBCLASS, f"{self.ctx.module.name}.{owner.name.value}", UNPLACED, base=base)
+        for defined in module.body:
+            if type(defined) is cst.FunctionDef:
+                returned = module_flow.returns_of(defined)
+                if returned and all(
+                    module_flow.in_scope(scope, partial(tensor_valued, self.ctx, value)) for value, scope in returned
+                ):
+                    self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{defined.name.value}", UNPLACED)
+            elif type(defined) is cst.ClassDef:
+                bases = (self.ctx.module.absolute(base) for base in module_flow.class_bases(defined.name.value))
+                for base in sorted(base for base in bases if "." in base and self.ctx.project.is_local(base)):
+                    self.record(project.SUBCLASS, f"{self.ctx.module.name}.{defined.name.value}", UNPLACED, base=base)
 
     def _passes_tensor(self, call: cst.CSTNode) -> bool:
         return type(call) is cst.Call and any(self._may_pass_tensor(arg) for arg in call.args)

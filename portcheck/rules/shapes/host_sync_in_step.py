@@ -896,8 +896,7 @@ class HostSyncInStep(StepRule):
         return bool(inference) and root in ("a step loop", "a loop over a DataLoader")
 
     def leave_Module(self, node: cst.Module) -> None:
-        self.record_tensor_returns(node)  # once for the step rules, here
-        self.record_subclasses(node)
+        self.record_module_facts(node)  # once for the step rules, here
         super().leave_Module(node)
 
     def _to_named_cpu(self, node: cst.Call) -> bool:
