@@ -1743,6 +1743,8 @@ class DeviceFlow:
         (DALLE-pytorch's `self.forward_with_cond_scale(text, image)`)."""
         own = self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While))
         for call in own:
+            if type(call) is cst.Call and runs_given_model(call):
+                return True
             if type(call) is not cst.Call or not is_self_attribute(call.func):
                 continue
             assert type(call.func) is cst.Attribute
@@ -2339,6 +2341,17 @@ def runs_model(call: cst.Call) -> bool:
     func = call.func
     named = func.value if type(func) is cst.Name else func.attr.value if is_self_attribute(func) else ""  # type: ignore[union-attr]
     return bool(named) and bool(_MODEL_NAME.search(named))
+
+
+def runs_given_model(call: cst.Call) -> bool:
+    """A function named as one that runs a model, given the model (fish-speech's
+    `decode_one_token(model=model, x=cur_token, ...)`)."""
+    func = call.func
+    return (
+        type(func) is cst.Name
+        and _MODEL_RUN.match(func.value) is not None
+        and any(type(arg.value) is cst.Name and _MODEL_NAME.search(arg.value.value) for arg in call.args)
+    )
 
 
 def handles_model(method: str) -> bool:

@@ -71,6 +71,9 @@ LAUNCHER = "launcher"
 # name: a top-level class of the repository (`pkg.magnet.MagnetSolver`); detail `base`: one of
 # its bases that is the repository's too (`pkg.musicgen.MusicGenSolver`)
 SUBCLASS = "subclass"
+# name: a module-level name of the repository bound to the current device's runtime module
+# (torchtitan's `device_type, device_module = get_device_info()`, from `torch.get_device_module`)
+DEVICE_MODULE = "device-module"
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,8 @@ class Project:
     reexports: frozenset[tuple[str, str]] = frozenset()
     # The repository's classes that derive from another of its classes: (class, base).
     subclasses: frozenset[tuple[str, str]] = frozenset()
+    # The repository's module-level names that hold the device's runtime module (DEVICE_MODULE).
+    device_modules: frozenset[str] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -167,6 +172,7 @@ class Project:
             mixup_returns=frozenset((f.name, f.detail("index")) for f in facts if f.kind == MIXUP_RETURN),
             reexports=frozenset(failing_reexports(facts, chains)),
             subclasses=frozenset((f.name, f.detail("base")) for f in facts if f.kind == SUBCLASS),
+            device_modules=frozenset(f.name for f in facts if f.kind == DEVICE_MODULE),
         )
 
     @property
@@ -184,6 +190,7 @@ class Project:
             or self.tensor_parameters
             or self.host_parameters
             or self.mixup_returns
+            or self.device_modules
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False, every_n_steps: bool = False) -> str | None:

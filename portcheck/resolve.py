@@ -39,11 +39,16 @@ class Scope:
     # what each name is updated with in place (`loss += l`: `l`), once per `+=`-style statement
     updated: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     owner: cst.CSTNode | None = None  # the function, lambda or class whose body this is
-    # the names `a, b = f(x)` binds, each with the call and its position in what the call returns
-    # names unpacked from what a call returns or from an item (`row, col = idxs[i]`), with the position
-    unpacked: dict[str, list[tuple[cst.Call | cst.Subscript, int]]] = field(default_factory=dict)
-    # `from utils import *` of a module other than torch's: what it brings is not known here
-    star_imported: bool = False
+    # names unpacked from what a call returns, from an item (`row, col = idxs[i]`) or from a
+    # name (`texts, lengths = batch`), each with what it is unpacked from and its position there
+    unpacked: dict[str, list[tuple[cst.Call | cst.Subscript | cst.Name, int]]] = field(default_factory=dict)
+    # `from utils import *`: the modules (as written) whose names come unseen, other than torch's
+    star_modules: list[str] = field(default_factory=list)
+
+    @property
+    def star_imported(self) -> bool:
+        """Whether a module other than torch's brings names unseen here."""
+        return bool(self.star_modules)
 
     def bind(self, name: str, value: cst.BaseExpression | None = None) -> None:
         self.bound.add(name)
@@ -60,7 +65,7 @@ class Scope:
             values = _paired_values(target, value)
             for element, each in zip(target.elements, values):
                 self.bind_target(element.value, each)
-            if type(value) in (cst.Call, cst.Subscript) and not any(
+            if type(value) in (cst.Call, cst.Subscript, cst.Name) and not any(
                 type(e) is cst.StarredElement for e in target.elements
             ):
                 for index, element in enumerate(target.elements):
@@ -142,7 +147,9 @@ def _collect(statements: Iterable[cst.CSTNode], scope: Scope, imported_here: set
                     imported_here.add(top)
         elif type(stmt) is cst.ImportFrom:
             if type(stmt.names) is cst.ImportStar:
-                scope.star_imported |= not (stmt.module and dotted(stmt.module).split(".")[0] == "torch")
+                module = "." * len(stmt.relative) + (dotted(stmt.module) if stmt.module else "")
+                if module.split(".")[0] != "torch":
+                    scope.star_modules.append(module)
                 continue
             module = "." * len(stmt.relative) + (dotted(stmt.module) if stmt.module else "")
             for alias in stmt.names:
@@ -294,6 +301,13 @@ class Resolver:
         """Whether `name` is bound nowhere visible from here (so an import may bind it)."""
         return self.scope_of(name) is None and name not in self.module.bound
 
+    def star_sources(self, name: str) -> list[str]:
+        """`utils.maximum_path` for `maximum_path`, bound nowhere in a module that does `from
+        utils import *` (StyleTTS2's training scripts): where it may come from, as written."""
+        if not self.is_free(name):
+            return []
+        return [f"{module}{'' if module.endswith('.') else '.'}{name}" for module in self.module.star_modules]
+
     def module_assignments(self) -> list[tuple[str, cst.BaseExpression]]:
         """The module's names bound exactly once, by `=`, with their values."""
         scope = self.module
@@ -344,7 +358,7 @@ class Resolver:
 
     def values_and_unpacking(
         self, node: cst.Name
-    ) -> tuple[list[cst.BaseExpression], list[tuple[cst.Call | cst.Subscript, int]]] | None:
+    ) -> tuple[list[cst.BaseExpression], list[tuple[cst.Call | cst.Subscript | cst.Name, int]]] | None:
         """For a name bound both by assignments and by unpacking calls' results (`logits,
         past = model(x)`, then `logits = logits[:, -1]`): the values `=` gives it (as
         `values_before_updates`) and the calls, each with its position, it is unpacked from;
@@ -358,6 +372,11 @@ class Resolver:
         if not sources or unknown != len(owner.updated.get(node.value, ())) + len(sources):
             return None
         return [value for value in values if value is not None], list(sources)
+
+    def unpacking_sources(self, node: cst.Name) -> list[tuple[cst.Call | cst.Subscript | cst.Name, int]]:
+        """What the name is unpacked from anywhere in its scope, each with its position there."""
+        owner = self.scope_of(node.value)
+        return [] if owner is None else owner.unpacked.get(node.value, [])
 
     def rebound_parameter(self, node: cst.Name) -> cst.BaseExpression | None:
         """The value a function binds its parameter to in a statement of its own body (not in

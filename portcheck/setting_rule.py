@@ -18,6 +18,8 @@ from portcheck import patterns
 from portcheck.rule import FileContext, Rule
 
 _FIELDS = frozenset({"dataclasses.field", "pydantic.Field", "attr.ib", "attrs.field"})
+# click's command-line options: `@click.option("--device", default="cuda")` gives the command `device`
+_CLICK_OPTIONS = frozenset({"click.option", "click.decorators.option"})
 
 
 class SettingValueRule(Rule):
@@ -62,7 +64,7 @@ class SettingValueRule(Rule):
         for arg in node.args:
             if arg.keyword is not None and self._is_setting(arg.keyword.value):
                 self.check(arg.value)
-        if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
+        if (type(node.func) is cst.Attribute and node.func.attr.value == "add_argument") or names & _CLICK_OPTIONS:
             default = patterns.keyword(node, "default")
             destination = _destination(node)
             if default is not None and destination and self.names_setting(destination):
@@ -116,12 +118,14 @@ class SettingValueRule(Rule):
 
 
 def _destination(add_argument: cst.Call) -> str | None:
-    """The attribute an argparse option is stored in: `dest=`, else its first long flag, else
-    its first flag (`"-d", "--device"` is `args.device`)."""
+    """The attribute an argparse option is stored in, or the parameter a click option is given
+    as: `dest=`, else a name without dashes, else its first long flag, else its first flag
+    (`"-d", "--device"` is `args.device`)."""
     dest = patterns.keyword(add_argument, "dest")
     if dest is not None:
         return patterns.string_value(dest.value)
     flags = [patterns.string_value(arg.value) for arg in add_argument.args if arg.keyword is None]
     named = [flag for flag in flags if flag]
-    chosen = next((flag for flag in named if flag.startswith("--")), named[0] if named else None)
+    bare = next((flag for flag in named if not flag.startswith("-")), None)
+    chosen = bare or next((flag for flag in named if flag.startswith("--")), named[0] if named else None)
     return chosen.lstrip("-").replace("-", "_") if chosen else None

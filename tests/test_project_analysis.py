@@ -641,6 +641,26 @@ def test_a_step_loop_reaches_a_function_of_a_namespace_package(tmp_path: Path) -
     ]
 
 
+def test_a_step_loop_reaches_a_function_a_star_import_brings(tmp_path: Path) -> None:
+    """StyleTTS2: train_second.py does `from utils import *` and calls maximum_path every step;
+    a name bound nowhere can only come from a module the star import reads. A name the module
+    binds itself is its own."""
+    utils = (
+        "import torch\n\ndef maximum_path(neg_cent, mask):\n    path = neg_cent.data.cpu().numpy()\n"
+        "    return torch.from_numpy(path).to(neg_cent.device)\n\ndef log_value(x):\n    return x.item()\n"
+    )
+    train = (
+        "from models import *\nfrom utils import *\n\ndef log_value(x):\n    return x\n\n"
+        "def main(model, loader, device):\n    for batch in loader:\n        x = batch.to(device)\n"
+        "        attn = maximum_path(model(x), x)\n        log_value(attn)\n"
+    )
+    write(tmp_path, {"utils.py": utils, "models.py": "import torch\n", "train.py": train})
+    found = [(f.path, f.line, f.message.split(" copies")[0]) for f in scan(tmp_path).findings if f.code == "PC503"]
+    assert found == [
+        ("utils.py", 4, "`.numpy()` in `maximum_path()`, called from a loop over a DataLoader in train.py,")
+    ]
+
+
 # --- manifests ---------------------------------------------------------------------------------
 
 
@@ -1496,3 +1516,56 @@ def test_another_file_calling_every_n_steps_runs_shape_hazards_but_not_host_sync
     found = {(f.path, f.line, f.code): f for f in scan(tmp_path, targets=("neuron",)).findings}
     assert found[("scene/model.py", 7, "PC502")].severity == Severity.ERROR
     assert ("scene/model.py", 6, "PC503") not in found
+
+
+def test_a_device_module_imported_from_another_module(tmp_path: Path) -> None:
+    """torchtitan: tools/utils.py binds `device_module` from what its own function returns, and
+    the trainer, the metrics and the distributed helpers import it: their calls of functions
+    TorchTPU refuses or lacks are reported once, where they are made."""
+    utils = (
+        "import torch\nfrom torch._utils import _get_available_device_type, _get_device_module\n\n"
+        "def get_device_info():\n    device_type = _get_available_device_type() or 'cuda'\n"
+        "    device_module = _get_device_module(device_type)\n    return device_type, device_module\n\n"
+        "device_type, device_module = get_device_info()\n\ndef sync():\n    device_module.synchronize()\n"
+    )
+    metrics = (
+        "from pkg.tools.utils import device_module, device_type\n\nclass Monitor:\n"
+        "    def reset(self):\n        device_module.reset_peak_memory_stats()\n"
+        "        return device_module.get_device_name()\n"
+    )
+    trainer = (
+        "from pkg.tools import utils\n\ndef init(device):\n"
+        "    device_module, device_type = utils.device_module, utils.device_type\n"
+        "    device_module.set_device(device)\n"
+    )
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/tools/__init__.py": "",
+            "pkg/tools/utils.py": utils,
+            "pkg/metrics.py": metrics,
+            "pkg/trainer.py": trainer,
+        },
+    )
+    found = [(f.path, f.line, f.message) for f in scan(tmp_path, targets=("tpu",)).findings if f.code == "PC220"]
+    assert found == [
+        (
+            "pkg/metrics.py",
+            5,
+            "`device_module.reset_peak_memory_stats()` calls the device's runtime module, which has no"
+            " `reset_peak_memory_stats` on tpu (AttributeError)",
+        ),
+        (
+            "pkg/tools/utils.py",
+            12,
+            "`device_module.synchronize()` calls the device's runtime module, which raises RuntimeError from"
+            " user code on tpu",
+        ),
+        (
+            "pkg/trainer.py",
+            5,
+            "`device_module.set_device()` calls the device's runtime module, which raises RuntimeError from"
+            " user code on tpu",
+        ),
+    ]

@@ -46,6 +46,10 @@ class Target:
     # what the parent process calls before it starts distributed workers (`torch.multiprocessing.spawn`,
     # torchrun's elastic_launch); "" where nothing is needed
     launch_setup: str
+    # What `torch.get_device_module(device)` refuses from user code (RuntimeError), and the
+    # functions it lacks (AttributeError): empty where nothing is known to differ from torch.cuda
+    device_module_raises: tuple[str, ...]
+    device_module_missing: tuple[str, ...]
     # What nn.SyncBatchNorm does in distributed training there: runs | unverified (the device
     # passes its check, but no source says the backend has its kernels) | raises (ValueError)
     sync_batchnorm: str

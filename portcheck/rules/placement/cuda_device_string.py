@@ -24,7 +24,7 @@ class CudaDeviceString(SettingValueRule):
     """## What it does
     Reports `"cuda"`, `"cuda:N"` and `f"cuda:{i}"` where they are used as a device: in
     `torch.device(...)`, `.to(...)`, any `device=` keyword, `torch.set_default_device`, the
-    default of a `device` parameter, `--device` option or dataclass field, an assignment to a
+    default of a `device` parameter, `--device` option (argparse's or click's) or dataclass field, an assignment to a
     name, attribute or dict key called `device`, and a string bound to a name that is later
     used as a device; in YAML configs, a key named for a device (`device: cuda` in a runner's
     config) or a trainer's `accelerator: cuda` (reported but not fixed). A Hugging Face `device_map` is hf-cuda-device-map's (PC106).
@@ -204,6 +204,13 @@ class CudaDeviceString(SettingValueRule):
             lines=[3, 4],
             fixed='import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument("-d", "--device", default="tpu")\n'
             'parser.add_argument("--gpu", dest="device", default="tpu")\n',
+        ),
+        Invalid(  # fish-speech's command-line tools
+            'import click\n@click.option("--device", "-d", default="cuda")\n@click.option("run_on", "--gpu", default="cuda")\n'
+            "def main(device, run_on):\n    pass\n",
+            lines=[2],
+            fixed='import click\n@click.option("--device", "-d", default="tpu")\n@click.option("run_on", "--gpu", default="cuda")\n'
+            "def main(device, run_on):\n    pass\n",
         ),
         Invalid(
             'cfg = {"device": "cuda:0", "lr": 0.1}\ncfg["eval_device"] = "cuda:1"\n',

@@ -329,7 +329,10 @@ def values_reaching(
     bound = ctx.assigned_value(node)
     if bound is not None or ctx.flow is None or ctx.flow.elsewhere:  # the walk's path is another scope's
         return () if bound is None else (bound,)
-    return _reaching_values(ctx.ancestors if path is None else path, node.value, ctx.flow)
+    if path is None:  # from the statement the walk visits (an `if` whose test is asked about), down to the node
+        current = ctx.walker.current if ctx.walker is not None else None
+        path = ctx.ancestors if current is None else (*ctx.ancestors, current)
+    return _reaching_values(path, node.value, ctx.flow)
 
 
 def _reaching_values(
@@ -406,7 +409,7 @@ def _binds_by_assignment(
     if type(statement) is cst.SimpleStatementLine:
         for small in reversed(statement.body):
             if type(small) is cst.Assign and any(_target_names(t.target, name) for t in small.targets):
-                return small.value
+                return _paired_value(small, name)
             if type(small) in (cst.AugAssign, cst.AnnAssign) and _target_names(small.target, name):
                 return _mask_update(small)
         return None
@@ -447,6 +450,20 @@ def _mask_update(statement: cst.AugAssign | cst.AnnAssign) -> cst.BaseExpression
         type(value) is cst.UnaryOperation and type(value.operator) is cst.BitInvert
     )
     return value if narrowing and mask and value is not None else False
+
+
+def _paired_value(assign: cst.Assign, name: str) -> cst.BaseExpression:
+    """What `a, b = x, y` gives `b`: `y`; for any other unpacking, the whole value."""
+    value = assign.value
+    for each in assign.targets:
+        target = each.target
+        if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List):
+            pairs = list(zip(target.elements, value.elements))  # type: ignore[attr-defined]
+            if len(target.elements) == len(value.elements) and not any(  # type: ignore[attr-defined]
+                type(part) is cst.StarredElement for pair in pairs for part in pair
+            ):
+                return next((item.value for element, item in pairs if _target_names(element.value, name)), value)
+    return value
 
 
 def _target_names(target: cst.BaseExpression, name: str) -> bool:
@@ -608,6 +625,9 @@ def _names_class(node: cst.BaseExpression) -> bool:
     return patterns.class_like(patterns.dotted(node))
 
 
+_UNKNOWN = "?"  # in `seen`, before a name: its value here is what is being asked, so not known to be one
+
+
 def tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
     """`_tensor_valued`, each question answered once per outermost question: a name read
     twelve times in each of eight chained sums (`a2 = a1 + a1 + ...`) asks about the same
@@ -668,8 +688,9 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
                 ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, inner))
                 for value, scope in returned
             )
-        if not names and flow.runs_model(node):
-            return True  # what a model returns: `logits = model(ids)[:, -1]`, `eps = self.net(x, t)`
+        if not names and (flow.runs_model(node) or flow.runs_given_model(node)):
+            # what a model returns: `logits = model(ids)[:, -1]`, `eps = self.net(x, t)`, `decode_one_token(model=model, x=x)`
+            return True
         method = patterns.method_name(node)
         receiver = node.func.value if type(node.func) is cst.Attribute else None
         if method in _TENSOR_ONLY_METHODS and not names:
@@ -722,7 +743,15 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
     if type(node) is cst.Name:
         if node.value in seen:
             return True
+        if _UNKNOWN + node.value in seen:
+            return False
         values, inner = ctx.values_before_updates(node), seen | {node.value}
+        # Also bound otherwise (a loop's batch, then `x = x.to(device)`): what reaches here, where
+        # that says so without the name's own earlier value (`path = f(path) if c else path`).
+        reaching = values_reaching(ctx, node) if not values else ()
+        unknown = seen | {_UNKNOWN + node.value}
+        if reaching and all(_reaching_tensor(ctx, node, value, depth + 1, unknown) for value in reaching):
+            return True
         iterated = ctx.flow.iterated(node) if ctx.flow is not None and not values else None
         if iterated is not None:  # an item of a tensor: `for t_cur, t_next in zip(t_steps[:-1], t_steps[1:])`
             return tensor_valued(ctx, iterated, depth + 1, inner)
@@ -758,6 +787,18 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return any(tensor_valued(ctx, value, depth + 1, doubted) for value in ctx.flow.resolver.updates(node))
         return all(tensor_valued(ctx, value, depth + 1, doubted) for value in others)
     return False
+
+
+def _reaching_tensor(
+    ctx: FileContext, node: cst.Name, value: cst.BaseExpression, depth: int, seen: frozenset[str]
+) -> bool:
+    """Whether a value that reaches `node` makes it a tensor: the item the name takes where it
+    is unpacked from it (`logits, stats = model(x)`: only `logits`), else the value itself."""
+    assert ctx.flow is not None
+    unpacked = [index for source, index in ctx.flow.resolver.unpacking_sources(node) if source is value]
+    if unpacked:
+        return all(_unpacked_tensor(ctx, value, index, depth, seen) for index in unpacked)  # type: ignore[arg-type]
+    return tensor_valued(ctx, value, depth, seen)
 
 
 def _passed_through(call: cst.Call, returned: Sequence[tuple[cst.BaseExpression, Scope]]) -> cst.BaseExpression | None:
@@ -796,14 +837,21 @@ def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> cst.Ba
 
 
 def _unpacked_tensor(
-    ctx: FileContext, call: cst.Call | cst.Subscript, index: int, depth: int, seen: frozenset[str] = frozenset()
+    ctx: FileContext,
+    call: cst.Call | cst.Subscript | cst.Name,
+    index: int,
+    depth: int,
+    seen: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether the item at `index` of what `call` returns is a tensor: any item of a tensor
     (`row, col = idxs[i]` after `idxs = torch.nonzero(mask)`), or of what a torch function or
     tensor method returns (`values, ids = torch.topk(...)`, `q, k, v = qkv.unbind(0)`), the first
     output of a model (`logits, past = model(ids)`), or where the module's function returns one
-    there (`sigma_down, sigma_up = get_ancestral_step(...)`). `seen`: the names being looked
-    through (`pred, ind = pred[mask].sort()` reads the `pred` it rebinds)."""
+    there (`sigma_down, sigma_up = get_ancestral_step(...)`); of a name, where each list it is
+    bound to holds tensors. `seen`: the names being looked through (`pred, ind =
+    pred[mask].sort()` reads the `pred` it rebinds)."""
+    if type(call) is cst.Name:
+        return _holds_tensors(ctx, call, depth, seen)
     if type(call) is cst.Subscript:
         return tensor_valued(ctx, call, depth, seen)
     if not ctx.qualified_names(call.func) and flow.runs_model(call):
@@ -811,6 +859,27 @@ def _unpacked_tensor(
     if tensor_valued(ctx, call, depth, seen):
         return True
     return _returned_item_tensor(ctx, call, index, depth)
+
+
+def _holds_tensors(ctx: FileContext, node: cst.Name, depth: int, seen: frozenset[str]) -> bool:
+    """Whether every list `=` binds the name to holds tensors (StyleTTS2's `batch = [b.to(device)
+    for b in batch[1:]]`, then `texts, input_lengths, ... = batch`), where one does at all."""
+    if node.value in seen or ctx.resolver is None:
+        return False
+    values, unknown = ctx.resolver.explicit_values(node), seen | {_UNKNOWN + node.value}
+    return bool(values) and all(_items_tensors(ctx, value, depth + 1, unknown) for value in values)
+
+
+def _items_tensors(ctx: FileContext, value: cst.BaseExpression, depth: int, seen: frozenset[str]) -> bool:
+    """Whether each item of a list display or comprehension is a tensor."""
+    if type(value) in (cst.ListComp, cst.GeneratorExp):
+        return tensor_valued(ctx, value.elt, depth, seen)  # type: ignore[attr-defined]
+    if type(value) in (cst.List, cst.Tuple):
+        items = value.elements  # type: ignore[attr-defined]
+        return bool(items) and all(
+            type(item) is cst.Element and tensor_valued(ctx, item.value, depth, seen) for item in items
+        )
+    return False
 
 
 def _returned_item_tensor(ctx: FileContext, call: cst.Call, index: int, depth: int) -> bool:
@@ -1355,6 +1424,8 @@ class StepRule(TensorRule):
         if type(func) not in (cst.Name, cst.Attribute) or module_flow is None:
             return []
         names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
+        if not names and type(func) is cst.Name and self.ctx.resolver is not None:
+            names = {self.ctx.module.absolute(name) for name in self.ctx.resolver.star_sources(func.value)}
         if not names and flow.is_self_attribute(func) and not module_flow.self_attribute_values(func.attr.value):
             names = self._inherited(func.attr.value, ancestors)  # type: ignore[union-attr]
         if not names:  # a method of an object, or calling the object: `loss_fn(pred, y)` runs `__call__`

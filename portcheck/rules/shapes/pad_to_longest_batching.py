@@ -27,6 +27,7 @@ _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_
 _TYPED = frozenset(f"torch.{name}" for name in ("Tensor", "LongTensor", "IntTensor", "FloatTensor", "HalfTensor"))
 _SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full", "empty")) | _TYPED
 _SORT = frozenset({"torch.sort"})
+_LENGTH_TENSORS = frozenset({"torch.tensor", "torch.as_tensor"})
 _PAD_NAME = re.compile(r"^pad(\d?d|_\w+)?$", re.IGNORECASE)  # pad, pad1d, pad_to_length; not padding
 _BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
 
@@ -143,6 +144,15 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # fish-speech's VQGAN collator: the longest of a tensor of the items' lengths
+            "import torch\nimport torch.nn.functional as F\nclass VQGANCollator:\n    def __call__(self, batch):\n"
+            "        audio_lengths = torch.tensor([len(x['audio']) for x in batch])\n"
+            "        audio_maxlen = audio_lengths.max()\n"
+            "        audios = [F.pad(x['audio'], (0, audio_maxlen - len(x['audio']))) for x in batch]\n"
+            "        return torch.stack(audios), audio_lengths\n",
+            lines=[6],
+            message="`audio_lengths.max(...)` sizing `F.pad(...)`",
+        ),
         Invalid(  # vits: a legacy typed constructor sized by the longest
             "import torch\nclass TextCollate:\n    def __call__(self, batch):\n"
             "        longest = max([len(x[0]) for x in batch])\n"
@@ -385,6 +395,8 @@ class PadToLongestBatching(Rule):
         if isinstance(size, cst.Call):
             if isinstance(size.func, cst.Attribute) and size.func.attr.value == "size":
                 return self._longest_item(size.func.value, depth)  # `longest.size(1)`
+            if isinstance(size.func, cst.Attribute) and size.func.attr.value == "max" and not size.args:
+                return size if self._item_lengths(size.func.value) else None  # `lengths.max()`
             if not isinstance(size.func, cst.Name) or self.ctx.qualified_names(size.func):
                 return None
             if size.func.value == "max" or self._returns_longest(size.func.value):
@@ -409,6 +421,30 @@ class PadToLongestBatching(Rule):
                 bound = before[0] if len(before) == 1 else None
             return self._longest(bound, depth + 1) if bound is not None else None
         return None
+
+    def _item_lengths(self, node: cst.BaseExpression) -> bool:
+        """A tensor of the items' lengths: `torch.tensor([len(x["audio"]) for x in batch])`
+        (fish-speech's VQGAN collator), or a name bound once to one."""
+        if isinstance(node, cst.Name):
+            bound = self.ctx.assigned_value(node)
+            return bound is not None and not isinstance(bound, cst.Name) and self._item_lengths(bound)
+        if not isinstance(node, cst.Call) or not resolved_call(self.ctx, node, _LENGTH_TENSORS | _TYPED):
+            return False
+        first = patterns.positional(node, 0)
+        listed = first.value if first is not None else None
+        return isinstance(listed, (cst.ListComp, cst.GeneratorExp)) and self._item_length(listed.elt)
+
+    def _item_length(self, node: cst.BaseExpression) -> bool:
+        """`len(x)` (the builtin), `x.size(0)`, `x.shape[0]`: the length of one item."""
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value == "len":
+                return not self.ctx.qualified_names(node.func)
+            return isinstance(node.func, cst.Attribute) and node.func.attr.value == "size"
+        return (
+            isinstance(node, cst.Subscript)
+            and isinstance(node.value, cst.Attribute)
+            and node.value.attr.value == "shape"
+        )
 
     def _first_of_descending_sort(self, size: cst.Subscript) -> cst.Subscript | None:
         """`lengths[0]` after `lengths, order = torch.sort(torch.LongTensor([len(x[0]) for x in

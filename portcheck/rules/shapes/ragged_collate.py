@@ -158,7 +158,7 @@ def _names(node: cst.BaseExpression, name: str) -> bool:
     return type(node) is cst.Name and node.value == name
 
 
-def _unzips(call: cst.Call | cst.Subscript, batch: str) -> bool:
+def _unzips(call: cst.Call | cst.Subscript | cst.Name, batch: str) -> bool:
     """`zip(*batch)`."""
     return (
         type(call) is cst.Call

@@ -104,6 +104,10 @@ class TensorBoundSlice(StepRule):
             "import numpy as np\nimport torch\nclass M(torch.nn.Module):\n    def forward(self, x, sizes):\n"
             "        n = max(np.asarray(sizes).tolist())\n        return x[:, :n] + torch.zeros(4, n)\n"
         ),
+        Valid(  # a name rebound from itself says no more than before: `k` may be any number
+            "import torch\ndef crop(x, ks):\n    for k in ks:\n        k = round(k) if k > 1 else k\n"
+            "        y = x[:, :k]\n"
+        ),
         Valid("import torch\ny = x[:, : x.size(1) // 2]\nz = x[: len(x) - 1, ::2]\nw = x[: max(a, b)]\n"),
         Valid("import torch\nn = x.shape[0]\ny = x[:n]\nk = cfg.max_len\nz = x[:k]\n"),
         Valid("def f(torch, x):\n    return x[: torch.sum(x)]\n"),
@@ -173,6 +177,18 @@ class TensorBoundSlice(StepRule):
             "        return [ids[bounds[i] + 1 : bounds[i + 1]] for i in range(len(bounds) - 1)]\n",
             lines=[5],
             message="slice bound `bounds[i] + 1` comes from tensor values",
+        ),
+        Invalid(  # StyleTTS2: a batch sent to the device item by item, its lengths zipped with the predictions
+            "import torch\ndef train(model, loader, device):\n    for batch in loader:\n"
+            "        batch = [b.to(device) for b in batch]\n        texts, lengths = batch\n"
+            "        for pred, n in zip(model(texts), lengths):\n            loss = pred[:n].sum()\n",
+            lines=[7],
+            message="slice bound `n`",
+        ),
+        Invalid(  # a loop's batch, rebound once sent to the device
+            "import torch\ndef train(loader, device):\n    for x, lengths in loader:\n"
+            "        lengths, x = lengths.to(device), x.to(device)\n        head = x[: lengths[0]]\n",
+            lines=[5],
         ),
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
         Invalid("import torch as T\nn = int(mask.sum())\nz = x[:, :n]\n", lines=[3]),

@@ -234,6 +234,15 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # fish-speech: a function that decodes one token, given the model, until the end token
+            "import torch\ndef decode_n_tokens(model, cur_token, num_new_tokens, end_id, decode_one_token=None):\n"
+            "    new_tokens = []\n    for i in range(num_new_tokens):\n"
+            "        next_token = decode_one_token(model=model, x=cur_token).clone()\n"
+            "        cur_token = next_token.view(1, -1)\n        new_tokens.append(next_token)\n"
+            "        if cur_token[0, -1] == end_id:\n            break\n    return torch.cat(new_tokens, dim=1)\n",
+            lines=[8],
+            message="`if` in a decoding loop depends on tensor values",
+        ),
         Invalid(  # vits' flows: a function picked in branches, then called, runs every step too
             "import torch\ndef spline(inputs):\n    if torch.min(inputs) < 0:\n        raise ValueError('domain')\n"
             "    return inputs * 2\ndef plain(inputs):\n    return inputs\ndef transform(inputs, tails=None):\n"
