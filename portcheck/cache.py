@@ -96,7 +96,8 @@ def entry_key(salt: str, source: Source, project: Project) -> str | None:
         return None
     digest = hashlib.sha256(salt.encode())
     module = source.module
-    for part in (source.path, module.name, module.package, module.namespace, _project_text(project)):
+    beside = " ".join(sorted(module.beside))  # what the file's absolute imports reach beside it
+    for part in (source.path, module.name, module.package, module.namespace, beside, _project_text(project)):
         digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
     digest.update(source.data)
     return digest.hexdigest()

@@ -393,6 +393,7 @@ class DeviceFlow:
     _owned: dict[tuple[int, tuple[type[cst.CSTNode], ...]], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
     _generators: dict[int, bool] = field(default_factory=dict)  # function id -> whether it yields
     _bool_tested: dict[int, frozenset[str]] = field(default_factory=dict)  # see `tested_as_bool`
+    _backpropagated: dict[int, frozenset[str]] = field(default_factory=dict)  # see `backpropagated`
     _writes_dtype_tests: bool | None = None  # whether the module's text has `.dtype ==` anywhere
     _held: dict[str, Home] = field(default_factory=dict)  # what a name held before the assignment being read
     _listed: set[str] = field(default_factory=set)  # the names of those that held Python data
@@ -938,6 +939,10 @@ class DeviceFlow:
         seen = across_scopes(seen) | {key}
         return _weakest(self._at_site(site, partial(self._home, arg, depth + 1, seen)) for arg, site in passed)
 
+    def method_class(self, function: cst.FunctionDef) -> str | None:
+        """The name of the class the function is a method of, if it is one."""
+        return self._methods.get(id(function))
+
     def _given_host_data(self, function: cst.FunctionDef, name: str) -> bool:
         """Whether the step loops of other modules pass host data for a parameter of a function
         the module never calls itself (torchvision's `CocoEvaluator.update(res)`, `res` made
@@ -1337,7 +1342,7 @@ class DeviceFlow:
                 continue
             if ancestors[index + 1] is loop.body or (type(loop) is cst.While and ancestors[index + 1] is loop.test):
                 step = self.loop_step(loop)
-                if step is not None:
+                if step is not None and not self._samples_once_per_epoch(loop, ancestors[:index]):
                     return step
         return None
 
@@ -1368,7 +1373,11 @@ class DeviceFlow:
             loop = ancestors[index]
             if type(loop) in NESTED_SCOPES:
                 break
-            if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
+            if (
+                type(loop) in (cst.For, cst.While)
+                and ancestors[index + 1] is loop.body
+                and self._steps_in(ancestors, index)
+            ):
                 inner = ancestors[index:]  # lit-llama's `if idx_next == eos_id: return idx[:input_pos]`
                 return (off and off_the_step_path(inner, self.resolver, periodic_exempts=periodic_exempts)) or (
                     _ends_the_loop(inner)
@@ -1685,9 +1694,32 @@ class DeviceFlow:
             loop = ancestors[index]
             if type(loop) in NESTED_SCOPES:
                 return None
-            if type(loop) in (cst.For, cst.While) and ancestors[index + 1] is loop.body and self.loop_step(loop):
+            if (
+                type(loop) in (cst.For, cst.While)
+                and ancestors[index + 1] is loop.body
+                and self._steps_in(ancestors, index)
+            ):
                 return loop
         return None
+
+    def _steps_in(self, ancestors: Sequence[cst.CSTNode], index: int) -> bool:
+        """Whether the loop at `ancestors[index]` runs steps where it is."""
+        loop = ancestors[index]
+        assert type(loop) in (cst.For, cst.While)
+        return self.loop_step(loop) is not None and not self._samples_once_per_epoch(loop, ancestors[:index])
+
+    def _samples_once_per_epoch(self, loop: cst.For | cst.While, outer: Sequence[cst.CSTNode]) -> bool:
+        """A loop over one batch's samples that trains nothing, right in an epoch loop, outside
+        its step loops (StyleTTS2's reconstructions after each epoch, `for bib in
+        range(len(asr)):`): it runs once per epoch, not every step."""
+        if type(loop) is not cst.For or not _over_samples(loop, self.resolver) or self.trains(loop):
+            return False
+        for node in reversed(outer):
+            if type(node) in NESTED_SCOPES:
+                return False
+            if type(node) in (cst.For, cst.While):
+                return self._runs_epochs(node)
+        return False
 
     def evaluated_only(self, function: cst.FunctionDef) -> bool:
         """Whether the module calls `function`, and only in the body of evaluation loops: loops
@@ -1871,6 +1903,23 @@ class DeviceFlow:
                 )
             )
         return self._bool_tested[key]
+
+    def backpropagated(self, function: cst.FunctionDef) -> frozenset[str]:
+        """The names the function calls `.backward()` on, with no gradient given (StyleTTS2's
+        `d_loss_slm.backward(retain_graph=True)`): tensors, whatever else binds them (a
+        scaler's `backward(loss)` takes the loss as an argument)."""
+        key = id(function)
+        if key not in self._backpropagated:
+            self._backpropagated[key] = frozenset(
+                call.func.value.value  # type: ignore[attr-defined]
+                for call in self._own(function.body, NESTED_SCOPES)
+                if type(call) is cst.Call
+                and type(call.func) is cst.Attribute
+                and call.func.attr.value == "backward"
+                and type(call.func.value) is cst.Name
+                and not any(arg.keyword is None for arg in call.args)
+            )
+        return self._backpropagated[key]
 
     def _own(self, root: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...]) -> tuple[cst.CSTNode, ...]:
         """The nodes under `root`, not under nodes of the `apart` types, walked once: loops and

@@ -263,16 +263,22 @@ class Project:
     @cached_property
     def tensor_parameter_modules(self) -> frozenset[str]:
         """The modules of the functions another module passes tensors."""
-        return frozenset(name.rpartition(".")[0] for name, _ in self.tensor_parameters)
+        # a function's module, or a method's (`pkg.loss.Loss.forward`)
+        return frozenset(
+            part for name, _ in self.tensor_parameters for part in (name.rpartition(".")[0], name.rsplit(".", 2)[0])
+        )
 
     def tensor_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
-        """(function, position or keyword) for the module's functions that another module
-        passes a tensor."""
+        """(function or `Class.method`, position or keyword) for the module's functions and
+        methods that another module passes a tensor."""
         return self._tensor_parameters_by_module.get(module, frozenset())
 
     @cached_property
     def _tensor_parameters_by_module(self) -> dict[str, frozenset[tuple[str, str]]]:
-        return _by_module(self.tensor_parameters, 1)
+        by_module = _by_module(self.tensor_parameters, 1)
+        for module, known in _by_module(self.tensor_parameters, 2).items():  # methods: `module.Class.forward`
+            by_module[module] = by_module.get(module, frozenset()) | known
+        return by_module
 
     def host_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
         """(function or `Class.method`, position or keyword) for the module's parameters that
@@ -442,6 +448,11 @@ class ModulePath:
     # from: the name a namespace-package import from there gives it (CenterNet's
     # `src.lib.models.networks.DCNv2.dcn_v2` for `DCNv2.dcn_v2`); else empty
     namespace: str = ""
+    # for a script in a folder without __init__.py below the one the scripts run from: the
+    # modules and packages beside it, which its absolute imports reach first, as Python puts
+    # the script's folder first on sys.path (Depth-Anything's metric_depth/train.py: `from
+    # util.metric import eval_depth` is `metric_depth.util.metric`)
+    beside: frozenset[str] = frozenset()
 
     @classmethod
     def guess(cls, path: str) -> ModulePath:
@@ -459,8 +470,11 @@ class ModulePath:
         return cls(".".join(parts), ".".join(parts[:-1]))
 
     def absolute(self, qualified: str) -> str:
-        """A qualified name with relative-import dots resolved against the package."""
+        """A qualified name with relative-import dots resolved against the package, and an
+        absolute import of a module beside a script named from the scripts' folder."""
         if not qualified.startswith("."):
+            if qualified.split(".", 1)[0] in self.beside:
+                return f"{self.package}.{qualified}"
             return qualified
         dots = len(qualified) - len(qualified.lstrip("."))
         package = self.package.split(".") if self.package else []

@@ -63,7 +63,8 @@ def module_path(path: Path, root: str = "") -> ModulePath:
     if root and not _is_package(directory) and directory.is_relative_to(root):
         folders = directory.relative_to(root).parts
         if all(folder.isidentifier() for folder in folders):
-            return ModulePath.from_parts([*folders, absolute.stem])
+            found = ModulePath.from_parts([*folders, absolute.stem])
+            return replace(found, beside=_importable_in(directory)) if folders else found
     while _is_package(directory):
         parts.insert(0, directory.name)
         directory = directory.parent
@@ -73,6 +74,26 @@ def module_path(path: Path, root: str = "") -> ModulePath:
         if all(folder.isidentifier() for folder in folders):
             return replace(found, namespace=ModulePath.from_parts([*folders, *parts]).name)
     return found
+
+
+@cache
+def _importable_in(directory: Path) -> frozenset[str]:
+    """The top-level names an import finds in a folder on sys.path: its modules, and its
+    folders with Python files in them (packages, or namespace packages)."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return frozenset()
+    names = {entry.stem for entry in entries if entry.suffix == ".py" and entry.stem.isidentifier()}
+    names |= {entry.name for entry in entries if entry.name.isidentifier() and _holds_python(entry)}
+    return frozenset(names)
+
+
+def _holds_python(folder: Path) -> bool:
+    try:
+        return folder.is_dir() and any(entry.suffix == ".py" for entry in folder.iterdir())
+    except OSError:
+        return False
 
 
 @cache

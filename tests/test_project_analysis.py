@@ -609,7 +609,7 @@ def test_folders_without_init_below_the_root_are_namespace_packages(tmp_path: Pa
     gives it (`src.pkg.mod`)."""
     write(tmp_path, {"util/misc.py": "", "src/pkg/__init__.py": "", "src/pkg/mod.py": "", "my-tools/run.py": ""})
     root = str(tmp_path)
-    assert module_path(tmp_path / "util/misc.py", root) == ModulePath("util.misc", "util")
+    assert module_path(tmp_path / "util/misc.py", root) == ModulePath("util.misc", "util", beside=frozenset({"misc"}))
     assert module_path(tmp_path / "util/misc.py") == ModulePath("misc", "")
     assert module_path(tmp_path / "src/pkg/mod.py", root) == ModulePath("pkg.mod", "pkg", "src.pkg.mod")
     assert module_path(tmp_path / "src/pkg/mod.py") == ModulePath("pkg.mod", "pkg")
@@ -637,6 +637,34 @@ def test_a_step_loop_reaches_a_function_of_a_namespace_package(tmp_path: Path) -
             7,
             "`.item()` in `all_reduce_mean()`, called from a loop over a DataLoader in engine_pretrain.py,"
             " copies a tensor to the host and waits for the device every step",
+        )
+    ]
+
+
+def test_a_script_in_a_folder_imports_the_modules_beside_it(tmp_path: Path) -> None:
+    """Depth-Anything-V2's metric_depth/train.py runs from its own folder: `from util.metric
+    import eval_depth` is metric_depth/util/metric.py, which its validation loop calls every
+    step; a package at the root of the same name would be another module."""
+    write(
+        tmp_path,
+        {
+            "run.py": "import torch\n",
+            "metric_depth/util/metric.py": "import torch\n\ndef eval_depth(pred, target):\n"
+            "    return {'d1': (pred - target).abs().mean().item()}\n",
+            "metric_depth/train.py": "import torch\nfrom util.metric import eval_depth\n\n"
+            "def validate(model, loader):\n    for img, depth in loader:\n"
+            "        results = eval_depth(model(img), depth)\n",
+        },
+    )
+    assert module_path(tmp_path / "metric_depth/train.py", str(tmp_path)).absolute("util.metric") == (
+        "metric_depth.util.metric"
+    )
+    found = [(f.path, f.line, f.message.split(" copies")[0]) for f in scan(tmp_path).findings if f.code == "PC503"]
+    assert found == [
+        (
+            "metric_depth/util/metric.py",
+            4,
+            "`.item()` in `eval_depth()`, called from a loop over a DataLoader in metric_depth/train.py,",
         )
     ]
 
@@ -1569,3 +1597,23 @@ def test_a_device_module_imported_from_another_module(tmp_path: Path) -> None:
             " user code on tpu",
         ),
     ]
+
+
+def test_a_model_called_in_another_module_gets_tensors_in_its_forward(tmp_path: Path) -> None:
+    """StyleTTS2: the training script calls `slmadv(...)`, an instance of a module of another
+    file, with the batch's lengths; its forward slices by them, also through the items of
+    `zip(d, ref_lengths)`. A parameter the call passes a number stays a number."""
+    loss = (
+        "import torch\n\nclass SLMAdversarialLoss(torch.nn.Module):\n"
+        "    def forward(self, d, ref_lengths, iters):\n        out = []\n"
+        "        for pred, n in zip(d, ref_lengths):\n            out.append(pred[:n])\n"
+        "        return out[:iters]\n"
+    )
+    train = (
+        "import torch\nfrom slmadv import SLMAdversarialLoss\n\ndef main(model, loader, device):\n"
+        "    slmadv = SLMAdversarialLoss()\n    for texts, lengths in loader:\n"
+        "        lengths = lengths.to(device)\n        out = slmadv(model(texts), lengths, 3)\n"
+    )
+    write(tmp_path, {"slmadv.py": loss, "train.py": train})
+    found = [(f.path, f.line, f.message.split(",")[0]) for f in scan(tmp_path).findings if f.code == "PC505"]
+    assert found == [("slmadv.py", 7, "slice bound `n` comes from tensor values")]

@@ -17,8 +17,11 @@ _LOOKUPS = frozenset({"torch.get_device_module", "torch._utils._get_device_modul
 _DEPTH = 3  # names, attributes and returns looked through
 
 
-def _gaps(target: target_data.Target) -> frozenset[str]:
-    return frozenset(target.device_module_raises + target.device_module_missing)
+# Per target, the functions its device module refuses or lacks; and all of them, to skip other calls at once.
+_GAPS = {
+    name: frozenset(t.device_module_raises + t.device_module_missing) for name, t in target_data.all_targets().items()
+}
+_ANY_GAP = frozenset().union(*_GAPS.values())
 
 
 class DeviceModuleGap(Rule):
@@ -70,7 +73,7 @@ class DeviceModuleGap(Rule):
     name = "device-module-gap"
     message = "`{call}` calls the device's runtime module, which {effect}"
     hint = "{instead}"
-    severity = {name: ERROR if _gaps(t) else OFF for name, t in target_data.all_targets().items()}
+    severity = {name: ERROR if _GAPS[name] else OFF for name in target_data.all_targets()}
     triggers = (b"get_device_module", b"getattr")
 
     VALID = [
@@ -145,7 +148,9 @@ class DeviceModuleGap(Rule):
             receiver, called = receiver.value, "memory"
         else:
             called = func.attr.value
-        gapped = [name for name in self.ctx.targets if called in _gaps(target_data.get(name))]
+        if called not in _ANY_GAP:
+            return
+        gapped = [name for name in self.ctx.targets if called in _GAPS[name]]
         if not gapped:
             return
         here = self._holds_module(receiver, frozenset())

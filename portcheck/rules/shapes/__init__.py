@@ -745,10 +745,13 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return True
         if _UNKNOWN + node.value in seen:
             return False
+        if _backpropagated(ctx, node):
+            return True  # `loss.backward()` in the same function: whatever else binds it, a tensor
         values, inner = ctx.values_before_updates(node), seen | {node.value}
         # Also bound otherwise (a loop's batch, then `x = x.to(device)`): what reaches here, where
         # that says so without the name's own earlier value (`path = f(path) if c else path`).
-        reaching = values_reaching(ctx, node) if not values else ()
+        explicit = not values and ctx.flow is not None and ctx.flow.resolver.explicit_values(node)
+        reaching = values_reaching(ctx, node) if explicit else ()
         unknown = seen | {_UNKNOWN + node.value}
         if reaching and all(_reaching_tensor(ctx, node, value, depth + 1, unknown) for value in reaching):
             return True
@@ -787,6 +790,14 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return any(tensor_valued(ctx, value, depth + 1, doubted) for value in ctx.flow.resolver.updates(node))
         return all(tensor_valued(ctx, value, depth + 1, doubted) for value in others)
     return False
+
+
+def _backpropagated(ctx: FileContext, node: cst.Name) -> bool:
+    """Whether the function that binds the name calls `.backward()` on it."""
+    module_flow = ctx.flow
+    owner = module_flow.resolver.scope_of(node.value) if module_flow is not None else None
+    function = owner.owner if owner is not None else None
+    return type(function) is cst.FunctionDef and node.value in module_flow.backpropagated(function)  # type: ignore[union-attr]
 
 
 def _reaching_tensor(
@@ -933,8 +944,13 @@ def given_elsewhere(ctx: FileContext, function: cst.FunctionDef, name: str) -> b
     if not known or module_flow is None:
         return False
     functions = module_flow.module_functions()
+    owner = module_flow.method_class(function)
+    if owner is not None:  # a model's `forward`, run by calling the model: the arguments of that call
+        position = _position_of(function, name)
+        method = f"{owner}.{function.name.value}"
+        return (method, name) in known or (position is not None and (method, str(position - 1)) in known)
     if functions.get(function.name.value) is not function:
-        return False  # a method, or a nested function: its callers are not looked up by name
+        return False  # a nested function: its callers are not looked up by name
     position = _position_of(function, name)
     for other, parameter in known:
         sibling = functions.get(other)
@@ -1308,6 +1324,15 @@ class StepRule(TensorRule):
             return []  # a class of another package, or one of this module's
         return [f"{project.ANY_CLASS}.{method}"]
 
+    def _called_names(self, func: cst.BaseExpression) -> frozenset[str]:
+        """What a call's function resolves to; for a name bound nowhere in a module that
+        star-imports the repository's modules, each it may come from (`maximum_path` after
+        StyleTTS2's `from utils import *`)."""
+        names = self.ctx.qualified_names(func)
+        if not names and type(func) is cst.Name and self.ctx.resolver is not None:
+            return frozenset(self.ctx.resolver.star_sources(func.value))
+        return names
+
     def note_tensor_arguments(self, call: cst.Call) -> None:
         """In the first pass, record what a call of another module's function passes it as a
         tensor, or as what one of the repository's functions returns (a tensor where that
@@ -1315,7 +1340,7 @@ class StepRule(TensorRule):
         known = self.ctx.project
         if known.complete or not known.local_packages or type(call.func) not in (cst.Name, cst.Attribute):
             return
-        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(call.func)}
+        names = {self.ctx.module.absolute(name) for name in self._called_names(call.func)}
         callees = sorted(
             name
             for name in names
@@ -1323,6 +1348,15 @@ class StepRule(TensorRule):
             and name.rpartition(".")[0] not in ("", self.ctx.module.name)
             and not patterns.class_like(name)
         )
+        if not callees and not names:  # a model of another module called: `slmadv(...)` runs its `forward`
+            ancestors = self.ctx.ancestors
+            own = self.ctx.module.name + "."
+            called = self._local_callees(call, flow.enclosing_function(ancestors), ancestors)
+            callees = [
+                name.removesuffix("__call__") + "forward"
+                for name in called
+                if name.endswith(".__call__") and not name.startswith(own)
+            ]
         if not callees:
             return
         position: int | None = 0
@@ -1335,8 +1369,8 @@ class StepRule(TensorRule):
             if arg.keyword is None and position is not None:
                 position += 1
             origin = self._origin(arg.value) if key is not None else None
-            if origin is not None:
-                self.record(project.TENSOR_ARGUMENT, callees[0], call, parameter=key, origin=origin)
+            for callee in callees if origin is not None else ():  # each it may be (star imports)
+                self.record(project.TENSOR_ARGUMENT, callee, call, parameter=key, origin=origin)
 
     def _origin(self, value: cst.BaseExpression) -> str | None:
         """Where an argument comes from: the empty string for a tensor, the qualified name of
@@ -1423,9 +1457,7 @@ class StepRule(TensorRule):
         func, known, module_flow = call.func, self.ctx.project, self.ctx.flow
         if type(func) not in (cst.Name, cst.Attribute) or module_flow is None:
             return []
-        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(func)}
-        if not names and type(func) is cst.Name and self.ctx.resolver is not None:
-            names = {self.ctx.module.absolute(name) for name in self.ctx.resolver.star_sources(func.value)}
+        names = {self.ctx.module.absolute(name) for name in self._called_names(func)}
         if not names and flow.is_self_attribute(func) and not module_flow.self_attribute_values(func.attr.value):
             names = self._inherited(func.attr.value, ancestors)  # type: ignore[union-attr]
         if not names:  # a method of an object, or calling the object: `loss_fn(pred, y)` runs `__call__`

@@ -198,6 +198,13 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # StyleTTS2: reconstructions of the last batch's samples once per epoch, after its training loop
+            "import torch\ndef main(model, loader, opt, epochs):\n    for epoch in range(epochs):\n"
+            "        for texts, lengths in loader:\n            asr = model.encode(texts)\n"
+            "            model(texts).backward()\n            opt.step()\n        with torch.no_grad():\n"
+            "            for bib in range(len(asr)):\n                n = int(lengths[bib].item())\n"
+            "                sample = model.decoder(asr[bib])\n"
+        ),
         Valid(  # GPTQ's Catcher: a forward that records the first layer's inputs and stops the model
             "import torch\nfrom torch import nn\nclass Catcher(nn.Module):\n    def forward(self, inp, **kwargs):\n"
             "        cache['masks'].append(kwargs['attention_mask'].detach().cpu())\n        raise ValueError\n"

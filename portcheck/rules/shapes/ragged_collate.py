@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 import libcst as cst
 
@@ -8,6 +9,7 @@ from portcheck import patterns
 from portcheck.flow import COLLATE_NAME, enclosing_function
 from portcheck.rule import Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, shown
+from portcheck.walk import descendants
 
 _CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 
@@ -70,6 +72,15 @@ class RaggedCollate(Rule):
             "import torch as T\ndef collate(batch):\n    return T.cat([b[0].unsqueeze(0) for b in batch], 0), "
             "T.cat([b[1][None] for b in batch])\n"
         ),
+        # IP-Adapter: each sample's tokens and pixels encoded one item at a time, a row each
+        Valid(
+            "import torch\nclass MyDataset(torch.utils.data.Dataset):\n    def __getitem__(self, idx):\n"
+            "        ids = self.tokenizer(self.texts[idx], padding='max_length', return_tensors='pt').input_ids\n"
+            "        pixels = self.processor(images=self.images[idx], return_tensors='pt').pixel_values\n"
+            "        return {'text_input_ids': ids, 'clip_image': pixels}\n"
+            "def collate_fn(data):\n    ids = torch.cat([example['text_input_ids'] for example in data], dim=0)\n"
+            "    return ids, torch.cat([example['clip_image'] for example in data], dim=0)\n"
+        ),
         # along another dimension, or not of the samples
         Valid(
             "from torch import cat\ndef collate_fn(batch):\n    im, label = zip(*batch)\n"
@@ -108,6 +119,12 @@ class RaggedCollate(Rule):
             "import torch.nn\nimport torch\ndef collate_fn(batch):\n    return torch.concat([item[1] for item in batch], 0)\n",
             lines=[4],
         ),
+        Invalid(  # a list of texts encoded per sample: as many rows as the sample has texts
+            "import torch\nclass Pairs(torch.utils.data.Dataset):\n    def __getitem__(self, idx):\n"
+            "        q, a = self.rows[idx]\n        return {'ids': self.tokenizer([q, a], return_tensors='pt').input_ids}\n"
+            "def collate_fn(data):\n    return torch.cat([example['ids'] for example in data])\n",
+            lines=[7],
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -128,11 +145,74 @@ class RaggedCollate(Rule):
             return False
         if isinstance(joined, (cst.ListComp, cst.GeneratorExp)):
             for_in = joined.for_in
-            return _names(for_in.iter, batch) and for_in.inner_for_in is None and not _one_row(joined.elt)
+            return (
+                _names(for_in.iter, batch)
+                and for_in.inner_for_in is None
+                and not _one_row(joined.elt)
+                and not self._encoded_one_item(joined.elt)
+            )
         if type(joined) is not cst.Name or self.ctx.flow is None:
             return False
         mixed = self.ctx.flow.resolver.values_and_unpacking(joined)
         return mixed is not None and not mixed[0] and any(_unzips(call, batch) for call, _ in mixed[1])
+
+    def _encoded_one_item(self, item: cst.BaseExpression) -> bool:
+        """`example["text_input_ids"]`, where the module's `__getitem__` returns that key as a
+        tokenizer's or processor's encoding of one item (IP-Adapter's `tokenizer(text,
+        padding="max_length", return_tensors="pt").input_ids`): a batch of one row each."""
+        key = patterns.string_value(item.slice[0].slice.value) if _keyed(item) else None  # type: ignore[union-attr]
+        return key is not None and key in self._encoded_keys
+
+    @cached_property
+    def _encoded_keys(self) -> frozenset[str]:
+        """The keys the module's `__getitem__` methods return a one-item encoding under."""
+        module = self.ctx.ancestors[0] if self.ctx.ancestors else None
+        found: set[str] = set()
+        for function in descendants(module, (cst.Lambda,)) if module is not None else ():
+            if type(function) is not cst.FunctionDef or function.name.value != "__getitem__":
+                continue
+            bound = _assignments(function)
+            for returned in descendants(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                if type(returned) is not cst.Return or type(returned.value) is not cst.Dict:
+                    continue
+                for element in returned.value.elements:
+                    key = patterns.string_value(element.key) if type(element) is cst.DictElement else None
+                    values = bound.get(element.value.value, []) if type(element.value) is cst.Name else [element.value]
+                    if key is not None and values and all(_encodes_one(value) for value in values):
+                        found.add(key)
+        return frozenset(found)
+
+
+def _keyed(item: cst.BaseExpression) -> bool:
+    """`example["key"]`: one element, a string."""
+    return (
+        type(item) is cst.Subscript
+        and len(item.slice) == 1
+        and type(item.slice[0].slice) is cst.Index
+        and type(item.slice[0].slice.value) is cst.SimpleString
+    )
+
+
+def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
+    """What `=` binds each plain name to in a function's own body."""
+    found: dict[str, list[cst.BaseExpression]] = {}
+    for node in descendants(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(node) is cst.Assign:
+            for target in node.targets:
+                if type(target.target) is cst.Name:
+                    found.setdefault(target.target.value, []).append(node.value)
+    return found
+
+
+def _encodes_one(value: cst.BaseExpression) -> bool:
+    """`tokenizer(text, ..., return_tensors="pt").input_ids`, `processor(images=image,
+    return_tensors="pt").pixel_values`: a tensor of one row, the encoded item's (not of a list
+    displayed there)."""
+    call = value.value if type(value) is cst.Attribute else value
+    if type(call) is not cst.Call or patterns.keyword(call, "return_tensors") is None:
+        return False
+    given = [arg.value for arg in call.args if arg.keyword is None or arg.keyword.value in ("text", "images")]
+    return bool(given) and not any(isinstance(each, (cst.List, cst.ListComp, cst.Tuple)) for each in given)
 
 
 def _along_rows(call: cst.Call) -> bool:

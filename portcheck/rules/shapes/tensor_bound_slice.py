@@ -14,6 +14,7 @@ from portcheck.rules.shapes import (
     in_host_memory,
     read_in_host_memory,
     reads_names,
+    reads_tensor_scalar,
     reads_tensor_value,
     shown,
     tensor_valued,
@@ -22,6 +23,7 @@ from portcheck.walk import descendants
 
 # torch's factories that take sizes: a size from tensor values makes a data-dependent shape.
 _FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn"))
+_RANGE = frozenset({"start", "end", "step"})  # torch.arange's bounds, as keywords
 # Functions that take sizes as one argument, by its position and keyword: the padding, the output size.
 _SIZED = {
     "torch.nn.functional.pad": (1, "pad"),
@@ -40,7 +42,9 @@ class TensorBoundSlice(StepRule):
     slicing calls its `__index__`), or a name bound to one of those; and the sizes that
     `torch.zeros`, `ones`, `empty`, `rand` and `randn` take from such numbers
     (`torch.zeros(batch, max(decode_lengths), vocab)`, or `torch.zeros(*shape)` where `shape` is
-    a tensor on the device), and the padding `F.pad`, the output size `F.interpolate` and the
+    a tensor on the device), the bounds `torch.arange` takes from numbers read back
+    (StyleTTS2's `l = int(x.sum().item())`, then `torch.arange(0, l)`; a tensor given itself is
+    host-sync-in-step's), and the padding `F.pad`, the output size `F.interpolate` and the
     count `torch.topk` (and the tensor method `.topk`) take from them (stylegan2's augmentation pads by amounts unpacked from a
     tensor; YOLOX's SimOTA keeps `k=dynamic_ks[i]` matches per object). Slices of vits'
     segments start at a parameter's item the module's call gives a tensor (`idx_str =
@@ -190,6 +194,13 @@ class TensorBoundSlice(StepRule):
             "        lengths, x = lengths.to(device), x.to(device)\n        head = x[: lengths[0]]\n",
             lines=[5],
         ),
+        Invalid(  # StyleTTS2's duration model: a length read back, then a range of it
+            "import torch\nclass SLM(torch.nn.Module):\n    def forward(self, d):\n        for pred in d:\n"
+            "            l = int(torch.round(pred.sum()).item())\n            t = torch.arange(0, l).to(d.device)\n"
+            "        return t\n",
+            lines=[6],
+            message="size `l` comes from tensor values",
+        ),
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
         Invalid("import torch as T\nn = int(mask.sum())\nz = x[:, :n]\n", lines=[3]),
         Invalid("from torch import amax\ny = x[amax(lengths) - 1 :]\n", lines=[2]),
@@ -241,6 +252,12 @@ class TensorBoundSlice(StepRule):
         values (torch's number arguments of tensors, `torch.full`'s and `torch.arange`'s, are
         host-sync-in-step's)."""
         names = self.ctx.qualified_names(node.func)
+        if "torch.arange" in names:  # a number read back (`l = int(t.item())`); a tensor given is PC503's sync
+            bounds = [arg.value for arg in node.args[:3] if arg.keyword is None and not arg.star]
+            bounds += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _RANGE]
+            read = [value for value in bounds if _python_number(value) and reads_tensor_scalar(self.ctx, value)]
+            self._report_read(read, True, "size")
+            return
         if names & _FACTORIES:
             given = [arg for arg in node.args if arg.keyword is None or arg.keyword.value == "size"]
         elif names & _SIZED.keys() or (not names and patterns.method_name(node) == "topk"):
@@ -317,3 +334,14 @@ class TensorBoundSlice(StepRule):
             if any(type(value) in (cst.List, cst.ListComp) for value in resolver.explicit_values(sliced)):
                 return True
         return in_host_memory(self.ctx, sliced)
+
+
+def _python_number(value: cst.BaseExpression) -> bool:
+    """A number as Python holds it: a name, `int(...)`, `round(...)`, arithmetic of those; not
+    a tensor method's result (`lengths.max()`, a tensor that host-sync-in-step reports)."""
+    if type(value) in (cst.BinaryOperation, cst.UnaryOperation):
+        parts = [value.left, value.right] if type(value) is cst.BinaryOperation else [value.expression]  # type: ignore[attr-defined]
+        return all(_python_number(part) for part in parts)
+    if type(value) is cst.Call:
+        return type(value.func) is cst.Name and value.func.value in ("int", "round", "len", "max", "min")
+    return type(value) in (cst.Name, cst.Integer)

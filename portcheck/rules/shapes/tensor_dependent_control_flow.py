@@ -106,6 +106,10 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # a scaler's `backward(loss)` is no tensor's
+            "import torch\ndef step(loss_scaler, loss, loader):\n    for x in loader:\n"
+            "        if loss_scaler != 0:\n            loss_scaler.backward(loss)\n"
+        ),
         Valid(  # audiocraft's tests: a test's assertions in its own training loop
             "import torch\ndef test_causality(model):\n    for k in [0, 10]:\n        x = torch.randn(4, 20, 16, requires_grad=True)\n"
             "        model(x)[:, k].sum().backward()\n        assert torch.allclose(x.grad[:, k + 1:], torch.tensor(0.))\n"
@@ -234,6 +238,13 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # StyleTTS2: a loss from another module's model, tested, then backpropagated
+            "import torch\ndef train(model, loader, opt, slmadv):\n    for x, y in loader:\n"
+            "        model(x, y).backward()\n        out = slmadv(x)\n        if out is None:\n            d_loss_slm = 0\n"
+            "        else:\n            d_loss_slm, gen = out\n        if d_loss_slm != 0:\n"
+            "            d_loss_slm.backward(retain_graph=True)\n            opt.step()\n",
+            lines=[10],
+        ),
         Invalid(  # fish-speech: a function that decodes one token, given the model, until the end token
             "import torch\ndef decode_n_tokens(model, cur_token, num_new_tokens, end_id, decode_one_token=None):\n"
             "    new_tokens = []\n    for i in range(num_new_tokens):\n"
