@@ -220,6 +220,8 @@ _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch
 _EPOCHS = frozenset({"a training loop", "a loop over a DataLoader"})  # a function holding one runs an epoch
 _CALL_DEPTH = 5  # how many calls away from a step loop a function still runs every step
 _FORWARD = "forward()"  # the step context of a module's forward, and of what it calls
+_BACKWARD = "backward()"  # an autograd Function's, which autograd runs every step
+TRACED = frozenset({_FORWARD, _BACKWARD})  # the step contexts that run traced, once per step
 
 
 # What a CUDA check that guards only cuDNN's harmless switches costs the target: nothing.
@@ -1390,7 +1392,7 @@ class DeviceFlow:
         per place, as `off_the_step_path`."""
         key = self._place_key(ancestors)
         if key not in self._contexts:
-            in_step = _FORWARD if in_forward(ancestors) else None
+            in_step = _FORWARD if in_forward(ancestors) else _BACKWARD if in_function_backward(ancestors) else None
             self._contexts[key] = in_step or self._framework_step(ancestors) or self.step_loop(ancestors)
         return self._contexts[key]
 
@@ -2413,10 +2415,21 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
     what runs, and is traced, once per step. Not a forward that only raises: GPTQ's `Catcher`
     records the first layer's inputs (`.cpu()` copies too) and stops the model, once per
     calibration sample; it computes no step."""
+    return _in_method(ancestors, "forward")
+
+
+def in_function_backward(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside the static `backward` of an autograd Function (torchtitan's vocab-parallel cross
+    entropy): autograd runs it once per step, after the forward."""
+    return _in_method(ancestors, "backward", static=True)
+
+
+def _in_method(ancestors: Sequence[cst.CSTNode], name: str, static: bool = False) -> bool:
     for index, node in enumerate(ancestors):
         if (
             type(node) is cst.FunctionDef
-            and node.name.value == "forward"
+            and node.name.value == name
+            and (not static or _static(node))
             and index >= 2
             and type(ancestors[index - 2]) is cst.ClassDef
             and index + 1 < len(ancestors)
@@ -2424,6 +2437,12 @@ def in_forward(ancestors: Sequence[cst.CSTNode]) -> bool:
         ):
             return not _only_raises(node)
     return False
+
+
+def _static(function: cst.FunctionDef) -> bool:
+    return any(
+        type(each.decorator) is cst.Name and each.decorator.value == "staticmethod" for each in function.decorators
+    )
 
 
 def _only_raises(function: cst.FunctionDef) -> bool:

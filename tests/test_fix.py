@@ -303,8 +303,13 @@ def test_an_interrupt_during_an_in_place_write_waits_for_a_whole_file(
         return written
 
     monkeypatch.setattr(os, "write", interrupted_write)
-    with pytest.raises(KeyboardInterrupt):
-        write_back(first, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    # Python's own ^C handler, whatever this process inherited (a shell's background job ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            write_back(first, SOURCE.encode(), FIXED_FOR_TPU.encode())
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert (tmp_path / "b.py").read_text() == FIXED_FOR_TPU
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
 

@@ -18,7 +18,6 @@ from portcheck.api import fix_source, scan_source
 from portcheck.cli import app
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "notebooks"
-SARIF_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
 
 # (cell, line, column, code) of every finding in cross_cells.ipynb: `torch`, `nn` and the
 # `sync` alias are bound in cell 2 only.
@@ -156,9 +155,11 @@ def test_json_report_carries_the_cell_and_lines_within_it(project: Path) -> None
     assert findings[2]["source_line"] == "sync()" and findings[2]["end_column"] == 5
 
 
-def test_sarif_report_keeps_the_cell_in_the_region_and_as_a_logical_location(project: Path) -> None:
+def test_sarif_report_keeps_the_cell_in_the_region_and_as_a_logical_location(
+    project: Path, sarif_validator: jsonschema.Draft7Validator
+) -> None:
     document = json.loads(run("scan", "nb/cross_cells.ipynb", "--format", "sarif"))
-    jsonschema.validate(document, json.loads(SARIF_SCHEMA.read_text(encoding="utf-8")))
+    sarif_validator.validate(document)
     location = document["runs"][0]["results"][2]["locations"][0]
     region = location["physicalLocation"]["region"]
     assert location["physicalLocation"]["artifactLocation"]["uri"] == "nb/cross_cells.ipynb"

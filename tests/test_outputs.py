@@ -15,8 +15,6 @@ from click.testing import CliRunner
 
 from portcheck.cli import app
 
-SARIF_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
-
 APP_SOURCE = """\
 import torch
 
@@ -307,31 +305,6 @@ def test_github_data_escapes_newlines_and_keeps_colons(tree: Path) -> None:
 
 
 # --------------------------------------------------------------------------- sarif
-
-
-def sarif_log_schema(schema: dict) -> dict:
-    """The schema that a whole SARIF log must match.
-
-    The OASIS file puts the log's constraints (`version`, `runs`, ...) at its root; some copies
-    move them to `definitions/Root` and leave the root without any constraint, which would
-    accept every document. Validate against `#/definitions/Root` then, in memory.
-    """
-    if any(key in schema for key in ("type", "properties", "required", "$ref")):
-        return schema
-    if "Root" in schema.get("definitions", {}):
-        return {**schema, "$ref": "#/definitions/Root"}
-    pytest.fail(f"{SARIF_SCHEMA} constrains nothing at its root and has no definitions/Root")
-
-
-@pytest.fixture(scope="module")
-def sarif_validator() -> jsonschema.Draft7Validator:
-    if not SARIF_SCHEMA.is_file():
-        pytest.skip(f"SARIF 2.1.0 schema not found at {SARIF_SCHEMA} (expected in shared/schemas beside the checkout)")
-    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
-    jsonschema.Draft7Validator.check_schema(schema)
-    return jsonschema.Draft7Validator(
-        sarif_log_schema(schema), format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER
-    )
 
 
 def sarif_run(*args: str, expect: int = 1) -> dict:

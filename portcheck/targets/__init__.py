@@ -50,6 +50,9 @@ class Target:
     # functions it lacks (AttributeError): empty where nothing is known to differ from torch.cuda
     device_module_raises: tuple[str, ...]
     device_module_missing: tuple[str, ...]
+    # The `torch.nn.attention.SDPBackend` members scaled_dot_product_attention runs there; empty
+    # where not known
+    sdpa_backends: tuple[str, ...]
     # What nn.SyncBatchNorm does in distributed training there: runs | unverified (the device
     # passes its check, but no source says the backend has its kernels) | raises (ValueError)
     sync_batchnorm: str

@@ -17,6 +17,13 @@ _OFF = frozenset({"", "none", "null", "false", "no"})
 
 
 _XFORMERS_SWITCH = "enable_xformers_memory_efficient_attention"  # diffusers' models and pipelines
+_XFORMERS_SETTER = "set_use_memory_efficient_attention_xformers"  # diffusers' models: (valid, attention_op)
+
+
+def _turned_off(call: cst.Call) -> bool:
+    """`vae.set_use_memory_efficient_attention_xformers(False)`: the switch set off."""
+    valid = patterns.argument(call, 0, "valid")
+    return valid is None or (type(valid.value) is cst.Name and valid.value.value == "False")
 
 
 def _package(setting: str) -> packages.Package:
@@ -38,6 +45,7 @@ class CudaOnlyPackageSetting(Rule):
     cuda-only-package-import, PC701) that no import in the code shows: `use_liger_kernel=True`
     (Liger's Triton kernels) and `deepspeed="ds_config.json"` given to `TrainingArguments` or a
     TRL config (`SFTConfig`...), diffusers' `unet.enable_xformers_memory_efficient_attention()`
+    (or `vae.set_use_memory_efficient_attention_xformers(True)`)
     (info under `if is_xformers_available():` with no `else` that raises), and in YAML configs `use_liger_kernel: true`, `deepspeed:
     ds_config.json` in a recipe and `distributed_type: DEEPSPEED` in an accelerate config.
 
@@ -73,7 +81,7 @@ class CudaOnlyPackageSetting(Rule):
     hint = "instead: {instead}"
     severity = per_target(ERROR)
     file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
-    triggers = (b"liger", b"deepspeed", b"DEEPSPEED", b"enable_xformers")
+    triggers = (b"liger", b"deepspeed", b"DEEPSPEED", b"enable_xformers", b"attention_xformers")
     cuda_only = True
 
     VALID = [
@@ -96,6 +104,11 @@ class CudaOnlyPackageSetting(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # kohya's sd-scripts: the VAE switched to xformers with no flag
+            "import torch\nvae.set_use_memory_efficient_attention_xformers(True)\n"
+            "vae.set_use_memory_efficient_attention_xformers(False)\n",
+            lines=[2],
+        ),
         Invalid(  # AnimateDiff's training script: asked for, and an error without xFormers
             "import torch\nfrom diffusers.utils.import_utils import is_xformers_available\n"
             "if enable_xformers:\n    if is_xformers_available():\n        unet.enable_xformers_memory_efficient_attention()\n"
@@ -118,8 +131,9 @@ class CudaOnlyPackageSetting(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if patterns.method_name(node) == _XFORMERS_SWITCH:
-            shown = f"`{patterns.dotted(node.func) or _XFORMERS_SWITCH}()`"
+        method = patterns.method_name(node)
+        if method == _XFORMERS_SWITCH or (method == _XFORMERS_SETTER and not _turned_off(node)):
+            shown = f"`{patterns.dotted(node.func) or method}()`"
             self._report(node, _XFORMERS_SWITCH, shown, optional=self._optional_xformers())
             return
         if not takes_training_arguments(self.ctx.qualified_names(node.func), node):

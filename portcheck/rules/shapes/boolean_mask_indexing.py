@@ -181,6 +181,14 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # torchtitan's vocab-parallel cross entropy: autograd runs the backward every step
+            "import torch\nclass VocabParallelCE(torch.autograd.Function):\n    @staticmethod\n"
+            "    def backward(ctx, grad_output):\n        labels, = ctx.saved_tensors\n"
+            "        out_of_range = labels >= ctx.vocab_size\n        local = labels.clone()\n"
+            "        local[out_of_range] = 0\n        return local * grad_output, None\n",
+            lines=[8],
+            message="filling through a boolean mask",
+        ),
         Invalid(  # segment-anything's MaskData.filter: the function itself asks whether `keep` holds bools
             "import torch\nclass MaskData:\n    def filter(self, keep):\n        for k, v in self._stats.items():\n"
             "            if isinstance(v, torch.Tensor):\n                self._stats[k] = v[torch.as_tensor(keep, device=v.device)]\n"

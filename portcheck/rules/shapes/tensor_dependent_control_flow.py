@@ -6,7 +6,7 @@ from functools import partial
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import enclosing_function, periodic
+from portcheck.flow import TRACED, enclosing_function, periodic
 from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
@@ -618,7 +618,7 @@ class TensorDependentControlFlow(StepRule):
         if where is None:
             return
         test = node.test
-        if where != "forward()" and isinstance(test, cst.BooleanOperation) and periodic(test.left):
+        if where not in TRACED and isinstance(test, cst.BooleanOperation) and periodic(test.left):
             return  # `if step % N == 0 and loss.item() > x:` reads every N steps
         effect = _effect(where)
         lines = _by_line(test)
@@ -631,7 +631,7 @@ class TensorDependentControlFlow(StepRule):
 
 def _effect(where: str | cst.FunctionDef) -> str:
     """What a read of tensor values costs there: a graph break in forward(), a sync in a step loop."""
-    return "a host sync and a graph break" if where == "forward()" else "a host sync every step"
+    return "a host sync and a graph break" if where in TRACED else "a host sync every step"
 
 
 def _tests_device_values(ctx: FileContext, parts: list[cst.BaseExpression], sized: bool) -> bool:
