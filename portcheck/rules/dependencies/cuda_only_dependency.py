@@ -95,6 +95,12 @@ class CudaOnlyDependency(Rule):
             lines=[2, 5],
             path="conda.yaml",
         ),
+        Invalid(  # ZoeDepth's environment.yml: conda's CUDA toolkit meta-package
+            "name: zoe\nchannels:\n  - pytorch\ndependencies:\n  - cuda=11.7.1\n  - h5py=3.7.0\n",
+            lines=[5],
+            path="environment.yml",
+            message="depends on `cuda`",
+        ),
         Invalid("torch==2.5.1\nflash-attn==2.6.3\nnvidia-cudnn-cu12>=9\n", lines=[2, 3], path="requirements.txt"),
         Invalid(  # installed from their repositories, named by them
             "git+https://github.com/NVIDIA/apex.git#egg=apex\ngit+https://github.com/facebookresearch/xformers.git@main\n"

@@ -1194,6 +1194,9 @@ class StepRule(TensorRule):
         self._in_functions: list[_InFunction] = []
         self._step_calls: list[_CallSite] = []  # calls of other modules' functions, for `note_step_call`
         self._tensors_given: dict[tuple[int, str], bool] = {}  # (function, name): see `_given_tensors`
+        self._callees: dict[
+            int, list[str]
+        ] = {}  # call: see `_local_callees`, asked for step calls and tensor arguments
         self._pending: set[str] = set()  # what `_note_pending` recorded
 
     @classmethod
@@ -1348,7 +1351,10 @@ class StepRule(TensorRule):
             and name.rpartition(".")[0] not in ("", self.ctx.module.name)
             and not patterns.class_like(name)
         )
-        if not callees and not names:  # a model of another module called: `slmadv(...)` runs its `forward`
+        called_object = type(call.func) is cst.Name or flow.is_self_attribute(call.func)
+        if (
+            not callees and not names and called_object
+        ):  # a model of another module called: `slmadv(...)` runs its `forward`
             ancestors = self.ctx.ancestors
             own = self.ctx.module.name + "."
             called = self._local_callees(call, flow.enclosing_function(ancestors), ancestors)
@@ -1445,6 +1451,14 @@ class StepRule(TensorRule):
         return tensor_valued(self.ctx, value) or tensor_method(self.ctx, value, _TENSOR_RESULTS)
 
     def _local_callees(
+        self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
+    ) -> list[str]:
+        found = self._callees.get(id(call))
+        if found is None:
+            found = self._callees[id(call)] = self._find_local_callees(call, function, ancestors)
+        return found
+
+    def _find_local_callees(
         self, call: cst.Call, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
     ) -> list[str]:
         """`pkg.utils.clip_gradients` for `utils.clip_gradients(...)`, `pkg.utils.Logger.update`
