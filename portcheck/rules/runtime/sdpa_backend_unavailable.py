@@ -110,11 +110,8 @@ class SdpaBackendUnavailable(Rule):
         allowed = self._backends(given.value) if given is not None else None
         if not allowed:
             return
-        lacking = [
-            name
-            for name in self.ctx.targets
-            if target_data.get(name).sdpa_backends and not set(allowed) & set(target_data.get(name).sdpa_backends)
-        ]
+        runs = {name: set(target_data.get(name).sdpa_backends) for name in self.ctx.targets}
+        lacking = [name for name, backends in runs.items() if backends and not backends & set(allowed)]
         if not lacking:
             return
         severity: dict[str, Severity] = {name: ERROR if name in lacking else OFF for name in self.ctx.targets}

@@ -32,7 +32,7 @@ _WRITERS = frozenset(
         "torchvision.utils.save_image", "torchaudio.save", "soundfile.write", "scipy.io.wavfile.write",
     }
 )  # fmt: skip
-_HAND_OFF_CONTEXTS = frozenset({"forward()", "backward()", "a step loop"})  # no training, no decoding
+_HAND_OFF_CONTEXTS = flow.TRACED | {"a step loop"}  # no training, no decoding
 _WHOLE_COPIES = frozenset({"`.numpy()`", "`.cpu()`", '`.to("cpu")`'})  # what an output leaves by
 _NO_AUTOGRAD = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",

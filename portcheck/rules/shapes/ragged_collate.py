@@ -7,6 +7,7 @@ import libcst as cst
 
 from portcheck import patterns
 from portcheck.flow import COLLATE_NAME, enclosing_function
+from portcheck.resolve import function_scope
 from portcheck.rule import Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, shown
 from portcheck.walk import descendants
@@ -171,13 +172,14 @@ class RaggedCollate(Rule):
         for function in descendants(module, (cst.Lambda,)) if module is not None else ():
             if type(function) is not cst.FunctionDef or function.name.value != "__getitem__":
                 continue
-            bound = _assignments(function)
+            bound = function_scope(function, self.ctx.resolver.module).values if self.ctx.resolver else {}
             for returned in descendants(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 if type(returned) is not cst.Return or type(returned.value) is not cst.Dict:
                     continue
                 for element in returned.value.elements:
                     key = patterns.string_value(element.key) if type(element) is cst.DictElement else None
-                    values = bound.get(element.value.value, []) if type(element.value) is cst.Name else [element.value]
+                    named = bound.get(element.value.value, []) if type(element.value) is cst.Name else [element.value]
+                    values = [value for value in named if value is not None]  # what `=` binds it to
                     if key is not None and values and all(_encodes_one(value) for value in values):
                         found.add(key)
         return frozenset(found)
@@ -191,17 +193,6 @@ def _keyed(item: cst.BaseExpression) -> bool:
         and type(item.slice[0].slice) is cst.Index
         and type(item.slice[0].slice.value) is cst.SimpleString
     )
-
-
-def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
-    """What `=` binds each plain name to in a function's own body."""
-    found: dict[str, list[cst.BaseExpression]] = {}
-    for node in descendants(function.body, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-        if type(node) is cst.Assign:
-            for target in node.targets:
-                if type(target.target) is cst.Name:
-                    found.setdefault(target.target.value, []).append(node.value)
-    return found
 
 
 def _encodes_one(value: cst.BaseExpression) -> bool:

@@ -24,6 +24,7 @@ from portcheck.walk import descendants
 # torch's factories that take sizes: a size from tensor values makes a data-dependent shape.
 _FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn"))
 _RANGE = frozenset({"start", "end", "step"})  # torch.arange's bounds, as keywords
+_NUMBER_BUILTINS = frozenset({"int", "round", "len", "max", "min"})  # what gives a Python number
 # Functions that take sizes as one argument, by its position and keyword: the padding, the output size.
 _SIZED = {
     "torch.nn.functional.pad": (1, "pad"),
@@ -255,7 +256,7 @@ class TensorBoundSlice(StepRule):
         if "torch.arange" in names:  # a number read back (`l = int(t.item())`); a tensor given is PC503's sync
             bounds = [arg.value for arg in node.args[:3] if arg.keyword is None and not arg.star]
             bounds += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _RANGE]
-            read = [value for value in bounds if _python_number(value) and reads_tensor_scalar(self.ctx, value)]
+            read = [value for value in bounds if self._python_number(value) and reads_tensor_scalar(self.ctx, value)]
             self._report_read(read, True, "size")
             return
         if names & _FACTORIES:
@@ -323,6 +324,18 @@ class TensorBoundSlice(StepRule):
         memory (`host_sliced`; always, for a size) and so is the tensor it is read from."""
         return reads_tensor_value(self.ctx, value) and not (host_sliced and read_in_host_memory(self.ctx, value))
 
+    def _python_number(self, value: cst.BaseExpression) -> bool:
+        """A number as Python holds it: a name, `int(...)`, `round(...)` (the builtins), arithmetic
+        of those; not a tensor method's result (`lengths.max()`, a tensor that
+        host-sync-in-step reports)."""
+        if type(value) in (cst.BinaryOperation, cst.UnaryOperation):
+            parts = [value.left, value.right] if type(value) is cst.BinaryOperation else [value.expression]  # type: ignore[attr-defined]
+            return all(self._python_number(part) for part in parts)
+        if type(value) is cst.Call:
+            func = value.func
+            return type(func) is cst.Name and func.value in _NUMBER_BUILTINS and not self.ctx.qualified_names(func)
+        return type(value) in (cst.Name, cst.Integer)
+
     def _slices_host_data(self) -> bool:
         """Whether what is sliced is in host memory: a tensor there (a dataset's own data), or
         a Python list (DINO's crops, `x[start_idx:end_idx]` after `x = [x]`)."""
@@ -334,14 +347,3 @@ class TensorBoundSlice(StepRule):
             if any(type(value) in (cst.List, cst.ListComp) for value in resolver.explicit_values(sliced)):
                 return True
         return in_host_memory(self.ctx, sliced)
-
-
-def _python_number(value: cst.BaseExpression) -> bool:
-    """A number as Python holds it: a name, `int(...)`, `round(...)`, arithmetic of those; not
-    a tensor method's result (`lengths.max()`, a tensor that host-sync-in-step reports)."""
-    if type(value) in (cst.BinaryOperation, cst.UnaryOperation):
-        parts = [value.left, value.right] if type(value) is cst.BinaryOperation else [value.expression]  # type: ignore[attr-defined]
-        return all(_python_number(part) for part in parts)
-    if type(value) is cst.Call:
-        return type(value.func) is cst.Name and value.func.value in ("int", "round", "len", "max", "min")
-    return type(value) in (cst.Name, cst.Integer)
