@@ -136,6 +136,7 @@ _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
 _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
 # `model_fn`, `denoiser`: what diffusion samplers call every step
+_HELPER_DEPTH = 3
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor|denoiser)(_fn)?$", re.IGNORECASE)
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
@@ -1844,7 +1845,7 @@ class DeviceFlow:
         if depth == 0 and self._runs_on_device_data(call):
             return "step"  # `feature = inception(img)` after `img = img.to(device)`
         helpers = self._helpers_called(call, depth)
-        if depth >= 2 or named.startswith("test_"):
+        if depth >= _HELPER_DEPTH or named.startswith("test_"):
             return None  # a test function run from a loop over cases is no step
         if type(call.func) is cst.Name and not helpers:  # `lower_update = lambda x, s, t: self.update(x, s, t)`
             lambdas = [value.body for value in self.resolver.assigned_values(call.func) if type(value) is cst.Lambda]
@@ -1947,7 +1948,7 @@ class DeviceFlow:
         if type(call.func) is cst.Name:
             name = call.func.value
             return [self._functions[name]] if name in self._functions else []
-        if type(call.func) is cst.Attribute and _is_self(call.func.value) and depth < 2:
+        if type(call.func) is cst.Attribute and _is_self(call.func.value) and depth < _HELPER_DEPTH:
             return self._own_methods(call.func.attr.value)
         if (
             type(call.func) is cst.Attribute

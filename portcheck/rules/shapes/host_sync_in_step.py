@@ -437,6 +437,17 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # denoising-diffusion-pytorch: the sampling loop reaches the model three methods down
+            "import torch\nclass Diffusion(torch.nn.Module):\n    def __init__(self, model):\n        super().__init__()\n"
+            "        self.model = model\n    def model_predictions(self, x, t):\n        return self.model(x, t)\n"
+            "    def p_mean_variance(self, x, t):\n        return self.model_predictions(x, t)\n"
+            "    def p_sample(self, x, t):\n        mean = self.p_mean_variance(x, t)\n"
+            "        print('mean:', mean.mean().item())\n        return mean\n"
+            "    def p_sample_loop(self, img):\n        for t in reversed(range(self.num_timesteps)):\n"
+            "            img = self.p_sample(img, t)\n        return img\n",
+            lines=[12],
+            message="`.item()` in `p_sample()`, called from a step loop",
+        ),
         Invalid(  # Tacotron 2: lengths read back in forward() for a torch function: no output
             "import torch\nfrom torch import nn\nclass Encoder(nn.Module):\n    def forward(self, x, input_lengths):\n"
             "        input_lengths = input_lengths.cpu().numpy()\n"

@@ -5,7 +5,7 @@ from functools import cached_property
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import enclosing_function, in_forward
+from portcheck.flow import enclosing_function, in_forward, is_self_attribute
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, TensorRule, advice, innermost_loop, shape_kept
 from portcheck.walk import descendants
@@ -17,6 +17,10 @@ _FIXED_CACHES = frozenset(
     for module in ("", ".cache_utils")
     for name in ("StaticCache", "HybridCache", "SlidingWindowCache", "OffloadedStaticCache", "HybridChunkedCache")
 )
+_CACHE_CHOICE = "cache_implementation"
+# The `cache_implementation` values whose cache grows with the sequence (transformers' GenerationConfig).
+_GROWING_CACHES = frozenset({"dynamic", "offloaded", "quantized"})
+_HF_LOADERS = ("transformers.", "peft.")
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _FORWARD_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
 
@@ -35,6 +39,12 @@ class KvCacheGrownPerStep(TensorRule):
       call's output, `past_key_values = outputs.past_key_values`): the dynamic cache of
       Hugging Face models, which grows the same way, unless the name holds a fixed-length cache
       (`StaticCache(...)`);
+    - `generate(...)` of a Hugging Face model (a name or `self.` attribute bound to a
+      `transformers` or `peft` `...from_pretrained(...)`), which decodes with that dynamic cache
+      unless the module picks a fixed-length one (`cache_implementation="static"` in the call,
+      in a `GenerationConfig`, a dict of its arguments or the model's `generation_config`, or
+      `past_key_values=StaticCache(...)`); arguments passed as `**kwargs` of unknown origin
+      leave it alone;
     - state kept across calls, an attribute of `self` or an entry of a dict the function does
       not bind, that `forward` or a forward hook grows onto itself (whisper's
       `cache[module] = torch.cat([cache[module], output], dim=1)` in the hook that
@@ -90,7 +100,7 @@ class KvCacheGrownPerStep(TensorRule):
         " Hugging Face: StaticCache){advice}"
     )
     severity = RECOMPILE_SEVERITY
-    triggers = (b"past_key_values", b"is not None", b"cat")
+    triggers = (b"past_key_values", b"is not None", b"cat", b"generate(")
 
     VALID = [
         # a skip connection: the new tensor first, and no cache
@@ -125,6 +135,26 @@ class KvCacheGrownPerStep(TensorRule):
             "for _ in range(n):\n    out = model(ids, past_key_values=past_key_values, use_cache=True)\n"
             "    past_key_values = out.past_key_values\n    ids = out.logits[:, -1:].argmax(-1)\n"
         ),
+        # generate with a cache of fixed length, chosen in the call, a config or on the model
+        Valid(
+            "import torch\nfrom transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(p)\n"
+            "out = m.generate(ids, max_new_tokens=64, cache_implementation='static')\n"
+        ),
+        Valid(
+            "import torch\nfrom transformers import AutoModelForCausalLM, GenerationConfig\n"
+            "m = AutoModelForCausalLM.from_pretrained(p)\ncfg = GenerationConfig(max_new_tokens=64, cache_implementation='static')\n"
+            "out = m.generate(ids, generation_config=cfg)\n"
+        ),
+        Valid(
+            "import torch\nimport transformers\nm = transformers.AutoModelForCausalLM.from_pretrained(p)\n"
+            "m.generation_config.cache_implementation = 'static'\nout = m.generate(ids)\n"
+        ),
+        # arguments of unknown origin; not a Hugging Face model's generate
+        Valid(
+            "import torch\nfrom transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(p)\n"
+            "def run(**kwargs):\n    return m.generate(**kwargs)\n"
+        ),
+        Valid("import torch\nsampler = DiffusionSampler(unet)\nimages = sampler.generate(n=16)\n"),
         # one prefill, not fed back in a loop
         Valid("import torch\nout = model(ids, past_key_values=None, use_cache=True)\npkv = out.past_key_values\n"),
         Valid(
@@ -150,6 +180,25 @@ class KvCacheGrownPerStep(TensorRule):
         ),
     ]
     INVALID = [
+        # alpaca-lora's generate.py: Transformers' generate grows its DynamicCache each token
+        Invalid(
+            "import torch\nfrom transformers import LlamaForCausalLM\nmodel = LlamaForCausalLM.from_pretrained(base)\n"
+            "with torch.no_grad():\n    out = model.generate(input_ids=ids, max_new_tokens=128)\n",
+            lines=[5],
+            message="`model.generate(...)` decodes with Hugging Face's dynamic cache",
+        ),
+        Invalid(
+            "import torch\nimport transformers as tf\nclass Chat:\n    def __init__(self, name):\n"
+            "        self.lm = tf.AutoModelForCausalLM.from_pretrained(name)\n"
+            "    def reply(self, ids):\n        return self.lm.generate(ids, max_new_tokens=64)\n",
+            lines=[7],
+            message="`self.lm.generate(...)` decodes",
+        ),
+        Invalid(  # the arguments in a dict the module writes, a LoRA adapter on top
+            "import torch\nfrom peft import PeftModel\nmodel = PeftModel.from_pretrained(base, lora)\n"
+            "params = {'max_new_tokens': 64, 'output_scores': True}\nout = model.generate(ids, **params)\n",
+            lines=[5],
+        ),
         # taming-transformers' minGPT attention: the past unpacked, then joined before the new keys
         Invalid(
             "import torch\nclass Attention(torch.nn.Module):\n    def forward(self, x, layer_past=None):\n"
@@ -270,8 +319,13 @@ class KvCacheGrownPerStep(TensorRule):
         self.report(node, what=what, advice=advice(self.ctx.targets))
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "generate":
+            if self._generates_with_dynamic_cache(node):
+                what = f"`{_code(node.func)}(...)` decodes with Hugging Face's dynamic cache, which grows by one position at every step"
+                self.report(node, what=what, advice=advice(self.ctx.targets))
+            return
         fed = patterns.keyword(node, "past_key_values")
-        if fed is None or isinstance(node.func, cst.Attribute) and node.func.attr.value == "generate":
+        if fed is None:
             return
         path = _path(fed.value)
         loop = innermost_loop(self.ctx.ancestors)
@@ -392,6 +446,62 @@ class KvCacheGrownPerStep(TensorRule):
     def _targets(self, node: cst.Assign) -> list[str]:
         return [name for target in node.targets if (name := _path(target.target))]
 
+    def _generates_with_dynamic_cache(self, call: cst.Call) -> bool:
+        """`generate(...)` of a Hugging Face model (a name or `self.` attribute bound to
+        `transformers`' or `peft`'s `...from_pretrained(...)`) that picks no cache of fixed
+        length: no `cache_implementation=` naming one (in the call, a `GenerationConfig` or a dict
+        of its arguments the module builds, or set on the model's `generation_config`) and no
+        `past_key_values=` bound to a `StaticCache`. Arguments passed as `**kwargs` of unknown
+        origin leave it unknown."""
+        assert isinstance(call.func, cst.Attribute)
+        if not self._hf_model(call.func.value) or self._picks_cache_anywhere:
+            return False
+        fed = patterns.keyword(call, "past_key_values")
+        if fed is not None:
+            return not self._fixed_length(_path(fed.value))
+        for arg in call.args:
+            if arg.star == "**" and not self._dict_without_cache_choice(arg.value):
+                return False
+        return True
+
+    def _hf_model(self, node: cst.BaseExpression) -> bool:
+        if self.ctx.flow is None:
+            return False
+        if type(node) is cst.Name:
+            values = self.ctx.flow.resolver.explicit_values(node)
+        elif is_self_attribute(node):
+            assert isinstance(node, cst.Attribute)
+            values = [value for value, _ in self.ctx.flow.self_attribute_values(node.attr.value)]
+        else:
+            return False
+        return any(
+            type(value) is cst.Call and _loads_hf_model(self.ctx.qualified_names(value.func)) for value in values
+        )
+
+    def _dict_without_cache_choice(self, node: cst.BaseExpression) -> bool:
+        """A name bound only to dict literals the module writes, none with a `cache_implementation` key."""
+        values = self.ctx.assigned_values(node) if type(node) is cst.Name else []
+        return bool(values) and all(type(value) is cst.Dict for value in values)
+
+    @cached_property
+    def _picks_cache_anywhere(self) -> bool:
+        """Whether the module names a fixed-length `cache_implementation` anywhere: as a keyword
+        (`GenerationConfig(cache_implementation="static")`), a dict key or an attribute set."""
+        for node in descendants(self.ctx.ancestors[0]):
+            value = None
+            if type(node) is cst.Arg and node.keyword is not None and node.keyword.value == _CACHE_CHOICE:
+                value = node.value
+            elif type(node) is cst.DictElement and patterns.string_value(node.key) == _CACHE_CHOICE:
+                value = node.value
+            elif type(node) is cst.Assign and any(
+                type(target.target) is cst.Attribute and target.target.attr.value == _CACHE_CHOICE
+                for target in node.targets
+            ):
+                value = node.value
+            if value is not None and patterns.string_value(value) not in _GROWING_CACHES:
+                return True
+        return False
+
     def _fixed_length(self, path: str) -> bool:
         """Whether the fed-back name is ever bound to a cache of fixed length in the module."""
         for node in descendants(self.ctx.ancestors[0]):
@@ -511,3 +621,8 @@ def _binds(block: cst.CSTNode, path: str) -> bool:
         isinstance(node, cst.Assign) and any(_path(target.target) == path for target in node.targets)
         for node in descendants(block, _SCOPES)
     )
+
+
+def _loads_hf_model(names: frozenset[str]) -> bool:
+    """`AutoModelForCausalLM.from_pretrained`, `peft.PeftModel.from_pretrained`..."""
+    return any(name.startswith(_HF_LOADERS) and name.endswith(".from_pretrained") for name in names)

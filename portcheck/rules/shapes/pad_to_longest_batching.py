@@ -22,6 +22,8 @@ _BUCKET_ITERATORS = frozenset(
     for name in ("BucketIterator", "BucketIterator.splits")
 )
 _FIELDS = frozenset(f"torchtext.{package}.Field" for package in ("data", "legacy.data", "data.field"))
+# The least `pad_to_multiple_of=` that buckets lengths (TPU guides pad to multiples of 64 or 128).
+_FEW_BUCKETS = 64
 _TOKENIZER_KEYWORDS = frozenset({"padding", "max_length", "truncation", "pad_to_multiple_of"})
 # the legacy typed constructors, given sizes (`torch.LongTensor(n, longest)`) or data (a list)
 _TYPED = frozenset(f"torch.{name}" for name in ("Tensor", "LongTensor", "IntTensor", "FloatTensor", "HalfTensor"))
@@ -50,7 +52,8 @@ class PadToLongestBatching(Rule):
     `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`, and
     torchtext's `BucketIterator` (also `.splits`) where no `Field` of the module sets
     `fix_length=`. Calls that
-    also pass `pad_to_multiple_of=` already bucket lengths and are left alone, and so is a
+    also pass `pad_to_multiple_of=` already bucket lengths and are left alone (not a literal
+    multiple under 64, such as the 8 that aligns to tensor cores), and so is a
     tokenizer given one item of a loop or comprehension (`[tok(t, padding="longest") for t in
     texts]`), which has nothing to pad against.
 
@@ -278,6 +281,10 @@ class PadToLongestBatching(Rule):
             lines=[2],
         ),
         Invalid("import torch\ncollator = DataCollatorForSeq2Seq(tokenizer, model=model, padding=True)\n", lines=[2]),
+        Invalid(  # alpaca-lora: multiples of 8 align to tensor cores, but leave a length per 8 tokens
+            "import transformers\nc = transformers.DataCollatorForSeq2Seq(tok, pad_to_multiple_of=8, padding=True)\n",
+            lines=[2],
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
@@ -338,7 +345,7 @@ class PadToLongestBatching(Rule):
         if not keywords.keys() & _TOKENIZER_KEYWORDS or self._is_torch(node) or _builds_other_class(node):
             return
         bounded = "max_length" in keywords or "truncation" in keywords
-        bucketed = "pad_to_multiple_of" in keywords
+        bucketed = "pad_to_multiple_of" in keywords and _few_buckets(keywords["pad_to_multiple_of"])
         padding = keywords.get("padding")
         if bounded or bucketed or (padding is not None and patterns.string_value(padding) == "max_length"):
             self._scopes[-1].model_inputs.add(self._bound_name())
@@ -647,7 +654,15 @@ def _pads(call: cst.Call) -> bool:
 
 def _bucketed(call: cst.Call) -> bool:
     """`pad_to_multiple_of=` already limits lengths to a few buckets."""
-    return patterns.keyword(call, "pad_to_multiple_of") is not None
+    multiple = patterns.keyword(call, "pad_to_multiple_of")
+    return multiple is not None and _few_buckets(multiple.value)
+
+
+def _few_buckets(multiple: cst.BaseExpression) -> bool:
+    """A multiple that leaves few lengths: not a literal under `_FEW_BUCKETS`, such as the 8 that
+    aligns to NVIDIA's tensor cores (alpaca-lora's `DataCollatorForSeq2Seq(tok,
+    pad_to_multiple_of=8, padding=True)`: a length per 8 tokens, 32 graphs up to 256)."""
+    return not (type(multiple) is cst.Integer and int(multiple.value, 0) < _FEW_BUCKETS)
 
 
 def _pads_to_longest(node: cst.BaseExpression) -> bool:
