@@ -108,8 +108,24 @@ class SettingValueRule(Rule):
             bound = self.ctx.assigned_value(name) or self.ctx.parameter_default(name)
             if bound is not None:
                 found.extend(self.literals(bound))
+        for lookup in patterns.value_literals(expression, lambda node: type(node) is cst.Subscript):
+            found.extend(self._table_values(lookup))
         for literal in found:
             self.report_once(literal)
+
+    def _table_values(self, lookup: cst.CSTNode) -> Iterable[cst.CSTNode]:
+        """The literals among the values of a table the setting is looked up in, a dict bound
+        once (PixArt's `t5_device = {512: "cuda", 1024: "cuda"}`, then `t5_device[size]`)."""
+        assert type(lookup) is cst.Subscript
+        table = self.ctx.assigned_value(lookup.value) if type(lookup.value) is cst.Name else None
+        if type(table) is not cst.Dict:
+            return []
+        return [
+            literal
+            for element in table.elements
+            if type(element) is cst.DictElement
+            for literal in self.literals(element.value)
+        ]
 
     def report_once(self, literal: cst.CSTNode) -> None:
         if id(literal) not in self._reported:

@@ -26,7 +26,8 @@ class CudaDeviceString(SettingValueRule):
     `torch.device(...)`, `.to(...)`, any `device=` keyword, `torch.set_default_device`, the
     default of a `device` parameter, `--device` option (argparse's or click's) or dataclass field, an assignment to a
     name, attribute or dict key called `device`, and a string bound to a name that is later
-    used as a device; in YAML configs, a key named for a device (`device: cuda` in a runner's
+    used as a device, or a value of a dict bound to a name that such a use looks up
+    (`t5_device[size]`); in YAML configs, a key named for a device (`device: cuda` in a runner's
     config) or a trainer's `accelerator: cuda` (reported but not fixed). A Hugging Face `device_map` is hf-cuda-device-map's (PC106).
 
     ## Why is this bad?
@@ -90,6 +91,11 @@ class CudaDeviceString(SettingValueRule):
         Valid("run:\n  device: cpu\n  backend: cuda\n  note: cuda:0\n", path="train_configs/stage1.yaml"),
     ]
     INVALID = [
+        Invalid(  # PixArt's interface.py: the device looked up in a table by image size
+            "import torch\nt5_device = {512: 'cuda', 1024: 'cpu'}\nemb = T5Embedder(device=t5_device[size])\n",
+            lines=[2],
+            fixed="import torch\nt5_device = {512: 'tpu', 1024: 'cpu'}\nemb = T5Embedder(device=t5_device[size])\n",
+        ),
         Invalid(  # pytorch/examples' RPC pipeline: each shard's device, passed in the remote call's arguments
             "import torch\nfrom torch.distributed import rpc\ndef shards(workers, Shard, args):\n"
             "    return rpc.remote(workers[0], Shard, args=('cuda:0',) + args)\n",

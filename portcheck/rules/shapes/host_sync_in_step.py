@@ -68,7 +68,7 @@ class HostSyncInStep(StepRule):
     or printed (`print(pre_norm)`) or logged as a number (`writer.add_scalar("loss", loss,
     step)`, `writer.add_scalars("Loss", {"train": loss}, step)`, `wandb.log({"loss": loss})`),
     a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s fill
-    value, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
+    value, an item of the list `torch.tensor([t])` makes a tensor of, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
     `torch.randint`'s bounds, `math.isnan(grad_norm)`), and a GradScaler's scale read as a
     number (`scaler.get_scale()`, `scaler.state_dict()["scale"]`) where they run every step. That is step
     code:
@@ -179,6 +179,7 @@ class HostSyncInStep(StepRule):
     severity = SYNC_SEVERITY
     triggers = (
         b".item",
+        b"tensor([",
         b".tolist",
         b".cpu",
         b".numpy",
@@ -437,6 +438,16 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # PixArt's inpainting pipeline: a timestep of the device schedule read into a new tensor
+            "import torch\ndef denoise(model, scheduler, latents, noise):\n"
+            "    timesteps = torch.linspace(999, 0, 50, device=latents.device)\n"
+            "    for i, t in enumerate(timesteps):\n        latents = model(latents, t)\n"
+            "        if i < len(timesteps) - 1:\n"
+            "            latents = scheduler.add_noise(latents, noise, torch.tensor([timesteps[i + 1]]))\n"
+            "    return latents\n",
+            lines=[7],
+            message="a tensor as `torch.tensor()`'s list item",
+        ),
         Invalid(  # denoising-diffusion-pytorch: the sampling loop reaches the model three methods down
             "import torch\nclass Diffusion(torch.nn.Module):\n    def __init__(self, model):\n        super().__init__()\n"
             "        self.model = model\n    def model_predictions(self, x, t):\n        return self.model(x, t)\n"
@@ -1172,12 +1183,18 @@ class HostSyncInStep(StepRule):
         if isinstance(node.func, cst.Name) and node.func.value == "range" and not self.ctx.qualified_names(node.func):
             function, given = "range", [(arg.value, "bound") for arg in node.args if not arg.star]
         else:
-            function = next((name for name in self.ctx.qualified_names(node.func) if name in _NUMBER_ARGUMENTS), "")
+            names = self.ctx.qualified_names(node.func)
+            function = next((name for name in names if name in _NUMBER_ARGUMENTS), "")
             given = []
             for position, keyword in _NUMBER_ARGUMENTS.get(function, ()):
                 arg = patterns.keyword(node, keyword) or patterns.positional(node, position)
                 if arg is not None:
                     given.append((arg.value, keyword))
+            data = patterns.argument(node, 0, "data") if "torch.tensor" in names else None
+            if data is not None and type(data.value) in (cst.List, cst.Tuple):
+                # `torch.tensor([t])`: a list is read item by item as Python numbers (a tensor alone is copied)
+                function = "torch.tensor"
+                given = [(element.value, "list item") for element in data.value.elements]  # type: ignore[attr-defined]
         found = next(((value, what) for value, what in given if tensor_valued(self.ctx, value)), None)
         if found is None:
             return None

@@ -49,7 +49,8 @@ class InputShapePerFile(TensorRule):
     (`model`, `net`); the run is a call of it, of one of its methods (`waveglow.infer(mel)`), or
     of a function given both (`test(img, model)`). Not where a call on the way resizes, crops or
     transforms the input (`cv2.resize`, `transform(img)`, `letterbox`), which fixes its shape,
-    nor where the function of the module the loop runs does (yolact's `evalimage(net, path)`).
+    or asserts its shape (`assert img.shape[:2] == (512, 512)`), nor where the function of the
+    module the loop runs does (yolact's `evalimage(net, path)`).
 
     ## Why is this bad?
     Audio clips and images differ in length and size, so every file gives the model a new input
@@ -100,6 +101,12 @@ class InputShapePerFile(TensorRule):
             "import glob\nimport torch\nfrom PIL import Image\nnet.load_state_dict(state)\n"
             "for path in sorted(glob.glob('imgs/*.png')):\n    x = transform(Image.open(path)).unsqueeze(0)\n"
             "    y = net(x)\n"
+        ),
+        # CodeFormer's colorization: every file's size asserted before the run
+        Valid(
+            "import cv2\nimport torch\nnet.eval()\nfor i, path in enumerate(paths):\n    face = cv2.imread(path)\n"
+            "    assert face.shape[:2] == (512, 512), 'Input must be 512x512'\n"
+            "    out = net(torch.from_numpy(face).to('cuda'))\n"
         ),
         # yolact: the helper run on each path resizes what it reads
         Valid(
@@ -231,6 +238,8 @@ class InputShapePerFile(TensorRule):
         """The first model run given what the loop derives from its file, statement by statement
         (`x = np.load(f)`, `x = torch.FloatTensor(x)`, then `generator(x)`), and that argument."""
         for statement in _statements(body):
+            if _asserts_shape(statement, derived):
+                return None
             for call in _calls_in(statement):
                 if self._fixes_size(call):
                     return None
@@ -282,6 +291,21 @@ def _statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
             orelse = getattr(statement, "orelse", None)
             if orelse is not None:
                 yield from _statements(orelse.body if isinstance(orelse, (cst.Else, cst.If)) else orelse)
+
+
+def _asserts_shape(statement: cst.CSTNode, derived: set[str]) -> bool:
+    """`assert face.shape[:2] == (512, 512)` on what the loop read (CodeFormer's colorization):
+    the file's size is checked, so the shape stays."""
+    for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+        test = small.test if isinstance(small, cst.Assert) else None
+        if type(test) is not cst.Comparison or type(test.comparisons[0].operator) is not cst.Equal:
+            continue
+        if any(
+            type(node) is cst.Attribute and node.attr.value == "shape" and _reads_any(node.value, derived)
+            for node in (test.left, *descendants(test.left))
+        ):
+            return True
+    return False
 
 
 def _assignments(statement: cst.CSTNode) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
