@@ -136,7 +136,6 @@ _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class|type|name|params|opts|options)$", re.I)
 _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
 # `model_fn`, `denoiser`: what diffusion samplers call every step
-_HELPER_DEPTH = 3
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor|denoiser)(_fn)?$", re.IGNORECASE)
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
@@ -144,6 +143,9 @@ _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|w
 # inference or test steps, whose loops read each result back as their product).
 _STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
 # Methods that run a model or its halves: `model.forward_decoder(...)`, `model.decode(z)`, `model.decoder(x)`.
+# How many calls into the module's functions a loop's step markers are looked for (a diffusion
+# sampling loop's `p_sample()` -> `p_mean_variance()` -> `model_predictions()` -> `self.model(...)`).
+_HELPER_DEPTH = 3
 _MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder|predict|inference|infer)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 # What fetches a step's batch by its name: `get_batch("train")`, `next(it)`.

@@ -74,6 +74,10 @@ SUBCLASS = "subclass"
 # name: a module-level name of the repository bound to the current device's runtime module
 # (torchtitan's `device_type, device_module = get_device_info()`, from `torch.get_device_module`)
 DEVICE_MODULE = "device-module"
+# name: a module-level function of the repository that returns CUDA's device where there is one
+# and otherwise the CPU's (CodeFormer's `get_device()`); detail `picks`: the device types it may
+# return but the CPU, comma-separated ("cuda,mps")
+CPU_FALLBACK = "cpu-fallback"
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,9 @@ class Project:
     subclasses: frozenset[tuple[str, str]] = frozenset()
     # The repository's module-level names that hold the device's runtime module (DEVICE_MODULE).
     device_modules: frozenset[str] = frozenset()
+    # The repository's functions that return CUDA's device or the CPU's, each with what else it
+    # may pick (CPU_FALLBACK).
+    cpu_fallbacks: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -173,6 +180,7 @@ class Project:
             reexports=frozenset(failing_reexports(facts, chains)),
             subclasses=frozenset((f.name, f.detail("base")) for f in facts if f.kind == SUBCLASS),
             device_modules=frozenset(f.name for f in facts if f.kind == DEVICE_MODULE),
+            cpu_fallbacks=frozenset((f.name, f.detail("picks")) for f in facts if f.kind == CPU_FALLBACK),
         )
 
     @property
@@ -191,6 +199,7 @@ class Project:
             or self.host_parameters
             or self.mixup_returns
             or self.device_modules
+            or self.cpu_fallbacks
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False, every_n_steps: bool = False) -> str | None:
@@ -333,11 +342,19 @@ class Project:
         failing = failing_prefix(module, importer, self._chains)
         return self._chains[failing] if failing else None
 
-    def on_cuda_beside(self, path: str) -> str | None:
-        """The first file in the folder of `path` that puts its model on CUDA (a sibling
-        script that trains and saves what `path` loads), if any."""
-        folder = PurePosixPath(path).parent
-        return min((each for each in self.on_cuda if PurePosixPath(each).parent == folder), default=None)
+    def on_cuda_nearest(self, path: str) -> str | None:
+        """The file nearest `path` that puts its model on CUDA, if any: first in its folder (a
+        sibling script that trains and saves what `path` loads), then in the folders above it
+        (nanoT5's `main.py` above the `utils/model_utils.py` that loads its checkpoints), then
+        anywhere in the repository."""
+        folder = PurePosixPath(path).parent.parts
+
+        def distance(each: str) -> tuple[int, str]:
+            other = PurePosixPath(each).parent.parts
+            shared = next((i for i, (a, b) in enumerate(zip(folder, other)) if a != b), min(len(folder), len(other)))
+            return len(folder) - shared + len(other) - shared, each
+
+        return min(self.on_cuda, key=distance, default=None)
 
     def is_local(self, module: str) -> bool:
         """Whether an import names one of the repository's own packages."""

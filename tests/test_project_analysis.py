@@ -566,26 +566,27 @@ def test_a_model_class_of_the_repository_loads_in_float16_like_a_library_one(tmp
 
 def test_a_checkpoint_loaded_where_the_repository_trains_on_cuda_gets_a_map_location(tmp_path: Path) -> None:
     """stylegan2-pytorch: train.py trains on CUDA and saves checkpoints; another script loads
-    one without map_location, which restores its tensors onto CUDA. Datasets, files in other
-    folders, what a module saves itself (from the host) and files of a repository that puts
-    nothing on CUDA are left alone."""
+    one without map_location, which restores its tensors onto CUDA. So does a module in another
+    folder, such as segment-anything's builder, whose load goes into the model's state. Datasets,
+    what a module saves itself (from the host) and files of a repository that puts nothing on
+    CUDA are left alone."""
     train = 'import torch\nmodel = Generator().to("cuda")\ntorch.save({"g": model.state_dict()}, "ckpt/010000.pt")\n'
     factorize = (
         "import torch\nckpt = torch.load(args.ckpt)\nfeatures = torch.load('data/features.pt')\n"
         "state = torch.load(args.ckpt, map_location='cpu')\n"
     )
+    build = (
+        "import torch\ndef build(checkpoint):\n    sam = Sam()\n    with open(checkpoint, 'rb') as f:\n"
+        "        state_dict = torch.load(f)\n    sam.load_state_dict(state_dict)\n    return sam\n"
+    )
     own = "import torch\ntorch.save(torch.zeros(3), 'ckpt/host.pt')\nback = torch.load('ckpt/host.pt')\n"
-    files = {"train.py": train, "closed_form_factorization.py": factorize, "tools/convert.py": factorize, "own.py": own}
+    files = {"train.py": train, "closed_form_factorization.py": factorize, "tools/build.py": build, "own.py": own}
     write(tmp_path, files)
     found = [(f.path, f.line, f.severity, f.message) for f in scan(tmp_path).findings if f.code == "PC104"]
+    unmapped = "`torch.load` without map_location loads the checkpoint onto a CUDA device if it was saved from one:"
     assert found == [
-        (
-            "closed_form_factorization.py",
-            2,
-            Severity.WARNING,
-            "`torch.load` without map_location loads the checkpoint onto a CUDA device if it was saved from one:"
-            " `train.py` beside it runs on CUDA",
-        )
+        ("closed_form_factorization.py", 2, Severity.WARNING, f"{unmapped} `train.py` beside it runs on CUDA"),
+        ("tools/build.py", 5, Severity.WARNING, f"{unmapped} `train.py` in this repository runs on CUDA"),
     ]
     write(tmp_path, {"train.py": train.replace('"cuda"', '"cpu"')})
     assert not [f for f in scan(tmp_path).findings if f.code == "PC104"]

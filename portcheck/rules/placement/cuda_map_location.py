@@ -37,6 +37,7 @@ class _Load:
     call: cst.Call
     edit: Edit | None
     restores_model: bool  # its value goes into a model's state (`["state_dict"]`, `.load_state_dict(...)`)
+    path: str  # how it names its file, as written; the path opened where it reads an open file
 
 
 class CudaMapLocation(Rule):
@@ -54,9 +55,10 @@ class CudaMapLocation(Rule):
     `["state_dict"]`):
     such files are mostly saved
     from the GPU, and `map_location="cpu"` costs nothing where they were not. So is a load of
-    a checkpoint in a module that puts nothing on CUDA, where a file in the same folder puts its
-    model on CUDA (a script beside the training script), unless the module saves that path
-    itself (from the host). Not a load straight into an LR scheduler's, a GradScaler's or a
+    a checkpoint (by the path it names or opens) in a module that puts nothing on CUDA, where
+    another file of the repository puts its model on CUDA (a script beside the training
+    script, a package's loader under it), unless the module saves that path itself (from the
+    host). Not a load straight into an LR scheduler's, a GradScaler's or a
     sampler's `load_state_dict()`, whose state is numbers, nor one from bytes the process
     made (`torch.load(io.BytesIO(t.numpy()))`, sam2's all_gather of pickled objects): they were
     saved in the same run, on the device it runs on.
@@ -316,12 +318,12 @@ class CudaMapLocation(Rule):
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
-        """Where a script puts its model on CUDA, the loads of the files beside it that do not."""
+        """Where a script puts its model on CUDA, the loads of the files that do not."""
         return (b"torch.load", b"serialization.load") if known.on_cuda else ()
 
     @classmethod
     def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:
-        return known.on_cuda_beside(path) is not None
+        return bool(known.on_cuda)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if self._on_cuda is None and "cuda" in node.value and patterns.is_cuda_device_literal(node):
@@ -347,7 +349,8 @@ class CudaMapLocation(Rule):
                 and not _into_host_state(self.ctx)
                 and not self._in_memory(node)
             ):
-                self._loads.append(_Load(node, self._unmapped_edit(node), _restores_model(self.ctx, node)))
+                restores = _restores_model(self.ctx, node)
+                self._loads.append(_Load(node, self._unmapped_edit(node), restores, _loaded_path(self.ctx, node)))
         elif not self.ctx.project.complete:
             self._report_map_location(arg)
 
@@ -377,9 +380,9 @@ class CudaMapLocation(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         """Loads without map_location, once the module's saves and CUDA placements are known;
-        in the second pass, those of a module that puts nothing on CUDA beside one that does."""
+        in the second pass, those of a module that puts nothing on CUDA in a repository that does."""
         if self.ctx.project.complete:
-            writer = self.ctx.project.on_cuda_beside(self.ctx.path)
+            writer = self.ctx.project.on_cuda_nearest(self.ctx.path)
             if self._on_cuda is None and writer is not None:
                 self._report_elsewhere_written(writer)
             return
@@ -391,17 +394,19 @@ class CudaMapLocation(Rule):
             if save is not None:
                 why = f": this module writes its checkpoints from CUDA (`torch.save(..., {_path_code(save, 1)})`)"
                 self.report(load.call, edit=load.edit, what=_UNMAPPED_LOAD, why=why)
-            elif load.restores_model or (not self._saves and _names_checkpoint(_path_code(load.call, 0))):
+            elif load.restores_model or (not self._saves and _names_checkpoint(load.path)):
                 why = " if it was saved from one, as checkpoints of a module that runs on CUDA often are"
                 self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=_UNMAPPED_LOAD, why=why)
 
     def _report_elsewhere_written(self, runs_on_cuda: str) -> None:
-        """A checkpoint this module loads is most likely one a script beside it wrote from CUDA."""
-        why = f" if it was saved from one: `{PurePosixPath(runs_on_cuda).name}` beside it runs on CUDA"
+        """A checkpoint this module loads is most likely one the repository wrote from CUDA,
+        a script beside it first."""
+        beside = PurePosixPath(runs_on_cuda).parent == PurePosixPath(self.ctx.path).parent
+        where = f"`{PurePosixPath(runs_on_cuda).name}` beside it" if beside else f"`{runs_on_cuda}` in this repository"
+        why = f" if it was saved from one: {where} runs on CUDA"
         for load in self._loads:
-            path = _path_code(load.call, 0)
-            saved_here = any(_path_code(save, 1) == path for save in self._saves)  # from the host, back to it
-            if _names_checkpoint(path) and not saved_here:
+            saved_here = any(_path_code(save, 1) == load.path for save in self._saves)  # from the host, back to it
+            if _names_checkpoint(load.path) and not saved_here:
                 self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=_UNMAPPED_LOAD, why=why)
 
     def _saved_by(self, load: cst.Call) -> cst.Call | None:
@@ -483,6 +488,22 @@ def _names_checkpoint(path: str) -> bool:
 
 def _describe_function(function: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(function)
+
+
+def _loaded_path(ctx: FileContext, load: cst.Call) -> str:
+    """How the load being visited names its file; for a file it reads open, the path opened
+    (segment-anything's `with open(checkpoint, "rb") as f: torch.load(f)`)."""
+    arg = patterns.argument(load, 0, "f")
+    if arg is None or type(arg.value) is not cst.Name:
+        return _path_code(load, 0)
+    for node in reversed(ctx.ancestors):
+        for item in node.items if type(node) is cst.With else ():
+            bound = item.asname.name if item.asname is not None else None
+            if type(bound) is cst.Name and bound.value == arg.value.value:
+                opened = item.item
+                is_open = type(opened) is cst.Call and patterns.dotted(opened.func) == "open" and opened.args
+                return cst.Module([]).code_for_node(opened.args[0].value) if is_open else ""  # type: ignore[attr-defined]
+    return _path_code(load, 0)
 
 
 def _path_code(call: cst.Call, index: int) -> str:

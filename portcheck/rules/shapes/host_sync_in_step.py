@@ -68,8 +68,9 @@ class HostSyncInStep(StepRule):
     or printed (`print(pre_norm)`) or logged as a number (`writer.add_scalar("loss", loss,
     step)`, `writer.add_scalars("Loss", {"train": loss}, step)`, `wandb.log({"loss": loss})`),
     a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s fill
-    value, an item of the list `torch.tensor([t])` makes a tensor of, `torch.arange`'s and `range`'s bounds, `F.one_hot`'s `num_classes`,
-    `torch.randint`'s bounds, `math.isnan(grad_norm)`), and a GradScaler's scale read as a
+    value, an item of the list `torch.tensor([t])` is made of, `torch.arange`'s and `range`'s
+    bounds, `F.one_hot`'s `num_classes`, `torch.randint`'s bounds, `math.isnan(grad_norm)`),
+    and a GradScaler's scale read as a
     number (`scaler.get_scale()`, `scaler.state_dict()["scale"]`) where they run every step. That is step
     code:
     - a module's `forward`, and a method a framework runs every step (Lightning's
@@ -199,6 +200,12 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # audiocraft's diffusion U-Net: a step that is no tensor made into one
+            "import torch\nclass UNet(torch.nn.Module):\n    def forward(self, x, step: torch.Tensor):\n"
+            "        if type(step) is torch.Tensor:\n            t = step\n        else:\n"
+            "            t = torch.tensor([step], device=x.device).expand(x.size(0))\n"
+            "        if not isinstance(step, torch.Tensor):\n            t = torch.tensor([step])\n        return x * t\n"
+        ),
         Valid(  # StyleTTS2: reconstructions of the last batch's samples once per epoch, after its training loop
             "import torch\ndef main(model, loader, opt, epochs):\n    for epoch in range(epochs):\n"
             "        for texts, lengths in loader:\n            asr = model.encode(texts)\n"
@@ -1194,12 +1201,56 @@ class HostSyncInStep(StepRule):
             if data is not None and type(data.value) in (cst.List, cst.Tuple):
                 # `torch.tensor([t])`: a list is read item by item as Python numbers (a tensor alone is copied)
                 function = "torch.tensor"
-                given = [(element.value, "list item") for element in data.value.elements]  # type: ignore[attr-defined]
+                items = [element.value for element in data.value.elements]  # type: ignore[attr-defined]
+                given = [(item, "list item") for item in items if not self._tested_not_tensor(item)]
         found = next(((value, what) for value, what in given if tensor_valued(self.ctx, value)), None)
         if found is None:
             return None
         shown = function.replace("torch.nn.functional.", "F.")
         return found[0], f"a tensor as `{shown}()`'s {found[1]}"
+
+    def _tested_not_tensor(self, node: cst.BaseExpression) -> bool:
+        """A name where an enclosing test says it is no tensor: audiocraft's `else` of `if
+        type(step) is torch.Tensor:` (also `isinstance(step, torch.Tensor)`, `torch.is_tensor(step)`,
+        and the body of such a test negated)."""
+        if type(node) is not cst.Name:
+            return False
+        ancestors = self.ctx.ancestors
+        for index, branch in enumerate(ancestors[:-1]):
+            if type(branch) is not cst.If:
+                continue
+            test, negated = branch.test, False
+            if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+                test, negated = test.expression, True
+            if self._tests_tensor_type(test, node.value):
+                inside = ancestors[index + 1]
+                if (inside is branch.body) == negated:
+                    return True
+        return False
+
+    def _tests_tensor_type(self, test: cst.BaseExpression, name: str) -> bool:
+        """`type(name) is torch.Tensor`, `isinstance(name, torch.Tensor)`, `torch.is_tensor(name)`."""
+        if type(test) is cst.Comparison and len(test.comparisons) == 1:
+            link = test.comparisons[0]
+            called = test.left
+            return (
+                type(link.operator) in (cst.Is, cst.Equal)
+                and type(called) is cst.Call
+                and patterns.dotted(called.func) == "type"
+                and bool(called.args)
+                and patterns.dotted(called.args[0].value) == name
+                and "torch.Tensor" in self.ctx.qualified_names(link.comparator)
+            )
+        if type(test) is not cst.Call or not test.args or patterns.dotted(test.args[0].value) != name:
+            return False
+        if "torch.is_tensor" in self.ctx.qualified_names(test.func):
+            return True
+        kind = patterns.positional(test, 1)
+        return (
+            patterns.dotted(test.func) == "isinstance"
+            and kind is not None
+            and "torch.Tensor" in self.ctx.qualified_names(kind.value)
+        )
 
     def _scale_read(self, node: cst.Call) -> tuple[cst.BaseExpression, str] | None:
         """A GradScaler's loss scale read as a number: `scaler.get_scale()`, or

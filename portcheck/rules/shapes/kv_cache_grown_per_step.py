@@ -479,7 +479,8 @@ class KvCacheGrownPerStep(TensorRule):
         )
 
     def _dict_without_cache_choice(self, node: cst.BaseExpression) -> bool:
-        """A name bound only to dict literals the module writes, none with a `cache_implementation` key."""
+        """A name bound only to dict literals the module writes (a `cache_implementation` key in
+        one is `_picks_cache_anywhere`'s)."""
         values = self.ctx.assigned_values(node) if type(node) is cst.Name else []
         return bool(values) and all(type(value) is cst.Dict for value in values)
 
