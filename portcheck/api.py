@@ -198,7 +198,7 @@ def _layout(files: Sequence[Path], root: str) -> Project:
     for path in files:
         if path.suffix == ".py":
             module = module_path(path, root)
-            for name in filter(None, (module.name, module.namespace)):  # `model.pytorch_msssim` too
+            for name in filter(None, module.import_names):  # `model.pytorch_msssim` too
                 found.add(name.split(".", 1)[0])
     return Project(local_packages=frozenset(found), import_root=root)
 

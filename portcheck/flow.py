@@ -2516,16 +2516,25 @@ def _before(block: cst.IndentedBlock, child: cst.CSTNode) -> Iterator[cst.BaseSt
 def _leaves_unless_periodic(
     statement: cst.CSTNode, resolver: Resolver | None, ancestors: Sequence[cst.CSTNode]
 ) -> bool:
-    """`if step % N: return` (or `continue`, or `% N != 0`): what follows it runs every N steps."""
+    """`if step % N: return` (or `continue`, or `% N != 0`, also as one side of an `or`:
+    stable-audio-tools' `if (step - 1) % self.demo_every != 0 or self.last_demo_step == step:
+    return`): what follows it runs every N steps."""
     if type(statement) is not cst.If or statement.orelse is not None:
         return False
-    test = statement.test
+    leaves = type(_last_statement(statement.body)) in (cst.Return, cst.Continue)
+    return leaves and _off_period(statement.test, resolver, ancestors)
+
+
+def _off_period(test: cst.BaseExpression, resolver: Resolver | None, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """`step % N`, `step % N != 0`, or an `or` with one of those: true on all but every Nth step."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
+        return _off_period(test.left, resolver, ancestors) or _off_period(test.right, resolver, ancestors)
     if type(test) is cst.Comparison and len(test.comparisons) == 1:
         link = test.comparisons[0]
         if type(link.operator) not in (cst.NotEqual, cst.GreaterThan) or not _is_zero(link.comparator):
             return False
         test = test.left
-    return _is_modulo(test, resolver, ancestors) and type(_last_statement(statement.body)) in (cst.Return, cst.Continue)
+    return _is_modulo(test, resolver, ancestors)
 
 
 def _ends_the_loop(inner: Sequence[cst.CSTNode]) -> bool:

@@ -427,11 +427,19 @@ def _importer_names(fact: Fact) -> list[str]:
     its file, the name a namespace-package import gives it (`kernels.window_process.window_process`,
     PEP 420, once the program puts the folder above on sys.path); for a package below folders
     without one, its name from the folder the scripts run from (`ModulePath.namespace`)."""
-    names = [fact.name, *filter(None, [fact.detail("namespace")])]
+    names = [fact.name, *namespace_names(fact.detail("namespace"))]
     parts = PurePosixPath(fact.path).with_suffix("").parts
     if "." not in fact.name and fact.path.endswith(".py") and len(parts) > 1 and all(p.isidentifier() for p in parts):
         names.append(".".join(parts))
     return names
+
+
+def namespace_names(namespace: str) -> tuple[str, ...]:
+    """A module's name from the folder the scripts run from (`ModulePath.namespace`), and below
+    `src/` where that is its first folder: a src layout installs what is under it."""
+    if not namespace:
+        return ()
+    return (namespace, namespace.removeprefix(_SOURCE_ROOT)) if namespace.startswith(_SOURCE_ROOT) else (namespace,)
 
 
 def is_failure_cause(module: str, extensions: frozenset[str]) -> bool:
@@ -454,6 +462,9 @@ def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
+_SOURCE_ROOT = "src."  # a src layout's folder, which packaging leaves out of the import names
+
+
 @dataclass(frozen=True)
 class ModulePath:
     """Where a Python file sits in the import system: its dotted name and the package its
@@ -470,6 +481,13 @@ class ModulePath:
     # the script's folder first on sys.path (Depth-Anything's metric_depth/train.py: `from
     # util.metric import eval_depth` is `metric_depth.util.metric`)
     beside: frozenset[str] = frozenset()
+
+    @property
+    def import_names(self) -> tuple[str, ...]:
+        """The names imports may give the module: its own; its name from the folder the scripts
+        run from; and in a `src/` layout, its name below `src/` (F5-TTS's
+        `src/f5_tts/model/utils.py`, imported as `f5_tts.model.utils` with no `f5_tts/__init__.py`)."""
+        return (self.name, *namespace_names(self.namespace))
 
     @classmethod
     def guess(cls, path: str) -> ModulePath:

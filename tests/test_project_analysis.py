@@ -603,6 +603,30 @@ def test_module_paths_follow_the_package_layout(tmp_path: Path) -> None:
     assert ModulePath.guess("src/pkg/mod.py") == ModulePath("pkg.mod", "pkg")
 
 
+def test_a_src_layout_names_its_modules_from_below_src(tmp_path: Path) -> None:
+    """F5-TTS: `src/f5_tts/model/` is a package, `src/f5_tts/` has no __init__.py, and the
+    model imports `f5_tts.model.utils`: a step that calls its function there reaches it."""
+    utils = (
+        "import torch\ndef span_mask(seq_len, start):\n    longest = seq_len.max().item()\n"
+        "    return torch.arange(longest, device=start.device)[None, :] >= start[:, None]\n"
+    )
+    cfm = (
+        "import torch\nfrom f5_tts.model.utils import span_mask\nclass CFM(torch.nn.Module):\n"
+        "    def forward(self, x, lens):\n        return x * span_mask(lens, lens // 2)\n"
+    )
+    write(
+        tmp_path,
+        {"src/f5_tts/model/__init__.py": "", "src/f5_tts/model/utils.py": utils, "src/f5_tts/model/cfm.py": cfm},
+    )
+    assert module_path(tmp_path / "src/f5_tts/model/utils.py", str(tmp_path)).import_names == (
+        "model.utils",
+        "src.f5_tts.model.utils",
+        "f5_tts.model.utils",
+    )
+    found = [(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"]
+    assert found == [("src/f5_tts/model/utils.py", 3)]
+
+
 def test_folders_without_init_below_the_root_are_namespace_packages(tmp_path: Path) -> None:
     """MAE's `import util.misc as misc` beside main_pretrain.py, with no util/__init__.py: below
     the folder the scripts run from, a file's folders name its module; a package keeps its own

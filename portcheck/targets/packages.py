@@ -85,7 +85,8 @@ def by_distribution(distribution: str) -> Package | None:
     """The package a declared requirement names (also as a CUDA build, `cuml-cu11`); unlisted
     `nvidia-*` and CUDA-suffixed wheels count as CUDA runtime libraries."""
     name = normalize(distribution)
-    base = re.sub(r"-cu1\d\d?$", "", name)  # RAPIDS' `cuml-cu11` is cuml built for CUDA 11
+    # RAPIDS' `cuml-cu11` is cuml built for CUDA 11; `tensorrt-cu12-libs` a part of TensorRT's
+    base = re.sub(r"-cu1\d\d?(-[a-z]+)*$", "", name)
     for package in packages():
         if name in package.pip or base in package.pip:
             return package

@@ -102,6 +102,12 @@ class CudaOnlyDependency(Rule):
             message="depends on `cuda`",
         ),
         Invalid("torch==2.5.1\nflash-attn==2.6.3\nnvidia-cudnn-cu12>=9\n", lines=[2, 3], path="requirements.txt"),
+        Invalid(  # CosyVoice: TensorRT's wheels for CUDA 12, in parts
+            "tensorrt-cu12==10.13.3.9; sys_platform == 'linux'\ntensorrt-cu12-bindings==10.13.3.9\ntensorrt-cu12-libs==10.13.3.9\n",
+            lines=[1, 2, 3],
+            path="requirements.txt",
+            message="TensorRT",
+        ),
         Invalid(  # installed from their repositories, named by them
             "git+https://github.com/NVIDIA/apex.git#egg=apex\ngit+https://github.com/facebookresearch/xformers.git@main\n"
             "git+https://github.com/openai/CLIP.git\n",

@@ -75,6 +75,11 @@ class CudaOnlyPackageImport(Rule):
         Valid("def f(torch, apex):\n    return apex.amp\n"),
     ]
     INVALID = [
+        Invalid(  # flux's TensorRT path: polygraphy's TensorRT backend
+            "import torch\nfrom polygraphy.backend.trt import engine_from_bytes\n",
+            lines=[2],
+            message="TensorRT",
+        ),
         Invalid(
             "import torch\nfrom torch2trt import TRTModule\n", lines=[2], message="TensorRT"
         ),  # efficientvit's GazeSAM

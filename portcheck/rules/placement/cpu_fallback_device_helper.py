@@ -18,20 +18,22 @@ _DEVICE_TYPES = frozenset({"cuda", "cpu", "mps", "xpu", "npu", "hpu", "mlu", "mu
 
 class CpuFallbackDeviceHelper(Rule):
     """## What it does
-    Reports calls of a module-level function of the repository that returns CUDA's device
-    where there is one, some other named devices perhaps (`"mps"`, `"xpu"`), and otherwise the
-    CPU, when the target is none of them: CodeFormer's `device = get_device()` (from
+    Reports where a name or attribute is bound to what a module-level function of the
+    repository returns, when that is CUDA's device where there is one, some other named devices
+    perhaps (`"mps"`, `"xpu"`), and otherwise the CPU, and the target is none of them: where a
+    program picks its device. CodeFormer's `device = get_device()` (from
     `basicsr/utils/misc.py`, which returns `torch.device("cuda" if torch.cuda.is_available()
     else "cpu")` or MPS's), sd-scripts' `DEVICE = get_preferred_device()`. What the function
     returns is read through its `return` values, the names they are bound to, `torch.device(...)`
     and `a if c else b`; one that may return anything else (a device it is given) is left
-    alone.
+    alone, and so is each use of such a function's answer in place (`x.to(dist_util.dev())`),
+    which follows the function's own CUDA check.
 
     ## Why is this bad?
     On a TPU or Trainium host the function's checks all fail and it returns the CPU: the model
     and data the caller places on that device silently run on the CPU, slowly, and nothing
-    says why. The function's own CUDA check is reported where it is written (PC201); each call
-    is where a program loses the accelerator, which a port must check.
+    says why. The function's own CUDA check is reported where it is written (PC201); each place
+    that binds its answer is where a program loses the accelerator, which a port must check.
 
     ## Example
     ```python
@@ -84,6 +86,10 @@ class CpuFallbackDeviceHelper(Rule):
             options={"targets": ["mps"]},
         ),
         Valid("def get_device(torch):\n    return torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"),
+        Valid(  # guided-diffusion's dist_util.dev(): used in place, where its check decides
+            "import torch as th\ndef dev():\n    if th.cuda.is_available():\n        return th.device('cuda')\n"
+            "    return th.device('cpu')\nmodel.to(dev())\nx = th.zeros(3, device=dev())\n"
+        ),
         Valid(  # defined, never called
             "import torch\ndef get_device():\n    return 'cuda' if torch.cuda.is_available() else 'cpu'\n"
         ),
@@ -101,12 +107,12 @@ class CpuFallbackDeviceHelper(Rule):
             "import functools\nimport torch as T\nfrom torch import cuda\nHAS_CUDA = cuda.is_available()\n"
             "@functools.lru_cache(maxsize=None)\ndef get_preferred_device():\n    if HAS_CUDA:\n"
             "        device = T.device('cuda')\n    else:\n        device = T.device('cpu')\n    return device\n"
-            "model = Net().to(get_preferred_device())\n",
+            "DEVICE = get_preferred_device()\n",
             lines=[12],
         ),
         Invalid(
             "from torch.cuda import is_available as cuda_ok\nimport torch.cuda\ndef dev():\n"
-            "    return 'cuda:0' if cuda_ok() else 'cpu'\nx = torch.zeros(2, device=dev())\n",
+            "    return 'cuda:0' if cuda_ok() else 'cpu'\nself_device = dev() if args.device is None else args.device\n",
             lines=[5],
             options={"targets": ["neuron"]},
         ),
@@ -133,7 +139,7 @@ class CpuFallbackDeviceHelper(Rule):
         return bool(known.cpu_fallbacks)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self._helpers:
+        if not self._helpers or not self._binds_device(node):
             return
         called = self._called(node)
         choices = self._helpers.get(called)
@@ -147,6 +153,17 @@ class CpuFallbackDeviceHelper(Rule):
         shown = " or ".join(["CUDA's", *(f"{other.upper()}'s" for other in others)])
         function = called.rpartition(".")[2]
         self.report(node, severity=severity, call=f"{function}()", choices=f"{shown} device", function=f"{called}()")
+
+    def _binds_device(self, node: cst.Call) -> bool:
+        """Whether the call is what a name or attribute is bound to (`device = get_device()`, also
+        as one side of `a if c else b`): where a program picks its device. Each use of the helper
+        (`x.to(dist_util.dev())` all over guided-diffusion) follows that choice, and its CUDA
+        check is reported where it is written."""
+        ancestors = self.ctx.ancestors
+        parent = ancestors[-1] if ancestors else None
+        if type(parent) is cst.IfExp and node is not parent.test:
+            parent = ancestors[-2] if len(ancestors) > 1 else None
+        return type(parent) in (cst.Assign, cst.AnnAssign)
 
     def _called(self, node: cst.Call) -> str:
         """The repository function a call runs, by its qualified name ('' for others)."""
@@ -178,9 +195,8 @@ class CpuFallbackDeviceHelper(Rule):
             else:
                 if {"cuda", "cpu"} <= kinds:
                     choices = ",".join(sorted(kinds - {"cpu"}))
-                    self.record(
-                        project.CPU_FALLBACK, f"{self.ctx.module.name}.{statement.name.value}", UNPLACED, picks=choices
-                    )
+                    for module in self.ctx.module.import_names:
+                        self.record(project.CPU_FALLBACK, f"{module}.{statement.name.value}", UNPLACED, picks=choices)
 
     def _device_types(self, node: cst.BaseExpression, depth: int) -> frozenset[str] | None:
         """The device types an expression may be (`"cuda:0"`, `torch.device("cpu")`, `"cuda" if

@@ -72,6 +72,10 @@ class LibraryCudaDefault(Rule):
     triggers = tuple(sorted({name.rsplit(".", 1)[-1].encode() for name in table()}))
 
     VALID = [
+        Valid(  # lit-llama: the strategy's class only asked about
+            "import torch\nfrom lightning.fabric.strategies import DeepSpeedStrategy\n"
+            "def save(fabric):\n    return isinstance(fabric.strategy, DeepSpeedStrategy)\n"
+        ),
         Valid(
             "import torch\nfrom mmseg.apis import init_segmentor\nmodel = init_segmentor(cfg, ckpt, device=device)\n"
         ),
@@ -87,6 +91,13 @@ class LibraryCudaDefault(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # stable-audio-tools: Lightning's DeepSpeed strategy, chosen by an option
+            "import torch\nimport pytorch_lightning as pl\nif args.strategy == 'deepspeed':\n"
+            "    from pytorch_lightning.strategies import DeepSpeedStrategy\n"
+            "    strategy = DeepSpeedStrategy(stage=2, contiguous_gradients=True)\n",
+            lines=[5],
+            message="Lightning's DeepSpeed strategy runs only with its CUDA accelerator",
+        ),
         Invalid(  # GFPGAN's inference script: the background upsampler takes CUDA or the CPU
             "import torch\nfrom realesrgan import RealESRGANer\n"
             "bg_upsampler = RealESRGANer(scale=2, model_path=path, model=model, tile=400, half=True)\n",

@@ -1792,7 +1792,7 @@ class StepRule(TensorRule):
         local = ".".join([*([owner] if owner else []), function.name.value])
         parts = self.ctx.module.name.split(".")
         packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
-        namespace = [f"{self.ctx.module.namespace}.{local}"] if self.ctx.module.namespace else []
+        namespace = [f"{name}.{local}" for name in self.ctx.module.import_names[1:]]
         names = (
             f"{self.ctx.module.name}.{local}",
             *(f"{package}.{local}" for package in packages),

@@ -200,6 +200,13 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # stable-audio-tools' demo callback: it leaves unless the step is a multiple of N
+            "import torch\nimport pytorch_lightning as pl\nclass Demo(pl.Callback):\n"
+            "    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):\n"
+            "        if (trainer.global_step - 1) % self.demo_every != 0 or self.last == trainer.global_step:\n"
+            "            return\n        try:\n            log_image(trainer.logger, module.sample(batch).cpu())\n"
+            "        except Exception:\n            pass\n"
+        ),
         Valid(  # audiocraft's diffusion U-Net: a step that is no tensor made into one
             "import torch\nclass UNet(torch.nn.Module):\n    def forward(self, x, step: torch.Tensor):\n"
             "        if type(step) is torch.Tensor:\n            t = step\n        else:\n"

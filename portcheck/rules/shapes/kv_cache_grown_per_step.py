@@ -17,6 +17,8 @@ _FIXED_CACHES = frozenset(
     for module in ("", ".cache_utils")
     for name in ("StaticCache", "HybridCache", "SlidingWindowCache", "OffloadedStaticCache", "HybridChunkedCache")
 )
+# What a model's own key/value cache is passed as, where the call hands it back to be fed again.
+_CACHES = frozenset({"cache", "kv_cache", "att_cache", "cnn_cache", "layer_past", "past", "past_key_value"})
 _CACHE_CHOICE = "cache_implementation"
 # The `cache_implementation` values whose cache grows with the sequence (transformers' GenerationConfig).
 _GROWING_CACHES = frozenset({"dynamic", "offloaded", "quantized"})
@@ -38,7 +40,9 @@ class KvCacheGrownPerStep(TensorRule):
     - in a loop, a model call given `past_key_values=` that the loop binds again (from the
       call's output, `past_key_values = outputs.past_key_values`): the dynamic cache of
       Hugging Face models, which grows the same way, unless the name holds a fixed-length cache
-      (`StaticCache(...)`);
+      (`StaticCache(...)`); and a model's own cache (`cache=`, `att_cache=`, `layer_past=`...)
+      that the call's own statement binds again from what it returns (CosyVoice's `y,
+      att_cache, cnn_cache = self.llm.forward_chunk(x, att_cache=att_cache, ...)`);
     - `generate(...)` of a Hugging Face model (a name or `self.` attribute bound to a
       `transformers` or `peft` `...from_pretrained(...)`), which decodes with that dynamic cache
       unless the module picks a fixed-length one (`cache_implementation="static"` in the call,
@@ -100,7 +104,7 @@ class KvCacheGrownPerStep(TensorRule):
         " Hugging Face: StaticCache){advice}"
     )
     severity = RECOMPILE_SEVERITY
-    triggers = (b"past_key_values", b"is not None", b"cat", b"generate(")
+    triggers = (b"past_key_value", b"is not None", b"cat", b"generate(", b"cache=", b"past=")
 
     VALID = [
         # a skip connection: the new tensor first, and no cache
@@ -155,6 +159,19 @@ class KvCacheGrownPerStep(TensorRule):
             "def run(**kwargs):\n    return m.generate(**kwargs)\n"
         ),
         Valid("import torch\nsampler = DiffusionSampler(unet)\nimages = sampler.generate(n=16)\n"),
+        # MPT's loop over layers: each takes its own cache first
+        Valid(
+            "import torch\ndef forward(self, x, past_key_values=None):\n    for i, block in enumerate(self.blocks):\n"
+            "        past_key_value = past_key_values[i] if past_key_values is not None else None\n"
+            "        x, past_key_value = block(x, past_key_value=past_key_value)\n"
+            "        if past_key_values is not None:\n            past_key_values[i] = past_key_value\n    return x\n"
+        ),
+        # a cache the model writes in place, not handed back; one handed back outside a loop
+        Valid(
+            "import torch\ndef decode(model, x, cache, n):\n    for i in range(n):\n"
+            "        logits = model(x, cache=cache, pos=i)\n        x = logits.argmax(-1)\n"
+            "    out, cache = model(x, cache=cache)\n"
+        ),
         # one prefill, not fed back in a loop
         Valid("import torch\nout = model(ids, past_key_values=None, use_cache=True)\npkv = out.past_key_values\n"),
         Valid(
@@ -273,6 +290,15 @@ class KvCacheGrownPerStep(TensorRule):
             "        cache = o.past_key_values\n",
             lines=[4, 8],
         ),
+        Invalid(  # CosyVoice's decoding: the encoder's caches handed back by the call that is given them
+            "import torch\ndef decode(llm, x, max_len):\n"
+            "    att_cache, cnn_cache = torch.zeros((0, 0, 0, 0)), torch.zeros((0, 0, 0, 0))\n"
+            "    for i in range(max_len):\n"
+            "        y, att_cache, cnn_cache = llm.forward_chunk(x, att_cache=att_cache, cnn_cache=cnn_cache)\n"
+            "        x = y[:, -1:]\n",
+            lines=[5],
+            message="`att_cache`, fed back to the model",
+        ),
         # whisper: the cache a forward hook keeps for each projection
         Invalid(
             "import torch\ndef install_kv_cache_hooks(model, cache=None):\n    cache = {**cache} if cache else {}\n"
@@ -324,15 +350,47 @@ class KvCacheGrownPerStep(TensorRule):
                 what = f"`{_code(node.func)}(...)` decodes with Hugging Face's dynamic cache, which grows by one position at every step"
                 self.report(node, what=what, advice=advice(self.ctx.targets))
             return
-        fed = patterns.keyword(node, "past_key_values")
-        if fed is None:
-            return
-        path = _path(fed.value)
         loop = innermost_loop(self.ctx.ancestors)
-        if not path or loop is None or not _binds(loop.body, path) or self._fixed_length(path):
+        if loop is None:
             return
-        what = f"`{path}`, fed back to the model, grows by one position at every step"
-        self.report(node, what=what, advice=advice(self.ctx.targets))
+        fed = patterns.keyword(node, "past_key_values")
+        if fed is not None:
+            path = _path(fed.value)
+            grows = bool(path) and _binds(loop.body, path) and not self._fixed_length(path)
+        else:  # a model's own cache, handed back by the call that is given it (CosyVoice's `att_cache`)
+            fed = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value in _CACHES), None)
+            path = _path(fed.value) if fed is not None else ""
+            grows = bool(path) and self._rebound_by(node, path) and self._carried(loop, path)
+            grows = grows and not self._fixed_length(path)
+        if grows:
+            what = f"`{path}`, fed back to the model, grows by one position at every step"
+            self.report(node, what=what, advice=advice(self.ctx.targets))
+
+    def _carried(self, loop: cst.For | cst.While, path: str) -> bool:
+        """Whether the loop gives the call what its last pass bound to `path`: nothing in its
+        body binds it before the statement of the call (MPT's loop over layers takes each
+        layer's own `past_key_value = past_key_values[i]` first)."""
+        ancestors = self.ctx.ancestors
+        index = next(i for i, node in enumerate(ancestors) if node is loop)
+        holder = ancestors[index + 2] if len(ancestors) > index + 2 else None  # loop, its body, the statement
+        for statement in loop.body.body:  # type: ignore[union-attr]
+            if statement is holder:
+                return True
+            if _binds(statement, path):
+                return False
+        return True
+
+    def _rebound_by(self, call: cst.Call, path: str) -> bool:
+        """Whether the statement of the call binds `path` to (a part of) what the call returns:
+        `y, att_cache, cnn_cache = self.llm.forward_chunk(x, att_cache=att_cache, ...)`."""
+        statement = next((node for node in reversed(self.ctx.ancestors) if isinstance(node, cst.Assign)), None)
+        if statement is None or statement.value is not call:
+            return False
+        bound: list[cst.BaseExpression] = []
+        for target in statement.targets:
+            unpacked = isinstance(target.target, (cst.Tuple, cst.List))
+            bound += [element.value for element in target.target.elements] if unpacked else [target.target]  # type: ignore[attr-defined]
+        return any(_path(each) == path for each in bound)
 
     def _kept_state_grown(self, node: cst.Assign) -> str | None:
         """For state kept across calls (an attribute of `self`, an entry of a dict the function

@@ -147,6 +147,19 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # Matcha-TTS: the longest rounded up by a function of another module, then the size
+            "import torch\nfrom matcha.utils.model import fix_len_compatibility\nclass TextMelBatchCollate:\n"
+            "    def __call__(self, batch):\n        y_max_length = max([item['y'].shape[-1] for item in batch])\n"
+            "        y_max_length = fix_len_compatibility(y_max_length)\n"
+            "        return torch.zeros((len(batch), 80, y_max_length))\n",
+            lines=[5],
+        ),
+        Invalid(  # F5-TTS's collate_fn: the longest of a tensor of the items' lengths, as `amax()`
+            "import torch\nimport torch.nn.functional as F\ndef collate_fn(batch):\n"
+            "    mel_lengths = torch.LongTensor([spec.shape[-1] for spec in batch])\n    longest = mel_lengths.amax()\n"
+            "    return torch.stack([F.pad(spec, (0, longest - spec.size(-1))) for spec in batch])\n",
+            lines=[5],
+        ),
         Invalid(  # fish-speech's VQGAN collator: the longest of a tensor of the items' lengths
             "import torch\nimport torch.nn.functional as F\nclass VQGANCollator:\n    def __call__(self, batch):\n"
             "        audio_lengths = torch.tensor([len(x['audio']) for x in batch])\n"
@@ -402,7 +415,7 @@ class PadToLongestBatching(Rule):
         if isinstance(size, cst.Call):
             if isinstance(size.func, cst.Attribute) and size.func.attr.value == "size":
                 return self._longest_item(size.func.value, depth)  # `longest.size(1)`
-            if isinstance(size.func, cst.Attribute) and size.func.attr.value == "max" and not size.args:
+            if isinstance(size.func, cst.Attribute) and size.func.attr.value in ("max", "amax") and not size.args:
                 return size if self._item_lengths(size.func.value) else None  # `lengths.max()`
             if not isinstance(size.func, cst.Name) or self.ctx.qualified_names(size.func):
                 return None
@@ -425,7 +438,7 @@ class PadToLongestBatching(Rule):
             bound = self.ctx.assigned_value(size)
             if bound is None:  # `n = max(lens) + 1`, then `n += r - n % r`: still the longest, rounded
                 before = self.ctx.values_before_updates(size)
-                bound = before[0] if len(before) == 1 else None
+                bound = before[0] if len(before) == 1 else _rounded_once(self.ctx.assigned_values(size), size.value)
             return self._longest(bound, depth + 1) if bound is not None else None
         return None
 
@@ -650,6 +663,16 @@ def _pads(call: cst.Call) -> bool:
     name = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", "")
     named = isinstance(name, str) and _PAD_NAME.search(name) is not None
     return named and patterns.keyword(call, "padding") is None
+
+
+def _rounded_once(values: list[cst.BaseExpression], name: str) -> cst.BaseExpression | None:
+    """The first of two values where the second passes the name to a function (Matcha's
+    `y_max_length = fix_len_compatibility(y_max_length)`, rounding the longest up to a multiple
+    of 4): still a length per batch."""
+    if len(values) != 2 or type(values[1]) is not cst.Call:
+        return None
+    given = [arg.value for arg in values[1].args]
+    return values[0] if any(type(value) is cst.Name and value.value == name for value in given) else None
 
 
 def _bucketed(call: cst.Call) -> bool:
