@@ -350,16 +350,22 @@ class KvCacheGrownPerStep(TensorRule):
                 what = f"`{_code(node.func)}(...)` decodes with Hugging Face's dynamic cache, which grows by one position at every step"
                 self.report(node, what=what, advice=advice(self.ctx.targets))
             return
+        fed = patterns.keyword(node, "past_key_values")
+        # else a model's own cache, handed back by the call that is given it (CosyVoice's `att_cache`)
+        own = (
+            None if fed is not None else next((a for a in node.args if a.keyword and a.keyword.value in _CACHES), None)
+        )
+        if fed is None and own is None:
+            return
         loop = innermost_loop(self.ctx.ancestors)
         if loop is None:
             return
-        fed = patterns.keyword(node, "past_key_values")
         if fed is not None:
             path = _path(fed.value)
             grows = bool(path) and _binds(loop.body, path) and not self._fixed_length(path)
-        else:  # a model's own cache, handed back by the call that is given it (CosyVoice's `att_cache`)
-            fed = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value in _CACHES), None)
-            path = _path(fed.value) if fed is not None else ""
+        else:
+            assert own is not None
+            path = _path(own.value)
             grows = bool(path) and self._rebound_by(node, path) and self._carried(loop, path)
             grows = grows and not self._fixed_length(path)
         if grows:
