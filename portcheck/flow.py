@@ -2203,6 +2203,11 @@ class DeviceFlow:
                 elif type(name) is cst.Attribute and name.attr.value == "forward" and type(value) is cst.Name:
                     self._patched_forwards.add(value.value)
 
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        """`self.low: int = 0` (encodec's arithmetic coder) binds the attribute as `=` does."""
+        if node.value is not None and type(node.target) is cst.Attribute and is_self_attribute(node.target):
+            self._self_attributes.setdefault(node.target.attr.value, []).append((node.value, self.resolver.scope))
+
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if type(node.target) is cst.Attribute and is_self_attribute(node.target):
             self._updated_attributes.add(node.target.attr.value)

@@ -76,6 +76,7 @@ _REDUCTIONS = frozenset(
      "count_nonzero", "item"}
 )  # fmt: skip
 _TORCH_REDUCTIONS = frozenset(f"torch.{name}" for name in _REDUCTIONS - {"item"})
+_READ_BACKS = frozenset({"item", "tolist"})  # what copies a tensor's numbers into Python's
 _TRUTH_METHODS = frozenset({"any", "all", "item", "equal", "allclose", "is_nonzero"})
 _TORCH_TRUTH = frozenset(
     f"torch.{name}" for name in ("any", "all", "equal", "allclose", "is_nonzero", "isnan", "isinf", "isfinite")
@@ -474,32 +475,47 @@ def _target_names(target: cst.BaseExpression, name: str) -> bool:
     return False
 
 
-def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
+def reads_tensor_scalar(ctx: FileContext, node: cst.CSTNode, depth: int = 0, *, read_back: bool = True) -> bool:
     """Whether an expression takes a number out of tensor data: `t.item()`, `lengths.max()`,
-    `int(mask.sum())`, `int(counts[i])`, `n + 1` where `n = t.sum()`. Shapes (`x.size(0)`, `len(x)`) are not."""
+    `int(mask.sum())`, `int(counts[i])`, `n + 1` where `n = t.sum()`. Shapes (`x.size(0)`, `len(x)`) are not.
+    Without `read_back`, not a name bound to a number the program has read back to the host
+    (`.item()`, `int(t)`, an item of `.tolist()`): that copy is where it waited."""
     if depth > _DEPTH:
         return False
     if tensor_method(ctx, node, _REDUCTIONS) or resolved_call(ctx, node, _TORCH_REDUCTIONS):
         return True
     summed = builtin_call(ctx, node, ("max", "min", "sum"))
-    if summed is not None and _read_back(ctx, summed, depth + 1):
+    if read_back and summed is not None and _read_back(ctx, summed, depth + 1):
         return True  # `max(lengths)`, `sum([n > t for n in lengths])` after `lengths = lens.tolist()`
-    if type(node) is cst.Subscript and _read_back(ctx, node.value, depth + 1):
+    if read_back and type(node) is cst.Subscript and _read_back(ctx, node.value, depth + 1):
         return True  # `lengths[i]`
     bounds = _clamped(ctx, node)
     if bounds:  # `max(int(t.item()), 1)`: clamped, still the data's
-        return any(reads_tensor_scalar(ctx, bound, depth + 1) for bound in bounds)
+        return any(reads_tensor_scalar(ctx, bound, depth + 1, read_back=read_back) for bound in bounds)
     inner = builtin_call(ctx, node, ("int", "float"))
     if inner is not None and tensor_valued(ctx, inner):
         return True  # `int(nlabel[b])`: a tensor's element
     values = (inner,) if inner is not None else values_reaching(ctx, node)
+    if values and not read_back and inner is None and any(_numbers_read_back(ctx, value) for value in values):
+        return False  # `n = t.item()`, then `if n > k:`: the copy into `n` was where it waited
     if values:
-        return all(reads_tensor_scalar(ctx, value, depth + 1) for value in values)
+        return all(reads_tensor_scalar(ctx, value, depth + 1, read_back=read_back) for value in values)
     if type(node) is cst.BinaryOperation:
-        return reads_tensor_scalar(ctx, node.left, depth + 1) or reads_tensor_scalar(ctx, node.right, depth + 1)
+        return reads_tensor_scalar(ctx, node.left, depth + 1, read_back=read_back) or reads_tensor_scalar(
+            ctx, node.right, depth + 1, read_back=read_back
+        )
     if type(node) is cst.UnaryOperation:
-        return reads_tensor_scalar(ctx, node.expression, depth + 1)
+        return reads_tensor_scalar(ctx, node.expression, depth + 1, read_back=read_back)
     return False
+
+
+def _numbers_read_back(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """`t.item()`, `int(t)`, `q[s].item() - 1`, `int(math.ceil(x.item() * r))`: a number copied out."""
+    if tensor_method(ctx, node, _READ_BACKS) or builtin_call(ctx, node, ("int", "float")) is not None:
+        return True
+    if type(node) is cst.BinaryOperation:
+        return _numbers_read_back(ctx, node.left) or _numbers_read_back(ctx, node.right)
+    return type(node) is cst.UnaryOperation and _numbers_read_back(ctx, node.expression)
 
 
 def _clamped(ctx: FileContext, node: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -544,19 +560,24 @@ def _compared(node: cst.Comparison) -> list[cst.BaseExpression]:
     return [link.comparator for link in node.comparisons]
 
 
-def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> bool:
+def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0, *, read_back: bool = True) -> bool:
     """Whether a condition needs tensor values: `mask.any()`, `torch.equal(a, b)`,
     `x.sum() > 0`, `x.sum()`, `bool(t.max())`, `tok in eos_ids`. `self.training`, `x.dim() == 3`,
-    `x is None` are not."""
+    `x is None` are not. Without `read_back`, numbers compared once read back are not either
+    (`reads_tensor_scalar`)."""
     if depth > _DEPTH:
         return False
     if type(node) is cst.BooleanOperation:
-        return tests_tensor_value(ctx, node.left, depth + 1) or tests_tensor_value(ctx, node.right, depth + 1)
+        return tests_tensor_value(ctx, node.left, depth + 1, read_back=read_back) or tests_tensor_value(
+            ctx, node.right, depth + 1, read_back=read_back
+        )
     if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
-        return tests_tensor_value(ctx, node.expression, depth + 1)
+        return tests_tensor_value(ctx, node.expression, depth + 1, read_back=read_back)
     if type(node) is cst.BinaryOperation and type(node.operator) in (cst.BitOr, cst.BitAnd, cst.BitXor):
         # GroundingDINO's `if output.isnan().any() | output.isinf().any():`
-        return tests_tensor_value(ctx, node.left, depth + 1) or tests_tensor_value(ctx, node.right, depth + 1)
+        return tests_tensor_value(ctx, node.left, depth + 1, read_back=read_back) or tests_tensor_value(
+            ctx, node.right, depth + 1, read_back=read_back
+        )
     if type(node) is cst.Comparison:
         if any(type(side) is cst.Name and side.value == "None" for side in (node.left, *_compared(node))):
             return False  # `x != None`: a tensor compared with None answers False (or True), no values read
@@ -566,7 +587,9 @@ def tests_tensor_value(ctx: FileContext, node: cst.CSTNode, depth: int = 0) -> b
         if not any(type(link.operator) in _VALUE_COMPARISONS for link in node.comparisons):
             return False
         sides = (node.left, *(link.comparator for link in node.comparisons))
-        return any(reads_tensor_scalar(ctx, side, depth + 1) or tensor_valued(ctx, side) for side in sides)
+        return any(
+            reads_tensor_scalar(ctx, side, depth + 1, read_back=read_back) or tensor_valued(ctx, side) for side in sides
+        )
     if tensor_method(ctx, node, _TRUTH_METHODS) or resolved_call(ctx, node, _TORCH_TRUTH):
         return True
     if tensor_method(ctx, node, _REDUCTIONS):  # `if fg_mask.sum():` (YOLOv9's loss): nonzero, read on the host

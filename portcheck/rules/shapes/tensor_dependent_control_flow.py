@@ -106,6 +106,22 @@ class TensorDependentControlFlow(StepRule):
     triggers = (b"forward", b"for ", b"while ")
 
     VALID = [
+        Valid(  # attributes annotated as numbers where they start, then moved by numbers read back
+            "import torch\nclass Enc:\n    def __init__(self):\n        self.low: int = 0\n        self.high: int = 0\n"
+            "    def push(self, symbol, cdf: torch.Tensor):\n        self.low = self.low + int(cdf[symbol - 1].item())\n"
+            "        assert self.low <= self.high\n"
+            "def compress(model, frames):\n    coder = Enc()\n    for t in range(100):\n"
+            "        coder.push(t, model(frames))\n"
+        ),
+        Valid(  # encodec's arithmetic coder: numbers read back (PC503's), then only compared
+            "import math\nimport torch\nclass Coder:\n    def __init__(self):\n        self.low: int = 0\n"
+            "        self.high: int = 0\n    def widen(self, width):\n        self.high = self.low + width\n"
+            "        assert self.low <= self.high\n"
+            "def push(coder, symbol, cdf):\n    width = int(math.floor(cdf[symbol].item() * 2))\n"
+            "    low = int(cdf[symbol - 1].item())\n    assert low <= width\n    coder.widen(width)\n"
+            "def compress(model, frames):\n    coder = Coder()\n    for t in range(100):\n"
+            "        push(coder, t, model(frames))\n"
+        ),
         Valid(  # a scaler's `backward(loss)` is no tensor's
             "import torch\ndef step(loss_scaler, loss, loader):\n    for x in loader:\n"
             "        if loss_scaler != 0:\n            loss_scaler.backward(loss)\n"
@@ -637,7 +653,9 @@ def _effect(where: str | cst.FunctionDef) -> str:
 def _tests_device_values(ctx: FileContext, parts: list[cst.BaseExpression], sized: bool) -> bool:
     """Whether the parts of a test on one line read tensor values (`sized`: the size of a
     tensor shaped by data, found where the walk was)."""
-    return sized or any(tests_tensor_value(ctx, part) and not _reads_host_memory_only(ctx, part) for part in parts)
+    return sized or any(
+        tests_tensor_value(ctx, part, read_back=False) and not _reads_host_memory_only(ctx, part) for part in parts
+    )
 
 
 def _counts_tensor_value(ctx: FileContext, count: cst.BaseExpression) -> bool:
