@@ -142,10 +142,10 @@ _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|w
 # What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
 # inference or test steps, whose loops read each result back as their product).
 _STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
-# Methods that run a model or its halves: `model.forward_decoder(...)`, `model.decode(z)`, `model.decoder(x)`.
 # How many calls into the module's functions a loop's step markers are looked for (a diffusion
 # sampling loop's `p_sample()` -> `p_mean_variance()` -> `model_predictions()` -> `self.model(...)`).
 _HELPER_DEPTH = 3
+# Methods that run a model or its halves: `model.forward_decoder(...)`, `model.decode(z)`, `model.decoder(x)`.
 _MODEL_RUN = re.compile(r"^(forward|decode|encoder|decoder|predict|inference|infer)(_\w+)?$")
 COLLATE_NAME = re.compile(r"collat", re.IGNORECASE)  # collate_fn, collate_batch, DataCollator...
 # What fetches a step's batch by its name: `get_batch("train")`, `next(it)`.
