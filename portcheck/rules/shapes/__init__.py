@@ -681,7 +681,8 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
     `self.net(x)`), what an autograd Function's `apply`
     makes of a tensor, a value sent to a device, `abs()`, `min()` or `max()` of one, a gradient
     (`p.grad`), a view of a tensor (`.data`, `.T`), a tensor method, index or comparison of
-    one, a method only tensors have (`.topk(k)`, `.unsqueeze(1)`), an item a loop takes from one, or a name bound to one (`seen`: the names being
+    one, a method only tensors have (`.topk(k)`, `.unsqueeze(1)`), an item a loop takes from one (or from an
+    optimizer's `group["params"]`), or a name bound to one (`seen`: the names being
     looked through; a cycle such as `pos = pos[-1:] + 1` leaves it to the name's other values), also after a
     number (`norm = 0.`, then `norm = clip_grad_norm_(...)` or `loss += F.l1_loss(z, h)`). A
     parameter is one where it is annotated so, where the function's own body first rebinds it
@@ -780,7 +781,7 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return True
         iterated = ctx.flow.iterated(node) if ctx.flow is not None and not values else None
         if iterated is not None:  # an item of a tensor: `for t_cur, t_next in zip(t_steps[:-1], t_steps[1:])`
-            return tensor_valued(ctx, iterated, depth + 1, inner)
+            return _group_parameters(ctx, iterated) or tensor_valued(ctx, iterated, depth + 1, inner)
         mixed = ctx.flow.resolver.values_and_unpacking(node) if ctx.flow is not None and not values else None
         if mixed is not None:  # `logits, past = model(x)`, then `logits = logits[:, -1, :]`
             return all(tensor_valued(ctx, value, depth + 1, inner) for value in mixed[0]) and all(
@@ -813,6 +814,18 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return any(tensor_valued(ctx, value, depth + 1, doubted) for value in ctx.flow.resolver.updates(node))
         return all(tensor_valued(ctx, value, depth + 1, doubted) for value in others)
     return False
+
+
+def _group_parameters(ctx: FileContext, iterated: cst.BaseExpression) -> bool:
+    """`group["params"]` in `for group in self.param_groups:` (an optimizer's `step()`, nanoT5's
+    AdamWScale): the parameters it updates, each a tensor."""
+    if type(iterated) is not cst.Subscript or len(iterated.slice) != 1 or type(iterated.value) is not cst.Name:
+        return False
+    key = iterated.slice[0].slice
+    if type(key) is not cst.Index or patterns.string_value(key.value) != "params" or ctx.flow is None:
+        return False
+    groups = ctx.flow.iterated(iterated.value)
+    return type(groups) is cst.Attribute and groups.attr.value == "param_groups"
 
 
 def _backpropagated(ctx: FileContext, node: cst.Name) -> bool:

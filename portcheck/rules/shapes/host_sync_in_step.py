@@ -452,6 +452,14 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # an optimizer's step: each parameter of each group is a tensor, read per parameter and step
+            "import math\nimport torch\nfrom torch.optim import Optimizer\nclass Lion(Optimizer):\n"
+            "    def step(self, closure=None):\n        for group in self.param_groups:\n"
+            "            for p in group['params']:\n                first = math.sqrt(p.data[0, 0])\n"
+            "                p.data.add_(p.grad.sign(), alpha=-group['lr'] * first)\n",
+            lines=[8],
+            message="in `step()` of an optimizer",
+        ),
         Invalid(  # PixArt's inpainting pipeline: a timestep of the device schedule read into a new tensor
             "import torch\ndef denoise(model, scheduler, latents, noise):\n"
             "    timesteps = torch.linspace(999, 0, 50, device=latents.device)\n"
