@@ -131,8 +131,8 @@ class CpuFallbackDeviceHelper(Rule):
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
-        """The names the helpers are called by."""
-        return tuple(sorted({name.rpartition(".")[2].encode() for name, _ in known.cpu_fallbacks}))
+        """The helpers' calls, by name: `dev(`, not every file that says `device`."""
+        return tuple(sorted({name.rpartition(".")[2].encode() + b"(" for name, _ in known.cpu_fallbacks}))
 
     @classmethod
     def in_second_pass(cls, known: Project, path: str, module: str) -> bool:
