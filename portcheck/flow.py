@@ -142,6 +142,8 @@ _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|w
 # What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
 # inference or test steps, whose loops read each result back as their product).
 _STEP_CALL = re.compile(r"(train|training|valid|validation)_step$")
+# A function given as a parameter to run one step with (a beam search's `step`, `step_fn`).
+_GIVEN_STEP = re.compile(r"^step(_fn|_func|_function)?$")
 # How many calls into the module's functions a loop's step markers are looked for (a diffusion
 # sampling loop's `p_sample()` -> `p_mean_variance()` -> `model_predictions()` -> `self.model(...)`).
 _HELPER_DEPTH = 3
@@ -396,6 +398,9 @@ class DeviceFlow:
         default_factory=dict
     )  # the same, read early
     _owned: dict[tuple[int, tuple[type[cst.CSTNode], ...]], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
+    _owned_of_type: dict[tuple[int, type[cst.CSTNode]], tuple[cst.CSTNode, ...]] = field(
+        default_factory=dict
+    )  # `own_nodes`
     _generators: dict[int, bool] = field(default_factory=dict)  # function id -> whether it yields
     _bool_tested: dict[int, frozenset[str]] = field(default_factory=dict)  # see `tested_as_bool`
     _backpropagated: dict[int, frozenset[str]] = field(default_factory=dict)  # see `backpropagated`
@@ -1014,7 +1019,13 @@ class DeviceFlow:
         if id(function) not in self._returns_ahead:
             scope = function_scope(function, self.resolver.module)
             returns = [node for node in self._own(function.body, NESTED_SCOPES) if type(node) is cst.Return]
-            self._returns_ahead[id(function)] = [(each.value, scope) for each in returns if each.value is not None]
+            blocks = [function.body, *self.own_nodes(function.body, cst.IndentedBlock)]
+            places = {id(part): (block, line) for block in blocks for line in block.body for part in _parts(line)}
+            self._returns_ahead[id(function)] = [
+                (self._returned(each.value, *places.get(id(each), (None, each))), scope)
+                for each in returns
+                if each.value is not None
+            ]
         return self._returns_ahead[id(function)]
 
     def _sibling_method(self, title: str) -> cst.FunctionDef | None:
@@ -1064,6 +1075,10 @@ class DeviceFlow:
         data samples, as torchvision's own transforms do, in the data pipeline."""
         if self._transforms_module is None:
             uses = made = False
+            imported = (target for targets in self.resolver.module.imports.values() for target in targets)
+            if not any(target.startswith(_TRANSFORMS) or _TRANSFORMS.startswith(target + ".") for target in imported):
+                self._transforms_module = False  # nothing it imports names a transform: no walk
+                return False
             for node in descendants(module):
                 if type(node) in (cst.Name, cst.Attribute):
                     names = self.resolver.module_level_names(node)
@@ -1384,9 +1399,8 @@ class DeviceFlow:
                 and self._steps_in(ancestors, index)
             ):
                 inner = ancestors[index:]  # lit-llama's `if idx_next == eos_id: return idx[:input_pos]`
-                return (off and off_the_step_path(inner, self.resolver, periodic_exempts=periodic_exempts)) or (
-                    _ends_the_loop(inner)
-                )
+                below = off_the_step_path(ancestors, self.resolver, periodic_exempts=periodic_exempts, start=index)
+                return (off and below) or _ends_the_loop(inner)
         return off
 
     def step_context(self, ancestors: Sequence[cst.CSTNode]) -> str | None:
@@ -1833,6 +1847,8 @@ class DeviceFlow:
         named = call.func.value if type(call.func) is cst.Name else method or ""
         if _STEP_CALL.match(named):  # `trainer.train_step(samples)`, `self.validation_step(batch)`
             return "training" if named.startswith("train") else "step"
+        if depth == 0 and _GIVEN_STEP.match(named) and self.resolver.parameter_of(call.func) is not None:
+            return "step"  # AllenNLP's beam search: `step(last_predictions, state, timestep + 1)`
         samplers = self.resolver.qualified_names(call.func) & _SAMPLERS
         if method == "multinomial" or "torch.multinomial" in samplers:
             return "decoding"
@@ -1880,10 +1896,18 @@ class DeviceFlow:
             self._generators[id(function)] = any(type(node) is cst.Yield for node in own)
         return self._generators[id(function)]
 
-    def own_nodes(self, root: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-        """The nodes under `root` outside the functions, classes and lambdas it defines, walked
-        once: rules ask about the same function again and again."""
-        return self._own(root, NESTED_SCOPES)
+    def own_nodes(self, root: cst.CSTNode, of_type: type[cst.CSTNode] | None = None) -> tuple[cst.CSTNode, ...]:
+        """The nodes under `root` outside the functions, classes and lambdas it defines (only
+        those of `of_type` where given), walked and picked out once: rules ask about the same
+        function again and again."""
+        found = self._own(root, NESTED_SCOPES)
+        if of_type is None:
+            return found
+        key = (id(root), of_type)
+        picked = self._owned_of_type.get(key)
+        if picked is None:
+            picked = self._owned_of_type[key] = tuple(node for node in found if type(node) is of_type)
+        return picked
 
     def tested_as_bool(self, function: cst.FunctionDef, source: bytes) -> frozenset[str]:
         """The names whose dtype the function compares with `torch.bool` (segment-anything's
@@ -2166,7 +2190,25 @@ class DeviceFlow:
     def visit_Return(self, node: cst.Return) -> None:
         function = enclosing_function(self.ancestors)
         if function is not None and node.value is not None:
-            self._returns.setdefault(id(function), []).append((node.value, self.resolver.scope))
+            line, block = self.ancestors[-1], self.ancestors[-2] if len(self.ancestors) > 1 else None
+            value = self._returned(node.value, block, line)
+            self._returns.setdefault(id(function), []).append((value, self.resolver.scope))
+
+    def _returned(self, value: cst.BaseExpression, block: cst.CSTNode | None, line: cst.CSTNode) -> cst.BaseExpression:
+        """What `return name` in the statement `line` of `block` gives: the value of the last
+        plain `name = ...` before it there (seed-vc's `codebooks = torch.stack(codebooks)` after
+        `codebooks = [...]`), where nothing since binds the name otherwise; else the name."""
+        if type(value) is not cst.Name or type(block) is not cst.IndentedBlock:
+            return value
+        body = block.body
+        position = next((index for index, each in enumerate(body) if each is line), 0)
+        for index in range(position - 1, -1, -1):
+            assigned = _plain_assignment(body[index], value.value)
+            if assigned is not None:
+                return assigned
+            if value.value in self.names_bound_in(body[index]):
+                break
+        return value
 
     def visit_While(self, node: cst.While) -> None:
         self._note_loop(node)
@@ -2467,7 +2509,11 @@ def _is_dataset(base: cst.BaseExpression, resolver: Resolver) -> bool:
 
 
 def off_the_step_path(
-    ancestors: Sequence[cst.CSTNode], resolver: Resolver | None = None, *, periodic_exempts: bool = True
+    ancestors: Sequence[cst.CSTNode],
+    resolver: Resolver | None = None,
+    *,
+    periodic_exempts: bool = True,
+    start: int = 0,
 ) -> bool:
     """Inside a `raise`, an `except` clause or an `if` body that ends raising (runs only on the
     error path), the
@@ -2481,8 +2527,11 @@ def off_the_step_path(
     (`if step - last_save >= N:` that sets `last_save = step`), and the body of a test of a
     debugging flag (`if opt.debug > 0:`); what follows `if step % N: return` in its block. A
     periodic block that steps the optimizer is gradient accumulation's training step, on the
-    path."""
-    for index, node in enumerate(ancestors):
+    path. `start`: where in `ancestors` to begin (a step loop's place; the first steps are
+    counted from there), what lies above it still known to the tests (the class whose
+    predicate a test calls)."""
+    for index in range(start, len(ancestors)):
+        node = ancestors[index]
         if type(node) is cst.Raise or type(node) is cst.ExceptHandler:
             return True  # an `except` clause runs only where its `try` failed: YOLOX's out-of-memory retry
         if periodic_exempts and type(node) is cst.IndentedBlock and index + 1 < len(ancestors):
@@ -2495,7 +2544,7 @@ def off_the_step_path(
             return True  # an assertion's message is made only when it fails
         if type(node) is cst.If and index + 1 < len(ancestors) and ancestors[index + 1] is node.body:
             every_n = periodic_exempts and periodic(node.test, resolver, ancestors=ancestors[:index])
-            if (every_n and not _accumulates(node.body)) or _first_steps(node.test, ancestors[:index], resolver):
+            if (every_n and not _accumulates(node.body)) or _first_steps(node.test, ancestors[start:index], resolver):
                 return True
             if periodic_exempts and _since_last(node):
                 return True
@@ -2843,8 +2892,8 @@ def periodic(
     predicate that says so (`self.check_frequency(idx)` of the class around, in `ancestors`);
     also once per interval of time (`time.time() - last_logging > interval`)."""
     if type(test) is cst.Name and resolver is not None and depth < _NAME_DEPTH:
-        bound = resolver.assigned_value(test)
-        return bound is not None and periodic(bound, resolver, depth + 1)
+        bound = resolver.assigned_value(test)  # OLMo's `should_log = self.should_log_optim_metrics_this_step()`
+        return bound is not None and periodic(bound, resolver, depth + 1, ancestors)
     if type(test) is cst.BooleanOperation:
         return periodic(test.left, resolver, depth, ancestors) or periodic(test.right, resolver, depth, ancestors)
     if type(test) is cst.Call and depth < _NAME_DEPTH:
@@ -3389,6 +3438,11 @@ def item_source(target: cst.BaseExpression, iterated: cst.BaseExpression, name: 
     elements = target.elements  # type: ignore[attr-defined]
     value = elements[1].value if len(elements) == 2 else None
     return func.value if type(value) is cst.Name and value.value == name else None
+
+
+def _parts(statement: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """The small statements of a line (`x = f(x); return x`), none of a compound statement."""
+    return statement.body if type(statement) is cst.SimpleStatementLine else ()  # type: ignore[return-value]
 
 
 def _plain_assignment(statement: cst.BaseStatement, name: str) -> cst.BaseExpression | None:

@@ -175,9 +175,24 @@ def _requirement_line(line: str, number: int, manifest: Manifest) -> None:
         egg = re.search(r"#egg=([A-Za-z0-9][\w.-]*)", line)
         manifest.requirements.append(Declared(egg.group(1) if egg else from_vcs.group(1), "", number, line))
         return
-    if "://" in line and "@" not in line:
+    requirement, _, options = line.partition(" -")
+    manifest.indexes.extend(Located(url, number) for url in _indexes_among(f"-{options}" if options else ""))
+    if "://" in requirement and "@" not in requirement:
         return  # a direct URL without a name
-    manifest.keep(parse_requirement(line.split(" --", 1)[0].strip(), number))
+    manifest.keep(parse_requirement(requirement.strip(), number))
+
+
+def _indexes_among(options: str) -> Iterator[str]:
+    """The index URLs a requirement's own options name (seed-vc's `torch --pre --index-url
+    .../nightly/cu126`): the source its author meant it to come from."""
+    try:
+        words = shlex.split(options)
+    except ValueError:
+        return
+    for word, following in zip(words, [*words[1:], ""]):
+        option, equals, inline = word.partition("=")
+        if option in _INDEX_OPTIONS and (inline or (following and not equals)):
+            yield inline or following
 
 
 def _local_project(path: str, number: int, line: str, manifest: Manifest) -> None:

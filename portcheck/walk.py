@@ -83,29 +83,37 @@ def _concrete(types: tuple[type[cst.CSTNode], ...]) -> frozenset[type[cst.CSTNod
 def descendants(node: cst.CSTNode, apart: tuple[type[cst.CSTNode], ...] = ()) -> Iterator[cst.CSTNode]:
     """Every node under `node` in source order, not entering nodes of the `apart` types. A
     stack, not nested generators: each of those passes every node up through all the levels
-    above it, which costs as much as the walk itself in deep modules."""
+    above it, which costs as much as the walk itself in deep modules. Rules and the flow ask
+    for millions of nodes a scan, so the loop keeps its lookups local."""
     excluded = _concrete(apart)
-    stack = _children(node, excluded)
+    is_node, fields_of = IS_NODE_TYPE, _REVERSED_FIELDS
+    stack = [node]
+    pop, push = stack.pop, stack.append
     while stack:
-        child = stack.pop()
-        yield child
-        stack.extend(_children(child, excluded))
+        current = pop()
+        if current is not node:
+            yield current
+        for name in fields_of[type(current)]:  # pushed last first: popped in source order
+            value = getattr(current, name)
+            kind = type(value)
+            if kind is tuple or kind is list:
+                for child in reversed(value):
+                    kind = type(child)
+                    if is_node[kind] and kind not in excluded:
+                        push(child)
+            elif is_node[kind] and kind not in excluded:
+                push(value)
 
 
-def _children(node: cst.CSTNode, excluded: frozenset[type[cst.CSTNode]]) -> list[cst.CSTNode]:
-    """The node's children not of the `excluded` types, last first (the order a stack pops)."""
-    found = []
-    for name in reversed(child_fields(type(node))):
-        value = getattr(node, name)
-        kind = type(value)
-        if kind is tuple or kind is list:
-            for child in reversed(value):
-                kind = type(child)
-                if IS_NODE_TYPE[kind] and kind not in excluded:
-                    found.append(child)
-        elif IS_NODE_TYPE[kind] and kind not in excluded:
-            found.append(value)
-    return found
+class _ReversedFields(dict[type, tuple[str, ...]]):
+    """`child_fields` of a node type, last first, asked by type (a dict lookup, not a call)."""
+
+    def __missing__(self, key: type[cst.CSTNode]) -> tuple[str, ...]:
+        self[key] = fields = tuple(reversed(child_fields(key)))
+        return fields
+
+
+_REVERSED_FIELDS = _ReversedFields()
 
 
 @cache

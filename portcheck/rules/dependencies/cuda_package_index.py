@@ -14,8 +14,9 @@ _CUDA_BUILD = re.compile(r"cuda|(^|[_.])cu\d{2,3}", re.I)  # conda's `py3.7_cuda
 class CudaPackageIndex(Rule):
     """## What it does
     Reports package sources that serve CUDA builds: `--index-url` / `--extra-index-url` /
-    `--find-links` lines pointing at `download.pytorch.org/whl/cu121` and the like or at
-    `pypi.nvidia.com`, uv and Poetry indexes of the same kind in pyproject.toml, the `nvidia`
+    `--find-links` options (on a line of their own or after a requirement) pointing at
+    `download.pytorch.org/whl/cu121` and the like or at `pypi.nvidia.com`, uv and Poetry
+    indexes of the same kind in pyproject.toml, the `nvidia`
     conda channel, and requirements pinned to a CUDA build (`torch==2.5.1+cu121`, conda's
     `pytorch=1.4.0=py3.7_cuda10.1.243_cudnn7.6.3_0` and `pytorch-mutex=1.0=cuda`, also in a
     requirements file that `conda list --export` wrote).
@@ -72,6 +73,11 @@ class CudaPackageIndex(Rule):
         ),
         Invalid("channels:\n  - pytorch\n  - nvidia\ndependencies:\n  - pytorch\n", lines=[3], path="environment.yml"),
         Invalid("-i https://pypi.nvidia.com\ntensorrt\n", lines=[1], path="requirements-trt.txt"),
+        Invalid(  # seed-vc's: the index named on the requirement's own line
+            "torch --pre --index-url https://download.pytorch.org/whl/nightly/cu126\nnumpy --hash=sha256:0f\n",
+            lines=[1],
+            path="requirements.txt",
+        ),
         Invalid(  # SimCLR's: what `conda list --export` wrote, builds for CUDA 10.1
             "# This file may be used to create an environment using:\n# $ conda create --name <env> --file <this file>\n"
             "# platform: linux-64\n_libgcc_mutex=0.1=main\nnumpy=1.18.1=py37h4f9e942_0\n"

@@ -50,12 +50,12 @@ class CudaMapLocation(Rule):
     `Accelerator`'s `prepare(model)`), where the path is the
     one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`); as a warning, where
     a module that puts its model on CUDA loads a checkpoint it does not write (a released
-    model's `last.ckpt`, another script's `pytorch_model.bin`, or a file an option names,
-    `args.tune_from`, whose value goes into `.load_state_dict(...)` or is read at
-    `["state_dict"]`):
+    model's `last.ckpt`, another script's `pytorch_model.bin`, or a file an option or a
+    configuration's entry names, `args.tune_from`, `config["params_path"]`, whose value goes
+    into `.load_state_dict(...)` or is read at `["state_dict"]`):
     such files are mostly saved
     from the GPU, and `map_location="cpu"` costs nothing where they were not. So is a load of
-    a checkpoint (by the path it names or opens) in a module that puts nothing on CUDA, where
+    a checkpoint (by the path it names or opens, or by its use) in a module that puts nothing on CUDA, where
     another file of the repository puts its model on CUDA (a script beside the training
     script, a package's loader under it), unless the module saves that path itself (from the
     host). Not a load straight into an LR scheduler's, a GradScaler's or a
@@ -301,6 +301,15 @@ class CudaMapLocation(Rule):
             lines=[4],
             message="if it was saved from one",
         ),
+        # Kandinsky-2's training script: a configuration's entry names the weights the model takes
+        Invalid(
+            "import torch\nconfig = OmegaConf.load(args.config)\nmodel = create_model().cuda()\n"
+            "model.load_state_dict(torch.load(config['params_path']))\n",
+            lines=[4],
+            message="if it was saved from one",
+            fixed="import torch\nconfig = OmegaConf.load(args.config)\nmodel = create_model().cuda()\n"
+            "model.load_state_dict(torch.load(config['params_path'], map_location=\"tpu\"))\n",
+        ),
         # the RNG state it holds would move to the device: only with --unsafe-fixes
         Invalid(
             "import torch.serialization as ser\nimport torch\nnet.cuda()\nstate = ser.load(PATH)\n"
@@ -406,7 +415,7 @@ class CudaMapLocation(Rule):
         why = f" if it was saved from one: {where} runs on CUDA"
         for load in self._loads:
             saved_here = any(_path_code(save, 1) == load.path for save in self._saves)  # from the host, back to it
-            if _names_checkpoint(load.path) and not saved_here:
+            if (load.restores_model or _names_checkpoint(load.path)) and not saved_here:
                 self.report(load.call, edit=load.edit, severity=_UNKNOWN_ORIGIN, what=_UNMAPPED_LOAD, why=why)
 
     def _saved_by(self, load: cst.Call) -> cst.Call | None:
@@ -559,10 +568,14 @@ def _restores_model(ctx: FileContext, load: cst.Call) -> bool:
 
 
 def _names_option(ctx: FileContext, path: cst.BaseExpression, depth: int = 0) -> bool:
-    """`args.tune_from`, also as `str(...)` or `Path(...)` of one, or through a name bound once to
-    one (DALLE-pytorch's `dalle_path = Path(args.dalle_path)`, then `torch.load(str(dalle_path))`)."""
+    """`args.tune_from` or a configuration's `config["params_path"]`, also as `str(...)` or
+    `Path(...)` of one, or through a name bound once to one (DALLE-pytorch's `dalle_path =
+    Path(args.dalle_path)`, then `torch.load(str(dalle_path))`)."""
     if isinstance(path, cst.Attribute):
         return isinstance(path.value, cst.Name) and path.value.value not in ("self", "cls")
+    if isinstance(path, cst.Subscript) and len(path.slice) == 1 and isinstance(path.slice[0].slice, cst.Index):
+        keyed = patterns.string_value(path.slice[0].slice.value) is not None
+        return keyed and isinstance(path.value, (cst.Name, cst.Subscript))  # `cfg["model"]["ckpt"]` too
     if (
         isinstance(path, cst.Call)
         and len(path.args) == 1

@@ -89,6 +89,8 @@ _MASK_OPS = frozenset(
 _TORCH_MASK_OPS = frozenset(f"torch.{name}" for name in _MASK_OPS - {"bool"})
 _JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.vstack", "torch.hstack"})
 _AS_TENSOR = frozenset({"torch.as_tensor"})  # the same values, maybe elsewhere
+# einops' functions: the same elements in another layout (`repeat(mask, "b n -> (b h) n", h=8)`).
+_REARRANGED = frozenset({"einops.rearrange", "einops.repeat"})
 # Methods that give the same elements another shape or place: a mask stays a mask.
 _VIEWS = frozenset({"view", "reshape", "flatten", "contiguous", "clone", "detach", "expand", "expand_as", "squeeze",
                     "unsqueeze"})  # fmt: skip
@@ -615,10 +617,8 @@ def _bound_as_number(ctx: FileContext, name: cst.Name, value: cst.BaseExpression
     if type(function) is not cst.FunctionDef:
         return False
     return any(
-        type(branch) is cst.If
-        and _tests_number(ctx, branch.test, value)
-        and any(each is value for each in ctx.flow.own_nodes(branch.body))
-        for branch in ctx.flow.own_nodes(function.body)
+        _tests_number(ctx, branch.test, value) and any(each is value for each in ctx.flow.own_nodes(branch.body))
+        for branch in ctx.flow.own_nodes(function.body, cst.If)
     )
 
 
@@ -756,11 +756,18 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
     if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
         assert type(node) is cst.Attribute
         key = f"self.{node.attr.value}"
+        if _UNKNOWN + key in seen:
+            return False
         if key in seen or ctx.flow.is_buffer(node.attr.value):
             return True
         bound = ctx.flow.self_attribute_values(node.attr.value)
-        # the names seen so far are another scope's: only the attributes carry over
-        carried = frozenset(each for each in seen if each.startswith("self.")) | {key}
+        # the names seen so far are another scope's: only the attributes carry over; where every
+        # value reads the attribute itself (OLMo's `self.min_train_loss = min(self.min_train_loss,
+        # loss)`), it says nothing of itself: the other parts of those values decide
+        cyclic = all(_reads_attribute(value, node.attr.value) for value, _ in bound)
+        carried = frozenset(each for each in seen if each.startswith(("self.", _UNKNOWN + "self."))) | {
+            _UNKNOWN + key if cyclic else key
+        }
         return bool(bound) and all(
             ctx.flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1, carried)) for value, scope in bound
         )
@@ -814,6 +821,14 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             return any(tensor_valued(ctx, value, depth + 1, doubted) for value in ctx.flow.resolver.updates(node))
         return all(tensor_valued(ctx, value, depth + 1, doubted) for value in others)
     return False
+
+
+def _reads_attribute(value: cst.BaseExpression, attribute: str) -> bool:
+    """Whether a value reads `self.<attribute>`."""
+    return any(
+        flow.is_self_attribute(node) and node.attr.value == attribute  # type: ignore[attr-defined]
+        for node in (value, *descendants(value))
+    )
 
 
 def _group_parameters(ctx: FileContext, iterated: cst.BaseExpression) -> bool:
@@ -1044,7 +1059,7 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
     `m.T`) or part of one (`m[i]`), masks stacked (`torch.stack((j, k))`), either value of an
     `if` expression, a name holding one of those (`values_reaching`), or an attribute of
     `self` the module binds only to those (`self.lora_ind = w.new_zeros(n, dtype=torch.bool)`). `depth`: the names looked through;
-    `seen`: the attributes being looked through."""
+    `seen`: the attributes and names being looked through."""
     if depth > _DEPTH:
         return False
     if type(node) is cst.Comparison:
@@ -1061,6 +1076,9 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
         assert type(node) is cst.Call and type(node.func) is cst.Attribute
         return is_bool_mask(ctx, node.func.value, depth, seen)
     if resolved_call(ctx, node, _AS_TENSOR) and not _of_bool_dtype(ctx, node):  # `torch.as_tensor(keep, device=d)`
+        assert type(node) is cst.Call
+        return bool(node.args) and is_bool_mask(ctx, node.args[0].value, depth, seen)
+    if resolved_call(ctx, node, _REARRANGED):  # vector-quantize-pytorch's `repeat(mask, 'b n -> c (b h) n', ...)`
         assert type(node) is cst.Call
         return bool(node.args) and is_bool_mask(ctx, node.args[0].value, depth, seen)
     if type(node) is cst.Attribute and node.attr.value in ("T", "mT"):
@@ -1085,7 +1103,15 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
             ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen | {name}))
             for value, scope in values
         )
+    local = f"name:{node.value}" if type(node) is cst.Name else ""
+    if local in seen or _UNKNOWN + local in seen:
+        # a value made from the name itself: a mask where its other values are (`m = repeat(m, ...)`
+        # after `m = mask`), and otherwise only where the rest of it says so (yolov5's `j =
+        # torch.stack((torch.ones_like(j), j, k))`, not `idx = idx[perm]`)
+        return local in seen
     values = values_reaching(ctx, node)
+    if local and values and all(reads_names(value, {node.value}) for value in values):  # type: ignore[attr-defined]
+        return all(is_bool_mask(ctx, value, depth + 1, seen | {_UNKNOWN + local}) for value in values)
     if not values:
         passed = _passed_for(ctx, node)
         if passed:  # a parameter: a mask where a call of the module passes one (gcn's `test(..., idx_test)`)
@@ -1095,7 +1121,7 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
             )
         return _named_mask(node) or _tested_as_bool(ctx, node)
     return all(
-        is_bool_mask(ctx, value, depth + 1, seen) or (_opaque_call(ctx, value) and _named_mask(node))
+        is_bool_mask(ctx, value, depth + 1, seen | {local}) or (_opaque_call(ctx, value) and _named_mask(node))
         for value in values
     )
 

@@ -112,6 +112,10 @@ class BooleanMaskIndexing(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # an index rebound from itself: still the index it was given
+            "import torch\nclass Gather(torch.nn.Module):\n    def forward(self, x, idx, perm):\n"
+            "        idx = idx[perm]\n        return x[idx]\n"
+        ),
         Valid(  # an index the function checks is of integers
             "import torch\ndef pick(v, idx):\n    assert idx.dtype == torch.long\n    return v[torch.as_tensor(idx, device=v.device)]\n"
         ),
@@ -181,6 +185,14 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # vector-quantize-pytorch: the mask given, laid out per head by einops where there are heads
+            "import torch\nimport torch.nn.functional as F\nfrom einops import repeat\n"
+            "class VQ(torch.nn.Module):\n    def forward(self, x, q, mask, heads=1):\n"
+            "        loss = F.mse_loss(q, x, reduction='none')\n        loss_mask = mask\n        if heads > 1:\n"
+            "            loss_mask = repeat(loss_mask, 'b n -> (b h) n', h=heads)\n"
+            "        return loss[loss_mask].mean()\n",
+            lines=[10],
+        ),
         Invalid(  # torchtitan's vocab-parallel cross entropy: autograd runs the backward every step
             "import torch\nclass VocabParallelCE(torch.autograd.Function):\n    @staticmethod\n"
             "    def backward(ctx, grad_output):\n        labels, = ctx.saved_tensors\n"

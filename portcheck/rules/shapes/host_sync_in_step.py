@@ -15,6 +15,7 @@ from portcheck.rules.shapes import (
     in_host_memory,
     off_host_at_end,
     read_in_host_memory,
+    reads_names,
     reads_tensor_value,
     tensor_method,
     tensor_valued,
@@ -200,6 +201,18 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # OLMo's trainer: the best so far, kept from itself and a number
+            "import time\nimport torch\nclass Trainer:\n    def fit(self, loader):\n        for batch in loader:\n"
+            "            start = time.time()\n            self.model(batch).sum().backward()\n            self.optim.step()\n"
+            "            self.last = time.time() - start\n            self.best = min(self.best, self.last)\n"
+        ),
+        Valid(  # OLMo: a name bound to the class's predicate, true every N steps
+            "import torch\nclass Trainer:\n    def should_log(self):\n        if self.wandb is None:\n"
+            "            return False\n        return self.global_step % self.interval == 0\n"
+            "    def fit(self, loader):\n        for batch in loader:\n            loss = self.model(batch)\n"
+            "            loss.backward()\n            log_now = self.should_log()\n            if log_now:\n"
+            "                print(loss.item())\n"
+        ),
         Valid(  # stable-audio-tools' demo callback: it leaves unless the step is a multiple of N
             "import torch\nimport pytorch_lightning as pl\nclass Demo(pl.Callback):\n"
             "    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):\n"
@@ -452,6 +465,15 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # Kandinsky's (guided diffusion's) dynamic thresholding: a percentile on the host, used on the device
+            "import numpy as np\nimport torch as th\nclass Diffusion:\n    def sample(self, model, img):\n"
+            "        for i in reversed(range(self.num_timesteps)):\n            img = self.p_sample(model, img, i)\n"
+            "        return img\n    def p_sample(self, model, x, t):\n        out = model(x, t)\n"
+            "        x2 = th.clone(out).cpu().numpy()\n        s = np.percentile(np.abs(x2), 99.5)\n"
+            "        s = max(s, 1.0)\n        return th.clip(out, -s, s) / s\n",
+            lines=[10],
+            message="`.numpy()` in `p_sample()`, called from a step loop",
+        ),
         Invalid(  # an optimizer's step: each parameter of each group is a tensor, read per parameter and step
             "import math\nimport torch\nfrom torch.optim import Optimizer\nclass Lion(Optimizer):\n"
             "    def step(self, closure=None):\n        for group in self.param_groups:\n"
@@ -1041,7 +1063,9 @@ class HostSyncInStep(StepRule):
         data on a device again (vits' monotonic alignment: `.cpu().numpy()`, a Cython search,
         then `torch.from_numpy(path).to(device=device)`; point-e's `torch.tensor([...],
         device=sigmas.device)`), or gives the copy it binds to a torch function (Tacotron 2's
-        `pack_padded_sequence`): a round trip in the step, not an output."""
+        `pack_padded_sequence`), also through what is worked out from the copy (guided
+        diffusion's dynamic thresholding: `s = np.percentile(np.abs(x2), p)`, then
+        `th.clip(x, -s, s)`): a round trip in the step, not an output."""
         ancestors = self.ctx.ancestors
         function = flow.enclosing_function(ancestors)
         if function is None:
@@ -1052,17 +1076,21 @@ class HostSyncInStep(StepRule):
         parent = ancestors[-1]  # `lengths = lengths.cpu().numpy()`: the copy itself, by name
         copied = type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1
         target = parent.targets[0].target if copied else None  # type: ignore[attr-defined]
-        bound = target.value if type(target) is cst.Name else None
+        bound = {target.value} if type(target) is cst.Name else set()
         after = False  # what runs after the copy: only there can torch be given it
         for call in descendants(region):
             after = after or call is node
+            if after and bound and type(call) is cst.Assign and len(call.targets) == 1:
+                made = call.targets[0].target
+                if type(made) is cst.Name and reads_names(call.value, bound):
+                    bound.add(made.value)  # worked out from the copy
             if type(call) is not cst.Call:
                 continue
             if _moves(self.ctx, call) and _made_of_numpy(self.ctx, call.func):
                 return True
             if self.ctx.qualified_names(call.func) & _FROM_NUMPY and self._placed_off_host(call):
                 return True
-            if after and bound is not None and self._torch_computes_with(call, bound):
+            if after and any(self._torch_computes_with(call, name) for name in bound):
                 return True
         return False
 

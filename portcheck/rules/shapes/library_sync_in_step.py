@@ -16,7 +16,8 @@ class LibrarySyncInStep(StepRule):
     from it, that reads tensor values back on the host each time it runs (the table
     portcheck/targets/library_step_hazards.toml): BasicSR's `random_add_gaussian_noise_pt`
     and `random_add_poisson_noise_pt`, its `DiffJPEG` and its models' `reduce_loss_dict`,
-    which Real-ESRGAN's degradation and training step call.
+    which Real-ESRGAN's degradation and training step call; icefall's `make_pad_mask`, which
+    VALL-E's forward() calls.
 
     ## Why is this bad?
     Nothing in the call says so, but the library compares a tensor in Python or calls
@@ -49,7 +50,7 @@ class LibrarySyncInStep(StepRule):
     message = "`{call}(...)` in {where} {what}: a host sync every step"
     hint = "run it on the host (in the DataLoader's workers), or with tensor ops that keep the values on the device"
     severity = SYNC_SEVERITY
-    triggers = (b"basicsr",)
+    triggers = tuple(package.encode() for package in sorted(library_step_hazards.packages()))
 
     VALID = [
         # once, outside any step
@@ -70,6 +71,14 @@ class LibrarySyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        # VALL-E: icefall's mask of the padding, made in forward()
+        Invalid(
+            "import torch\nfrom icefall.utils import make_pad_mask\n\nclass VALLE(torch.nn.Module):\n"
+            "    def forward(self, x, x_lens):\n        x_mask = make_pad_mask(x_lens).to(x.device)\n"
+            "        return x.masked_fill(x_mask.unsqueeze(-1), 0.0)\n",
+            lines=[6],
+            message="`make_pad_mask(...)` in forward()",
+        ),
         # Real-ESRGAN: BasicSR's loop runs feed_data() and optimize_parameters() every step
         Invalid(
             "import torch\nfrom basicsr.data.degradations import random_add_gaussian_noise_pt as gauss\n"

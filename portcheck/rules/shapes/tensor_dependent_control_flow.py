@@ -270,6 +270,25 @@ class TensorDependentControlFlow(StepRule):
             lines=[8],
             message="`if` in a decoding loop depends on tensor values",
         ),
+        Invalid(  # seed-vc: the token a method returns, rebound from a list to a tensor before its return
+            "import torch\nclass AR(torch.nn.Module):\n    def generate(self, emb):\n        codes = []\n"
+            "        for _ in range(4000):\n            pred = self.decode_one(emb)[0]\n"
+            "            if pred == 1023:\n                break\n            codes.append(pred)\n"
+            "        return torch.stack(codes)\n    def decode_one(self, x):\n        logits = self.model(x)\n"
+            "        out = [torch.multinomial(logits.softmax(-1), 1)[0]]\n        out = torch.stack(out, dim=0)\n"
+            "        return out\n",
+            lines=[7],
+            message="`if` in a decoding loop depends on tensor values",
+        ),
+        Invalid(  # AllenNLP's beam search (OLMo): the model's step given as a callable, run until the end
+            "import torch\nclass BeamSearch:\n    def search(self, start, state, step):\n"
+            "        predictions = [start]\n        for t in range(self.max_steps - 1):\n"
+            "            last = predictions[-1].reshape(-1)\n            if (last == self._end_index).all():\n"
+            "                break\n            log_probs, state = step(last, state, t + 1)\n"
+            "            predictions.append(torch.where(log_probs > 0, 1, 0))\n        return torch.stack(predictions)\n",
+            lines=[7],
+            message="`if` in a step loop depends on tensor values",
+        ),
         Invalid(  # vits' flows: a function picked in branches, then called, runs every step too
             "import torch\ndef spline(inputs):\n    if torch.min(inputs) < 0:\n        raise ValueError('domain')\n"
             "    return inputs * 2\ndef plain(inputs):\n    return inputs\ndef transform(inputs, tails=None):\n"
