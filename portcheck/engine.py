@@ -27,7 +27,7 @@ from portcheck.discovery import Prefilter
 from portcheck.findings import Fact, Finding, FixSafety, Severity
 from portcheck.flow import NOWHERE, DeviceFlow, Placement
 from portcheck.positions import positions
-from portcheck.project import ModulePath, Project
+from portcheck.project import CALLERS_ASKED, ModulePath, Project
 from portcheck.resolve import Resolver
 from portcheck.results import UNKNOWN_PROJECT, FileResult, Source
 from portcheck.rewrites.edits import Edit
@@ -170,6 +170,8 @@ def examine(
         )
         checks = tuple(Check(guard.asserts, guard.twin) for guard in flow.guards) if flow is not None else ()
         pairs, facts, placements, elsewhere = _results(rules, tree, path, config, text, flow)
+        if flow is not None and flow.callers_asked and not second_pass:  # asked by all the rules, to the end
+            facts.append(Fact(CALLERS_ASKED, where.name, path, 1, 1, (("keys", " ".join(sorted(flow.callers_asked))),)))
         if stopped is not None and not second_pass:
             pairs.append((_stop_finding(stopped, tree, path, config, text), None))
     except (parsing.ParseFailure, parsing.TooLong, RecursionError) as failure:

@@ -417,6 +417,9 @@ class DeviceFlow:
     # functions of the module patched in as a class's forward (`LlamaAttention.forward = forward`)
     _patched_forwards: set[str] = field(default_factory=set)
     _transforms_module: bool | None = None  # see `_only_transforms`
+    # the names and positions of the parameters of functions the module never calls that the
+    # rules asked about: what other modules' calls may answer (project.CALLERS_ASKED)
+    callers_asked: set[str] = field(default_factory=set)
     elsewhere: bool = False  # `in_scope` is resolving names in a scope the walk is not in
 
     watched_names: tuple[str, ...] = ()  # the walker's participant protocol
@@ -1895,6 +1898,10 @@ class DeviceFlow:
             own = descendants(function.body, NESTED_SCOPES)
             self._generators[id(function)] = any(type(node) is cst.Yield for node in own)
         return self._generators[id(function)]
+
+    def note_callers_asked(self, name: str, *positions: int) -> None:
+        """Note a question about a parameter of a function the module never calls."""
+        self.callers_asked.update((name, *map(str, positions)))
 
     def own_nodes(self, root: cst.CSTNode, of_type: type[cst.CSTNode] | None = None) -> tuple[cst.CSTNode, ...]:
         """The nodes under `root` outside the functions, classes and lambdas it defines (only

@@ -78,6 +78,10 @@ DEVICE_MODULE = "device-module"
 # and otherwise the CPU's (CodeFormer's `get_device()`); detail `picks`: the device types it may
 # return but the CPU, comma-separated ("cuda,mps")
 CPU_FALLBACK = "cpu-fallback"
+# name: a module whose step rules asked whether a parameter of a function it never calls holds a
+# tensor (what only another module's calls can tell: the second pass answers it); detail `keys`:
+# the parameters' names and positions (counted with and without `self`), space-separated
+CALLERS_ASKED = "callers-asked"
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,8 @@ class Project:
     # The repository's functions that return CUDA's device or the CPU's, each with what else it
     # may pick (CPU_FALLBACK).
     cpu_fallbacks: frozenset[tuple[str, str]] = frozenset()
+    # What each module asked of its uncalled functions' parameters (CALLERS_ASKED): (module, key).
+    callers_asked: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -181,6 +187,9 @@ class Project:
             subclasses=frozenset((f.name, f.detail("base")) for f in facts if f.kind == SUBCLASS),
             device_modules=frozenset(f.name for f in facts if f.kind == DEVICE_MODULE),
             cpu_fallbacks=frozenset((f.name, f.detail("picks")) for f in facts if f.kind == CPU_FALLBACK),
+            callers_asked=frozenset(
+                (f.name, key) for f in facts if f.kind == CALLERS_ASKED for key in f.detail("keys").split()
+            ),
         )
 
     @property
@@ -270,12 +279,25 @@ class Project:
         return frozenset(path for name, path in self.pending_steps if name in self._step_calls_by_name)
 
     @cached_property
-    def tensor_parameter_modules(self) -> frozenset[str]:
-        """The modules of the functions another module passes tensors."""
-        # a function's module, or a method's (`pkg.loss.Loss.forward`)
-        return frozenset(
-            part for name, _ in self.tensor_parameters for part in (name.rpartition(".")[0], name.rsplit(".", 2)[0])
-        )
+    def tensor_parameter_owners(self) -> frozenset[str]:
+        """What the functions another module passes tensors are named in: their module, or the
+        package that re-exports them (`distributed` for `distributed.all_gather`), or a
+        method's class."""
+        return frozenset(name.rpartition(".")[0] for name, _ in self.tensor_parameters)
+
+    def retyped(self, module: str) -> bool:
+        """Whether another module passes a tensor for a parameter (by name or position) that the
+        module's step rules asked about, of a function it never calls: only there can what
+        other modules pass change what they find (see `rules.shapes.given_elsewhere`)."""
+        asked = self._callers_asked_by_module.get(module, frozenset())
+        return any(parameter in asked for _, parameter in self.tensor_parameters_in(module))
+
+    @cached_property
+    def _callers_asked_by_module(self) -> dict[str, frozenset[str]]:
+        found: dict[str, set[str]] = {}
+        for module, key in self.callers_asked:
+            found.setdefault(module, set()).add(key)
+        return {module: frozenset(keys) for module, keys in found.items()}
 
     def tensor_parameters_in(self, module: str) -> frozenset[tuple[str, str]]:
         """(function or `Class.method`, position or keyword) for the module's functions and

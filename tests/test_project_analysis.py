@@ -415,6 +415,32 @@ def test_a_library_function_another_module_passes_a_tensor_tests_it_every_step(t
     assert found == [("kdiff/sampling.py", 8), ("kdiff/sampling.py", 14)]
 
 
+def test_a_module_given_tensors_is_read_again_only_where_its_rules_asked_about_them(tmp_path: Path) -> None:
+    """What another module passes a function can change a step rule's answer only where the
+    first pass asked about that parameter of a function its module never calls (a sampler's
+    `sigmas`): a module whose questions were all answered at home (an annotated `x`) is not
+    read a second time for it."""
+    sampling = (
+        "import torch\n\ndef sample_lms(model, x, sigmas):\n    for i in range(len(sigmas) - 1):\n"
+        "        if sigmas[i + 1] > 0:\n            x = model(x)\n    return x\n"
+    )
+    layers = (
+        "import torch\n\ndef scale(x: torch.Tensor, factor: float):\n    for _ in range(3):\n"
+        "        if x.max() > factor:\n            x = x / 2\n    return x\n"
+    )
+    script = (
+        "import torch\nfrom kdiff import layers, sampling\n\ndef main(model):\n"
+        "    sigmas = torch.linspace(1, 0, 50)\n    x = sampling.sample_lms(model, torch.zeros(2), sigmas)\n"
+        "    return layers.scale(torch.ones(3) * x, 0.5)\n"
+    )
+    write(tmp_path, {"kdiff/__init__.py": "", "kdiff/sampling.py": sampling, "kdiff/layers.py": layers, "run.py": script})
+    report = scan(tmp_path)
+    known = Project().with_facts(report.facts)
+    assert known.tensor_parameters_in("kdiff.layers") and known.tensor_parameters_in("kdiff.sampling")
+    assert known.retyped("kdiff.sampling") and not known.retyped("kdiff.layers")
+    assert [(f.path, f.line) for f in report.findings if f.code == "PC504"] == [("kdiff/sampling.py", 5)]
+
+
 def test_a_helper_a_model_inherits_from_another_module_runs_every_step(tmp_path: Path) -> None:
     """LLaVA: the models' forward() calls `self.prepare_inputs(...)`, which a mixin of another
     module defines; what it reads back to the host, it reads every step. A class that defines

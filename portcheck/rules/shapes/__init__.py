@@ -980,6 +980,10 @@ def _passed_tensors(ctx: FileContext, node: cst.Name, depth: int) -> bool:
     if passed == [] and ctx.project.complete:
         assert function is not None
         return given_elsewhere(ctx, function, node.value)
+    if passed == []:  # the second pass asks again, knowing what other modules pass
+        assert function is not None
+        position = _position_of(function, node.value)
+        module_flow.note_callers_asked(node.value, *(() if position is None else (position, position - 1)))
     return bool(passed) and all(
         module_flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1)) for value, scope in passed or ()
     )
@@ -1103,27 +1107,36 @@ def is_bool_mask(ctx: FileContext, node: cst.CSTNode, depth: int = 0, seen: froz
             ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen | {name}))
             for value, scope in values
         )
-    local = f"name:{node.value}" if type(node) is cst.Name else ""
-    if local in seen or _UNKNOWN + local in seen:
-        # a value made from the name itself: a mask where its other values are (`m = repeat(m, ...)`
-        # after `m = mask`), and otherwise only where the rest of it says so (yolov5's `j =
-        # torch.stack((torch.ones_like(j), j, k))`, not `idx = idx[perm]`)
-        return local in seen
+    local = f":{node.value}" if type(node) is cst.Name else ""
+    if _MASK_HELD + local in seen or _OTHER_HELD + local in seen:
+        # a value made from the name itself: what the name held, a mask where its other values
+        # are (`m = repeat(m, ...)` after `m = mask`), else where it was before (`valid_mask =
+        # valid_mask.detach()` of a parameter so called; not `idx = idx[perm]`)
+        return _MASK_HELD + local in seen
     values = values_reaching(ctx, node)
-    if local and values and all(reads_names(value, {node.value}) for value in values):  # type: ignore[attr-defined]
-        return all(is_bool_mask(ctx, value, depth + 1, seen | {_UNKNOWN + local}) for value in values)
     if not values:
-        passed = _passed_for(ctx, node)
-        if passed:  # a parameter: a mask where a call of the module passes one (gcn's `test(..., idx_test)`)
-            return any(
-                ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen))  # type: ignore[union-attr]
-                for value, scope in passed
-            )
-        return _named_mask(node) or _tested_as_bool(ctx, node)
+        return _mask_before(ctx, node, depth, seen)
+    rebound = local and all(reads_names(value, {node.value}) for value in values)  # type: ignore[attr-defined]
+    held = _MASK_HELD if not rebound or _mask_before(ctx, node, depth, seen) else _OTHER_HELD
     return all(
-        is_bool_mask(ctx, value, depth + 1, seen | {local}) or (_opaque_call(ctx, value) and _named_mask(node))
+        is_bool_mask(ctx, value, depth + 1, seen | {held + local}) or (_opaque_call(ctx, value) and _named_mask(node))
         for value in values
     )
+
+
+_MASK_HELD, _OTHER_HELD = "mask", "other"  # in `is_bool_mask`'s `seen`, before `:name`
+
+
+def _mask_before(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozenset[str]) -> bool:
+    """Whether a name no assignment here binds holds a mask: a parameter that a call of the
+    module passes one (gcn's `test(..., idx_test)`), or one called a mask, or tested as bools."""
+    passed = _passed_for(ctx, node)
+    if passed:
+        return any(
+            ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen))  # type: ignore[union-attr]
+            for value, scope in passed
+        )
+    return _named_mask(node) or _tested_as_bool(ctx, node)
 
 
 def _passed_for(ctx: FileContext, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, Scope]]:
@@ -1866,11 +1879,12 @@ class StepRule(TensorRule):
 
     @classmethod
     def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:
-        """Over the files whose hazards wait for a step loop that another file runs, and the
-        modules of functions another module passes tensors, also by their package's name
+        """Over the files whose hazards wait for a step loop that another file runs, the
+        modules where what another module passes tensors answers a question the first pass
+        asked (`Project.retyped`), and the modules of a package that names such a function
         (`distributed.all_gather` may be `distributed.distributed`'s, re-exported)."""
-        modules = known.tensor_parameter_modules
-        return path in known.pending_step_files or module in modules or module.rpartition(".")[0] in modules
+        owners = known.tensor_parameter_owners
+        return path in known.pending_step_files or known.retyped(module) or module.rpartition(".")[0] in owners
 
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the node runs only `if isinstance(v, torch.Tensor):` where `v` is what the
