@@ -2145,8 +2145,11 @@ class DeviceFlow:
             site = _Site(node, self.resolver.scope, tuple(self.ancestors), 1)
             self._calls.setdefault(func.attr.value, []).append(site)
             for value, _ in self._self_attributes.get(func.attr.value, []):
-                if type(value) is cst.Name and value.value in self.module_functions():
-                    # CenterNet's `self.neg_loss = _neg_loss`: the module's function, given no `self`
+                if type(value) is cst.Name and (
+                    value.value in self.module_functions() or value.value in self._functions
+                ):
+                    # CenterNet's `self.neg_loss = _neg_loss`: the module's function, given no `self`;
+                    # also one defined in a method (seed-vc's `self.semantic_fn = semantic_fn` in `__init__`)
                     self._calls.setdefault(value.value, []).append(
                         _Site(node, self.resolver.scope, tuple(self.ancestors))
                     )

@@ -285,7 +285,7 @@ def _path(root: cst.CSTNode, target: cst.CSTNode) -> list[cst.CSTNode] | None:
         for child in value if isinstance(value, (tuple, list)) else (value,):
             if child is target:
                 return []
-            if isinstance(child, cst.CSTNode):
+            if IS_NODE_TYPE[type(child)]:
                 below = _path(child, target)
                 if below is not None:
                     return [child, *below]

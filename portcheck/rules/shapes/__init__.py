@@ -182,10 +182,11 @@ def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | No
     shapes (DenseNet's layers)."""
     for index in range(len(ancestors) - 2, -1, -1):
         node = ancestors[index]
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        kind = type(node)  # not `isinstance`: see portcheck.walk
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
             return None
-        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
-            return node
+        if (kind is cst.For or kind is cst.While) and ancestors[index + 1] is node.body:
+            return node  # type: ignore[return-value]
     return None
 
 
@@ -357,10 +358,10 @@ def _reaching_values(
         position = next((i for i, each in enumerate(block.body) if each is statement), None)
         for previous in reversed(block.body[:position] if position is not None else ()):
             bound = _binds_by_assignment(previous, name, module_flow)
-            if isinstance(bound, cst.BaseExpression):
-                return (*found, bound)
             if bound is None:
                 continue
+            if type(bound) is not bool:  # an expression
+                return (*found, bound)  # type: ignore[arg-type]
             branches = _assigned_in_branches(previous, name, module_flow)
             if branches is None:
                 return ()

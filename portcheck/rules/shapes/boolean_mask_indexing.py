@@ -469,9 +469,9 @@ class BooleanMaskIndexing(StepRule):
         """Note the calls of the module's own functions (by name or through `self.`), whose
         arguments are read at the end of the module if a function indexes with a parameter."""
         func = node.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             name = func.value
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        elif type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             name = func.attr.value
         else:
             return

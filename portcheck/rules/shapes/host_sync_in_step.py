@@ -465,6 +465,17 @@ class HostSyncInStep(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # seed-vc: features made in a closure `__init__` keeps on `self`, from host copies, every step
+            "import torch\nclass Trainer:\n    def __init__(self, extractor, encoder, device):\n"
+            "        def semantic_fn(waves):\n"
+            "            inputs = extractor([w.cpu().numpy() for w in waves], return_tensors='pt').to(device)\n"
+            "            with torch.no_grad():\n                return encoder(inputs.input_values)\n"
+            "        self.semantic_fn = semantic_fn\n    def train_one_step(self, batch):\n"
+            "        loss = self.model(self.semantic_fn(batch)).mean()\n        loss.backward()\n"
+            "    def train(self, loader):\n        for batch in loader:\n            self.train_one_step(batch)\n",
+            lines=[5],
+            message="`.numpy()` in `semantic_fn()`, called from a loop over a DataLoader",
+        ),
         Invalid(  # Kandinsky's (guided diffusion's) dynamic thresholding: a percentile on the host, used on the device
             "import numpy as np\nimport torch as th\nclass Diffusion:\n    def sample(self, model, img):\n"
             "        for i in reversed(range(self.num_timesteps)):\n            img = self.p_sample(model, img, i)\n"
@@ -1065,7 +1076,10 @@ class HostSyncInStep(StepRule):
         device=sigmas.device)`), or gives the copy it binds to a torch function (Tacotron 2's
         `pack_padded_sequence`), also through what is worked out from the copy (guided
         diffusion's dynamic thresholding: `s = np.percentile(np.abs(x2), p)`, then
-        `th.clip(x, -s, s)`): a round trip in the step, not an output."""
+        `th.clip(x, -s, s)`), or gives it to a processor that makes tensors of it which the
+        function moves to a device (seed-vc's Whisper features: `extractor([w.cpu().numpy() for
+        w in waves], return_tensors="pt")`, then `.to(device)`): a round trip in the step, not
+        an output."""
         ancestors = self.ctx.ancestors
         function = flow.enclosing_function(ancestors)
         if function is None:
@@ -1073,26 +1087,45 @@ class HostSyncInStep(StepRule):
         # the loop it is read in, if any: a long function's other loops bring other data over
         below = ancestors[ancestors.index(function) :]
         region = next((node.body for node in reversed(below) if type(node) in (cst.For, cst.While)), function.body)
-        parent = ancestors[-1]  # `lengths = lengths.cpu().numpy()`: the copy itself, by name
-        copied = type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1
+        # `lengths = lengths.cpu().numpy()`: the copy itself, by name (also a list made of copies)
+        top = len(ancestors) - 1
+        while top > 0 and type(ancestors[top]) in (cst.ListComp, cst.List, cst.Element):
+            top -= 1
+        parent, value = ancestors[top], ancestors[top + 1] if top + 1 < len(ancestors) else node
+        copied = type(parent) is cst.Assign and parent.value is value and len(parent.targets) == 1
         target = parent.targets[0].target if copied else None  # type: ignore[attr-defined]
         bound = {target.value} if type(target) is cst.Name else set()
-        after = False  # what runs after the copy: only there can torch be given it
-        for call in descendants(region):
-            after = after or call is node
-            if after and bound and type(call) is cst.Assign and len(call.targets) == 1:
-                made = call.targets[0].target
-                if type(made) is cst.Name and reads_names(call.value, bound):
+        after = processed = False  # what runs after the copy: only there can torch be given it
+        for each in descendants(region):
+            after = after or each is node
+            if after and bound and type(each) is cst.Assign and len(each.targets) == 1:
+                made = each.targets[0].target
+                if type(made) is cst.Name and reads_names(each.value, bound):
                     bound.add(made.value)  # worked out from the copy
-            if type(call) is not cst.Call:
+            if type(each) is not cst.Call:
                 continue
-            if _moves(self.ctx, call) and _made_of_numpy(self.ctx, call.func):
+            if _makes_torch_tensors(each):
+                processed = processed or self._given_copy(each, node, bound, after)
+            if _moves(self.ctx, each) and (
+                _made_of_numpy(self.ctx, each.func) or (processed and after) or self._processed(each.func, node, bound)
+            ):
                 return True
-            if self.ctx.qualified_names(call.func) & _FROM_NUMPY and self._placed_off_host(call):
+            if self.ctx.qualified_names(each.func) & _FROM_NUMPY and self._placed_off_host(each):
                 return True
-            if after and any(self._torch_computes_with(call, name) for name in bound):
+            if after and any(self._torch_computes_with(each, name) for name in bound):
                 return True
         return False
+
+    def _processed(self, func: cst.BaseExpression, copy: cst.Call, bound: set[str]) -> bool:
+        """`extractor(waves, return_tensors="pt").to(device)`: what is moved is what a processor
+        made of the copy."""
+        made = func.value if type(func) is cst.Attribute else None
+        return type(made) is cst.Call and _makes_torch_tensors(made) and self._given_copy(made, copy, bound, True)
+
+    @staticmethod
+    def _given_copy(call: cst.Call, copy: cst.Call, bound: set[str], after: bool) -> bool:
+        """Whether a call is given the copy, in its arguments or by a name bound to it."""
+        return reads_names(call, bound) if after and bound else any(each is copy for each in descendants(call))
 
     def _torch_computes_with(self, call: cst.Call, name: str) -> bool:
         """`pack_padded_sequence(x, input_lengths)` after `input_lengths = lengths.cpu().numpy()`
@@ -1366,9 +1399,9 @@ def _is_text(node: cst.BaseExpression) -> bool:
 
 def _syncs(call: cst.CSTNode) -> bool:
     """`.item()`, `.tolist()`, `.cpu()`, `.numpy()` or `.to("cpu")`: a copy to the host."""
-    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute:  # type: ignore[attr-defined]
         return False
-    method = call.func.attr.value
+    method = call.func.attr.value  # type: ignore[attr-defined]
     if method == "to":
         places = [arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "device"]
         return any(patterns.string_value(place) == "cpu" for place in places)
@@ -1393,6 +1426,12 @@ def _moves(ctx: FileContext, call: cst.Call) -> bool:
         return True
     first = patterns.positional(call, 0) if method == "to" else None
     return first is not None and ctx.flow is not None and not ctx.flow.is_dtype(first.value)
+
+
+def _makes_torch_tensors(call: cst.Call) -> bool:
+    """A processor asked for PyTorch tensors: `return_tensors="pt"` (Hugging Face's)."""
+    asked = patterns.keyword(call, "return_tensors")
+    return asked is not None and patterns.string_value(asked.value) == "pt"
 
 
 def _made_of_numpy(ctx: FileContext, func: cst.BaseExpression) -> bool:
