@@ -107,6 +107,14 @@ class KvCacheGrownPerStep(TensorRule):
     triggers = (b"past_key_value", b"is not None", b"cat", b"generate(", b"cache=", b"past=")
 
     VALID = [
+        # open-muse's MaskGIT sampling: the class token joined for the model, then sliced off again
+        Valid(
+            "import torch\nclass Transformer(torch.nn.Module):\n    def generate(self, ids, class_ids=None, steps=8):\n"
+            "        for _ in range(steps):\n            if class_ids is not None:\n"
+            "                ids = torch.cat([class_ids[:, None], ids], dim=1)\n            logits = self(ids)\n"
+            "            if class_ids is not None:\n                ids = ids[:, 1:]\n                logits = logits[:, 1:]\n"
+            "            ids = torch.where(ids < 0, logits.argmax(-1), ids)\n        return ids\n"
+        ),
         # a skip connection: the new tensor first, and no cache
         Valid(
             "import torch\nclass Up(torch.nn.Module):\n    def forward(self, x, skip=None):\n"
@@ -337,6 +345,8 @@ class KvCacheGrownPerStep(TensorRule):
             return  # not after the cache (`torch.cat([prefix, x])` under `if enc is not None:`); once per cache
         if len(growths) < 2 and not _handed_back(function, grown):
             return  # one prefix joined (`torch.cat((embeddings, tokens), 1)`), not keys and values kept
+        if all(_trimmed_again(function, name) for name in grown):
+            return  # open-muse's class token: prepended for the model, sliced off again (`ids[:, 1:]`)
         if len(growths) > 1 and len({_code(_joined_first(each)) for each in growths}) == 1:
             return  # one memory before both keys and values (x-transformers' `mem`): a prefix, not their cache
         names = " and ".join(f"`{name}`" for name in dict.fromkeys(grown))
@@ -676,6 +686,20 @@ def _handed_back(function: cst.FunctionDef, names: list[str]) -> bool:
             else:
                 packed = [_path(value)] if isinstance(node, cst.Return) else []
             if set(packed) & set(names):
+                return True
+    return False
+
+
+def _trimmed_again(function: cst.FunctionDef, name: str) -> bool:
+    """Whether the function also binds `name` to itself less a fixed prefix (`ids = ids[:, 1:]`):
+    what was joined before it comes off again, and the length stays."""
+    for node in descendants(function.body, _SCOPES):
+        if type(node) is not cst.Assign or len(node.targets) != 1 or _path(node.targets[0].target) != name:
+            continue
+        value = node.value
+        if type(value) is cst.Subscript and _path(value.value) == name:
+            bounds = [each.slice for each in value.slice if type(each.slice) is cst.Slice]
+            if any(type(bound.lower) is cst.Integer and bound.upper is None for bound in bounds):
                 return True
     return False
 
