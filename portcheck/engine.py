@@ -170,7 +170,7 @@ def examine(
         )
         checks = tuple(Check(guard.asserts, guard.twin) for guard in flow.guards) if flow is not None else ()
         pairs, facts, placements, elsewhere = _results(rules, tree, path, config, text, flow)
-        if flow is not None and flow.callers_asked and not second_pass:  # asked by all the rules, to the end
+        if flow is not None and flow.callers_asked and not second_pass:  # after every rule, leave_Module too
             facts.append(Fact(CALLERS_ASKED, where.name, path, 1, 1, (("keys", " ".join(sorted(flow.callers_asked))),)))
         if stopped is not None and not second_pass:
             pairs.append((_stop_finding(stopped, tree, path, config, text), None))

@@ -285,7 +285,7 @@ class Project:
         method's class."""
         return frozenset(name.rpartition(".")[0] for name, _ in self.tensor_parameters)
 
-    def retyped(self, module: str) -> bool:
+    def passes_asked_tensors(self, module: str) -> bool:
         """Whether another module passes a tensor for a parameter (by name or position) that the
         module's step rules asked about, of a function it never calls: only there can what
         other modules pass change what they find (see `rules.shapes.given_elsewhere`)."""

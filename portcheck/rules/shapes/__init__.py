@@ -1882,10 +1882,14 @@ class StepRule(TensorRule):
     def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:
         """Over the files whose hazards wait for a step loop that another file runs, the
         modules where what another module passes tensors answers a question the first pass
-        asked (`Project.retyped`), and the modules of a package that names such a function
-        (`distributed.all_gather` may be `distributed.distributed`'s, re-exported)."""
+        asked (`Project.passes_asked_tensors`), and the modules of a package that names such a
+        function (`distributed.all_gather` may be `distributed.distributed`'s, re-exported)."""
         owners = known.tensor_parameter_owners
-        return path in known.pending_step_files or known.retyped(module) or module.rpartition(".")[0] in owners
+        return (
+            path in known.pending_step_files
+            or known.passes_asked_tensors(module)
+            or module.rpartition(".")[0] in owners
+        )
 
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:
         """Whether the node runs only `if isinstance(v, torch.Tensor):` where `v` is what the
