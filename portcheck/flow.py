@@ -1557,6 +1557,8 @@ class DeviceFlow:
         owner = self._methods.get(id(function))
         if (owner is not None and function.name.value != "__iter__") or not self._yields(function):
             return None
+        if self._yielding_step(function) is not None:
+            return None  # it yields a step of its own loop: what runs every step is in that loop
         for loop, scope, ancestors in self._for_loops:
             sources = _drawn(loop.iter)
             if any(self.in_scope(scope, partial(self._draws, each, function, ancestors)) for each in sources):
@@ -1687,6 +1689,9 @@ class DeviceFlow:
     def _step_of(self, loop: cst.For | cst.While) -> str | None:
         if type(loop) is cst.For and self._iterates_loader(loop.iter):
             return "a loop over a DataLoader"
+        streamed = self._streamed_step(loop.iter) if type(loop) is cst.For else None
+        if streamed is not None:
+            return streamed
         if self._runs_epochs(loop):
             return None
         judging, self._marking_class = self._marking_class, self._loop_classes.get(id(loop))
@@ -1706,9 +1711,52 @@ class DeviceFlow:
             )
         ):
             found = "decoding"
+        if found is None and type(loop) is cst.While and _carries_state(loop.body) and self._drafts_steps(loop):
+            found = "decoding"
         if found is None:
-            return "a loop over chunks" if type(loop) is cst.For and _takes_chunks(loop) else None
+            return _CHUNKS if type(loop) is cst.For and _takes_chunks(loop) else None
         return {"training": "a training loop", "decoding": "a decoding loop", "step": "a step loop"}[found]
+
+    def _drafts_steps(self, loop: cst.While) -> bool:
+        """A `while` loop that calls a function of the module running a few steps of its own,
+        each from the last (LitGPT's speculative decoding: `speculative_decoding(...)` drafts k
+        tokens in its own loop), carrying what it returns into the next call: each pass is a
+        decoding step too. Not retries of a whole decoding (whisper's temperature fallback)."""
+        own = self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While))
+        return any(
+            _carries_state(inner.body) and self.in_scope(scope, partial(self.loop_step, inner)) in _DRAFTING_STEPS
+            for call in own
+            if type(call) is cst.Call
+            for helper in self._helpers_called(call, 0)
+            for inner, scope in self._loops.get(id(helper), ())
+        )
+
+    def _streamed_step(self, iterated: cst.BaseExpression) -> str | None:
+        """For `for out in stream_tokens(...)`: the step of the loop in which the module's
+        generator yields (gpt-neox's and FastChat's token streams). Each pass of the loop
+        over it is one of those steps."""
+        if type(iterated) is not cst.Call:
+            return None
+        func = iterated.func
+        if type(func) is cst.Name:
+            generators = [self._functions[func.value]] if func.value in self._functions else []
+        elif type(func) is cst.Attribute and _is_self(func.value):
+            generators = self._own_methods(func.attr.value)
+        else:
+            return None
+        return next((step for generator in generators if (step := self._yielding_step(generator))), None)
+
+    def _yielding_step(self, generator: cst.FunctionDef) -> str | None:
+        """The step of a loop of the generator that yields inside it; not pieces of one result
+        handed out (F5-TTS's audio chunks)."""
+        if not self._yields(generator):
+            return None
+        for loop, scope in self._loops.get(id(generator), ()):
+            if any(type(node) is cst.Yield for node in descendants(loop.body, NESTED_SCOPES)):
+                step = self.in_scope(scope, partial(self.loop_step, loop))
+                if step is not None and step != _CHUNKS:
+                    return step
+        return None
 
     def innermost_step_loop(self, ancestors: Sequence[cst.CSTNode]) -> cst.For | cst.While | None:
         """The innermost loop around the node, within its function, that runs steps."""
@@ -2807,6 +2855,10 @@ def _first_size(count: cst.BaseExpression) -> bool:
     return _calls(count, "len") or (
         patterns.method_name(count) == "size" and type(first) is cst.Integer and first.value == "0"
     )
+
+
+_DRAFTING_STEPS = frozenset({"a decoding loop", "a step loop"})
+_CHUNKS = "a loop over chunks"
 
 
 def _over_range(iterated: cst.BaseExpression, resolver: Resolver, seen: frozenset[str] = frozenset()) -> bool:

@@ -38,6 +38,11 @@ def string_value(node: cst.CSTNode) -> str | None:
     return None
 
 
+def int_value(node: cst.CSTNode) -> int | None:
+    """The value of a plain integer literal (`-1` is an operation, so None), else None."""
+    return node.evaluated_value if type(node) is cst.Integer else None
+
+
 def _simple_string_value(text: str) -> str | None:
     """A string literal's value. Without a backslash, its text between the quotes is its value
     (a raw prefix changes nothing then), which spares `ast.literal_eval` on the rules' hottest

@@ -135,7 +135,9 @@ class CudaOnlyPackageCall(Rule):
     The package's severity where the project declares it (an error where it has no backend, a
     warning where a partial one exists), or where the function raises without the package
     (`if natten is None: raise ModuleNotFoundError(...)`: there is no portable path to take),
-    or asserts it (`assert has_apex and ...`), or where the handler binds the name to None, or
+    or asserts it (`assert has_apex and ...`), or raises in the `else:` of a test of it (open-muse's
+    `if is_apex_available: optimizer_cls = apex.optimizers.FusedAdam else: raise ImportError(...)`,
+    where a use of the package as a value counts too), or where the handler binds the name to None, or
     leaves it unbound while it sets a flag, and nothing around the call checks it or the flag
     (Swin's `FusedAdam = None`, then `FusedAdam(params)` where the config asks for it: the
     target raises TypeError, AttributeError for `name.attribute(...)`, or NameError for an
@@ -234,6 +236,15 @@ class CudaOnlyPackageCall(Rule):
             "    if name == 'fusedsgd':\n        return FusedSGD(params)\n    return torch.optim.AdamW(params)\n",
             lines=[11],
             message="this function raises without it (`assert has_apex and torch.cuda.is_available()`)",
+        ),
+        Invalid(  # open-muse: the fused optimizer's class picked as a value, and no other path without apex
+            "import torch\ntry:\n    import apex\n    is_apex_available = True\nexcept ImportError:\n"
+            "    is_apex_available = False\ndef optimizer_class(name):\n    if name == 'fused_adamw':\n"
+            "        if is_apex_available:\n            return apex.optimizers.FusedAdam\n"
+            "        else:\n            raise ImportError('Please install apex')\n    return torch.optim.AdamW\n",
+            lines=[10],
+            message="uses `apex.optimizers.FusedAdam` of apex, behind a guarded import, but this function raises "
+            "without it (`if is_apex_available: ... else: raise`)",
         ),
         Invalid(  # the flag the handler sets picks the portable path, and a fallback is bound after the `try`: info
             "import torch\ntry:\n    from apex.optimizers import FusedAdam\n    from apex.normalization import FusedLayerNorm\n"
@@ -447,6 +458,13 @@ class CudaOnlyPackageCall(Rule):
             self._ahead.append((node.func, called, self.ctx.chain(node.func)))
         if package is None or not self.ctx.qualified_names(node.func):
             return  # not the imported name here (a parameter or local of the same name)
+        self._optional_use(node.func, called, package)
+
+    def _optional_use(
+        self, node: cst.BaseExpression, called: str, package: packages.Package, verb: str = "calls"
+    ) -> None:
+        """A call of what an optional import binds, or (`verb="uses"`) a use of it as a value,
+        which only counts where the target has no other path or installs the package."""
         declared = package.key in self.ctx.project.declared_packages
         name = called.split(".")[0]
         module_flow = self.ctx.flow
@@ -460,6 +478,8 @@ class CudaOnlyPackageCall(Rule):
         required = _raises_without(function, checks, module_flow.resolver)
         if required is not None:
             severity, saying = package.severities(), _REQUIRED.format(test=required)
+        elif verb == "uses":
+            return  # a value the portable path may never use; where it is declared, its calls tell
         elif declared:
             severity, saying = package.severities(), _DECLARED.format(package=self._shown.get(name, package.key))
         elif local and self._launched(called) and "triton" in self.ctx.project.declared_packages:
@@ -481,9 +501,9 @@ class CudaOnlyPackageCall(Rule):
                 _UNDECLARED.format(package=self._shown.get(name, package.key)),
             )
         self.report(
-            node.func,
+            node,
             severity=severity,
-            verb="calls",
+            verb=verb,
             called=called,
             package=self._shown.get(name, package.key),
             declared=saying,
@@ -501,9 +521,11 @@ class CudaOnlyPackageCall(Rule):
         """What an unguarded import of a CUDA-only package binds, given as a value rather than
         called (swav's `restore(..., amp=apex.amp)`, `norm_layer=FusedLayerNorm`, also as one
         choice of a conditional expression): the value
-        must change with the calls (first pass; a call is `visit_Call`'s)."""
-        if not self._imported:
-            return  # nothing imported unguarded (yet): most modules
+        must change with the calls (first pass; a call is `visit_Call`'s). So must what an
+        optional import binds, where the target has no other path (open-muse's
+        `optimizer_cls = apex.optimizers.FusedAdam`, whose `else:` raises)."""
+        if not self._imported and not self._optional:
+            return  # nothing imported from CUDA-only packages (yet): most modules
         parent = self.ctx.parent
         given = (
             type(parent) in (cst.Arg, cst.Element, cst.Return)
@@ -515,6 +537,10 @@ class CudaOnlyPackageCall(Rule):
             return
         used = patterns.dotted(node)
         first = used.split(".")[0]
+        optional = self._optional.get(self._key(self._unaliased(used).split(".")[0]))
+        if optional is not None and "__" not in used and self.ctx.qualified_names(node):
+            self._optional_use(node, self._unaliased(used), optional, "uses")
+            return
         imported = self._imported.get(first)
         if imported is None or self._key(first) in self._optional or first in self._local or "__" in used:
             return  # `print(apex.__version__)` asks, and uses nothing
@@ -739,7 +765,8 @@ def _checked(ancestors: Sequence[cst.CSTNode], names: frozenset[str]) -> bool:
 def _raises_without(function: cst.FunctionDef | None, names: frozenset[str], resolver: Resolver) -> str | None:
     """How the function raises if the optional import left one of `names` unset or a flag
     False: `if name is None: raise ...`, `if not name: raise ...` (k-diffusion's NATTEN
-    attention) or `assert has_apex and ...` (ConvNeXt's fused optimizers), as written."""
+    attention), `assert has_apex and ...` (ConvNeXt's fused optimizers) or `if has_apex: ...
+    else: raise ...` (open-muse's fused Adam), as written."""
     if function is None:
         return None
     for node in descendants(function.body, _SCOPES):
@@ -747,6 +774,13 @@ def _raises_without(function: cst.FunctionDef | None, names: frozenset[str], res
             return f"if {cst.Module([]).code_for_node(node.test)}: raise"
         if type(node) is cst.Assert and _asserts(node.test, names):
             return f"assert {cst.Module([]).code_for_node(node.test)}"
+        if (
+            type(node) is cst.If
+            and type(node.orelse) is cst.Else
+            and _asserts(node.test, names)
+            and flow.raises(node.orelse.body, resolver)
+        ):
+            return f"if {cst.Module([]).code_for_node(node.test)}: ... else: raise"
     return None
 
 

@@ -12,6 +12,7 @@ from portcheck.targets import TARGET_ORDER, packages
 
 _LOAD_FLAGS = frozenset({"load_in_8bit", "load_in_4bit"})
 _CONFIG_LIBRARIES = ("transformers.", "diffusers.")
+_LIGHTNING = ("lightning.", "lightning_fabric.", "pytorch_lightning.")  # its precision plugin
 _PREPARERS = ("prepare_model_for_kbit_training", "prepare_model_for_int8_training")
 # The Trainer's `optim` values that import bitsandbytes.optim (transformers' OptimizerNames /
 # _BITSANDBYTES_OPTIMIZERS).
@@ -51,8 +52,9 @@ def _may_be_true(node: cst.BaseExpression) -> bool:
 
 class HfBitsandbytesQuantization(SettingValueRule):
     """## What it does
-    Reports the Hugging Face ways into bitsandbytes, which no import of it shows:
-    `BitsAndBytesConfig(...)` (transformers, diffusers), `load_in_8bit=` / `load_in_4bit=`
+    Reports the Hugging Face and Lightning ways into bitsandbytes, which no import of it shows:
+    `BitsAndBytesConfig(...)` (transformers, diffusers), Lightning's precision plugin
+    `BitsandbytesPrecision(...)` (LitGPT's `--quantize bnb.nf4`), `load_in_8bit=` / `load_in_4bit=`
     (unless plainly `False`) in `from_pretrained(...)` or a kwargs dict, the Trainer's
     bitsandbytes optimizers (`optim="paged_adamw_8bit"`, `"adamw_bnb_8bit"`, `"lion_8bit"`...,
     also as a field or argparse default), and PEFT's `prepare_model_for_kbit_training(...)`
@@ -97,7 +99,17 @@ class HfBitsandbytesQuantization(SettingValueRule):
     message = "{what} {problem}"
     hint = "{advice}"
     severity = _bitsandbytes().severities()
-    triggers = (b"BitsAndBytes", b"4bit", b"8bit", b"32bit", b"kbit", b"int8_training", b"rmsprop_bnb", b"ademamix")
+    triggers = (
+        b"BitsAndBytes",
+        b"BitsandbytesPrecision",
+        b"4bit",
+        b"8bit",
+        b"32bit",
+        b"kbit",
+        b"int8_training",
+        b"rmsprop_bnb",
+        b"ademamix",
+    )
     file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
     cuda_only = True
 
@@ -126,6 +138,13 @@ class HfBitsandbytesQuantization(SettingValueRule):
             'm = AutoModelForCausalLM.from_pretrained("x", quantization_config=bnb)\n',
             lines=[3],
             message="bitsandbytes",
+        ),
+        Invalid(  # LitGPT: Lightning Fabric's precision plugin quantises the model with bitsandbytes
+            "import torch\nimport lightning as L\nfrom lightning.fabric.plugins import BitsandbytesPrecision\n"
+            "def setup(quantize):\n    plugins = BitsandbytesPrecision(quantize[4:], torch.bfloat16)\n"
+            "    return L.Fabric(plugins=plugins)\n",
+            lines=[5],
+            message="`BitsandbytesPrecision(...)` quantises the model with bitsandbytes",
         ),
         # qlora.py and alpaca-lora: the flags, the config and PEFT's preparation
         Invalid(
@@ -184,6 +203,9 @@ class HfBitsandbytesQuantization(SettingValueRule):
         names = self.ctx.qualified_names(node.func)
         if any(name.startswith(_CONFIG_LIBRARIES) and name.endswith(".BitsAndBytesConfig") for name in names):
             self._report(node.func, "`BitsAndBytesConfig(...)`", "quantises the model with bitsandbytes")
+            return
+        if any(name.startswith(_LIGHTNING) and name.endswith(".BitsandbytesPrecision") for name in names):
+            self._report(node.func, "`BitsandbytesPrecision(...)`", "quantises the model with bitsandbytes")
             return
         if any(name.startswith("peft.") and name.endswith(_PREPARERS) for name in names):
             self._report_preparer(node, min(names).rpartition(".")[2])

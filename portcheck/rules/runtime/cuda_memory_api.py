@@ -65,6 +65,12 @@ class CudaMemoryApi(CudaApiRule):
     ]
     INVALID = [
         Invalid("import torch\ntorch.cuda.empty_cache()\n", lines=[2], fixed="import torch\n"),
+        Invalid(  # torchtune's memory profiling: CUDA's allocator history, raises elsewhere
+            "import torch\ntorch.cuda.memory._record_memory_history()\n"
+            "torch.cuda.memory._dump_snapshot('memory.pickle')\n",
+            lines=[2, 3],
+            message="raises AttributeError",
+        ),
         Invalid(
             "import torch\ntorch.cuda.empty_cache()\n",
             lines=[2],

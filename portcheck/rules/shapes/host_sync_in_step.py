@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 import libcst as cst
 
@@ -342,6 +343,12 @@ class HostSyncInStep(StepRule):
             "import torch\nclass Probe(torch.nn.Module):\n    def __init__(self):\n        self.head = torch.nn.Linear(4, 4)\n"
             "    def scores(self, x, n):\n        found = []\n        for i in range(n):\n"
             "            found.append(self.head(x[i]).sum().item())\n        return found\n"
+        ),
+        Valid(  # GPT-SoVITS: the CPU is where the module runs its model, so the batch moved there stays put
+            "import torch\ndevice = 'cpu'\ndef train(loader, rank):\n    net = Net(4).to(device)\n"
+            "    for batch_idx, data in enumerate(loader):\n        x, y = data\n        if torch.cuda.is_available():\n"
+            "            x, y = x.cuda(rank), y.cuda(rank)\n        else:\n            x, y = x.to(device), y.to(device)\n"
+            "        net(x, y).backward()\n"
         ),
         Valid(  # a method the optimizer's step does not run
             "import torch\nclass DAdaptAdam(torch.optim.Optimizer):\n    def describe(self):\n"
@@ -949,6 +956,16 @@ class HostSyncInStep(StepRule):
             lines=[7],
             message="`forward_backward()` of a Dassl trainer",
         ),
+        Invalid(  # gpt-neox: each pass over the module's token stream is one decoding step of its loop,
+            # and the copy's chain goes on in NumPy past `.numpy()`
+            "import torch\ndef stream_tokens(model, tokens, n):\n    for i in range(n):\n"
+            "        nxt = torch.multinomial(model(tokens).softmax(-1), 1)\n"
+            "        tokens = torch.cat([tokens[:, 1:], nxt], 1)\n        yield tokens\n"
+            "def interactive(model, tokens, tokenizer):\n    for out in stream_tokens(model, tokens, 64):\n"
+            "        print(tokenizer.decode(out[0].cpu().numpy().tolist()))\n",
+            lines=[9],
+            message="`.numpy()` in a decoding loop",
+        ),
     ]
 
     hand_off_hint = (
@@ -985,12 +1002,41 @@ class HostSyncInStep(StepRule):
 
     def _to_named_cpu(self, node: cst.Call) -> bool:
         """`.to(cpu_device)` where `cpu_device = torch.device("cpu")` (torchvision's detection
-        evaluation)."""
+        evaluation), unless the module runs its model there too."""
         module_flow = self.ctx.flow
         if patterns.method_name(node) != "to" or module_flow is None:
             return False
         places = [arg.value for arg in node.args if arg.keyword is None or arg.keyword.value == "device"]
-        return any(type(place) is cst.Name and module_flow.is_cpu(place) for place in places)
+        return any(
+            type(place) is cst.Name and module_flow.is_cpu(place) and place.value not in self._model_devices
+            for place in places
+        )
+
+    @cached_property
+    def _model_devices(self) -> frozenset[str]:
+        """The names the module moves a model to (GPT-SoVITS's `device = "cpu"`, then
+        `net_g.to(device)`): the device it runs on, which moving a batch there does not leave."""
+        module = self.ctx.ancestors[0]
+        return frozenset(
+            call.args[0].value.value  # type: ignore[attr-defined]
+            for call in descendants(module)
+            if type(call) is cst.Call
+            and patterns.method_name(call) == "to"
+            and call.args
+            and type(call.args[0].value) is cst.Name
+            and self._model(call.func.value)  # type: ignore[attr-defined]
+        )
+
+    def _model(self, node: cst.BaseExpression) -> bool:
+        """`Net(...)`, or a name bound to one: an object of a class, not a tensor."""
+        if type(node) is cst.Name:
+            return any(self._model(value) for value in self.ctx.assigned_values(node))
+        if type(node) is not cst.Call:
+            return False
+        title = patterns.dotted(node.func).rpartition(".")[2]
+        return title[:1].isupper() and not any(
+            name.startswith("torch.") for name in self.ctx.qualified_names(node.func)
+        )
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         parent = self.ctx.parent
@@ -1441,13 +1487,16 @@ def _made_of_numpy(ctx: FileContext, func: cst.BaseExpression) -> bool:
 
 
 def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:
-    """`x.cpu().float().numpy()`: one finding, on the outermost sync of a method chain."""
+    """`x.cpu().float().numpy()`: one finding, on the outermost sync of a method chain; past
+    `.numpy()` the chain holds an array (`x.cpu().numpy().tolist()`: the finding is `.numpy()`'s)."""
     index, child = len(ancestors) - 1, None
     while index >= 1:
         attribute, call = ancestors[index], ancestors[index - 1]
         if not (isinstance(attribute, cst.Attribute) and isinstance(call, cst.Call) and call.func is attribute):
             return False
         if child is not None and attribute.value is not child:
+            return False
+        if type(attribute.value) is cst.Call and patterns.method_name(attribute.value) == "numpy":
             return False
         if _syncs(call):
             return True

@@ -36,10 +36,13 @@ class KvCacheGrownPerStep(TensorRule):
       (GPT-2's and minGPT's `key = torch.cat((past_key, key),
       dim=-2)` where `past_key, past_value = layer_past`; StreamingLLM's and Llama-1 ports'
       `torch.cat([past_key_value[0], key_states], dim=2)`): reported once per cache, at its
-      first concatenation;
+      first concatenation; also without a guard, the caches a function is given and grows
+      onto themselves, then hands back (GPT-SoVITS's `k_cache = torch.cat([k_cache, k], dim=1)`
+      and the same for `v_cache` in `decode_next_token`), where their names say cache;
     - in a loop, a model call given `past_key_values=` that the loop binds again (from the
       call's output, `past_key_values = outputs.past_key_values`): the dynamic cache of
-      Hugging Face models, which grows the same way, unless the name holds a fixed-length cache
+      Hugging Face models, which grows the same way (also where it is fed unless something
+      holds, `pkv if not interrupted else None`), unless the name holds a fixed-length cache
       (`StaticCache(...)`); and a model's own cache (`cache=`, `att_cache=`, `layer_past=`...)
       that the call's own statement binds again from what it returns (CosyVoice's `y,
       att_cache, cnn_cache = self.llm.forward_chunk(x, att_cache=att_cache, ...)`);
@@ -114,6 +117,17 @@ class KvCacheGrownPerStep(TensorRule):
             "                ids = torch.cat([class_ids[:, None], ids], dim=1)\n            logits = self(ids)\n"
             "            if class_ids is not None:\n                ids = ids[:, 1:]\n                logits = logits[:, 1:]\n"
             "            ids = torch.where(ids < 0, logits.argmax(-1), ids)\n        return ids\n"
+        ),
+        # a memory extended once per call, not a cache handed back; a loop in the function starts over;
+        # inputs padded to a length (torchtitan)
+        Valid(
+            "import torch\ndef pad(input_ids, labels, n):\n    input_ids = torch.cat([input_ids, torch.zeros(n)], 1)\n"
+            "    labels = torch.cat([labels, torch.zeros(n)], 1)\n    return input_ids, labels\n"
+        ),
+        Valid(
+            "import torch\ndef extend(memory, x):\n    memory = torch.cat([memory, x], dim=1)\n    return memory.mean(1)\n"
+            "def stack_layers(layers, h_cache):\n    for layer in layers:\n"
+            "        h_cache = torch.cat([h_cache, layer(h_cache)], dim=1)\n    return h_cache\n"
         ),
         # a skip connection: the new tensor first, and no cache
         Valid(
@@ -281,7 +295,23 @@ class KvCacheGrownPerStep(TensorRule):
             "        outputs = model(\n            input_ids=input_ids,\n            past_key_values=past_key_values,\n"
             "            use_cache=True,\n        )\n        past_key_values = outputs.past_key_values\n"
             "        input_ids = outputs.logits[:, -1, :].argmax(dim=-1).unsqueeze(1)\n",
-            lines=[5],
+            lines=[7],
+            message="`past_key_values`, fed back to the model, grows by one position",
+        ),
+        Invalid(  # GPT-SoVITS: the caches a decoding step is given, grown onto themselves and handed back
+            "import torch\nimport torch.nn.functional as F\nclass Block(torch.nn.Module):\n"
+            "    def decode_next_token(self, x, k_cache, v_cache):\n        q, k, v = self.qkv(x).chunk(3, dim=-1)\n"
+            "        k_cache = torch.cat([k_cache, k], dim=1)\n        v_cache = torch.cat([v_cache, v], dim=1)\n"
+            "        return F.scaled_dot_product_attention(q, k_cache, v_cache), k_cache, v_cache\n",
+            lines=[6],
+            message="`k_cache` and `v_cache` grow by `torch.cat` onto the cache given, at every call",
+        ),
+        Invalid(  # FastChat: the dynamic cache fed back, unless a stop string interrupted the stream
+            "import torch\ndef generate_stream(model, ids, n):\n    past_key_values = None\n    interrupted = False\n"
+            "    for i in range(n):\n        out = model(input_ids=ids, use_cache=True,\n"
+            "                    past_key_values=past_key_values if not interrupted else None)\n"
+            "        past_key_values = out.past_key_values\n        ids = out.logits[:, -1:].argmax(-1)\n",
+            lines=[7],
             message="`past_key_values`, fed back to the model, grows by one position",
         ),
         Invalid(  # GPT-2's attention, the past held under another name
@@ -330,10 +360,13 @@ class KvCacheGrownPerStep(TensorRule):
         if kept is not None:
             self.report(node, what=kept, advice=advice(self.ctx.targets))
             return
-        if not self._grows(node):
-            return
-        function = enclosing_function(self.ctx.ancestors)
+        onto_itself, grows = self._grows(node, onto_itself=True), self._grows(node)
+        function = enclosing_function(self.ctx.ancestors) if onto_itself or grows else None
         if function is None:
+            return
+        if onto_itself:
+            self._parameters_grown(node, function)
+        if not grows:
             return
         guard = self._cache_guard(function)
         if guard is None:
@@ -371,7 +404,7 @@ class KvCacheGrownPerStep(TensorRule):
         if loop is None:
             return
         if fed is not None:
-            path = _path(fed.value)
+            path = _path(_unless_none(fed.value))
             grows = bool(path) and _binds(loop.body, path) and not self._fixed_length(path)
         else:
             assert own is not None
@@ -380,7 +413,8 @@ class KvCacheGrownPerStep(TensorRule):
             grows = grows and not self._fixed_length(path)
         if grows:
             what = f"`{path}`, fed back to the model, grows by one position at every step"
-            self.report(node, what=what, advice=advice(self.ctx.targets))
+            # Hugging Face's cache at the argument, which a StaticCache replaces; a model's own at its call
+            self.report(fed or node, what=what, advice=advice(self.ctx.targets))
 
     def _carried(self, loop: cst.For | cst.While, path: str) -> bool:
         """Whether the loop gives the call what its last pass bound to `path`: nothing in its
@@ -461,13 +495,47 @@ class KvCacheGrownPerStep(TensorRule):
             for each in descendants(self.ctx.ancestors[0])
         )
 
-    def _grows(self, node: cst.Assign) -> bool:
-        """`k = torch.cat((<something>, k), ...)`: a concatenation that puts the target last."""
+    def _parameters_grown(self, node: cst.Assign, function: cst.FunctionDef) -> None:
+        """Without a guard: the caches a function is given, each grown onto itself and handed
+        back (GPT-SoVITS's `decode_next_token(x, k_cache, v_cache)`: `k_cache = torch.cat([k_cache,
+        k], dim=1)`, the same for `v_cache`, both returned), where their names say they are caches
+        (not `input_ids` padded to a length); reported once, at the first. Not in a loop of the
+        function, which may start over."""
+        parameters = {param.name.value for param in (*function.params.params, *function.params.kwonly_params)}
+        grown = [
+            (each, name)
+            for each in descendants(function.body, _SCOPES)
+            if type(each) is cst.Assign
+            and self._grows(each, onto_itself=True)
+            and (name := _path(_joined_first(each))) in parameters
+            and name in self._targets(each)
+        ]
+        names = list(dict.fromkeys(name for _, name in grown))
+        if (
+            not grown
+            or grown[0][0] is not node
+            or innermost_loop(self.ctx.ancestors) is not None
+            or not _handed_back(function, names)
+            or not all(name in _CACHES or "cache" in name for name in names)
+        ):
+            return
+        shown = " and ".join(f"`{name}`" for name in names)
+        function_name = min(self.ctx.qualified_names(node.value.func) & _GROWERS)  # type: ignore[attr-defined]
+        what = (
+            f"{shown} {'grows' if len(names) == 1 else 'grow'} by `{function_name}` onto the cache given, at every call"
+        )
+        self.report(node, what=what, advice=advice(self.ctx.targets))
+
+    def _grows(self, node: cst.Assign, *, onto_itself: bool = False) -> bool:
+        """`k = torch.cat((<something>, k), ...)`: a concatenation that puts the target last,
+        or (`onto_itself`) first, where the target is the cache (`k_cache = torch.cat([k_cache,
+        k])`)."""
         value = node.value
         if not isinstance(value, cst.Call):
             return False
         joined = _joined(value)  # the shape first: most assignments are no concatenation
-        if len(joined) < 2 or not joined[-1] or joined[-1] not in self._targets(node):
+        grown = joined[0] if onto_itself and joined else joined[-1] if joined else ""
+        if len(joined) < 2 or not grown or grown not in self._targets(node):
             return False
         return bool(self.ctx.qualified_names(value.func) & _GROWERS)
 
@@ -594,6 +662,16 @@ def _code(node: cst.CSTNode) -> str:
 def _trims(value: cst.BaseExpression, shown: str) -> bool:
     """`cache[k][:, -window:]`, any slice or index of the state: it drops what it adds."""
     return type(value) is cst.Subscript and _code(value.value) == shown
+
+
+def _unless_none(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`pkv` for `pkv if not interrupted else None` (or the other way around): what is fed
+    where anything is."""
+    if type(value) is cst.IfExp:
+        for kept, other in ((value.body, value.orelse), (value.orelse, value.body)):
+            if type(other) is cst.Name and other.value == "None":
+                return kept
+    return value
 
 
 def _path(node: cst.BaseExpression) -> str:

@@ -21,6 +21,11 @@ _GROWERS = frozenset(
     f"torch.{name}"
     for name in ("cat", "concat", "concatenate", "hstack", "vstack", "row_stack", "column_stack", "dstack")
 )
+_PAD = "torch.nn.functional.pad"
+_TENSOR_MAKERS = frozenset(
+    f"torch.{name}" for name in ("tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor", "BoolTensor")
+)
+_INDEX_SELECT = "torch.index_select"
 _METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device"})
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _NESTED = (*_SCOPES, cst.BaseComp)
@@ -32,10 +37,14 @@ class SequenceGrownInLoop(TensorRule):
     concatenating onto itself and reads again: `idx = torch.cat((idx, idx_next), dim=1)` in a
     loop that also feeds `idx` to the model or slices it. `torch.concat`, `torch.concatenate`,
     `torch.hstack`, `torch.vstack`, `torch.row_stack`, `torch.column_stack` and
-    `torch.dstack` grow it too. Attributes count (`self.tokens = torch.cat([self.tokens,
+    `torch.dstack` grow it too, and so does padding it by numbers (`mask = F.pad(mask, (0, 1))`,
+    GPT-SoVITS's attention mask), and a Python list the loop appends to and makes a tensor of
+    (`torch.as_tensor([output_ids])` with `output_ids.append(token)`). Attributes count (`self.tokens = torch.cat([self.tokens,
     t])`), as do a tensor reordered by an index first (beam search's
     `torch.cat((history[beam_idx], nxt), 1)`), shape-keeping methods on the result
-    (`torch.cat(...).detach()`) and a first value bound under `if x is None:`. The
+    (`torch.cat(...).detach()`), rows picked from it (`y = torch.index_select(y, 0, kept)`)
+    and a first value bound under `if x is None:` or on the loop's first pass (`if idx ==
+    0:`). The
     concatenation must be in the body of the step loop itself, outside `forward` and outside
     `if step % N == 0:`, or in a function of the module that the loop hands the tensor to and
     takes it back from (whisper's `tokens, completed = self.decoder.update(tokens, logits)`,
@@ -101,7 +110,7 @@ class SequenceGrownInLoop(TensorRule):
         " tensor), feeding the model the fixed-size buffer with a mask or a static KV cache{advice}"
     )
     severity = RECOMPILE_SEVERITY
-    triggers = (b"cat", b"stack")
+    triggers = (b"cat", b"stack", b"pad", b"append", b"extend")
 
     VALID = [
         # the recommended form: collect in a list, concatenate once after the loop
@@ -139,6 +148,17 @@ class SequenceGrownInLoop(TensorRule):
         Valid(
             "import torch\nfor _ in range(n):\n    nxt = torch.multinomial(model(ctx), 1)\n"
             "    ctx = torch.cat([ctx, nxt], 1)\n    ctx, state = ctx[:, -window:], None\n"
+        ),
+        # a window padded afresh every step, and padding that trims: the length stays
+        Valid(
+            "import torch.nn.functional as F\nfor i in range(n):\n    frame = F.pad(audio[i], (0, 1))\n"
+            "    frame = model(frame)\n    state = F.pad(state, (0, -1))\n    out = model(state)\n"
+        ),
+        # a list appended to, made a tensor once after the loop; a list started over every step
+        Valid(
+            "import torch\nids = []\nfor i in range(n):\n    ids.append(int(model(x).argmax()))\n"
+            "out = torch.tensor(ids)\nfor step in range(n):\n    window = []\n"
+            "    window.append(int(model(x).argmax()))\n    x = torch.tensor(window)\n"
         ),
         # every N steps: the periodic path is not the step
         Valid(
@@ -238,6 +258,25 @@ class SequenceGrownInLoop(TensorRule):
             "        idx = torch.cat([idx, nxt], 1)\n    else:\n        idx = torch.cat([idx, pad], 1)\n",
             lines=[5, 7],
         ),
+        Invalid(  # GPT-SoVITS: the mask padded by one position per token after the first pass, and the
+            # tokens grown, then cut to the rows still decoding (which keeps their length)
+            "import torch\nimport torch.nn.functional as F\nfrom tqdm import tqdm\ndef infer(model, y, mask, pos):\n"
+            "    for idx in tqdm(range(1500)):\n        logits = model(pos, mask)\n        if idx == 0:\n"
+            "            mask = F.pad(mask[:, :, -1].unsqueeze(-2), (0, 1), value=False)\n        else:\n"
+            "            mask = F.pad(mask, (0, 1), value=False)\n        y = torch.concat([y, logits.argmax(-1)], dim=1)\n"
+            "        y = torch.index_select(y, dim=0, index=model.kept(y))\n        pos = model.embed(y)\n"
+            "        if model.done(y):\n            y = y[:, :-1]\n",
+            lines=[10, 11],
+            message="every step of a decoding loop",
+        ),
+        Invalid(  # FastChat: the tokens so far, a list, made a tensor for the repetition penalty every step
+            "import torch\ndef generate_stream(model, ids, penalty, n):\n    output_ids = list(ids)\n"
+            "    for i in range(n):\n        logits = model(torch.as_tensor([[output_ids[-1]]]))\n"
+            "        seen = torch.as_tensor([output_ids], device=logits.device)\n"
+            "        token = int(penalty(seen, logits[:, -1, :]).argmax())\n        output_ids.append(token)\n",
+            lines=[6],
+            message="`output_ids` grows by `.append()`, a list made a tensor by `torch.as_tensor`, every step",
+        ),
         Invalid(  # whisper: the decoder the task picks grows the tokens it is given and hands them back
             "import torch\nclass Greedy:\n    def update(self, tokens, logits):\n"
             "        nxt = logits.argmax(dim=-1)\n        tokens = torch.cat([tokens, nxt[:, None]], dim=-1)\n"
@@ -278,9 +317,32 @@ class SequenceGrownInLoop(TensorRule):
         step = flow.loop_step(loop)
         if step is None:
             return
+        counter = self._first_step_counter(loop)
         for name in grown:
-            if not self._rebound(loop.body, name) and self._read_in(loop.body, name):
+            if not self._rebound(loop.body, name, counter) and self._read_in(loop.body, name):
                 self.report(node.value, name=name, function=function, loop=step, advice=advice(self.ctx.targets))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """A tensor made, in a step loop, of a Python list the loop appends to (FastChat's
+        `torch.as_tensor([output_ids])` for the repetition penalty, with `output_ids.append(token)`
+        every step): it has one more item at every step."""
+        loop = innermost_loop(self.ctx.ancestors)
+        if loop is None or not node.args or node.args[0].keyword is not None:
+            return
+        constructor = self.ctx.qualified_names(node.func) & _TENSOR_MAKERS
+        flow = self.ctx.flow
+        if not constructor or flow is None:
+            return
+        data = node.args[0].value
+        listed = [element.value for element in data.elements] if type(data) in (cst.List, cst.Tuple) else [data]  # type: ignore[union-attr]
+        grown = [name for each in listed if (name := patterns.dotted(each)) and _appended_in(loop.body, name)]
+        if not grown or in_forward(self.ctx.ancestors) or flow.off_the_step_path(self.ctx.ancestors):
+            return
+        step = flow.loop_step(loop)
+        if step is None or self._rebound(loop.body, grown[0], self._first_step_counter(loop)):
+            return
+        function = f"`.append()`, a list made a tensor by `{min(constructor)}`,"
+        self.report(node, name=grown[0], function=function, loop=step, advice=advice(self.ctx.targets))
 
     def _growth(self, node: cst.Assign) -> tuple[str, list[str]]:
         """The torch concatenation an assignment makes and the targets it grows (the names and
@@ -331,33 +393,91 @@ class SequenceGrownInLoop(TensorRule):
 
     def _concatenation(self, node: cst.Assign) -> tuple[str, list[str]]:
         """The torch concatenation an assignment makes and the targets it lists among the
-        tensors it joins; ("", []) for other assignments."""
+        tensors it joins, or a padding that lengthens the target itself (GPT-SoVITS's
+        `attn_mask = F.pad(attn_mask, (0, 1), value=False)`); ("", []) for other assignments."""
         value = shape_kept(node.value)
-        functions = self.ctx.qualified_names(value.func) & _GROWERS if isinstance(value, cst.Call) else frozenset()
-        if not functions:
+        if type(value) is not cst.Call:
             return "", []
-        joined = _joined(value)
+        names = self.ctx.qualified_names(value.func)
+        functions = names & _GROWERS
+        if functions:
+            joined = _joined(value)
+        elif _PAD in names and _lengthens(value):
+            functions, joined = frozenset({_PAD}), {patterns.dotted(value.args[0].value)}
+        else:
+            return "", []
         return min(functions), [path for target in node.targets if (path := patterns.dotted(target.target)) in joined]
 
-    def _rebound(self, node: cst.CSTNode, path: str) -> bool:
+    def _rebound(self, node: cst.CSTNode, path: str, counter: str | None = None) -> bool:
         """Whether anything but a growth binds `path` under `node` (not in nested scopes): then
-            each step starts it over (`x = noise(...)`, then `x = torch.cat([x, x], 1)`) or trims
-            it (`x = x[:, -window:]`), and its length stays bounded. The first value, bound where
-        `if x is None:` holds, starts nothing over."""
+        each step starts it over (`x = noise(...)`, then `x = torch.cat([x, x], 1)`) or trims
+        it (`x = x[:, -window:]`), and its length stays bounded. The first value, bound where
+        `if x is None:` holds or on the loop's first pass (`if idx == 0:`, `counter`), starts
+        nothing over, and neither does picking rows of it (`y = torch.index_select(y, 0, kept)`),
+        which keeps its length, nor dropping a fixed count from its end (`y = y[:, :-1]`)."""
         for field_name in child_fields(type(node)):
             value = getattr(node, field_name)
             for child in value if isinstance(value, (tuple, list)) else (value,):
                 if not isinstance(child, cst.CSTNode) or isinstance(child, _NESTED):
                     continue
-                if isinstance(child, cst.Assign) and path in self._growth(child)[1]:
+                if isinstance(child, cst.Assign) and (
+                    path in self._growth(child)[1] or self._rows_of(child, path) or _drops_tail(child, path)
+                ):
                     continue
-                if isinstance(child, cst.If) and (first := _first_binding(child, path)) is not None:
-                    if self._rebound(first, path):
+                if isinstance(child, cst.If) and (first := _first_binding(child, path, counter)) is not None:
+                    if self._rebound(first, path, counter):
                         return True
                     continue
-                if any(patterns.dotted(target) == path for target in _bound(child)) or self._rebound(child, path):
+                if any(patterns.dotted(target) == path for target in _bound(child)) or self._rebound(
+                    child, path, counter
+                ):
                     return True
         return False
+
+    def _first_step_counter(self, loop: cst.For | cst.While) -> str | None:
+        """The name that is 0 on the loop's first pass only: `idx` of `for idx in range(n)` (or
+        `range(0, n)`, also in a progress bar: `tqdm(range(n))`, `trange(n)`), or `i` of `for i,
+        x in enumerate(xs)`."""
+        if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
+            return None
+        target, iterated = loop.target, loop.iter
+        names = self.ctx.qualified_names(iterated.func)
+        if any(name.startswith("tqdm.") and name.endswith(".tqdm") for name in names) and iterated.args:
+            if type(iterated.args[0].value) is not cst.Call:
+                return None
+            iterated = iterated.args[0].value
+            names = self.ctx.qualified_names(iterated.func)
+        called = "range" if any(name.startswith("tqdm.") and name.endswith(".trange") for name in names) else ""
+        if not called and not names and type(iterated.func) is cst.Name:
+            called = iterated.func.value
+        arguments = iterated.args
+        if called == "enumerate" and type(target) is cst.Tuple and len(arguments) == 1:
+            target = target.elements[0].value
+        elif called != "range" or not (
+            len(arguments) == 1 or (len(arguments) == 2 and patterns.int_value(arguments[0].value) == 0)
+        ):
+            return None
+        return target.value if type(target) is cst.Name else None
+
+    def _rows_of(self, node: cst.Assign, path: str) -> bool:
+        """`y = torch.index_select(y, 0, kept)` or `y = y.index_select(0, kept)`: rows of itself,
+        its length along the other dimensions kept."""
+        value = node.value
+        if type(value) is not cst.Call or not any(patterns.dotted(each.target) == path for each in node.targets):
+            return False
+        if _INDEX_SELECT in self.ctx.qualified_names(value.func):
+            source_arg, dim = patterns.argument(value, 0, "input"), patterns.argument(value, 1, "dim")
+            source = source_arg.value if source_arg is not None else None
+        elif type(value.func) is cst.Attribute and value.func.attr.value == "index_select":
+            source, dim = value.func.value, patterns.argument(value, 0, "dim")
+        else:
+            return False
+        return (
+            source is not None
+            and patterns.dotted(source) == path
+            and dim is not None
+            and patterns.int_value(dim.value) == 0
+        )
 
     def _read_in(self, node: cst.CSTNode, path: str) -> bool:
         """Whether `path` is read under `node`, apart from the assignments that grow it, identity
@@ -397,6 +517,47 @@ def _joined(call: cst.Call) -> set[str]:
     }
 
 
+def _appended_in(body: cst.CSTNode, path: str) -> bool:
+    """Whether `path.append(...)` or `path.extend(...)` runs in `body` (not in nested scopes)."""
+    return any(
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
+        and node.func.attr.value in ("append", "extend")
+        and patterns.dotted(node.func.value) == path
+        for node in descendants(body, _NESTED)
+    )
+
+
+def _drops_tail(node: cst.Assign, path: str) -> bool:
+    """`y = y[:, :-1]`: itself less a fixed count at the end, which bounds nothing."""
+    value = node.value
+    if (
+        type(value) is not cst.Subscript
+        or patterns.dotted(value.value) != path
+        or not any(patterns.dotted(each.target) == path for each in node.targets)
+    ):
+        return False
+    slices = [element.slice for element in value.slice]
+    tail = slices[-1]
+    return (
+        all(type(each) is cst.Slice and each.lower is None and each.step is None for each in slices)
+        and all(each.upper is None for each in slices[:-1])  # type: ignore[union-attr]
+        and type(tail) is cst.Slice
+        and type(tail.upper) is cst.UnaryOperation
+        and type(tail.upper.operator) is cst.Minus
+        and type(tail.upper.expression) is cst.Integer
+    )
+
+
+def _lengthens(call: cst.Call) -> bool:
+    """`F.pad(x, (0, 1))`: padding of the tensor by numbers, none negative, one not 0."""
+    pad = patterns.argument(call, 1, "pad")
+    if not call.args or call.args[0].keyword is not None or pad is None or type(pad.value) not in (cst.Tuple, cst.List):
+        return False
+    amounts = [patterns.int_value(element.value) for element in pad.value.elements]  # type: ignore[union-attr]
+    return all(amount is not None and amount >= 0 for amount in amounts) and any(amounts)
+
+
 def _reordered(value: cst.BaseExpression) -> cst.BaseExpression:
     """`history` for `history[beam_idx]` (an index that is not a number, alone); else `value`."""
     if (
@@ -409,10 +570,20 @@ def _reordered(value: cst.BaseExpression) -> cst.BaseExpression:
     return value
 
 
-def _first_binding(test: cst.If, path: str) -> cst.CSTNode | None:
+def _first_binding(test: cst.If, path: str, counter: str | None = None) -> cst.CSTNode | None:
     """Given `if x is None: <first> else: <rest>` (or `is not None`, the other way around),
-    the part that runs where `x` holds something yet: an empty `if` for the first binding."""
+    or `if <counter> == 0: <first> else: <rest>`, the part that runs where `x` holds something
+    yet: an empty `if` for the first binding."""
     condition = test.test
+    if (
+        counter is not None
+        and type(condition) is cst.Comparison
+        and len(condition.comparisons) == 1
+        and type(condition.comparisons[0].operator) is cst.Equal
+        and patterns.dotted(condition.left) == counter
+        and patterns.int_value(condition.comparisons[0].comparator) == 0
+    ):
+        return test.orelse or cst.Pass()
     if not (
         isinstance(condition, cst.Comparison)
         and len(condition.comparisons) == 1

@@ -602,6 +602,17 @@ class TensorDependentControlFlow(StepRule):
             "def detect(model, loader):\n    for imgs in loader:\n        nms(model(imgs), 0.5, 300)\n",
             lines=[6, 9, 12],
         ),
+        Invalid(  # LitGPT's speculative decoding: each pass drafts k tokens in a loop of their own and
+            # carries the last token on, so the `while` loop decodes too
+            "import torch\ndef speculate(draft, target, token, k):\n    drafted = []\n    for _ in range(k):\n"
+            "        token = draft(token).argmax(-1)\n        drafted.append(token)\n"
+            "    keep = torch.rand(1) <= target(token).max()\n    if not keep:\n        return drafted[:1]\n"
+            "    return drafted\n"
+            "def generate(draft, target, token, limit):\n    pos = 0\n    while pos < limit:\n"
+            "        new = speculate(draft, target, token, 4)\n        token = new[-1]\n        pos += len(new)\n",
+            lines=[8],
+            message="called from a decoding loop",
+        ),
     ]
 
     def visit_If(self, node: cst.If) -> None:
