@@ -80,7 +80,9 @@ class CudaOnlyPackageCall(Rule):
     still needs its replacement
     (`amp.initialize(...)`, `amp.scale_loss(...)` after `from apex import amp`, also in a
     function defined above an import under `if __name__ == "__main__":`), and so does each
-    use of the package as a value (`restore(ckp, amp=apex.amp)`, `norm_layer=FusedLayerNorm`).
+    use of the package as a value (`restore(ckp, amp=apex.amp)`, `norm_layer=FusedLayerNorm`);
+    once per function that imports the package itself, which is replaced whole (arcface's
+    DALI pipeline in `dali_data_iter()`).
     The repository's own modules that fail to import without Triton or one of its CUDA extensions
     (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
@@ -195,6 +197,16 @@ class CudaOnlyPackageCall(Rule):
             "        model, optimizer = amp.initialize(model, optimizer, opt_level='O2')\n",
             lines=[5],
             message="whose import PC701 reports (no backend for the target)",
+        ),
+        Invalid(  # arcface: a function that imports NVIDIA DALI itself and builds its pipeline: replaced whole
+            "import torch\ndef dali_iter(path, rank):\n    import nvidia.dali.fn as fn\n"
+            "    import nvidia.dali.types as types\n    from nvidia.dali.pipeline import Pipeline\n"
+            "    pipe = Pipeline(batch_size=128, num_threads=2, device_id=rank)\n"
+            "    flip = fn.random.coin_flip(probability=0.5)\n    with pipe:\n"
+            "        images = fn.decoders.image(path, device='mixed')\n"
+            "        images = fn.cast(images, dtype=types.FLOAT)\n    return pipe, images, flip\n",
+            lines=[6],
+            message="whose import PC701 reports",
         ),
         Invalid(  # stable-dreamfusion: an export function's own optional import is not the module's
             "import nvdiffrast.torch as dr\ndef render(glctx, pos, tri):\n    return dr.rasterize(glctx, pos, tri)\n"
@@ -316,6 +328,10 @@ class CudaOnlyPackageCall(Rule):
         self._stand_ins: dict[tuple[int, str], tuple[frozenset[str], bool]] = {}
         self._askers: dict[frozenset[str], frozenset[str]] = {}  # see `_asking`
         self._imported: dict[str, packages.Package] = {}  # local names an unguarded import binds
+        # the function an unguarded import of the name is in, where it is in one; and the
+        # functions and packages already reported there
+        self._importing: dict[str, cst.FunctionDef] = {}
+        self._reported_in: set[tuple[int, str]] = set()
         self._local: set[str] = set()  # names bound to the repository's failing modules (`_failing_module`)
         self._targets: dict[str, str] = {}  # what each of those names stands for (`pkg.ops.layer_norm_fn`)
         # module-level names bound to one of those (modded-nanogpt's `ReLUSqrdMLP = FusedFn.apply`)
@@ -416,6 +432,11 @@ class CudaOnlyPackageCall(Rule):
             self._optional.pop(key, None)  # also imported for sure: the import fails first
             if not local or self._kernels_module(module):
                 self._imported[name] = package
+                function = flow.enclosing_function(self.ctx.ancestors)
+                if function is not None:
+                    self._importing[name] = function
+                else:
+                    self._importing.pop(name, None)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """A module-level name bound to what an unguarded import of a failing module binds, or
@@ -604,7 +625,15 @@ class CudaOnlyPackageCall(Rule):
         """Notes the report of a call of what an unguarded import binds (kept or not at the end
         of the module): at most a warning, since the import is PC701's error; info for what one
         of the repository's kernels modules defines (PC610's), whose one definition may take a
-        portable path instead."""
+        portable path instead. Once per function and package where the function imports it
+        itself (arcface's `dali_data_iter()`, which builds a whole DALI pipeline after `import
+        nvidia.dali.fn as fn`): the function is the package's path, to be replaced whole."""
+        importing = self._importing.get(called.split(".")[0])
+        if importing is not None and any(node is importing for node in chain):
+            key = (id(importing), imported.key)
+            if key in self._reported_in:
+                return
+            self._reported_in.add(key)
         local = self._unaliased(called).split(".")[0] in self._local
         kernel = self._launched(called) if local else ""
         extension = self._applied_extension(called) if local and not kernel else ""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import NamedTuple
 
 import libcst as cst
@@ -78,7 +79,9 @@ class DataDependentShapeOp(StepRule):
     one-argument `torch.where`, `masked_select`, `unique`, `unique_consecutive`, `bincount`,
     `repeat_interleave` with tensor repeats and no `output_size=`, and `histc` without a range,
     as functions or tensor methods, and `torch.nn.utils.rnn.pack_padded_sequence` (as many rows
-    as the lengths add up to) and `pad_packed_sequence` without `total_length=`; not of a tensor in host memory (`.cpu()`, made from Python
+    as the lengths add up to) and `pad_packed_sequence` without `total_length=`; and indexing
+    with what those return (`loss[index]` after `index = torch.where(label != -1)[0]`, also
+    through `.cuda()` or `index_select`), once per statement; not of a tensor in host memory (`.cpu()`, made from Python
     data where nothing sets a default device, or in a dataset's methods or a collate
     function), which the host computes.
 
@@ -122,9 +125,13 @@ class DataDependentShapeOp(StepRule):
     hint = "use {instead}{advice}"
     severity = SYNC_SEVERITY
     triggers = (b"nonzero", b"argwhere", b"where", b"masked_select", b"unique", b"repeat_interleave", b"bincount",
-                b"histc", b"pack_padded_sequence", b"pad_packed_sequence")  # fmt: skip
+                b"histc", b"pack_padded_sequence", b"pad_packed_sequence", b"nms")  # fmt: skip
 
     VALID = [
+        Valid(  # indexes of a fixed count (topk), and an index kept in host memory
+            "import torch\ndef pick(scores, x):\n    idx = torch.topk(scores, k=8)[1]\n    keep = x[idx]\n"
+            "    rows = torch.tensor([0, 2, 3])\n    return keep, x.cpu()[rows]\n"
+        ),
         Valid(  # unpacked to a fixed length
             "import torch\nclass Encoder(torch.nn.Module):\n    def forward(self, packed):\n"
             "        out, _ = torch.nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], True, 0.0, 200)\n"
@@ -162,6 +169,20 @@ class DataDependentShapeOp(StepRule):
             message="(info: no step loop",
         ),
         Invalid("import torch\nidx = torch.nonzero(x > 0)\n", lines=[2], message="depends on tensor values"),
+        Invalid(  # arcface's partial FC: indexing with what `torch.where` and `torch.unique` return, once per statement
+            "import torch\nclass PartialFC(torch.nn.Module):\n    def forward(self, logits, label):\n"
+            "        positive = torch.unique(label[label != -1]).cuda()\n        perm = torch.rand(1000)\n"
+            "        perm[positive] = 2.0\n        index = torch.where(label != -1)[0]\n"
+            "        loss = torch.zeros(label.shape[0], 1)\n        loss[index] = logits[index].gather(1, label[index])\n"
+            "        return loss, perm\n",
+            lines=[4, 6, 7, 9],
+        ),
+        Invalid(  # GPT-SoVITS: the rows still decoding, kept with index_select every step
+            "import torch\ndef infer(model, y, n):\n    for idx in range(n):\n        logits = model(y)\n"
+            "        done = logits.argmax(-1)[:, -1] == 0\n        kept = torch.where(~done)[0]\n"
+            "        y = torch.index_select(y, dim=0, index=kept)\n        logits = logits.index_select(0, kept)\n",
+            lines=[6, 7, 8],
+        ),
         Invalid("import torch as T\nrows, cols = T.where(mask)\n", lines=[2], message="one argument"),
         Invalid("from torch import unique, bincount\nu = unique(x)\nc = bincount(y)\n", lines=[2, 3]),
         Invalid("from torch.functional import unique_consecutive as uc\nu = uc(x)\n", lines=[2]),
@@ -193,6 +214,13 @@ class DataDependentShapeOp(StepRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func) & _FUNCTIONS.keys()
+        if patterns.method_name(node) == "index_select":  # `torch.index_select(y, 0, kept)`, `y.index_select(0, kept)`
+            offset = 1 if _INDEX_SELECT in self.ctx.qualified_names(node.func) else 0
+            index = patterns.argument(node, offset + 1, "index")
+            if index is not None and type(index.value) is cst.Name:
+                shown = _INDEX_SELECT if _INDEX_SELECT in self.ctx.qualified_names(node.func) else ".index_select()"
+                self._indexed_by_data(node, index.value, shown)
+            return
         if names:
             op, offset = _FUNCTIONS[min(names)], 0
         elif patterns.method_name(node) in _METHODS and tensor_method(self.ctx, node, _METHODS):
@@ -213,6 +241,37 @@ class DataDependentShapeOp(StepRule):
             instead=_OPS[op].instead,
             advice=advice(self.ctx.targets),
         )
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`loss[index]` where `index = torch.where(label != -1)[0]` (arcface's partial FC):
+        indexing with what an op above returns takes as many rows as it holds."""
+        index = node.slice[0].slice if len(node.slice) == 1 else None
+        if type(index) is cst.Index and type(index.value) is cst.Name:
+            self._indexed_by_data(node, index.value, cst.Module([]).code_for_node(node))
+
+    def _indexed_by_data(self, node: cst.CSTNode, index: cst.Name, shown: str) -> None:
+        """Report `node`, which indexes with `index`, where that has a data-dependent length;
+        once per statement and index name (`loss[index] = logits[index].gather(...)`)."""
+        ancestors = self.ctx.ancestors
+        statement = next((each for each in reversed(ancestors) if isinstance(each, cst.BaseStatement)), None)
+        key = (id(statement), index.value)
+        if key in self._indexed or not shaped_by_data(self.ctx, index, (*ancestors, node)):
+            return
+        if in_host_memory(self.ctx, index):
+            return
+        self._indexed.add(key)
+        self.report_by_reach(
+            node,
+            holds=off_host_at_end(self.ctx, index),
+            what=shown if len(shown) <= 40 else f"{shown[:37]}...",
+            problem=_INDEXED.format(index=index.value),
+            instead=_INDEXED_INSTEAD,
+            advice=advice(self.ctx.targets),
+        )
+
+    @cached_property
+    def _indexed(self) -> set[tuple[int, str]]:
+        return set()
 
     def _data_dependent(self, op: str, call: cst.Call, offset: int) -> bool:
         """Whether this call of `op` has a data-dependent shape; `offset` is -1 for methods, whose
@@ -248,6 +307,14 @@ class DataDependentShapeOp(StepRule):
 
 
 _SELECTING = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
+_INDEX_SELECT = "torch.index_select"
+# Methods that keep what a tensor holds, and so its length: moves, casts, copies, flattening.
+_KEEPING = frozenset({"cuda", "to", "long", "int", "float", "detach", "clone", "contiguous", "squeeze", "flatten"})
+_INDEXED = "indexes with `{index}`, whose length depends on tensor values: so does the result's shape"
+_INDEXED_INSTEAD = (
+    "an index of fixed length (torch.nonzero_static(cond, size=N, fill_value=-1)), or work on the whole"
+    " tensor with the condition as a mask (torch.where(cond, x, y), masked_fill, scatter)"
+)
 
 
 def shaped_by_data(ctx: FileContext, node: cst.BaseExpression, path: Sequence[cst.CSTNode], depth: int = 0) -> bool:
@@ -270,6 +337,8 @@ def shaped_by_data(ctx: FileContext, node: cst.BaseExpression, path: Sequence[cs
         return shaped_by_data(ctx, node.value, path, depth + 1)
     if type(node) is not cst.Call:
         return False
+    if patterns.method_name(node) in _KEEPING and shaped_by_data(ctx, node.func.value, path, depth + 1):  # type: ignore[attr-defined]
+        return True  # `torch.unique(...).cuda()`, `idx.long()`
     names = ctx.qualified_names(node.func)
     for name in names:
         found = vision_ops.by_call(name)

@@ -25,6 +25,7 @@ _PAD = "torch.nn.functional.pad"
 _TENSOR_MAKERS = frozenset(
     f"torch.{name}" for name in ("tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor", "BoolTensor")
 )
+_DATA = (cst.Name, cst.Attribute, cst.List, cst.Tuple)  # what a tensor may be made of here
 _INDEX_SELECT = "torch.index_select"
 _METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device"})
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -326,12 +327,12 @@ class SequenceGrownInLoop(TensorRule):
         """A tensor made, in a step loop, of a Python list the loop appends to (FastChat's
         `torch.as_tensor([output_ids])` for the repetition penalty, with `output_ids.append(token)`
         every step): it has one more item at every step."""
-        loop = innermost_loop(self.ctx.ancestors)
-        if loop is None or not node.args or node.args[0].keyword is not None:
+        if not node.args or node.args[0].keyword is not None or type(node.args[0].value) not in _DATA:
             return
-        constructor = self.ctx.qualified_names(node.func) & _TENSOR_MAKERS
+        loop = innermost_loop(self.ctx.ancestors)
+        constructor = self.ctx.qualified_names(node.func) & _TENSOR_MAKERS if loop is not None else None
         flow = self.ctx.flow
-        if not constructor or flow is None:
+        if not constructor or flow is None or loop is None:
             return
         data = node.args[0].value
         listed = [element.value for element in data.elements] if type(data) in (cst.List, cst.Tuple) else [data]  # type: ignore[union-attr]
