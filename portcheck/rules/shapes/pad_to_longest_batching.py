@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from portcheck import patterns
+from portcheck import flow, patterns
 from portcheck.flow import BATCH_GETTER, COLLATE_NAME, enclosing_function
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, resolved_call
@@ -48,12 +48,15 @@ class PadToLongestBatching(Rule):
     they run every step: in a step loop (nanochat's evaluation and RL rollouts), a model's
     forward (MiniGPT-4) or a function one of those calls; calls with `padding=True` or
     `padding="longest"` (tokenizers: `tokenizer(...)`, `tok.pad(...)`; of classes, only
-    collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), and
-    `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`, and
+    collators, tokenizers and processors: `DataCollatorForSeq2Seq(tok, padding=True)`), also
+    through a name bound to a choice of it (`padding = "max_length" if flag else "longest"`)
+    or a collator's own default for `self.padding` (a dataclass field `padding: str =
+    "longest"`), and `transformers.DataCollatorWithPadding(...)` without `padding="max_length"`, and
     torchtext's `BucketIterator` (also `.splits`) where no `Field` of the module sets
     `fix_length=`. Calls that
     also pass `pad_to_multiple_of=` already bucket lengths and are left alone (not a literal
-    multiple under 64, such as the 8 that aligns to tensor cores), and so is a
+    multiple under 64, such as the 8 that aligns to tensor cores, nor a field that defaults
+    to None), and so is a
     tokenizer given one item of a loop or comprehension (`[tok(t, padding="longest") for t in
     texts]`), which has nothing to pad against.
 
@@ -92,6 +95,12 @@ class PadToLongestBatching(Rule):
     )  # fmt: skip
 
     VALID = [
+        Valid(  # a field of the class read as padding, with no default or a fixed one
+            "import torch\nclass TextCollator:\n    mode = 'max_length'\n    def __init__(self, tok, padding):\n"
+            "        self.tok, self.padding = tok, padding\n    def __call__(self, features):\n"
+            "        return self.tok.pad(features, padding=self.padding, return_tensors='pt'), self.tok.pad(\n"
+            "            features, padding=self.mode, max_length=64)\n"
+        ),
         Valid(  # sorted ascending, the first is the shortest; a typed constructor given data
             "import torch\ndef collate_fn(batch):\n"
             "    lengths, order = torch.sort(torch.LongTensor([len(x) for x in batch]))\n"
@@ -197,6 +206,17 @@ class PadToLongestBatching(Rule):
             "        out = torch.zeros(len(embs), max_len, embs[0].shape[-1])\n        return self.llm(out)\n",
             lines=[4],
             message="`max(...)` sizing `torch.zeros(...)` in forward()",
+        ),
+        Invalid(  # parler-tts: a collator's own default, and a choice that pads to the longest unless a flag is set
+            "import torch\nfrom dataclasses import dataclass\n@dataclass\nclass TextCollatorWithPadding:\n"
+            "    tokenizer: object\n    padding: str = 'longest'\n    pad_to_multiple_of: int = None\n"
+            "    def __call__(self, features):\n        return self.tokenizer.pad(features, return_tensors='pt',\n"
+            "            padding=self.padding, pad_to_multiple_of=self.pad_to_multiple_of)\n"
+            "def main(args, tok, ds, model):\n    padding = 'max_length' if args.pad_to_max_length else 'longest'\n"
+            "    collate = TextCollatorWithPadding(tok, padding=padding)\n"
+            "    for batch in torch.utils.data.DataLoader(ds, collate_fn=collate):\n        model(**batch).loss.backward()\n",
+            lines=[6, 12],
+            message="pads each batch to its longest sequence",
         ),
         Invalid(  # SimCSE: the model's input either way, each branch's padding= argument on its own line
             "def batcher(tokenizer, sentences, max_length):\n    if max_length is not None:\n"
@@ -311,6 +331,7 @@ class PadToLongestBatching(Rule):
         self._fixed_fields = False  # whether a torchtext Field pads to `fix_length=`
         self._called: list[tuple[str, list[str]]] = []  # the module's functions called, and the callers' names
         self._done: list[tuple[_Scope, cst.FunctionDef]] = []  # functions that pad to the longest, judged at the end
+        self._at: set[int] = set()  # the padding choices reported: a class default read by several calls, once
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(_Scope())
@@ -348,7 +369,7 @@ class PadToLongestBatching(Rule):
             self._fixed_fields = self._fixed_fields or patterns.keyword(node, "fix_length") is not None
         elif resolved_call(self.ctx, node, _COLLATORS):
             padding = patterns.argument(node, 1, "padding")
-            if not _bucketed(node) and (padding is None or _pads_to_longest(padding.value)):
+            if not _bucketed(node) and (padding is None or self._pads_to_longest(padding.value)):
                 self.report(node, what="`DataCollatorWithPadding`", advice=advice(self.ctx.targets))
         else:
             self._tokenizer_call(node)
@@ -358,16 +379,49 @@ class PadToLongestBatching(Rule):
         if not keywords.keys() & _TOKENIZER_KEYWORDS or self._is_torch(node) or _builds_other_class(node):
             return
         bounded = "max_length" in keywords or "truncation" in keywords
-        bucketed = "pad_to_multiple_of" in keywords and _few_buckets(keywords["pad_to_multiple_of"])
+        multiple = keywords.get("pad_to_multiple_of")
+        bucketed = multiple is not None and _few_buckets(multiple) and not self._none_by_default(multiple)
         padding = keywords.get("padding")
         if bounded or bucketed or (padding is not None and patterns.string_value(padding) == "max_length"):
             self._scopes[-1].model_inputs.add(self._bound_name())
-        if padding is not None and _pads_to_longest(padding) and not bucketed and not self._one_item(node):
+        written = self._longest_written(padding) if padding is not None else None
+        if written is not None and not bucketed and not self._one_item(node):
             side_check = not bounded and not self._moved_to_device(node)
             argument = next(arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "padding")
-            self._scopes[-1].longest.append(
-                (argument, f"`padding={_code(padding)}`", self._bound_name() if side_check else None)
-            )
+            at = argument if written[0] is padding else written[0]  # where the choice is written
+            self._scopes[-1].longest.append((at, written[1], self._bound_name() if side_check else None))
+
+    def _pads_to_longest(self, node: cst.BaseExpression) -> bool:
+        return self._longest_written(node) is not None
+
+    def _longest_written(self, node: cst.BaseExpression) -> tuple[cst.CSTNode, str] | None:
+        """Where a padding choice that is, or may be, the longest is written, and how to say it:
+        the literal itself; for a name bound once to a choice with it as one side, that side
+        (parler-tts' `padding = "max_length" if pad_to_max_length else "longest"`); for
+        `self.<field>`, the class's own default (its collators' `padding: str = "longest"`, with
+        `pad_to_multiple_of: Optional[int] = None`): what a port changes."""
+        if type(node) is cst.Name and node.value not in ("True", "False"):
+            value = self.ctx.assigned_value(node)
+            choices = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)
+            written = next((each for each in choices if each is not None and _pads_to_longest(each)), None)
+            return None if written is None else (written, f"`{_code(written)}`, given as `padding={node.value}`,")
+        if flow.is_self_attribute(node):
+            assert type(node) is cst.Attribute
+            holder = next((each for each in reversed(self.ctx.ancestors) if type(each) is cst.ClassDef), None)
+            defaults = _class_defaults(holder, node.attr.value) if holder is not None else []
+            written = next((value for value in defaults if _pads_to_longest(value)), None)
+            if written is None:
+                return None
+            return written, f"the default `{node.attr.value} = {_code(written)}` of `padding=self.{node.attr.value}`"
+        return (node, f"`padding={_code(node)}`") if _pads_to_longest(node) else None
+
+    def _none_by_default(self, node: cst.BaseExpression) -> bool:
+        """`self.pad_to_multiple_of` where the class's default is None: no multiple unless given."""
+        holder = next((each for each in reversed(self.ctx.ancestors) if type(each) is cst.ClassDef), None)
+        if holder is None or not flow.is_self_attribute(node):
+            return False
+        defaults = _class_defaults(holder, node.attr.value)  # type: ignore[attr-defined]
+        return bool(defaults) and all(type(each) is cst.Name and each.value == "None" for each in defaults)
 
     def _bound_name(self) -> str:
         """The name the statement the walk is in binds the call to (`batch = tokenizer(...)`,
@@ -578,8 +632,11 @@ class PadToLongestBatching(Rule):
         device (`.to(device)`); one bound to the same name is the other branch's input
         (SimCSE's `batch = tokenizer(..., max_length=n)` / `batch = tokenizer(..., padding=True)`)."""
         for argument, what, bound in scope.longest:
-            if bound is None or not scope.model_inputs or bound in scope.model_inputs:
-                # at the argument, where the call spans lines
+            if (bound is None or not scope.model_inputs or bound in scope.model_inputs) and id(
+                argument
+            ) not in self._at:
+                # at the argument, where the call spans lines; once where several calls read the same choice
+                self._at.add(id(argument))
                 self.report(argument, what=what, advice=advice(self.ctx.targets))
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -686,6 +743,18 @@ def _few_buckets(multiple: cst.BaseExpression) -> bool:
     aligns to NVIDIA's tensor cores (alpaca-lora's `DataCollatorForSeq2Seq(tok,
     pad_to_multiple_of=8, padding=True)`: a length per 8 tokens, 32 graphs up to 256)."""
     return not (type(multiple) is cst.Integer and int(multiple.value, 0) < _FEW_BUCKETS)
+
+
+def _class_defaults(holder: cst.ClassDef, name: str) -> list[cst.BaseExpression]:
+    """What the class body binds `name` to (`padding: str = "longest"`, a dataclass field's default)."""
+    found: list[cst.BaseExpression] = []
+    for statement in holder.body.body:
+        for small in statement.body if type(statement) is cst.SimpleStatementLine else ():
+            if type(small) is cst.AnnAssign and small.value is not None and patterns.dotted(small.target) == name:
+                found.append(small.value)
+            elif type(small) is cst.Assign and any(patterns.dotted(each.target) == name for each in small.targets):
+                found.append(small.value)
+    return found
 
 
 def _pads_to_longest(node: cst.BaseExpression) -> bool:
