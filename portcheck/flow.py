@@ -181,6 +181,7 @@ _FRAMEWORK_STEP = re.compile(
     r"|on_after_backward)$"
 )
 _TOKEN_CALLBACK = (("__call__",), "a generation callback (run for every token)")
+_STREAMER_PUT = (("put",), "a generation streamer (run for every token)")
 _METRIC_UPDATE = (("update",), "a torchmetrics metric (run every step)")
 _OPTIMIZER_STEP = (("step",), "an optimizer (run every training step)")
 _DASSL_STEP = (("forward_backward",), "a Dassl trainer (run every step)")
@@ -194,6 +195,12 @@ _CALLBACK_BASES = {
     "transformers.generation.LogitsProcessor": _TOKEN_CALLBACK,
     "transformers.generation.logits_process.LogitsProcessor": _TOKEN_CALLBACK,
     "transformers.LogitsWarper": _TOKEN_CALLBACK,
+    "transformers.generation.streamers.BaseStreamer": _STREAMER_PUT,
+    "transformers.generation.BaseStreamer": _STREAMER_PUT,
+    "transformers.TextStreamer": _STREAMER_PUT,
+    "transformers.generation.streamers.TextStreamer": _STREAMER_PUT,
+    "transformers.TextIteratorStreamer": _STREAMER_PUT,
+    "transformers.generation.streamers.TextIteratorStreamer": _STREAMER_PUT,
     "torchmetrics.Metric": _METRIC_UPDATE,
     "torchmetrics.metric.Metric": _METRIC_UPDATE,
     "torch.optim.Optimizer": _OPTIMIZER_STEP,
@@ -1420,7 +1427,8 @@ class DeviceFlow:
         """A method a framework calls once per step: Lightning's `training_step()` and batch
         hooks, the Hugging Face Trainer's `compute_loss()`, MMEngine's `train_step()` and
         `forward_train()`; the `__call__` of a Hugging Face stopping criterion or logits
-        processor, which `generate()` calls for every token; a torchmetrics metric's `update()`;
+        processor and the `put()` of a streamer, which `generate()` calls for every token; a
+        torchmetrics metric's `update()`;
         an optimizer's `step()`; a Dassl trainer's `forward_backward()`; a BasicSR model's `feed_data()` and
         `optimize_parameters()`."""
         for index in range(2, len(ancestors) - 1):

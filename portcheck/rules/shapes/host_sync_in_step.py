@@ -79,7 +79,8 @@ class HostSyncInStep(StepRule):
       `training_step` and batch hooks, the Hugging Face Trainer's `compute_loss`, MMEngine's
       `train_step` and `forward_train`, a torchmetrics `Metric`'s `update`, an `Optimizer`'s
       `step` (D-Adaptation's `.item()` per parameter); the `__call__` of a
-      `StoppingCriteria` or `LogitsProcessor`, run for every generated token);
+      `StoppingCriteria` or `LogitsProcessor` and the `put` of a streamer (`BaseStreamer`,
+      `TextStreamer`), run for every generated token);
     - a step loop: a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one
       that says "loader", also wrapped: `pbar = tqdm(loader)`), or any `for` or `while` loop
       that trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model or a
@@ -955,6 +956,13 @@ class HostSyncInStep(StepRule):
             "        return {'loss': loss.item()}\n",
             lines=[7],
             message="`forward_backward()` of a Dassl trainer",
+        ),
+        Invalid(  # a Hugging Face streamer: generate() calls its put() with every new token
+            "import torch\nfrom transformers.generation.streamers import BaseStreamer\n"
+            "class TokenStreamer(BaseStreamer):\n    def put(self, value):\n"
+            "        self.text.append(self.tokenizer.decode(value.tolist()))\n",
+            lines=[5],
+            message="of a generation streamer (run for every token)",
         ),
         Invalid(  # gpt-neox: each pass over the module's token stream is one decoding step of its loop,
             # and the copy's chain goes on in NumPy past `.numpy()`
