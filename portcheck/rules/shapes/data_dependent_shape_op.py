@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from typing import NamedTuple
 
 import libcst as cst
@@ -81,7 +80,8 @@ class DataDependentShapeOp(StepRule):
     as functions or tensor methods, and `torch.nn.utils.rnn.pack_padded_sequence` (as many rows
     as the lengths add up to) and `pad_packed_sequence` without `total_length=`; and indexing
     with what those return (`loss[index]` after `index = torch.where(label != -1)[0]`, also
-    through `.cuda()` or `index_select`), once per statement; not of a tensor in host memory (`.cpu()`, made from Python
+    through `.cuda()` or `index_select`), once per statement; not of a tensor in host memory
+    (`.cpu()`, made from Python
     data where nothing sets a default device, or in a dataset's methods or a collate
     function), which the host computes.
 
@@ -212,6 +212,10 @@ class DataDependentShapeOp(StepRule):
         ),
     ]
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._indexed: set[tuple[int, str]] = set()  # statements and index names reported (`_indexed_by_data`)
+
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.qualified_names(node.func) & _FUNCTIONS.keys()
         if patterns.method_name(node) == "index_select":  # `torch.index_select(y, 0, kept)`, `y.index_select(0, kept)`
@@ -268,10 +272,6 @@ class DataDependentShapeOp(StepRule):
             instead=_INDEXED_INSTEAD,
             advice=advice(self.ctx.targets),
         )
-
-    @cached_property
-    def _indexed(self) -> set[tuple[int, str]]:
-        return set()
 
     def _data_dependent(self, op: str, call: cst.Call, offset: int) -> bool:
         """Whether this call of `op` has a data-dependent shape; `offset` is -1 for methods, whose
@@ -337,7 +337,8 @@ def shaped_by_data(ctx: FileContext, node: cst.BaseExpression, path: Sequence[cs
         return shaped_by_data(ctx, node.value, path, depth + 1)
     if type(node) is not cst.Call:
         return False
-    if patterns.method_name(node) in _KEEPING and shaped_by_data(ctx, node.func.value, path, depth + 1):  # type: ignore[attr-defined]
+    func = node.func
+    if type(func) is cst.Attribute and func.attr.value in _KEEPING and shaped_by_data(ctx, func.value, path, depth + 1):
         return True  # `torch.unique(...).cuda()`, `idx.long()`
     names = ctx.qualified_names(node.func)
     for name in names:

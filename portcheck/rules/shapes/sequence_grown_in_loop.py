@@ -38,14 +38,14 @@ class SequenceGrownInLoop(TensorRule):
     concatenating onto itself and reads again: `idx = torch.cat((idx, idx_next), dim=1)` in a
     loop that also feeds `idx` to the model or slices it. `torch.concat`, `torch.concatenate`,
     `torch.hstack`, `torch.vstack`, `torch.row_stack`, `torch.column_stack` and
-    `torch.dstack` grow it too, and so does padding it by numbers (`mask = F.pad(mask, (0, 1))`,
-    GPT-SoVITS's attention mask), and a Python list the loop appends to and makes a tensor of
-    (`torch.as_tensor([output_ids])` with `output_ids.append(token)`). Attributes count (`self.tokens = torch.cat([self.tokens,
-    t])`), as do a tensor reordered by an index first (beam search's
-    `torch.cat((history[beam_idx], nxt), 1)`), shape-keeping methods on the result
-    (`torch.cat(...).detach()`), rows picked from it (`y = torch.index_select(y, 0, kept)`)
-    and a first value bound under `if x is None:` or on the loop's first pass (`if idx ==
-    0:`). The
+    `torch.dstack` grow it too, and so does padding it by numbers (`mask = F.pad(mask, (0,
+    1))`, GPT-SoVITS's attention mask), and a Python list the loop appends to and makes a
+    tensor of (`torch.as_tensor([output_ids])` with `output_ids.append(token)`). Attributes
+    count (`self.tokens = torch.cat([self.tokens, t])`), as do a tensor reordered by an index
+    first (beam search's `torch.cat((history[beam_idx], nxt), 1)`), shape-keeping methods on
+    the result (`torch.cat(...).detach()`), rows picked from it (`y = torch.index_select(y,
+    0, kept)`) and a first value bound under `if x is None:` or on the loop's first pass (`if
+    idx == 0:`). The
     concatenation must be in the body of the step loop itself, outside `forward` and outside
     `if step % N == 0:`, or in a function of the module that the loop hands the tensor to and
     takes it back from (whisper's `tokens, completed = self.decoder.update(tokens, logits)`,
@@ -335,7 +335,7 @@ class SequenceGrownInLoop(TensorRule):
         if not constructor or flow is None or loop is None:
             return
         data = node.args[0].value
-        listed = [element.value for element in data.elements] if type(data) in (cst.List, cst.Tuple) else [data]  # type: ignore[union-attr]
+        listed = [element.value for element in data.elements] if type(data) in (cst.List, cst.Tuple) else [data]
         grown = [name for each in listed if (name := patterns.dotted(each)) and _appended_in(loop.body, name)]
         if not grown or in_forward(self.ctx.ancestors) or flow.off_the_step_path(self.ctx.ancestors):
             return
