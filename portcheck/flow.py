@@ -1745,13 +1745,7 @@ class DeviceFlow:
         over it is one of those steps."""
         if type(iterated) is not cst.Call:
             return None
-        func = iterated.func
-        if type(func) is cst.Name:
-            generators = [self._functions[func.value]] if func.value in self._functions else []
-        elif type(func) is cst.Attribute and _is_self(func.value):
-            generators = self._own_methods(func.attr.value)
-        else:
-            return None
+        generators = self._callees(iterated, 0)
         return next((step for generator in generators if (step := self._yielding_step(generator))), None)
 
     def _yielding_step(self, generator: cst.FunctionDef) -> str | None:

@@ -558,9 +558,10 @@ class CudaOnlyPackageCall(Rule):
             return
         used = patterns.dotted(node)
         first = used.split(".")[0]
-        optional = self._optional.get(self._key(self._unaliased(used).split(".")[0]))
+        unaliased = self._unaliased(used)
+        optional = self._optional.get(self._key(unaliased.split(".")[0]))
         if optional is not None and "__" not in used and self.ctx.qualified_names(node):
-            self._optional_use(node, self._unaliased(used), optional, "uses")
+            self._optional_use(node, unaliased, optional, "uses")
             return
         imported = self._imported.get(first)
         if imported is None or self._key(first) in self._optional or first in self._local or "__" in used:

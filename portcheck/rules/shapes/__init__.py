@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -161,6 +161,30 @@ def shown(node: cst.CSTNode) -> str:
 
 # Tensor methods that keep the shape, seen through on a concatenation's result.
 _SAME_SHAPE = frozenset({"detach", "contiguous", "clone", "to", "long", "int", "float", "half", "bfloat16"})
+
+
+class IndexSelect(NamedTuple):
+    """The parts of `torch.index_select(x, dim, index)` or `x.index_select(dim, index)`."""
+
+    source: cst.BaseExpression | None  # the tensor rows are picked from
+    dim: cst.Arg | None
+    index: cst.Arg | None
+    shown: str  # how the call is named in a message
+
+
+def index_select(ctx: FileContext, call: cst.Call) -> IndexSelect | None:
+    """The parts of an `index_select` call, as a function or a method; None for other calls."""
+    if patterns.method_name(call) != "index_select":
+        return None
+    if "torch.index_select" in ctx.qualified_names(call.func):
+        source = patterns.argument(call, 0, "input")
+        value = source.value if source is not None else None
+        dim, index = patterns.argument(call, 1, "dim"), patterns.argument(call, 2, "index")
+        return IndexSelect(value, dim, index, "torch.index_select")
+    receiver = call.func.value  # type: ignore[attr-defined]
+    return IndexSelect(
+        receiver, patterns.argument(call, 0, "dim"), patterns.argument(call, 1, "index"), ".index_select()"
+    )
 
 
 def shape_kept(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -422,7 +446,7 @@ def _binds_by_assignment(
     return False if name in module_flow.names_bound_in(statement) else None
 
 
-def _makes_instance(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
+def makes_instance(ctx: FileContext, node: cst.BaseExpression | None) -> bool:
     """`Tacotron(...)`, `nn.Linear(...)`: an object of a class (a model), not a tensor, which the
     legacy constructors (`torch.FloatTensor(...)`) and torch's functions make."""
     if type(node) is not cst.Call:
@@ -726,7 +750,7 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             # a torch.autograd.Function's (`AllReduce.apply(loss)`): tensors in, tensors out
             return any(tensor_valued(ctx, arg.value, depth + 1, seen) for arg in node.args if not arg.keyword)
         moved = method in _MOVERS and not names and ctx.flow is not None and ctx.flow.home(node) is flow.Home.MOVED
-        if moved and not _makes_instance(ctx, receiver):
+        if moved and not makes_instance(ctx, receiver):
             return True  # sent to a device (`append_zero(sigmas).to(device)`): what is tested there is a tensor
         return (
             receiver is not None

@@ -12,6 +12,7 @@ from portcheck.rules.shapes import (
     StepRule,
     advice,
     in_host_memory,
+    index_select,
     is_bool_mask,
     off_host_at_end,
     tensor_method,
@@ -217,14 +218,12 @@ class DataDependentShapeOp(StepRule):
         self._indexed: set[tuple[int, str]] = set()  # statements and index names reported (`_indexed_by_data`)
 
     def visit_Call(self, node: cst.Call) -> None:
-        names = self.ctx.qualified_names(node.func) & _FUNCTIONS.keys()
-        if patterns.method_name(node) == "index_select":  # `torch.index_select(y, 0, kept)`, `y.index_select(0, kept)`
-            offset = 1 if _INDEX_SELECT in self.ctx.qualified_names(node.func) else 0
-            index = patterns.argument(node, offset + 1, "index")
-            if index is not None and type(index.value) is cst.Name:
-                shown = _INDEX_SELECT if _INDEX_SELECT in self.ctx.qualified_names(node.func) else ".index_select()"
-                self._indexed_by_data(node, index.value, shown)
+        picked = index_select(self.ctx, node)  # `torch.index_select(y, 0, kept)`, `y.index_select(0, kept)`
+        if picked is not None:
+            if picked.index is not None and type(picked.index.value) is cst.Name:
+                self._indexed_by_data(node, picked.index.value, picked.shown)
             return
+        names = self.ctx.qualified_names(node.func) & _FUNCTIONS.keys()
         if names:
             op, offset = _FUNCTIONS[min(names)], 0
         elif patterns.method_name(node) in _METHODS and tensor_method(self.ctx, node, _METHODS):
@@ -251,11 +250,12 @@ class DataDependentShapeOp(StepRule):
         indexing with what an op above returns takes as many rows as it holds."""
         index = node.slice[0].slice if len(node.slice) == 1 else None
         if type(index) is cst.Index and type(index.value) is cst.Name:
-            self._indexed_by_data(node, index.value, cst.Module([]).code_for_node(node))
+            self._indexed_by_data(node, index.value)
 
-    def _indexed_by_data(self, node: cst.CSTNode, index: cst.Name, shown: str) -> None:
+    def _indexed_by_data(self, node: cst.CSTNode, index: cst.Name, shown: str = "") -> None:
         """Report `node`, which indexes with `index`, where that has a data-dependent length;
-        once per statement and index name (`loss[index] = logits[index].gather(...)`)."""
+        once per statement and index name (`loss[index] = logits[index].gather(...)`). `shown`:
+        how to name the call; a subscript is shown as written."""
         ancestors = self.ctx.ancestors
         statement = next((each for each in reversed(ancestors) if isinstance(each, cst.BaseStatement)), None)
         key = (id(statement), index.value)
@@ -264,6 +264,7 @@ class DataDependentShapeOp(StepRule):
         if in_host_memory(self.ctx, index):
             return
         self._indexed.add(key)
+        shown = shown or cst.Module([]).code_for_node(node)
         self.report_by_reach(
             node,
             holds=off_host_at_end(self.ctx, index),
@@ -307,7 +308,6 @@ class DataDependentShapeOp(StepRule):
 
 
 _SELECTING = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"})
-_INDEX_SELECT = "torch.index_select"
 # Methods that keep what a tensor holds, and so its length: moves, casts, copies, flattening.
 _KEEPING = frozenset({"cuda", "to", "long", "int", "float", "detach", "clone", "contiguous", "squeeze", "flatten"})
 _INDEXED = "indexes with `{index}`, whose length depends on tensor values: so does the result's shape"

@@ -14,6 +14,7 @@ from portcheck.rules.shapes import (
     builtin_call,
     controlling_part,
     in_host_memory,
+    makes_instance,
     off_host_at_end,
     read_in_host_memory,
     reads_names,
@@ -1039,12 +1040,7 @@ class HostSyncInStep(StepRule):
         """`Net(...)`, or a name bound to one: an object of a class, not a tensor."""
         if type(node) is cst.Name:
             return any(self._model(value) for value in self.ctx.assigned_values(node))
-        if type(node) is not cst.Call:
-            return False
-        title = patterns.dotted(node.func).rpartition(".")[2]
-        return title[:1].isupper() and not any(
-            name.startswith("torch.") for name in self.ctx.qualified_names(node.func)
-        )
+        return makes_instance(self.ctx, node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         parent = self.ctx.parent

@@ -11,6 +11,7 @@ from portcheck.rules.shapes import (
     advice,
     argument_for,
     builtin_call,
+    index_select,
     innermost_loop,
     shape_kept,
 )
@@ -26,7 +27,6 @@ _TENSOR_MAKERS = frozenset(
     f"torch.{name}" for name in ("tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor", "BoolTensor")
 )
 _DATA = (cst.Name, cst.Attribute, cst.List, cst.Tuple)  # what a tensor may be made of here
-_INDEX_SELECT = "torch.index_select"
 _METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device"})
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _NESTED = (*_SCOPES, cst.BaseComp)
@@ -466,18 +466,13 @@ class SequenceGrownInLoop(TensorRule):
         value = node.value
         if type(value) is not cst.Call or not any(patterns.dotted(each.target) == path for each in node.targets):
             return False
-        if _INDEX_SELECT in self.ctx.qualified_names(value.func):
-            source_arg, dim = patterns.argument(value, 0, "input"), patterns.argument(value, 1, "dim")
-            source = source_arg.value if source_arg is not None else None
-        elif type(value.func) is cst.Attribute and value.func.attr.value == "index_select":
-            source, dim = value.func.value, patterns.argument(value, 0, "dim")
-        else:
-            return False
+        picked = index_select(self.ctx, value)
         return (
-            source is not None
-            and patterns.dotted(source) == path
-            and dim is not None
-            and patterns.int_value(dim.value) == 0
+            picked is not None
+            and picked.source is not None
+            and patterns.dotted(picked.source) == path
+            and picked.dim is not None
+            and patterns.int_value(picked.dim.value) == 0
         )
 
     def _read_in(self, node: cst.CSTNode, path: str) -> bool:
