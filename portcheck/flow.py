@@ -137,6 +137,11 @@ _LOADER_SETTING = re.compile(r"(args|kwargs|cfg|config|fn|func|factory|cls|class
 _OPTIMIZER_NAME = re.compile(r"optim|scaler|(^|_)opt$", re.IGNORECASE)
 # `model_fn`, `denoiser`: what diffusion samplers call every step
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network|module|predictor|denoiser)(_fn)?$", re.IGNORECASE)
+# A diffusers pipeline's denoiser, run through the pipeline: `pipe.unet(...)`, `pipeline.transformer(...)`
+_PIPELINE_DENOISER = frozenset({"unet", "transformer"})
+_PICKING = "picking"  # an argmax or topk of a loop: decoding where it feeds the next pass
+_SAMPLING = "sampling"  # a sampler given logits: decoding, where not in a comprehension
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 # Methods that fetch or set up a model rather than run it: `task.get_eval_model(ema=True)`.
 _MODEL_HANDLING = re.compile(r"^(get|build|create|load|make|init|setup|prepare|wrap|unwrap|save|copy|update)_", re.I)
 # What runs one step by its name: `trainer.train_step(samples)`, `self.validation_step(batch)` (not
@@ -389,6 +394,7 @@ class DeviceFlow:
     # loop id -> what step it runs, and how many functions and methods were known when judged
     _steps: dict[int, tuple[str | None, int]] = field(default_factory=dict)
     _loop_classes: dict[int, str | None] = field(default_factory=dict)  # loop id -> the class it is in
+    _loop_scopes: dict[int, Scope] = field(default_factory=dict)  # loop id -> the scope its names resolve in
     _marking_class: str | None = None  # the class of the loop `_step_of` is judging
     # (function id, gates, whether periodic gates exempt) -> the step context
     _every_step: dict[tuple[int, tuple[str, ...], bool], str | None] = field(default_factory=dict)
@@ -405,6 +411,8 @@ class DeviceFlow:
         default_factory=dict
     )  # the same, read early
     _owned: dict[tuple[int, tuple[type[cst.CSTNode], ...]], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
+    # function id -> the names its body calls methods on -> those methods (`methods_called_on`)
+    _methods_on: dict[int, dict[str, set[str]]] = field(default_factory=dict)
     _owned_of_type: dict[tuple[int, type[cst.CSTNode]], tuple[cst.CSTNode, ...]] = field(
         default_factory=dict
     )  # `own_nodes`
@@ -1049,6 +1057,16 @@ class DeviceFlow:
         body = owner.body.body if isinstance(owner.body, cst.IndentedBlock) else ()
         return next((each for each in body if type(each) is cst.FunctionDef and each.name.value == title), None)
 
+    def methods_called_on(self, function: cst.FunctionDef, name: str) -> frozenset[str]:
+        """The methods the function's own body calls on a name (`length.unsqueeze(1)`)."""
+        calls = self._methods_on.get(id(function))
+        if calls is None:
+            calls = self._methods_on[id(function)] = {}
+            for node in self._own(function.body, NESTED_SCOPES):
+                if type(node) is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name:
+                    calls.setdefault(node.func.value.value, set()).add(node.func.attr.value)
+        return frozenset(calls.get(name, ()))
+
     def module_functions(self) -> dict[str, cst.FunctionDef]:
         """The module-level functions, by name (the last definition of each)."""
         if self._module_functions is None:
@@ -1486,11 +1504,7 @@ class DeviceFlow:
             )
             if off_path or not all(_gives(site, function, gate) for gate in gates):
                 continue
-            if site.receiver is not None:
-                owners = self.in_scope(site.scope, partial(self._owners, site.receiver, title, site.ancestors))
-                if owner is None or owner not in owners:
-                    continue
-            elif owner is not None and title not in ("__init__", "__call__") and _class_name(site.ancestors) != owner:
+            if not self._calls_method_of(site, title, owner):
                 continue
             where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
             if where is None and given and owner is None:
@@ -1868,29 +1882,87 @@ class DeviceFlow:
         loop): once per epoch. One that does step (nanoGPT's `while True:` around its gradient
         accumulation) is the step loop. So is a `for` loop that calls the module's functions
         running a whole step loop (`for i in range(num_samples): y = generate(...)`): once per
-        sample, where the output comes back."""
-        inner = [node for node in self._own(loop.body, NESTED_SCOPES) if type(node) in (cst.For, cst.While)]
+        sample, where the output comes back. What runs only every N steps (`if is_eval_step:`
+        around an evaluation over a DataLoader, LeRobot's) leaves the loop a step loop."""
         own = [node for node in self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Call]
         if any(_steps_optimizer(call) for call in own):
             return False
+        gated = self._every_n_steps(loop)
+        inner = [
+            node
+            for node in self._own(loop.body, NESTED_SCOPES)
+            if type(node) in (cst.For, cst.While) and id(node) not in gated
+        ]
         if any(self.loop_step(each) in _EPOCHS for each in inner):
             return True
         if type(loop) is cst.While:
             return False  # `while pos < n:` around a speculative decode step decodes: the step loop
-        return any(self._runs_steps_through(helper, 1) for call in own for helper in self._helpers_called(call, 0))
+        return any(
+            self._runs_steps_through(helper, 1)
+            for call in own
+            if id(call) not in gated
+            for helper in self._helpers_called(call, 0)
+        )
+
+    def _every_n_steps(self, loop: cst.For | cst.While) -> set[int]:
+        """The ids of the nodes in the loop's body that run only every N steps: under `if step %
+        N == 0:` (or a name bound to such a test), not gradient accumulation's optimizer step."""
+        scope = self._loop_scopes.get(id(loop))
+        gates = [
+            node
+            for node in self._own(loop.body, NESTED_SCOPES + (cst.For, cst.While))
+            if type(node) is cst.If
+            and scope is not None
+            and self.in_scope(scope, partial(periodic, node.test, self.resolver))
+            and not _accumulates(node.body)
+        ]
+        return {id(node) for gate in gates for node in self._own(gate.body, NESTED_SCOPES)}
 
     def _markers(self, *parts: cst.CSTNode | None, depth: int = 0, picks: bool = True) -> str | None:
         """The strongest step marker ("training", "decoding", "step") among the calls in
         `parts`, not in their nested loops (an epoch loop is no step) or scopes. `picks`:
-        whether an `argmax` or `topk` of its own picks tokens (see `_step_marker`)."""
-        found = set()
+        whether an `argmax` or `topk` of its own picks tokens (see `_step_marker`): where what it
+        picks feeds the next pass, not LeRobot's `torch.argmax(done, dim=1)` over the episodes a
+        rollout returned."""
+        found, picked = set(), []
         for part in parts:
             if part is None:
                 continue
             for node in (part, *self._own(part, NESTED_SCOPES + (cst.For, cst.While))):
                 if type(node) is cst.Call:
-                    found.add(self._step_marker(node, depth, picks))
+                    marker = self._step_marker(node, depth, picks)
+                    if marker == _PICKING:
+                        picked.append((part, node))
+                    elif marker == _SAMPLING:  # a draw per pass, not a list of draws (`[sample(l) for _ in range(10)]`)
+                        marker = "decoding" if self._outside_comprehensions(part, node) else None
+                    found.add(marker)
+        if any(self._fed_back(part, call) for part, call in picked):
+            found.add("decoding")
         return next((marker for marker in ("training", "decoding", "step") if marker in found), None)
+
+    def _outside_comprehensions(self, root: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Whether `node` is under `root` but in none of its comprehensions."""
+        return any(each is node for each in self._own(root, NESTED_SCOPES + (cst.For, cst.While, *_COMPREHENSIONS)))
+
+    def _fed_back(self, body: cst.CSTNode, pick: cst.Call) -> bool:
+        """Whether what a pick is bound to (`token = draft(token).argmax(-1)`), or a name bound
+        from that (`k_prev = words`), is read by the loop's next pass before it is bound again."""
+        if not isinstance(body, cst.BaseSuite):
+            return False
+        assigns = [node for node in self._own(body, NESTED_SCOPES + (cst.For, cst.While)) if type(node) is cst.Assign]
+        picking = [node for node in assigns if _holds(node.value, pick)]
+        picked = {name for node in picking for name in _bound_by(node)}
+        following = frozenset(picked)
+        picked |= {name for node in assigns if next(name_reads(node, following), None) for name in _bound_by(node)}
+        if picked & _carried_names(body):
+            return True
+        # written into what the pass reads (`tokens[:, cur] = probs.argmax(-1)`, then `model(tokens[:, :cur])`)
+        filled = frozenset(name for node in picking if (name := _written_into(node)) is not None)
+        return any(
+            next(name_reads(statement, filled), None) is not None
+            for statement in body.body
+            if not any(_holds(statement, node) for node in picking)
+        )
 
     def _step_marker(self, call: cst.Call, depth: int = 0, picks: bool = True) -> str | None:
         method = patterns.method_name(call)
@@ -1905,10 +1977,14 @@ class DeviceFlow:
         samplers = self.resolver.qualified_names(call.func) & _SAMPLERS
         if method == "multinomial" or "torch.multinomial" in samplers:
             return "decoding"
+        if _samples_logits(call, named):
+            return _SAMPLING
         if depth == 0 and picks and (samplers or method in ("argmax", "topk")):
-            return "decoding"  # in a helper an argmax or topk may as well score accuracy or diffs
+            return _PICKING  # in a helper an argmax or topk may as well score accuracy or diffs
         if _MODEL_NAME.search(named) and not _MODEL_HANDLING.match(named):
             return "step"
+        if method in _PIPELINE_DENOISER and _on_a_pipeline(call):
+            return "step"  # CogVideoX's DDIM inversion: `pipeline.transformer(hidden_states=..., timestep=...)`
         if method and _MODEL_RUN.match(method) and _MODEL_NAME.search(receiver):
             return "step"  # `model.forward_decoder(...)`, `self.model.decode(z)`
         if BATCH_GETTER.search(named) and (depth == 0 or named != "next"):
@@ -2106,6 +2182,14 @@ class DeviceFlow:
             return kind
         return next((found for base in known.bases if (found := self._defining(base, title, depth + 1))), None)
 
+    def _calls_method_of(self, site: _Site, title: str, owner: str | None) -> bool:
+        """Whether the call at `site` may run the function `title` of class `owner` (of the
+        module, where None): on an object of the class, or through `self.` in the class itself."""
+        if site.receiver is not None:
+            owners = self.in_scope(site.scope, partial(self._owners, site.receiver, title, site.ancestors))
+            return owner is not None and owner in owners
+        return owner is None or title in ("__init__", "__call__") or _class_name(site.ancestors) == owner
+
     def _owners(self, receiver: cst.BaseExpression, title: str, ancestors: Sequence[cst.CSTNode]) -> set[str]:
         """The classes whose method `title` a call on `receiver` (below `ancestors`) may run."""
         kinds = self._instances(receiver, ancestors)
@@ -2277,6 +2361,7 @@ class DeviceFlow:
         """Note the loops of each function, for `called_every_step`, and the class each is in,
         for the methods its body calls through `self.`."""
         self._loop_classes[id(loop)] = _class_name(self.ancestors)
+        self._loop_scopes[id(loop)] = self.resolver.scope
         if type(loop) is cst.For:
             self._for_loops.append((loop, self.resolver.scope, (*self.ancestors, loop)))
         function = enclosing_function(self.ancestors)
@@ -2450,6 +2535,8 @@ class DeviceFlow:
         title, owner = function.name.value, self._methods.get(id(function))
         passed = []
         for site in self._sites(title, owner):
+            if not self._calls_method_of(site, title, owner):
+                continue  # another object's method of that name (RWKV's `wkv_cuda.forward(B, T, C, ...)`)
             arg = _argument(site.call, _position(site, function, name), name)
             if arg is None:
                 return None
@@ -2890,6 +2977,11 @@ def _carries_state(body: cst.BaseSuite) -> bool:
     tokens.clone()` first, `tokens = cur_tokens.clone()` last): each pass goes on from what the
     last one left, as iterative decoding does. A sum (`total += loss`) carries nothing the
     next pass computes from."""
+    return bool(_carried_names(body))
+
+
+def _carried_names(body: cst.BaseSuite) -> set[str]:
+    """The names a loop's body reads before it binds them again with `=` (see `_carries_state`)."""
     bound: set[str] = set()
     read_first: set[str] = set()
     for statement in body.body:
@@ -2910,7 +3002,7 @@ def _carries_state(body: cst.BaseSuite) -> bool:
         }
         read_first |= reads - bound
         bound |= {target.value for target in targets}
-    return bool(read_first & bound)
+    return read_first & bound
 
 
 def _takes_chunks(loop: cst.For) -> bool:
@@ -3568,6 +3660,40 @@ def _bound_names(statement: cst.CSTNode) -> frozenset[str]:
         elif type(node) in (cst.Global, cst.Nonlocal):
             found.update(item.name.value for item in node.names)
     return frozenset(found)
+
+
+def _bound_by(assign: cst.Assign) -> set[str]:
+    """The names an assignment binds (`top, words = ...`)."""
+    return {name for target in assign.targets for name in target_names(target.target)}
+
+
+def _samples_logits(call: cst.Call, named: str) -> bool:
+    """A sampler given logits: `session.sampler.sample(logits=logits, ...)`, `sample(logits, ...)`
+    (GPT-SoVITS' batched decoding): a token drawn each pass."""
+    if "sample" not in named.lower():
+        return False
+    return any(
+        (arg.keyword is not None and arg.keyword.value == "logits")
+        or (type(arg.value) is cst.Name and arg.value.value == "logits")
+        for arg in call.args
+    )
+
+
+def _on_a_pipeline(call: cst.Call) -> bool:
+    """A method called on a plain name, not `self` (`pipe.unet(...)`): a pipeline's component."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and type(func.value) is cst.Name and func.value.value != "self"
+
+
+def _written_into(assign: cst.Assign) -> str | None:
+    """The name an assignment writes into, through a subscript (`tokens[:, cur] = ...`)."""
+    target = assign.targets[0].target
+    return target.value.value if type(target) is cst.Subscript and type(target.value) is cst.Name else None
+
+
+def _holds(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether `node` is `root` or under it."""
+    return root is node or any(each is node for each in descendants(root))
 
 
 def target_names(target: cst.CSTNode) -> set[str]:

@@ -395,6 +395,25 @@ class Resolver:
                     return value
         return None
 
+    def filled_parameter(self, node: cst.Name) -> tuple[cst.FunctionDef, cst.BaseExpression] | None:
+        """The function and the value it fills its parameter with where the caller gives none,
+        in an `if` of its own body, where nothing else rebinds it (`if max_length is None:
+        max_length = length.max()`, also `if not max_length:` and `if not exists(length):`)."""
+        owner = self.scope_of(node.value)
+        function = owner.owner if owner is not None else None
+        values = self.rebound_values(node)
+        if type(function) is not cst.FunctionDef or node.value not in _parameter_names(function) or len(values) != 1:
+            return None
+        statements = function.body.body if type(function.body) is cst.IndentedBlock else ()
+        for statement in statements:
+            if type(statement) is cst.If and statement.orelse is None and _tests_not_given(statement.test, node.value):
+                for line in statement.body.body:
+                    if type(line) is cst.SimpleStatementLine and any(
+                        type(small) is cst.Assign and small.value is values[0] for small in line.body
+                    ):
+                        return function, values[0]
+        return None
+
     def parameter_annotation(self, node: cst.Name) -> tuple[cst.BaseExpression, list[cst.BaseExpression]] | None:
         """The annotation of the parameter a name is (`def forward(self, pos: torch.Tensor)`),
         with the values `=` binds it to besides (`pos = torch.tensor(n - 1)`); None where it
@@ -452,6 +471,25 @@ class Resolver:
         if sum(value is None for value in values) != len(owner.updated.get(node.value, ())):
             return []  # also bound as a parameter, a loop target, by `with ... as`...
         return [value for value in values if value is not None]
+
+
+def _tests_not_given(test: cst.BaseExpression, name: str) -> bool:
+    """`name is None`, `not name`, `not exists(name)`: a test that the caller left it out."""
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        link = test.comparisons[0]
+        return (
+            type(link.operator) is cst.Is
+            and type(test.left) is cst.Name
+            and test.left.value == name
+            and type(link.comparator) is cst.Name
+            and link.comparator.value == "None"
+        )
+    if type(test) is not cst.UnaryOperation or type(test.operator) is not cst.Not:
+        return False
+    tested = test.expression
+    if type(tested) is cst.Call and len(tested.args) == 1 and not tested.args[0].star:
+        tested = tested.args[0].value
+    return type(tested) is cst.Name and tested.value == name
 
 
 def _parameter_names(function: cst.FunctionDef) -> set[str]:

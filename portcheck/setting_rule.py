@@ -66,7 +66,7 @@ class SettingValueRule(Rule):
                 self.check(arg.value)
         if (type(node.func) is cst.Attribute and node.func.attr.value == "add_argument") or names & _CLICK_OPTIONS:
             default = patterns.keyword(node, "default")
-            destination = _destination(node)
+            destination = option_destination(node)
             if default is not None and destination and self.names_setting(destination):
                 self.check(default.value)
 
@@ -133,7 +133,7 @@ class SettingValueRule(Rule):
             self.report_literal(literal)
 
 
-def _destination(add_argument: cst.Call) -> str | None:
+def option_destination(add_argument: cst.Call) -> str | None:
     """The attribute an argparse option is stored in, or the parameter a click option is given
     as: `dest=`, else a name without dashes, else its first long flag, else its first flag
     (`"-d", "--device"` is `args.device`)."""

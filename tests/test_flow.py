@@ -1114,3 +1114,27 @@ def test_a_host_copy_given_back_to_torch_is_no_output_of_forward() -> None:
     found = findings(source)
     assert found[(5, "PC503")][0] is Severity.WARNING
     assert found[(10, "PC503")][0] is Severity.INFO
+
+
+def test_a_method_called_on_another_object_is_no_call_of_the_class_own() -> None:
+    """RWKV's `wkv_cuda.forward(B, T, C, w, y)` inside `WKV.forward`: a method of the same name
+    on an extension module passes nothing for the autograd Function's parameters."""
+    source = (
+        "import torch\nclass WKV(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, B, T, C, w):\n        y = torch.empty((B, T, C), device=w.device)\n"
+        "        wkv_cuda.forward(B, T, C, w, y)\n        return y\n"
+        "class Mix(torch.nn.Module):\n    def forward(self, x):\n        return self.inner.forward(x)\n"
+        "    def run(self, x):\n        return self.forward(x)\n"
+    )
+    module = cst.parse_module(source)
+    resolver = Resolver(module)
+    module_flow = DeviceFlow(resolver)
+    walker = Walker([module_flow], resolver)
+    module_flow.ancestors = walker.ancestors
+    walker.walk(module)
+    wkv, mix = (node for node in module.body if type(node) is cst.ClassDef)
+    function = wkv.body.body[0]
+    assert module_flow.passed_arguments(function, "B") == []
+    mix_forward = mix.body.body[0]
+    passed = module_flow.passed_arguments(mix_forward, "x")
+    assert passed is not None and [cst.Module([]).code_for_node(arg) for arg, _ in passed] == ["x"]

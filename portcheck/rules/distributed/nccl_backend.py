@@ -11,7 +11,7 @@ from portcheck.rewrites import edits, versions
 from portcheck.rewrites.calls import in_current_statement, with_keyword
 from portcheck.rewrites.edits import Edit, Spelling
 from portcheck.rule import ERROR, OFF, FileContext, Invalid, Valid, per_target
-from portcheck.setting_rule import SettingValueRule
+from portcheck.setting_rule import SettingValueRule, option_destination
 from portcheck.targets import Target
 
 _BACKEND_FIRST = frozenset(
@@ -114,7 +114,8 @@ class NcclBackend(SettingValueRule):
     nccl-backend-check's), a `backend` variable, attribute, dict entry, dataclass field or
     `--backend` option defaulting to `"nccl"`, and a `"nccl"` string bound to a name later
     passed as the backend; in YAML configs, a backend setting (`backend: nccl`,
-    `dist_backend: nccl`).
+    `dist_backend: nccl`); and `"nccl"` among the `choices=` of a `--backend` option that does
+    not list the target's backend (argparse refuses it on the command line).
 
     ## Why is this bad?
     NCCL is NVIDIA's collective library. Without it `init_process_group("nccl")` raises at
@@ -143,7 +144,8 @@ class NcclBackend(SettingValueRule):
     (xla: `init_method="xla://"`), the fix adds it to the `init_process_group` call that takes
     the literal, unless the call already chooses one (`init_method=`, `store=`); a literal
     reaching the call through a variable, an option or `**kwargs` is left to you there, since
-    the init method cannot be added in the same place.
+    the init method cannot be added in the same place. An option's choices get the target's
+    backend added; NCCL stays for CUDA hosts.
 
     With `--device auto` the backend becomes
     `dist.get_default_backend_for_device(DEVICE)`: gloo on a host without an accelerator,
@@ -162,6 +164,11 @@ class NcclBackend(SettingValueRule):
     file_kinds = (filekinds.PYTHON, filekinds.CONFIG)
 
     VALID = [
+        Valid(  # the option accepts the target's backend already
+            "import argparse\nparser = argparse.ArgumentParser()\n"
+            "parser.add_argument('--dist_backend', default='gloo', choices=['nccl', 'gloo', 'tpu'])\n",
+            options={"targets": ["tpu"]},
+        ),
         Valid(  # a config that asks for the CPU's collectives, and a note that names NCCL
             "trainer:\n  distributed:\n    backend: gloo\n  note: 'backend nccl on GPUs'\n",
             path="configs/train.yaml",
@@ -177,6 +184,13 @@ class NcclBackend(SettingValueRule):
         ),
     ]
     INVALID = [
+        Invalid(  # CosyVoice: the option's choices refuse the target's backend given on the command line
+            "import argparse\nparser = argparse.ArgumentParser()\n"
+            "parser.add_argument('--ddp.dist_backend', dest='dist_backend', default='nccl', choices=['nccl', 'gloo'])\n",
+            lines=[3, 3],
+            fixed="import argparse\nparser = argparse.ArgumentParser()\n"
+            "parser.add_argument('--ddp.dist_backend', dest='dist_backend', default='tpu', choices=['nccl', 'gloo', 'tpu'])\n",
+        ),
         Invalid(  # sam2's training config (Hydra)
             "trainer:\n  distributed:\n    backend: nccl\n    find_unused_parameters: true\n",
             lines=[3],
@@ -374,6 +388,43 @@ class NcclBackend(SettingValueRule):
             super().visit_Call(node)
         finally:
             self._call = None
+        if patterns.method_name(node) == "add_argument":
+            self._check_choices(node)
+
+    def _check_choices(self, add_argument: cst.Call) -> None:
+        """`choices=["nccl", "gloo"]` of a `--dist_backend` option (CosyVoice's): argparse refuses
+        the target's backend given on the command line. The fix adds it to the choices."""
+        destination = option_destination(add_argument)
+        choices = patterns.keyword(add_argument, "choices")
+        if not destination or not self.names_setting(destination) or choices is None:
+            return
+        listed = choices.value
+        if not isinstance(listed, (cst.List, cst.Tuple)) or not listed.elements:
+            return
+        nccl = next((element.value for element in listed.elements if is_nccl(element.value)), None)
+        values = {patterns.string_value(element.value) for element in listed.elements}
+        severity = {  # off where the target's own backend is among the choices (gloo on the CPU)
+            name: OFF if target_data.get(name).distributed_backend in values else level
+            for name, level in self.severity.items()
+        }
+        if nccl is None or id(nccl) in self._reported or all(severity[name] == OFF for name in self.ctx.targets):
+            return
+        self._reported.add(id(nccl))
+        edit = self._added_choice(listed)
+        self.report(nccl, edit=edit, severity=severity, advice=backend_advice(self.ctx.targets))
+
+    def _added_choice(self, listed: cst.List | cst.Tuple) -> Edit | None:
+        """The target's backend added to the choices (NCCL stays for CUDA hosts)."""
+        target = self.ctx.fix_target
+        backend = target.distributed_backend if not target.keeps_cuda_api else None
+        values = [patterns.string_value(element.value) for element in listed.elements]
+        if not backend or backend in values:
+            return None
+        last = listed.elements[-1]
+        added = cst.Element(edits.string_like(last.value, backend))  # type: ignore[arg-type]
+        spaced = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        elements = [*listed.elements[:-1], last.with_changes(comma=spaced), added.with_changes(comma=last.comma)]
+        return Edit(listed, listed.with_changes(elements=elements), FixSafety.SAFE, f"{backend!r} added to the choices")
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         if isinstance(self.ctx.parent, (cst.Comparison, cst.ComparisonTarget)):

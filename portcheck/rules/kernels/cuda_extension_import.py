@@ -74,6 +74,16 @@ class CudaExtensionImport(Rule):
         Valid("import torch as T\nfrom torch import nn\nfrom torch.nn import Linear as L\n"),
     ]
     INVALID = [
+        Invalid(  # RWKV: a build named at run time, in each branch of an `if`, its kernels called beside it
+            "import os\nimport torch\nfrom torch.utils.cpp_extension import load\nT_MAX = int(os.environ['T_MAX'])\n"
+            "if os.environ['MODE'] == 'bf16':\n"
+            "    wkv = load(name=f'wkv_{T_MAX}_bf16', sources=['wkv_op_bf16.cpp', 'wkv_bf16.cu'])\n"
+            "    def run(w, y):\n        wkv.forward(w, y)\n"
+            "else:\n    wkv = load(name=f'wkv_{T_MAX}', sources=['wkv_op.cpp', 'wkv.cu'])\n"
+            "    def run(w, y):\n        wkv.forward(w, y)\n",
+            lines=[8, 12],
+            message="calls a kernel of `wkv_{T_MAX}",
+        ),
         Invalid(
             "from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension('mylib._C', ['k.cu'])\n"
             "import mylib._C\nfrom mylib import _C\nfrom mylib._C import gelu as g\n",
@@ -237,7 +247,7 @@ class CudaExtensionImport(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         """The calls of an extension's functions, knowing every value the module's names are given."""
         for call, chain, values, held_globally in self._calls:
-            for built in (*values, *self._global_values.get(held_globally or "", ())):
+            for built in (*_nearest_first(values, chain), *self._global_values.get(held_globally or "", ())):
                 builder = self._builder(built)
                 module = built_module(built) if builder is not None else None  # type: ignore[arg-type]
                 if builder is None:  # `OP = torch.ops.fused`: the ops the extension registers
@@ -387,3 +397,18 @@ def _thin(function: cst.FunctionDef) -> bool:
     a kernel's arguments and calls it (`RWKV7_CLAMPW_CUDA`), not model code that calls one."""
     body = function.body.body if isinstance(function.body, cst.IndentedBlock) else [function.body]
     return len(body) - (function.get_docstring() is not None) <= 3
+
+
+def _nearest_first(values: Sequence[cst.BaseExpression], chain: Sequence[cst.CSTNode]) -> list[cst.BaseExpression]:
+    """The values a name is bound to, those assigned in a block around the call first (RWKV's
+    `wkv_cuda = load(...)` in each branch of an `if`, with the kernel's wrapper beside it)."""
+    around = {
+        id(small.value)
+        for block in chain
+        if type(block) is cst.IndentedBlock
+        for line in block.body
+        if type(line) is cst.SimpleStatementLine
+        for small in line.body
+        if type(small) is cst.Assign
+    }
+    return sorted(values, key=lambda value: id(value) not in around)

@@ -6,11 +6,13 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portcheck import patterns
+from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.flow import LOSES_EXTRAS
 from portcheck.rewrites import edits, placement
 from portcheck.rewrites.edits import Edit, replace_nodes
-from portcheck.rule import ERROR, INFO, OFF, WARNING, Invalid, Rule, Valid, per_target
+from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule, Valid, per_target
+from portcheck.walk import descendants
 
 _EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 _FALSE_ELSEWHERE = "which is false on every other device"
@@ -90,6 +92,11 @@ class CudaDeviceComparison(Rule):
     and without it the branch would silently turn off (autocast in float32 on a TPU). Either
     way the check is rewritten only together with what it guards (see `portcheck fix`).
 
+    A chain of device checks that ends raising (`if device.startswith("cuda"): ... elif
+    device == "mps": ... else: raise ValueError(...)`) is reported once, at its `raise`: an
+    error on each target whose device type it does not name, which reaches the `raise`. Not
+    fixed: the target needs a branch of its own.
+
     Safe, too, for a device option's choices and a check that refuses every device it does not
     list (`assert device_type in ["cuda", "mps", "cpu"]`, `if device not in ("cuda", "cpu"):
     raise ...`): the target's device type is added to the list (`choices=["cuda", "cpu",
@@ -119,6 +126,11 @@ class CudaDeviceComparison(Rule):
         Valid('import torch\nif args.backend == "cuda":\n    pass\n'),
         Valid('if "cuda" in message:\n    print(message)\n'),
         Valid('def f(torch, device):\n    return device == "mps"\n'),
+        Valid(  # a chain that names the target's device: it reaches its own branch
+            "def available(device):\n    if device == 'cuda':\n        return True\n"
+            "    elif device == 'tpu':\n        return True\n    else:\n        raise ValueError(device)\n",
+            options={"targets": ["tpu"]},
+        ),
         Valid("import torch\np.add_argument('--backend', choices=['cuda', 'triton'])\n"),
         Valid("import torch\np.add_argument('--device', choices=('cuda', 'cpu', 'tpu', 'neuron'))\n"),
         Valid("import torch\nassert device_type in ['cuda', 'cpu', 'tpu', 'neuron']\n"),
@@ -294,6 +306,14 @@ class CudaDeviceComparison(Rule):
             lines=[4],
             message="holds on every device but the CPU",
         ),
+        Invalid(  # LeRobot: a chain of device checks that ends raising, reported at the `raise`
+            "import torch\ndef available(device: str) -> bool:\n    if device.startswith('cuda'):\n"
+            "        return torch.cuda.is_available()\n    elif device == 'mps':\n"
+            "        return torch.backends.mps.is_available()\n    elif device == 'cpu':\n        return True\n"
+            "    else:\n        raise ValueError(f'Unknown device {device}')\n",
+            lines=[10],
+            message="every other device reaches its `raise`",
+        ),
         # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
     ]
@@ -303,6 +323,8 @@ class CudaDeviceComparison(Rule):
             accepted = self._accepted_devices(node)
             if accepted is not None:
                 self._report_accepted(accepted, "as the devices this check accepts: it refuses every other device")
+                return
+            if self._report_closed_chain(node):
                 return
             safety = FixSafety.SAFE if self._derived(_subjects(node)) else FixSafety.UNSAFE
             self._report(node, self._comparison_edit(node, safety))
@@ -326,8 +348,50 @@ class CudaDeviceComparison(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
             prefix = patterns.positional(node, 0)
             if prefix is not None and _is_cuda(prefix.value) and patterns.is_device_like(func.value):
+                if self._report_closed_chain(node):
+                    return
                 safety = FixSafety.SAFE if self._derived([func.value]) else FixSafety.UNSAFE
                 self._report(node, self._literal_edit(node, [prefix.value], safety))
+
+    def _report_closed_chain(self, test: cst.BaseExpression) -> bool:
+        """A chain of device checks that ends raising (LeRobot's `if device.startswith("cuda"):
+        ... elif device == "mps": ... else: raise ValueError(...)`): every device it does not
+        name reaches the `raise`, reported there, once per chain."""
+        statement = self.ctx.parent
+        if type(statement) is not cst.If or statement.test is not test:
+            return False
+        ending = (_elifs(statement) or [statement])[-1].orelse
+        body = ending.body.body if type(ending) is cst.Else else ()
+        raised = body[0].body[0] if body and type(body[0]) is cst.SimpleStatementLine else None
+        if type(raised) is not cst.Raise:
+            return False
+        if id(raised) not in self._closed_chains:
+            self._closed_chains.add(id(raised))
+            head = self._chain_head(statement)
+            named = {
+                patterns.string_value(node) for branch in (head, *_elifs(head)) for node in descendants(branch.test)
+            }
+            severity = {
+                name: OFF if target.device_type in named or name == "rocm" else ERROR
+                for name, target in target_data.all_targets().items()
+            }
+            consequence = "as one of the devices a chain of checks names: every other device reaches its `raise`"
+            self.report(raised, severity=severity, literal="cuda", consequence=consequence)
+        return True
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._closed_chains: set[int] = set()  # the ids of the `raise`s reported
+
+    def _chain_head(self, statement: cst.If) -> cst.If:
+        """The `if` an `elif` belongs to (FastChat's `if device == "cpu": ... elif device ==
+        "cuda": ...`): the whole chain names its devices."""
+        head, ancestors = statement, self.ctx.ancestors
+        for outer in reversed(ancestors[:-1] if ancestors and ancestors[-1] is statement else ()):
+            if type(outer) is not cst.If or outer.orelse is not head:
+                break
+            head = outer
+        return head
 
     def _check_choices(self, call: cst.Call) -> None:
         """`parser.add_argument("--device-type", choices=["cuda", "cpu", "mps"])`: argparse
@@ -557,3 +621,13 @@ def _in_message(path: Sequence[cst.CSTNode]) -> bool:
     return any(isinstance(node, cst.FormattedStringExpression) for node in path) or any(
         isinstance(node, cst.Call) and patterns.is_logging_call(node) for node in path
     )
+
+
+def _elifs(statement: cst.If) -> list[cst.If]:
+    """The `elif` branches of an `if`."""
+    found = []
+    branch = statement.orelse
+    while type(branch) is cst.If:
+        found.append(branch)
+        branch = branch.orelse
+    return found

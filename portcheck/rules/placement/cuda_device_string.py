@@ -9,7 +9,8 @@ from portcheck import configs, filekinds, patterns
 from portcheck import targets as target_data
 from portcheck.findings import FixSafety
 from portcheck.rewrites import edits
-from portcheck.rule import ERROR, OFF, Invalid, Valid, per_target
+from portcheck.rewrites.edits import Edit
+from portcheck.rule import ERROR, OFF, FileContext, Invalid, Valid, per_target
 from portcheck.setting_rule import SettingValueRule
 from portcheck.targets import library_devices
 
@@ -55,7 +56,8 @@ class CudaDeviceString(SettingValueRule):
     ## Fix safety
     Safe: the string becomes the target's device (`"tpu"`, `"neuron"`, `"xpu:1"`...). Where a
     process owns one device (tpu, xla, cpu) the index is dropped, since the only device a
-    process can use is its own; elsewhere it is kept.
+    process can use is its own (also `torch.device("cuda", local_rank)`'s index argument);
+    elsewhere it is kept.
     """
 
     code = "PC101"
@@ -243,6 +245,17 @@ class CudaDeviceString(SettingValueRule):
             fixed='import torch\nrank = 1\na = torch.device("xpu:" + str(rank))\nb = "xpu:%d" % rank\n'
             'c = torch.device("xpu:{}".format(rank))\nt = torch.ones(1).to(b)\n',
         ),
+        Invalid(  # the index as torch.device's second argument goes with the type where a process owns one device
+            'import os\nimport torch\ndevice = torch.device("cuda", int(os.environ["LOCAL_RANK"]))\n',
+            lines=[3],
+            fixed='import os\nimport torch\ndevice = torch.device("tpu")\n',
+        ),
+        Invalid(
+            'import os\nimport torch\ndevice = torch.device("cuda", int(os.environ["LOCAL_RANK"]))\n',
+            lines=[3],
+            device="xpu",
+            fixed='import os\nimport torch\ndevice = torch.device("xpu", int(os.environ["LOCAL_RANK"]))\n',
+        ),
         Invalid(  # hifi-gan's train.py: the index through a format spec
             "import torch\ndevice = torch.device('cuda:{:d}'.format(rank))\nx = y.to('cuda:%(r)02d' % {'r': rank})\n",
             lines=[2, 3],
@@ -309,13 +322,44 @@ class CudaDeviceString(SettingValueRule):
             return patterns.positional(call, 0)
         return None
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._call: cst.Call | None = None  # the call whose arguments the walk checks
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._call = node
+        try:
+            super().visit_Call(node)
+        finally:
+            self._call = None
+
     def report_literal(self, literal: cst.CSTNode) -> None:
         spelling = edits.device_type(self.ctx, literal)  # type: ignore[arg-type]
         edit = None
         if spelling is not None:
             title = f"{describe(literal)} -> {self.ctx.fix_target.device_type or 'the device present'}"
-            edit = spelling.edit(literal, FixSafety.SAFE, title)
+            edit = self._without_index(literal, spelling, title) or spelling.edit(literal, FixSafety.SAFE, title)
         self.report(literal, edit=edit, literal=describe(literal), advice=device_advice(self.ctx.targets))
+
+    def _without_index(self, literal: cst.CSTNode, spelling: edits.Spelling, title: str) -> Edit | None:
+        """`torch.device("cuda", local_rank)` where a process owns one device (tpu, xla): the
+        index goes with the type, as it does from `"cuda:1"`; the process's own device is the
+        only one it may name (TorchTPU raises for another index)."""
+        call = self._call
+        if call is None or not self.ctx.fix_target.one_device_per_process or spelling.imports or spelling.prelude:
+            return None
+        given = patterns.argument(call, 0, "type")
+        index = patterns.argument(call, 1, "index")
+        if (
+            given is None
+            or given.value is not literal
+            or index is None
+            or "torch.device" not in self.ctx.qualified_names(call.func)
+        ):
+            return None
+        kept = [arg.with_changes(value=spelling.node) if arg is given else arg for arg in call.args if arg is not index]
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return Edit(call, call.with_changes(args=kept), FixSafety.SAFE, f"{title}, its index dropped")
 
 
 def _owned_keyword(keyword: str) -> bool:

@@ -829,7 +829,10 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
             rebound = ctx.flow.resolver.rebound_parameter(node) if ctx.flow is not None and given not in seen else None
             if rebound is not None:  # made a tensor first: `tx = torch.as_tensor(tx * W).to(x.device)`
                 return tensor_valued(ctx, rebound, depth + 1, seen | {given})
-            return _passed_tensors(ctx, node, depth)
+            filled = _filled_where_left_out(ctx, node) if given not in seen else None
+            if filled is not None:  # `if max_length is None: max_length = length.max()`
+                return tensor_valued(ctx, filled, depth + 1, seen | {given})
+            return _passed_tensors(ctx, node, depth) or _used_as_tensor(ctx, node)
         # `class_acc = None` on the other path: where the name holds the tensor, reading it waits
         values = [value for value in values if not _is_none(value)] or values
         if len(values) > 1:  # BasicSR's `cal_gray_noise = gray_noise > 0` where the noise is a number
@@ -941,8 +944,11 @@ def _unpacked_tensor(
         return _holds_tensors(ctx, call, depth, seen)
     if type(call) is cst.Subscript:
         return tensor_valued(ctx, call, depth, seen)
-    if not ctx.qualified_names(call.func) and flow.runs_model(call):
+    names = ctx.qualified_names(call.func)
+    if not names and flow.runs_model(call):
         return index == 0  # what else it returns may be anything (`logits, stats = model(x)`)
+    if any(name.startswith("diffusers.") and name.endswith(".retrieve_timesteps") for name in names):
+        return index == 0  # the scheduler's timesteps, a tensor on the device, and their count
     if tensor_valued(ctx, call, depth, seen):
         return True
     return _returned_item_tensor(ctx, call, index, depth)
@@ -1012,6 +1018,26 @@ def _passed_tensors(ctx: FileContext, node: cst.Name, depth: int) -> bool:
     return bool(passed) and all(
         module_flow.in_scope(scope, partial(tensor_valued, ctx, value, depth + 1)) for value, scope in passed or ()
     )
+
+
+def _filled_where_left_out(ctx: FileContext, node: cst.Name) -> cst.BaseExpression | None:
+    """The value a function fills its parameter with (see `Resolver.filled_parameter`), where
+    a call leaves it out: one of the module's, or another module's (none of its own calls)."""
+    module_flow = ctx.flow
+    filled = module_flow.resolver.filled_parameter(node) if module_flow is not None else None
+    if module_flow is None or filled is None or module_flow.passed_arguments(filled[0], node.value):
+        return None
+    return filled[1]
+
+
+def _used_as_tensor(ctx: FileContext, node: cst.Name) -> bool:
+    """A parameter its function calls a method only tensors have on (`length.unsqueeze(1)`,
+    glow-tts' `sequence_mask(length)`): whatever callers pass, it is a tensor."""
+    module_flow = ctx.flow
+    function = module_flow.resolver.parameter_of(node) if module_flow is not None else None
+    if module_flow is None or function is None:
+        return False
+    return bool(module_flow.methods_called_on(function, node.value) & _TENSOR_ONLY_METHODS)
 
 
 def given_elsewhere(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:

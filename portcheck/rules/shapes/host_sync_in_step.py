@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from functools import cached_property
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property, partial
 
 import libcst as cst
 
@@ -72,7 +72,9 @@ class HostSyncInStep(StepRule):
     step)`, `writer.add_scalars("Loss", {"train": loss}, step)`, `wandb.log({"loss": loss})`),
     a tensor given where torch or Python reads a number (`torch.full(size, alphas[t])`'s fill
     value, an item of the list `torch.tensor([t])` is made of, `torch.arange`'s and `range`'s
-    bounds, `F.one_hot`'s `num_classes`, `torch.randint`'s bounds, `math.isnan(grad_norm)`),
+    bounds, `F.one_hot`'s `num_classes`, `torch.randint`'s bounds, `math.isnan(grad_norm)`; a
+    length a function fills in from a tensor where a call leaves it out: glow-tts'
+    `sequence_mask(length)` with `if max_length is None: max_length = length.max()`),
     and a GradScaler's scale read as a
     number (`scaler.get_scale()`, `scaler.state_dict()["scale"]`) where they run every step. That is step
     code:
@@ -85,15 +87,20 @@ class HostSyncInStep(StepRule):
     - a step loop: a `for` loop over a DataLoader (a name bound to `DataLoader(...)`, or one
       that says "loader", also wrapped: `pbar = tqdm(loader)`), or any `for` or `while` loop
       that trains (`.backward()`, an optimizer's `.step()`), evaluates (calls the model or a
-      predictor's `predict_*()`, `next(...)` or a batch getter, or something it was given with
+      predictor's `predict_*()`, a diffusers pipeline's `pipe.unet(...)` or
+      `pipeline.transformer(...)`, `next(...)` or a batch getter, or something it was given with
       data sent to a device: `inception(img)` after `img = img.to(device)`) or decodes (samples
-      tokens, or a `while` loop calls layers its class made: tacotron2's `self.prenet(x)`), in
+      tokens: an `argmax` or `topk` whose pick feeds the next pass, a sampler given the logits,
+      `sampler.sample(logits=logits)`; or a `while` loop calls layers its class made:
+      tacotron2's `self.prenet(x)`), in
       its body or `while` test, or batches by hand (`for i in range(0, n, chunk):` slicing
       `x[i : i + chunk]`, DINO's k-NN evaluation),
       directly or through the module's functions and the methods of its class (Mamba's
       `get_logits()`, segment-anything's `self._process_batch()`; not one with a step loop of
       its own, which makes an epoch loop, nor a `for` loop calling a function that runs one:
-      `for i in range(num_samples): y = generate(...)` reads each sample back once);
+      `for i in range(num_samples): y = generate(...)` reads each sample back once; an
+      evaluation over a DataLoader every N steps, `if is_eval_step:`, leaves the loop around
+      it a step loop);
     - a generator's body (a function that yields, a class's `__iter__`) where a step loop
       draws its items: `for x, y in loader:` where `loader = batches(data)` or an instance of
       the class (airbench's `CifarLoader`), `x, y = next(loader)` in the loop;
@@ -463,6 +470,19 @@ class HostSyncInStep(StepRule):
             "import torch\nfor epoch in range(epochs):\n    model.train()\n    optimizer.zero_grad()\n"
             "    cw = model.class_weights.cpu().numpy()\n    for i, (imgs, targets) in enumerate(batches):\n"
             "        loss = model(imgs)\n        loss.backward()\n        optimizer.step()\n    scheduler.step()\n"
+        ),
+        Valid(  # LeRobot: an argmax over the episodes each rollout returned picks no token; the
+            # rollout's own loop reads back once per batch of episodes
+            "import torch\ndef rollout(env, policy):\n    return torch.stack([torch.from_numpy(env.step())])\n"
+            "def evaluate(env, policy, n):\n    rewards = []\n    for batch in range(n):\n"
+            "        done = rollout(env, policy)\n        first = torch.argmax(done.to(int), dim=1)\n"
+            "        rewards.extend(first.tolist())\n    return rewards\n"
+        ),
+        Valid(  # every call gives the length: the tensor's maximum is never read
+            "import torch\ndef sequence_mask(length, max_length=None):\n    if max_length is None:\n"
+            "        max_length = length.max()\n    x = torch.arange(max_length, device=length.device)\n"
+            "    return x.unsqueeze(0) < length.unsqueeze(1)\nclass Encoder(torch.nn.Module):\n"
+            "    def forward(self, x, x_lengths):\n        return x * sequence_mask(x_lengths, x.size(2))\n"
         ),
         Valid(  # functions that call each other, never from a step
             "import torch\ndef f(x):\n    return g(x)\ndef g(x):\n    return f(x.item())\nfor i in range(3):\n    f(i)\n"
@@ -975,6 +995,40 @@ class HostSyncInStep(StepRule):
             lines=[9],
             message="`.numpy()` in a decoding loop",
         ),
+        Invalid(  # LeRobot: an evaluation over a DataLoader every N steps leaves the loop a training loop
+            "import torch\ndef update(policy, batch, optimizer):\n    loss = policy(batch)\n    loss.backward()\n"
+            "    optimizer.step()\n    return loss.item()\n"
+            "def train(policy, batches, optimizer, eval_loader, steps):\n    for step in range(steps):\n"
+            "        update(policy, next(batches), optimizer)\n        is_eval_step = step % 1000 == 0\n"
+            "        if is_eval_step:\n            for batch in eval_loader:\n                policy(batch)\n",
+            lines=[6],
+            message="called from a training loop",
+        ),
+        Invalid(  # GPT-SoVITS' batched decoding: a sampler draws each pass's tokens from the logits
+            "import torch\ndef decode(head, sampler, h, y, done):\n    for idx in range(1500):\n"
+            "        logits = head(h[:, -1])\n        samples = sampler.sample(logits=logits, previous_tokens=y)\n"
+            "        y = torch.cat([y, samples], dim=1)\n        done.append(samples.tolist())\n",
+            lines=[7],
+            message="`.tolist()` in a decoding loop",
+        ),
+        Invalid(  # CogVideoX's DDIM inversion: the pipeline's denoiser runs every step of the scheduler's timesteps
+            "import math\nimport torch\nfrom diffusers.pipelines.cogvideo.pipeline_cogvideox import retrieve_timesteps\n"
+            "def invert(pipeline, scheduler, latents, n, device):\n"
+            "    timesteps, n = retrieve_timesteps(scheduler, n, device)\n    for i, t in enumerate(timesteps):\n"
+            "        noise = pipeline.transformer(hidden_states=latents, timestep=t.expand(2))[0]\n"
+            "        scale = 1 + math.cos(math.pi * (n - t.item()) / n)\n"
+            "        latents = scheduler.step(noise * scale, t, latents)[0]\n    return latents\n",
+            lines=[8],
+            message="`.item()` in a step loop",
+        ),
+        Invalid(  # glow-tts' `sequence_mask`: a length filled in from the tensor where callers give none
+            "import torch\ndef sequence_mask(length, max_length=None):\n    if max_length is None:\n"
+            "        max_length = length.max()\n    x = torch.arange(max_length, device=length.device)\n"
+            "    return x.unsqueeze(0) < length.unsqueeze(1)\nclass Encoder(torch.nn.Module):\n"
+            "    def forward(self, x, x_lengths):\n        return x * sequence_mask(x_lengths)\n",
+            lines=[5],
+            message="a tensor as `torch.arange()`'s end in `sequence_mask()`, called from forward()",
+        ),
     ]
 
     hand_off_hint = (
@@ -1066,7 +1120,8 @@ class HostSyncInStep(StepRule):
         converted = builtin_call(self.ctx, node, _CONVERSIONS) or self._math_of(node)
         if converted is None or not tensor_valued(self.ctx, converted):
             converted = self._compared_tensor(node)  # `min(t, 1)`: a tensor (or a reduction of one) already
-        number = self._tensor_as_number(node) or self._scale_read(node)
+        as_number = self._tensor_as_number(node)
+        number = as_number or self._scale_read(node)
         if converted is not None:
             copied, call = converted, f"`{patterns.dotted(node.func)}()`"  # `int(self.queue_ptr)`, `min(t, 1)`
         elif number is not None:
@@ -1085,7 +1140,19 @@ class HostSyncInStep(StepRule):
         back = method == "numpy" and self._sends_numpy_back(node)
         inference = self._inference(ancestors) if call in _WHOLE_COPIES else False
         holds = off_host_at_end(self.ctx, copied)
+        if converted is None and as_number is not None and self._filled_in(copied):
+            holds = partial(self._number_at_end, holds, copied)  # the calls after the function say if they give it
         self.report_in_step(node, where, holds, call=call, written=written, round_trip=back, inference=inference)
+
+    def _filled_in(self, node: cst.BaseExpression) -> bool:
+        """A parameter its function fills in where the caller leaves it out (see `filled_parameter`)."""
+        resolver = self.ctx.resolver
+        return type(node) is cst.Name and resolver is not None and resolver.filled_parameter(node) is not None
+
+    def _number_at_end(self, off_host: Callable[[], bool], given: cst.BaseExpression) -> bool:
+        """Whether what torch reads as a number is still a tensor off the host once the module's
+        calls are known (`sequence_mask(x_lengths, x.size(2))` gives the length it fills in)."""
+        return off_host() and tensor_valued(self.ctx, given)
 
     def _inference(self, ancestors: Sequence[cst.CSTNode]) -> bool | cst.FunctionDef:
         """Whether the node runs without training: in a loop over a DataLoader that takes no
@@ -1322,7 +1389,7 @@ class HostSyncInStep(StepRule):
             for position, keyword in _NUMBER_ARGUMENTS.get(function, ()):
                 arg = patterns.keyword(node, keyword) or patterns.positional(node, position)
                 if arg is not None:
-                    given.append((arg.value, keyword))
+                    given.append((arg.value, _arange_end(node) if keyword == "start" else keyword))
             data = patterns.argument(node, 0, "data") if "torch.tensor" in names else None
             if data is not None and type(data.value) in (cst.List, cst.Tuple):
                 # `torch.tensor([t])`: a list is read item by item as Python numbers (a tensor alone is copied)
@@ -1506,3 +1573,9 @@ def _inside_outer_sync(ancestors: Sequence[cst.CSTNode]) -> bool:
             return True
         index, child = index - 2, call
     return False
+
+
+def _arange_end(call: cst.Call) -> str:
+    """How `torch.arange` names its first argument: the end where it is given alone (`arange(n)`)."""
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return "end" if len(positional) == 1 and patterns.keyword(call, "end") is None else "start"
