@@ -69,6 +69,50 @@ def test_an_early_return_unless_cuda_and_a_flag_protects_what_follows() -> None:
     assert ("PC201", "kept: the code it guards still needs a person (PC206 on line 6)") in outcome.skipped
 
 
+CLOSED_CHAIN = """\
+import torch
+def available(device):
+    if device.startswith("cuda"):
+        return torch.cuda.is_available()
+    elif device == "cpu":
+        return True
+    else:
+        raise ValueError(device)
+"""
+
+
+def test_a_chain_of_device_checks_that_ends_raising_keeps_its_cuda_branch_whole() -> None:
+    """LeRobot's `is_torch_device_available`: the `raise` the target reaches is reported, and
+    the CUDA branch's check still decides its body. Rewriting the body alone made
+    `available("cuda")` answer True on a TPU host."""
+    assert fixed(CLOSED_CHAIN, "tpu") == CLOSED_CHAIN
+    outcome = api.fix_source(CLOSED_CHAIN, "tpu")
+    assert ("PC201", "left: its CUDA check (PC105 on line 3) stays, so this would never run") in outcome.skipped
+    assert (8, "PC105") in findings(CLOSED_CHAIN) and (3, "PC105") in findings(CLOSED_CHAIN)
+
+
+def test_a_check_left_guarding_nothing_goes_with_the_call_it_guarded() -> None:
+    """mmcv's `if torch.cuda.current_device() != device: torch.cuda.set_device(device)`: where
+    a process owns its one device the call goes, and so does the check, not left as `if ...:
+    pass`; a check with a comment of its own stays."""
+    source = """\
+    import torch
+    def place(points):
+        if torch.cuda.current_device() != points.device.index:
+            torch.cuda.set_device(points.device.index)
+        # the device the points live on
+        if torch.cuda.current_device() != points.device.index:
+            torch.cuda.set_device(points.device.index)
+        return points
+    """
+    assert fixed(source, "tpu") == dedent(source).replace(
+        "    if torch.cuda.current_device() != points.device.index:\n        torch.cuda.set_device(points.device.index)\n    #",
+        "    #",
+    ).replace("torch.cuda.current_device()", "torch.accelerator.current_device_index()").replace(
+        "        torch.cuda.set_device(points.device.index)\n", "        pass\n"
+    )
+
+
 METRIC_LOGGER = """\
 import torch
 MB = 1024.0 * 1024.0

@@ -21,6 +21,7 @@ newer than the torch in use) is left to the rule's report.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -117,6 +118,7 @@ class Use:
     line: cst.SimpleStatementLine | None  # the statement line the call makes up, alone
     block: cst.Module | cst.IndentedBlock | None  # the block holding `line`
     guarded: bool  # only reached where an accelerator is available
+    check: cst.If | None = None  # `if torch.cuda.is_available():` around `line` alone, with no else
 
     @property
     def bare(self) -> bool:
@@ -147,7 +149,50 @@ class Use:
             and isinstance(chain[-4], _BLOCKS)
         ):
             line, block = chain[-3], chain[-4]
-        return cls(node, call, outer, line, block, runs_only_with_accelerator(ctx, [*chain, node]))
+        check = _sole_guard(ctx, chain[:-4]) if block is not None and len(block.body) == 1 else None
+        return cls(node, call, outer, line, block, runs_only_with_accelerator(ctx, [*chain, node]), check)
+
+
+def _sole_guard(ctx: FileContext, chain: Sequence[cst.CSTNode]) -> cst.If | None:
+    """The `if` whose whole body is the block below `chain` (`if torch.cuda.is_available():
+    torch.cuda.manual_seed_all(seed)`, `if torch.cuda.current_device() != device:
+    torch.cuda.set_device(device)`), in a block of statements, with no `else`, no comment of
+    its own and a test that only asks: what goes with the one call it guards."""
+    if len(chain) < 2 or not isinstance(chain[-1], cst.If) or not isinstance(chain[-2], _BLOCKS):
+        return None
+    check = chain[-1]
+    body = check.body
+    commented = any(line.comment for line in (*check.leading_lines, *getattr(body, "footer", ())))
+    header = getattr(body, "header", None)
+    if check.orelse is not None or commented or (header is not None and header.comment is not None):
+        return None
+    return check if _only_asks(ctx, check.test) else None
+
+
+_QUERY_BUILTINS = frozenset({"hasattr", "isinstance", "len"})
+_QUERY_MODULES = ("torch.cuda.", "torch.accelerator.", "torch.backends.")
+
+
+def _only_asks(ctx: FileContext, test: cst.BaseExpression) -> bool:
+    """A test without side effects: names, attributes, literals, comparisons and boolean logic
+    of those, `hasattr()` and `isinstance()`, and torch's device queries
+    (`torch.cuda.is_available()`, `torch.cuda.current_device()`)."""
+    if isinstance(test, (cst.Name, cst.BaseString, cst.Integer, cst.Float)):
+        return True
+    if isinstance(test, cst.Attribute):
+        return _only_asks(ctx, test.value)
+    if isinstance(test, cst.UnaryOperation):
+        return _only_asks(ctx, test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _only_asks(ctx, test.left) and _only_asks(ctx, test.right)
+    if isinstance(test, cst.Comparison):
+        return _only_asks(ctx, test.left) and all(_only_asks(ctx, link.comparator) for link in test.comparisons)
+    if not isinstance(test, cst.Call) or any(arg.star for arg in test.args):
+        return False
+    names = ctx.qualified_names(test.func)
+    builtin = isinstance(test.func, cst.Name) and test.func.value in _QUERY_BUILTINS and not names
+    queries = builtin or any(name.startswith(_QUERY_MODULES) for name in names)
+    return queries and all(_only_asks(ctx, arg.value) for arg in test.args)
 
 
 def runs_only_with_accelerator(ctx: FileContext, chain: list[cst.CSTNode]) -> bool:
@@ -384,13 +429,16 @@ def without_accelerator(use: Use, entry: api.ApiEntry) -> Edit | None:
 def drop(use: Use, title: str) -> Edit:
     """Remove the statement line the call makes up; its comments stay, on a `pass`. A call
     that shares its line (`step(); torch.cuda.synchronize()`, `if a: torch.cuda.synchronize()`)
-    becomes `pass`."""
+    becomes `pass`. The availability check whose whole body it is goes with it (see
+    `_sole_guard`)."""
     assert use.bare
     if use.line is None:
         assert isinstance(use.outer, cst.Expr)
         return Edit(use.outer, cst.Pass(semicolon=use.outer.semicolon), FixSafety.SAFE, title)
     if any(line.comment is not None for line in use.line.leading_lines):
         return Edit(use.line, use.line.with_changes(body=[cst.Pass()]), FixSafety.SAFE, title)
+    if use.check is not None:  # the check goes with it, not left as `if ...: pass`
+        return Edit(use.check, cst.RemoveFromParent(), FixSafety.SAFE, f"{title}, and the check around it")
     # A removed statement leaves the block valid: libcst writes `pass` into a block left empty.
     return Edit(use.line, cst.RemoveFromParent(), FixSafety.SAFE, title)
 

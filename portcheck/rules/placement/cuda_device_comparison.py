@@ -93,9 +93,9 @@ class CudaDeviceComparison(Rule):
     way the check is rewritten only together with what it guards (see `portcheck fix`).
 
     A chain of device checks that ends raising (`if device.startswith("cuda"): ... elif
-    device == "mps": ... else: raise ValueError(...)`) is reported once, at its `raise`: an
+    device == "mps": ... else: raise ValueError(...)`) is also reported once at its `raise`: an
     error on each target whose device type it does not name, which reaches the `raise`. Not
-    fixed: the target needs a branch of its own.
+    fixed there: the target needs a branch of its own.
 
     Safe, too, for a device option's choices and a check that refuses every device it does not
     list (`assert device_type in ["cuda", "mps", "cpu"]`, `if device not in ("cuda", "cpu"):
@@ -126,11 +126,6 @@ class CudaDeviceComparison(Rule):
         Valid('import torch\nif args.backend == "cuda":\n    pass\n'),
         Valid('if "cuda" in message:\n    print(message)\n'),
         Valid('def f(torch, device):\n    return device == "mps"\n'),
-        Valid(  # a chain that names the target's device: it reaches its own branch
-            "def available(device):\n    if device == 'cuda':\n        return True\n"
-            "    elif device == 'tpu':\n        return True\n    else:\n        raise ValueError(device)\n",
-            options={"targets": ["tpu"]},
-        ),
         Valid("import torch\np.add_argument('--backend', choices=['cuda', 'triton'])\n"),
         Valid("import torch\np.add_argument('--device', choices=('cuda', 'cpu', 'tpu', 'neuron'))\n"),
         Valid("import torch\nassert device_type in ['cuda', 'cpu', 'tpu', 'neuron']\n"),
@@ -311,8 +306,15 @@ class CudaDeviceComparison(Rule):
             "        return torch.cuda.is_available()\n    elif device == 'mps':\n"
             "        return torch.backends.mps.is_available()\n    elif device == 'cpu':\n        return True\n"
             "    else:\n        raise ValueError(f'Unknown device {device}')\n",
-            lines=[10],
-            message="every other device reaches its `raise`",
+            lines=[3, 10],
+            message='compares a device with "cuda", ',
+        ),
+        Invalid(  # a chain that names the target's device reaches its own branch there: only the check
+            "def available(device):\n    if device == 'cuda':\n        return True\n"
+            "    elif device == 'tpu':\n        return True\n    else:\n        raise ValueError(device)\n",
+            lines=[2],
+            message="which is false on every other device",
+            options={"targets": ["tpu"]},
         ),
         # On the CPU the check is already False: left.
         Invalid('import torch\nuse_amp = x.device.type == "cuda"\n', lines=[2], device="cpu", unsafe=True),
@@ -324,8 +326,7 @@ class CudaDeviceComparison(Rule):
             if accepted is not None:
                 self._report_accepted(accepted, "as the devices this check accepts: it refuses every other device")
                 return
-            if self._report_closed_chain(node):
-                return
+            self._report_closed_chain(node)
             safety = FixSafety.SAFE if self._derived(_subjects(node)) else FixSafety.UNSAFE
             self._report(node, self._comparison_edit(node, safety))
         elif self._cuda_by_elimination(node):
@@ -348,23 +349,23 @@ class CudaDeviceComparison(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
             prefix = patterns.positional(node, 0)
             if prefix is not None and _is_cuda(prefix.value) and patterns.is_device_like(func.value):
-                if self._report_closed_chain(node):
-                    return
+                self._report_closed_chain(node)
                 safety = FixSafety.SAFE if self._derived([func.value]) else FixSafety.UNSAFE
                 self._report(node, self._literal_edit(node, [prefix.value], safety))
 
-    def _report_closed_chain(self, test: cst.BaseExpression) -> bool:
+    def _report_closed_chain(self, test: cst.BaseExpression) -> None:
         """A chain of device checks that ends raising (LeRobot's `if device.startswith("cuda"):
         ... elif device == "mps": ... else: raise ValueError(...)`): every device it does not
-        name reaches the `raise`, reported there, once per chain."""
+        name reaches the `raise`, reported there, once per chain, besides the check itself
+        (whose fix decides whether what it guards is rewritten: portcheck.coherence)."""
         statement = self.ctx.parent
         if type(statement) is not cst.If or statement.test is not test:
-            return False
+            return
         ending = (_elifs(statement) or [statement])[-1].orelse
         body = ending.body.body if type(ending) is cst.Else else ()
         raised = body[0].body[0] if body and type(body[0]) is cst.SimpleStatementLine else None
         if type(raised) is not cst.Raise:
-            return False
+            return
         if id(raised) not in self._closed_chains:
             self._closed_chains.add(id(raised))
             head = self._chain_head(statement)
@@ -377,7 +378,6 @@ class CudaDeviceComparison(Rule):
             }
             consequence = "as one of the devices a chain of checks names: every other device reaches its `raise`"
             self.report(raised, severity=severity, literal="cuda", consequence=consequence)
-        return True
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)

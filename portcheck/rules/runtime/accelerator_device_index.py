@@ -83,7 +83,7 @@ class AcceleratorDeviceIndex(Rule):
             "import torch as T\ndef worker(gpu, args):\n    if args.gpu is not None:\n"
             "        T.accelerator.set_device_index(args.gpu)\n",
             lines=[4],
-            fixed="import torch as T\ndef worker(gpu, args):\n    if args.gpu is not None:\n        pass\n",
+            fixed="import torch as T\ndef worker(gpu, args):\n    pass\n",
         ),
         Invalid(
             "from torch.accelerator import set_device_index as select\nimport torch.distributed as dist\n"

@@ -50,8 +50,8 @@ class CudaRngApi(CudaApiRule):
     Safe: a `torch.cuda.manual_seed(s)` or `manual_seed_all(s)` next to a
     `torch.manual_seed(s)` in the same block (the same seed before it, any seed after it, with
     only other seeding calls between), or alone under a check next to one (a seed_everything
-    helper's `if torch.cuda.is_available():`, then info), is removed: `torch.manual_seed` already seeds every
-    device. Where there is never an accelerator (`--device cpu`) a bare `manual_seed`,
+    helper's `if torch.cuda.is_available():`, then info), is removed, with that check where it
+    guards nothing else: `torch.manual_seed` already seeds every device. Where there is never an accelerator (`--device cpu`) a bare `manual_seed`,
     `manual_seed_all`, `seed()` or `set_rng_state()` is removed: it did nothing there.
     Unsafe: any other `manual_seed(s)` becomes `torch.manual_seed(s)`, which seeds the device
     but reseeds the CPU generator too, so CPU random streams change; `seed()` becomes
@@ -77,8 +77,7 @@ class CudaRngApi(CudaApiRule):
             "    if torch.cuda.is_available():\n        torch.cuda.manual_seed_all(seed)\n",
             lines=[7],
             message="is not needed: the torch.manual_seed() next to it seeds every device",
-            fixed="import random\nimport torch\ndef seed_everything(seed):\n    random.seed(seed)\n    torch.manual_seed(seed)\n"
-            "    if torch.cuda.is_available():\n        pass\n",
+            fixed="import random\nimport torch\ndef seed_everything(seed):\n    random.seed(seed)\n    torch.manual_seed(seed)\n",
         ),
         Invalid(
             "import torch\nimport random\ndef seed_all(s):\n    random.seed(s)\n    torch.manual_seed(s)\n"
