@@ -2981,28 +2981,48 @@ def _carries_state(body: cst.BaseSuite) -> bool:
 
 
 def _carried_names(body: cst.BaseSuite) -> set[str]:
-    """The names a loop's body reads before it binds them again with `=` (see `_carries_state`)."""
+    """The names a loop's body reads before it binds them again with `=` (see `_carries_state`),
+    statement by statement, in the order they run: a name bound in a branch and read after it
+    there (LeRobot's `this_episode_data = ...`, then `episode_data = this_episode_data`) is no
+    carried state."""
     bound: set[str] = set()
     read_first: set[str] = set()
-    for statement in body.body:
+    _note_in_order(body, bound, read_first)
+    return read_first & bound
+
+
+def _note_in_order(node: cst.CSTNode, bound: set[str], read_first: set[str]) -> None:
+    """Add to `read_first` the names the statements under `node` read before `bound` holds
+    them, and to `bound` the names their `=` binds, in the order the statements come."""
+    if type(node) is cst.SimpleStatementLine:
         targets = [
             name
-            for node in descendants(statement, NESTED_SCOPES)
-            if type(node) is cst.AssignTarget
+            for each in descendants(node, NESTED_SCOPES)
+            if type(each) is cst.AssignTarget
             for name in (
-                [e.value for e in node.target.elements] if type(node.target) in (cst.Tuple, cst.List) else [node.target]
+                [e.value for e in each.target.elements] if type(each.target) in (cst.Tuple, cst.List) else [each.target]
             )
             if type(name) is cst.Name
         ]
         written = {id(target) for target in targets}
         reads = {
-            node.value
-            for node in descendants(statement, NESTED_SCOPES)
-            if type(node) is cst.Name and id(node) not in written
+            each.value
+            for each in descendants(node, NESTED_SCOPES)
+            if type(each) is cst.Name and id(each) not in written
         }
         read_first |= reads - bound
         bound |= {target.value for target in targets}
-    return read_first & bound
+        return
+    for name in child_fields(type(node)):
+        value = getattr(node, name)
+        for child in value if isinstance(value, (tuple, list)) else (value,):
+            if type(child) in NESTED_SCOPES:
+                continue
+            if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+                _note_in_order(child, bound, read_first)  # a block, in order
+            elif isinstance(child, cst.CSTNode):  # a compound statement's test, items or target
+                names = (child, *descendants(child, NESTED_SCOPES))
+                read_first |= {each.value for each in names if type(each) is cst.Name} - bound
 
 
 def _takes_chunks(loop: cst.For) -> bool:

@@ -474,9 +474,10 @@ class HostSyncInStep(StepRule):
         Valid(  # LeRobot: an argmax over the episodes each rollout returned picks no token; the
             # rollout's own loop reads back once per batch of episodes
             "import torch\ndef rollout(env, policy):\n    return torch.stack([torch.from_numpy(env.step())])\n"
-            "def evaluate(env, policy, n):\n    rewards = []\n    for batch in range(n):\n"
+            "def evaluate(env, policy, n, keep):\n    rewards, kept = [], None\n    for batch in range(n):\n"
             "        done = rollout(env, policy)\n        first = torch.argmax(done.to(int), dim=1)\n"
-            "        rewards.extend(first.tolist())\n    return rewards\n"
+            "        rewards.extend(first.tolist())\n        if keep:\n            these = first + 1\n"
+            "            kept = these\n    return rewards, kept\n"
         ),
         Valid(  # every call gives the length: the tensor's maximum is never read
             "import torch\ndef sequence_mask(length, max_length=None):\n    if max_length is None:\n"
