@@ -175,7 +175,7 @@ _QUERY_MODULES = ("torch.cuda.", "torch.accelerator.", "torch.backends.")
 
 def _only_asks(ctx: FileContext, test: cst.BaseExpression) -> bool:
     """A test without side effects: names, attributes, literals, comparisons and boolean logic
-    of those, `hasattr()` and `isinstance()`, and torch's device queries
+    of those, `hasattr()`, `isinstance()` and `len()`, and torch's device queries
     (`torch.cuda.is_available()`, `torch.cuda.current_device()`)."""
     if isinstance(test, (cst.Name, cst.BaseString, cst.Integer, cst.Float)):
         return True
@@ -429,8 +429,7 @@ def without_accelerator(use: Use, entry: api.ApiEntry) -> Edit | None:
 def drop(use: Use, title: str) -> Edit:
     """Remove the statement line the call makes up; its comments stay, on a `pass`. A call
     that shares its line (`step(); torch.cuda.synchronize()`, `if a: torch.cuda.synchronize()`)
-    becomes `pass`. The availability check whose whole body it is goes with it (see
-    `_sole_guard`)."""
+    becomes `pass`. The check whose whole body it is goes with it (see `_sole_guard`)."""
     assert use.bare
     if use.line is None:
         assert isinstance(use.outer, cst.Expr)
