@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from portcheck.rule import FileContext
 
 NodeT = TypeVar("NodeT", bound=cst.CSTNode)
+ListedT = TypeVar("ListedT", cst.List, cst.Tuple, cst.Set)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,16 @@ def string_like(original: cst.CSTNode, value: str) -> cst.BaseExpression:
     if quote not in value and "\\" not in value:
         return cst.SimpleString(f"{quote}{value}{quote}")
     return cst.SimpleString(repr(value))
+
+
+def with_string_added(listed: ListedT, value: str) -> ListedT:
+    """A list, tuple or set display with one more string, after its last element and quoted
+    as that one is (`["cuda", "cpu"]` -> `["cuda", "cpu", "tpu"]`), its trailing comma kept."""
+    last = listed.elements[-1]
+    added = cst.Element(string_like(last.value, value))
+    spaced = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    elements = [*listed.elements[:-1], last.with_changes(comma=spaced), added.with_changes(comma=last.comma)]
+    return listed.with_changes(elements=elements)
 
 
 def _holds_double_quotes(fstring: cst.FormattedString) -> bool:

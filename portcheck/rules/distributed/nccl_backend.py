@@ -420,11 +420,9 @@ class NcclBackend(SettingValueRule):
         values = [patterns.string_value(element.value) for element in listed.elements]
         if not backend or backend in values:
             return None
-        last = listed.elements[-1]
-        added = cst.Element(edits.string_like(last.value, backend))  # type: ignore[arg-type]
-        spaced = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        elements = [*listed.elements[:-1], last.with_changes(comma=spaced), added.with_changes(comma=last.comma)]
-        return Edit(listed, listed.with_changes(elements=elements), FixSafety.SAFE, f"{backend!r} added to the choices")
+        return Edit(
+            listed, edits.with_string_added(listed, backend), FixSafety.SAFE, f"{backend!r} added to the choices"
+        )
 
     def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
         if isinstance(self.ctx.parent, (cst.Comparison, cst.ComparisonTarget)):

@@ -437,12 +437,8 @@ class CudaDeviceComparison(Rule):
             return
         edit = None
         if written and not placement.inside_fstring(self.ctx.ancestors):
-            last = listed.elements[-1]
-            added = cst.Element(edits.string_like(last.value, written))
-            spaced = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-            elements = [*listed.elements[:-1], last.with_changes(comma=spaced), added.with_changes(comma=last.comma)]
             title = f'"{written}" added to the devices accepted'
-            edit = Edit(listed, listed.with_changes(elements=elements), FixSafety.SAFE, title)
+            edit = Edit(listed, edits.with_string_added(listed, written), FixSafety.SAFE, title)
         self.report(listed, edit=edit, literal="cuda", consequence=consequence)
 
     def _report(self, node: cst.CSTNode, edit: Edit | None) -> None:
