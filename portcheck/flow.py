@@ -1524,6 +1524,24 @@ class DeviceFlow:
                 )
         return None
 
+    def calls_by_name(self) -> Iterator[tuple[str, cst.Call, Scope, tuple[cst.CSTNode, ...]]]:
+        """Every call the module makes by a plain name (`make_pad_mask(lengths)`), with the
+        name, its scope and the nodes from the module down to it."""
+        for title, sites in self._calls.items():
+            for site in sites:
+                if site.skipped == 0 and type(site.call.func) is cst.Name:
+                    yield title, site.call, site.scope, site.ancestors
+
+    def every_step_at(self, scope: Scope, ancestors: tuple[cst.CSTNode, ...]) -> str | None:
+        """The step context in which code the walk has left runs every step: forward() or a
+        step loop around it, else one from which the module calls the function it is in.
+        Asked after the walk."""
+        if self.in_scope(scope, partial(self.off_the_step_path, ancestors)):
+            return None
+        where = self.in_scope(scope, partial(self.step_context, ancestors))
+        caller = enclosing_function(ancestors) if where is None else None
+        return where or (self.called_every_step(caller) if caller is not None else None)
+
     def drives_steps(self, function: cst.FunctionDef) -> bool:
         """Whether a function calls one of the module's that holds a step loop that does not
         train (a DDIM sampler's `sample()` sets up its schedule, then calls `ddim_sampling()`,
@@ -1622,7 +1640,7 @@ class DeviceFlow:
             for callee in wave:
                 title, owner = callee.name.value, self._methods.get(id(callee))
                 for site in self._sites(title, owner):
-                    if site.receiver is not None or (owner is not None and _class_name(site.ancestors) != owner):
+                    if site.receiver is not None or (owner is not None and not self._runs_own(site, title, owner)):
                         continue
                     caller = enclosing_function(site.ancestors)
                     if caller is None or caller is function or caller in found:
@@ -1815,7 +1833,7 @@ class DeviceFlow:
         sites = [
             site
             for site in self._sites(title, owner)
-            if site.receiver is None and (owner is None or _class_name(site.ancestors) == owner)
+            if site.receiver is None and (owner is None or self._runs_own(site, title, owner))
         ]
         return bool(sites) and all(
             self.in_scope(site.scope, partial(self._evaluates, site.ancestors)) for site in sites
@@ -2148,14 +2166,18 @@ class DeviceFlow:
 
     def _instances(self, node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], depth: int = 0) -> set[str]:
         """The module's classes whose instances `node` (below `ancestors`) may hold:
-        `Greedy(...)`, a choice of those, a name or `self.` attribute bound to one, an item of a
-        list of them, a loop variable over such a list (`for f in self.filters:`)."""
+        `Greedy(...)`, a choice of those (`sampler or DeterministicSampler()`), a name or `self.`
+        attribute bound to one, an item of a list of them, a loop variable over such a list
+        (`for f in self.filters:`), a parameter annotated with one of them or its subclasses
+        (OLMo's `sampler: Optional[Sampler]`, which any of the module's samplers may be)."""
         if depth > 3:
             return set()
         if type(node) is cst.Call and type(node.func) is cst.Name:
             return {node.func.value} if node.func.value in self._classes else set()
         if type(node) is cst.IfExp:
             return self._instances(node.body, ancestors, depth + 1) | self._instances(node.orelse, ancestors, depth + 1)
+        if type(node) is cst.BooleanOperation:
+            return self._instances(node.left, ancestors, depth + 1) | self._instances(node.right, ancestors, depth + 1)
         if type(node) in (cst.List, cst.Tuple):
             return {kind for element in node.elements for kind in self._instances(element.value, ancestors, depth + 1)}
         if type(node) is cst.Attribute and is_self_attribute(node):
@@ -2170,8 +2192,18 @@ class DeviceFlow:
             values = self.resolver.rebound_values(node)
             kinds = {kind for value in values for kind in self._instances(value, ancestors, depth + 1)}
             loop = next((a for a in reversed(ancestors) if type(a) is cst.For and _binds(a.target, node.value)), None)
+            annotated = self.resolver.parameter_annotation(node)
+            if annotated is not None:
+                kinds |= self._annotated_kinds(annotated[0])
             return kinds | (self._instances(loop.iter, ancestors, depth + 1) if loop is not None else set())
         return set()
+
+    def _annotated_kinds(self, annotation: cst.BaseExpression) -> set[str]:
+        """The module's classes an annotation names (`Optional[Sampler]`), with their subclasses."""
+        named = {node.value for node in (annotation, *descendants(annotation)) if type(node) is cst.Name}
+        return {
+            kind for kind in self._classes if any(self._inherits(kind, base) for base in named & self._classes.keys())
+        }
 
     def _defining(self, kind: str, title: str, depth: int = 0) -> str | None:
         """The class whose method `title` an instance of `kind` runs: its own, else a base's."""
@@ -2184,11 +2216,25 @@ class DeviceFlow:
 
     def _calls_method_of(self, site: _Site, title: str, owner: str | None) -> bool:
         """Whether the call at `site` may run the function `title` of class `owner` (of the
-        module, where None): on an object of the class, or through `self.` in the class itself."""
+        module, where None): on an object of the class, or through `self.` in the class itself
+        or in a class related to it in the module (see `_runs_own`)."""
         if site.receiver is not None:
             owners = self.in_scope(site.scope, partial(self._owners, site.receiver, title, site.ancestors))
             return owner is not None and owner in owners
-        return owner is None or title in ("__init__", "__call__") or _class_name(site.ancestors) == owner
+        return owner is None or title in ("__init__", "__call__") or self._runs_own(site, title, owner)
+
+    def _runs_own(self, site: _Site, title: str, owner: str) -> bool:
+        """Whether `self.title(...)` at `site` runs the method of class `owner`: in the class
+        itself, in a subclass that inherits the method (a quantizer's `forward()` calling its
+        base's `self.remap_to_used()`), or in a base whose calling method `owner` inherits
+        (a sampler base's loop calling `self.sampler_step()`, which each subclass defines)."""
+        caller = _class_name(site.ancestors)
+        if caller is None:
+            return False
+        if caller == owner or self._defining(caller, title) == owner:
+            return True
+        method = enclosing_function(site.ancestors)
+        return method is not None and self._defining(owner, method.name.value) == caller
 
     def _owners(self, receiver: cst.BaseExpression, title: str, ancestors: Sequence[cst.CSTNode]) -> set[str]:
         """The classes whose method `title` a call on `receiver` (below `ancestors`) may run."""
@@ -2201,10 +2247,27 @@ class DeviceFlow:
 
     def _own_methods(self, title: str) -> list[cst.FunctionDef]:
         """The method `title` that `self.title(...)` runs in the class of the loop being judged
-        (its own, else a base's)."""
+        (its own, else a base's); where that one only raises (`raise NotImplementedError`), those
+        of the module's subclasses that define it (a sampler base's loop over `self.sampler_step()`)."""
         owner = self._marking_class
         defining = self._defining(owner, title) if owner is not None else None
-        return [self._classes[defining].methods[title]] if defining is not None else []
+        if owner is None or defining is None:
+            return []
+        method = self._classes[defining].methods[title]
+        if not _only_raises(method):
+            return [method]
+        return [
+            known.methods[title]
+            for kind, known in sorted(self._classes.items())
+            if kind != defining and title in known.methods and self._inherits(kind, owner)
+        ]
+
+    def _inherits(self, kind: str, base: str, depth: int = 0) -> bool:
+        """Whether the module's class `kind` is `base` or derives from it within the module."""
+        known = self._classes.get(kind)
+        if kind == base or known is None or depth > 5:
+            return kind == base
+        return any(self._inherits(each, base, depth + 1) for each in known.bases)
 
     def _helper_marker(self, function: cst.FunctionDef, depth: int) -> str | None:
         """What a function of the module defined before the call does every time it is called
@@ -2626,7 +2689,7 @@ def _in_method(ancestors: Sequence[cst.CSTNode], name: str, static: bool = False
         if (
             type(node) is cst.FunctionDef
             and node.name.value == name
-            and (not static or _static(node))
+            and (not static or is_static(node))
             and index >= 2
             and type(ancestors[index - 2]) is cst.ClassDef
             and index + 1 < len(ancestors)
@@ -2634,12 +2697,6 @@ def _in_method(ancestors: Sequence[cst.CSTNode], name: str, static: bool = False
         ):
             return not _only_raises(node)
     return False
-
-
-def _static(function: cst.FunctionDef) -> bool:
-    return any(
-        type(each.decorator) is cst.Name and each.decorator.value == "staticmethod" for each in function.decorators
-    )
 
 
 def _only_raises(function: cst.FunctionDef) -> bool:
@@ -3310,8 +3367,12 @@ def _parameter_position(function: cst.FunctionDef, name: str, skipped: int) -> i
     params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
     if name not in params:
         return -1
-    static = any(patterns.dotted(decorator.decorator) == "staticmethod" for decorator in function.decorators)
-    return params.index(name) - (0 if static else skipped)
+    return params.index(name) - (0 if is_static(function) else skipped)
+
+
+def is_static(function: cst.FunctionDef) -> bool:
+    """A method decorated `@staticmethod`: it has no `self`."""
+    return any(patterns.dotted(decorator.decorator) == "staticmethod" for decorator in function.decorators)
 
 
 def _parameter_at(function: cst.FunctionDef, position: int) -> str | None:

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import PurePosixPath
 
 from portcheck.findings import Fact
+from portcheck.targets.packages import by_import
 
 OP_IMPL = "op-impl"  # name "ns::op"; detail `device`: the dispatch key it is implemented for
 CUDA_EXTENSION = "cuda-extension"  # name: the importable module a CUDA extension builds
@@ -78,6 +79,11 @@ DEVICE_MODULE = "device-module"
 # and otherwise the CPU's (CodeFormer's `get_device()`); detail `picks`: the device types it may
 # return but the CPU, comma-separated ("cuda,mps")
 CPU_FALLBACK = "cpu-fallback"
+# name: a module-level function of the repository that fills a length parameter from tensor
+# values where the call leaves it out (CosyVoice's `make_pad_mask(lengths, max_len=0)`: `max_len =
+# max_len if max_len > 0 else lengths.max().item()`); details `parameter`, `position` (its index
+# among the positional parameters, -1 for keyword-only), `value` (what fills it, as written)
+FILLED_LENGTH = "filled-length"
 # name: a module whose step rules asked whether a parameter of a function it never calls holds a
 # tensor (what only another module's calls can tell: the second pass answers it); detail `keys`:
 # the parameters' names and positions (counted with and without `self`), space-separated
@@ -142,11 +148,14 @@ class Project:
     cpu_fallbacks: frozenset[tuple[str, str]] = frozenset()
     # What each module asked of its uncalled functions' parameters (CALLERS_ASKED): (module, key).
     callers_asked: frozenset[tuple[str, str]] = frozenset()
+    # The repository's functions that fill a length from tensor values where a call leaves it
+    # out (FILLED_LENGTH): (qualified name, parameter, position, what fills it).
+    filled_lengths: frozenset[tuple[str, str, int, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
         extensions = frozenset(f.name for f in facts if f.kind == CUDA_EXTENSION)
-        chains = import_failures(facts, extensions)
+        chains = import_failures(facts, extensions, self.local_packages)
         tensors_returned = {"", *(f.name for f in facts if f.kind == TENSOR_RETURN)}
         kernels = frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton")
         return replace(
@@ -156,7 +165,7 @@ class Project:
             cuda_extensions=extensions,
             kernels=kernels,
             import_failures=frozenset(chains.values()),
-            failing_imports_written=frozenset(failing_imports_written(facts, chains, extensions)),
+            failing_imports_written=frozenset(failing_imports_written(facts, chains, extensions, self.local_packages)),
             step_calls=frozenset(
                 (f.name, f.detail("where"), f.detail("tensors") == "yes", f.detail("periodic") == "yes")
                 for f in facts
@@ -190,6 +199,11 @@ class Project:
             callers_asked=frozenset(
                 (f.name, key) for f in facts if f.kind == CALLERS_ASKED for key in f.detail("keys").split()
             ),
+            filled_lengths=frozenset(
+                (f.name, f.detail("parameter"), int(f.detail("position")), f.detail("value"))
+                for f in facts
+                if f.kind == FILLED_LENGTH
+            ),
         )
 
     @property
@@ -209,6 +223,7 @@ class Project:
             or self.mixup_returns
             or self.device_modules
             or self.cpu_fallbacks
+            or self.filled_lengths
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False, every_n_steps: bool = False) -> str | None:
@@ -272,6 +287,12 @@ class Project:
         names = pending | {name for name, _ in self.tensor_parameters}
         defined = {name.removesuffix(PROPERTY_GETTER).rpartition(".")[2] for name in names}
         return tuple(sorted({b"def " + name.encode() for name in defined}))
+
+    @cached_property
+    def filled_length_triggers(self) -> tuple[bytes, ...]:
+        """The names of the functions that fill a length from tensor values (FILLED_LENGTH):
+        what a file that calls one of them mentions."""
+        return tuple(sorted({name.rpartition(".")[2].encode() for name, *_ in self.filled_lengths}))
 
     @cached_property
     def pending_step_files(self) -> frozenset[str]:
@@ -392,7 +413,9 @@ def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:
     return {op for op, keys in devices.items() if "cuda" in keys and not keys - {"cuda", "meta", "autograd"}}
 
 
-def import_failures(facts: Iterable[Fact], extensions: frozenset[str]) -> dict[str, tuple[str, ...]]:
+def import_failures(
+    facts: Iterable[Fact], extensions: frozenset[str], local: frozenset[str]
+) -> dict[str, tuple[str, ...]]:
     """The modules whose import fails where Triton or one of the CUDA extensions is missing,
     each with the shortest chain of unguarded imports that leads there."""
     edges: dict[str, set[str]] = {}
@@ -404,7 +427,7 @@ def import_failures(facts: Iterable[Fact], extensions: frozenset[str]) -> dict[s
         importer: (importer, cause)
         for importer, imported in sorted(edges.items())
         for cause in sorted(imported)
-        if is_failure_cause(cause, extensions)
+        if is_failure_cause(cause, extensions, local)
     }
     while True:  # one more link per round, so that each chain is a shortest one
         found = {}
@@ -419,7 +442,10 @@ def import_failures(facts: Iterable[Fact], extensions: frozenset[str]) -> dict[s
 
 
 def failing_imports_written(
-    facts: Iterable[Fact], chains: Mapping[str, tuple[str, ...]], extensions: frozenset[str]
+    facts: Iterable[Fact],
+    chains: Mapping[str, tuple[str, ...]],
+    extensions: frozenset[str],
+    local: frozenset[str],
 ) -> set[str]:
     """The module names, as written, of the imports that load a failing module of the
     repository; one that imports Triton or an extension itself is the cause, reported in the
@@ -428,7 +454,7 @@ def failing_imports_written(
         fact.detail("written")
         for fact in facts
         if fact.kind == IMPORT
-        and not is_failure_cause(fact.detail("module"), extensions)
+        and not is_failure_cause(fact.detail("module"), extensions, local)
         and failing_prefix(fact.detail("module"), fact.name, chains)
     }
 
@@ -464,9 +490,14 @@ def namespace_names(namespace: str) -> tuple[str, ...]:
     return (namespace, namespace.removeprefix(_SOURCE_ROOT)) if namespace.startswith(_SOURCE_ROOT) else (namespace,)
 
 
-def is_failure_cause(module: str, extensions: frozenset[str]) -> bool:
-    """Triton, or a CUDA extension the repository builds (or a name inside one)."""
-    return module == TRITON or module.startswith(TRITON + ".") or any(_within(module, e) for e in extensions)
+def is_failure_cause(module: str, extensions: frozenset[str], local: frozenset[str]) -> bool:
+    """Triton, a CUDA extension the repository builds (or a name inside one), or a package
+    with no build for some targets (flash-attn: `Package.installs_on`), unless the repository
+    is that package (`local`: its top-level packages)."""
+    if module == TRITON or module.startswith(TRITON + ".") or any(_within(module, e) for e in extensions):
+        return True
+    package = by_import(module)
+    return package is not None and package.fails_to_import() and module.split(".", 1)[0] not in local
 
 
 def failing_prefix(module: str, importer: str, chains: Mapping[str, tuple[str, ...]]) -> str:

@@ -397,8 +397,8 @@ class Resolver:
 
     def filled_parameter(self, node: cst.Name) -> tuple[cst.FunctionDef, cst.BaseExpression] | None:
         """The function and the value it fills its parameter with where the caller gives none,
-        in an `if` of its own body, where nothing else rebinds it (`if max_length is None:
-        max_length = length.max()`, also `if not max_length:` and `if not exists(length):`)."""
+        in a statement of its own body (see `filled_when_left_out`), where nothing else
+        rebinds it (`if max_length is None: max_length = length.max()`)."""
         owner = self.scope_of(node.value)
         function = owner.owner if owner is not None else None
         values = self.rebound_values(node)
@@ -406,12 +406,9 @@ class Resolver:
             return None
         statements = function.body.body if type(function.body) is cst.IndentedBlock else ()
         for statement in statements:
-            if type(statement) is cst.If and statement.orelse is None and _tests_not_given(statement.test, node.value):
-                for line in statement.body.body:
-                    if type(line) is cst.SimpleStatementLine and any(
-                        type(small) is cst.Assign and small.value is values[0] for small in line.body
-                    ):
-                        return function, values[0]
+            filled = filled_when_left_out(statement, node.value)
+            if filled is not None and filled[0].value is values[0]:
+                return function, filled[1]
         return None
 
     def parameter_annotation(self, node: cst.Name) -> tuple[cst.BaseExpression, list[cst.BaseExpression]] | None:
@@ -471,6 +468,55 @@ class Resolver:
         if sum(value is None for value in values) != len(owner.updated.get(node.value, ())):
             return []  # also bound as a parameter, a loop target, by `with ... as`...
         return [value for value in values if value is not None]
+
+
+def filled_when_left_out(statement: cst.CSTNode, name: str) -> tuple[cst.Assign, cst.BaseExpression] | None:
+    """The assignment and the value by which a statement fills the parameter `name` where the
+    caller leaves it out: `if name is None: name = X` (also `if not name:`), `name = name if
+    name > 0 else X` (CosyVoice's `make_pad_mask`), `name = X if name is None else name`,
+    `name = name or X`."""
+    if type(statement) is cst.If and statement.orelse is None and _tests_not_given(statement.test, name):
+        for line in statement.body.body:
+            for small in line.body if type(line) is cst.SimpleStatementLine else ():
+                if type(small) is cst.Assign and _assigns_only(small, name):
+                    return small, small.value
+        return None
+    if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if type(small) is not cst.Assign or not _assigns_only(small, name):
+        return None
+    value = small.value
+    if type(value) is cst.IfExp:
+        if _is_name(value.body, name) and _tests_given(value.test, name):
+            return small, value.orelse
+        if _is_name(value.orelse, name) and _tests_not_given(value.test, name):
+            return small, value.body
+    if type(value) is cst.BooleanOperation and type(value.operator) is cst.Or and _is_name(value.left, name):
+        return small, value.right
+    return None
+
+
+def _assigns_only(assign: cst.Assign, name: str) -> bool:
+    return len(assign.targets) == 1 and _is_name(assign.targets[0].target, name)
+
+
+def _is_name(node: cst.CSTNode, name: str) -> bool:
+    return type(node) is cst.Name and node.value == name
+
+
+def _tests_given(test: cst.BaseExpression, name: str) -> bool:
+    """`name`, `name is not None`, `name > 0`, `exists(name)`: a test that the caller gave it."""
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        link, right = test.comparisons[0], test.comparisons[0].comparator
+        if not _is_name(test.left, name):
+            return False
+        if type(link.operator) is cst.IsNot:
+            return _is_name(right, "None")
+        return type(link.operator) is cst.GreaterThan and type(right) is cst.Integer and right.value == "0"
+    if type(test) is cst.Call and len(test.args) == 1 and not test.args[0].star:
+        test = test.args[0].value
+    return _is_name(test, name)
 
 
 def _tests_not_given(test: cst.BaseExpression, name: str) -> bool:

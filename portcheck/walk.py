@@ -236,7 +236,8 @@ class Walker:
     def _dispatch_name(self, node: cst.Name | cst.Attribute) -> None:
         if not is_reference(node, self.ancestors[-1] if self.ancestors else None):
             return
-        for qualified in self.resolver.qualified_names(node):
+        names = self.resolver.qualified_names(node)
+        for qualified in sorted(names) if len(names) > 1 else names:  # in one order, whatever the hash seed
             prefix = ""
             for part in qualified.split("."):
                 prefix = f"{prefix}.{part}" if prefix else part

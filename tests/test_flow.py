@@ -1182,3 +1182,79 @@ def test_a_method_called_on_another_object_is_no_call_of_the_class_own() -> None
     mix_forward = mix.body.body[0]
     passed = module_flow.passed_arguments(mix_forward, "x")
     assert passed is not None and [cst.Module([]).code_for_node(arg) for arg, _ in passed] == ["x"]
+
+
+def test_a_self_call_runs_what_the_class_of_the_instance_defines() -> None:
+    """generative-models' samplers: a base's loop calls `self.sampler_step()`, which the base only
+    declares (`raise NotImplementedError`) and each subclass defines; a quantizer subclass's
+    `forward()` calls its base's `self.remap_to_used()`. Both run every step."""
+    source = """\
+    import torch
+    class Sampler:
+        def sampler_step(self, sigma, denoiser, x):
+            raise NotImplementedError
+        def __call__(self, denoiser, x, sigmas):
+            for i in range(len(sigmas) - 1):
+                x = self.sampler_step(sigmas[i], denoiser, x)
+            return x
+    class Ancestral(Sampler):
+        def sampler_step(self, sigma, denoiser, x):
+            x = denoiser(x, sigma)
+            if torch.sum(sigma) < 1e-14:
+                return x
+            return x + sigma
+    class Quantizer(torch.nn.Module):
+        def remap(self, inds):
+            unknown = inds.sum(1) < 1
+            inds[unknown] = 0
+            return inds
+    class Gumbel(Quantizer):
+        def forward(self, z):
+            return self.remap(z.argmax(1))
+    class Other(torch.nn.Module):
+        def remap(self, inds):
+            unknown = inds.sum(1) < 1
+            inds[unknown] = 0
+            return inds
+    """
+    found = findings(source)
+    assert found[(12, "PC504")][0] is Severity.WARNING, found
+    assert found[(18, "PC502")][0] is Severity.WARNING
+    assert found[(26, "PC502")][0] is Severity.INFO  # nothing that runs every step calls it
+
+
+def test_an_object_annotated_with_a_base_class_may_be_any_of_its_subclasses() -> None:
+    """OLMo's beam search: `self.sampler = sampler or DeterministicSampler()` with `sampler:
+    Optional[Sampler]`; the decoding loop's `self.sampler.sample_nodes(...)` may run top-p's."""
+    source = """\
+    from typing import Optional
+    import torch
+    class Sampler:
+        def sample_nodes(self, log_probs):
+            raise NotImplementedError
+    class Greedy(Sampler):
+        def sample_nodes(self, log_probs):
+            return log_probs.topk(1)
+    class TopP(Sampler):
+        def sample_nodes(self, log_probs):
+            excluded = log_probs.exp().cumsum(-1) >= 0.9
+            log_probs[excluded] = -1e9
+            return torch.multinomial(log_probs.softmax(-1), 1)
+    class Unrelated:
+        def sample_nodes(self, log_probs):
+            excluded = log_probs.exp().cumsum(-1) >= 0.9
+            log_probs[excluded] = -1e9
+            return log_probs
+    class BeamSearch:
+        def __init__(self, step, sampler: Optional[Sampler] = None):
+            self.step = step
+            self.sampler = sampler or Greedy()
+        def search(self, state, steps):
+            for _ in range(steps):
+                log_probs = self.step(state)
+                state = self.sampler.sample_nodes(log_probs)
+            return state
+    """
+    found = findings(source)
+    assert found[(12, "PC502")][0] is Severity.WARNING, found
+    assert found[(17, "PC502")][0] is Severity.INFO  # no sampler: nothing that runs every step calls it

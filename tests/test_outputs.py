@@ -541,3 +541,29 @@ def test_a_file_outside_the_anchor_gets_an_absolute_uri(
     assert document["runs"][0]["properties"]["anchor"] == "cwd"
     outside = [a for a in artifact_locations(document) if "uriBaseId" not in a]
     assert [a["uri"] for a in outside] == [elsewhere.resolve().as_uri()] * 2
+
+
+def test_the_report_is_the_same_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """A name bound by either of two imports (Megatron's `MemPool`, from `torch.cuda.memory` or
+    from `torch.cuda`) resolves to a set of names; each run names the same one."""
+    import os
+    import subprocess
+    import sys
+
+    source = (
+        "import torch\ntry:\n    from torch.cuda.memory import MemPool\nexcept ImportError:\n"
+        "    from torch.cuda import MemPool\npool = MemPool()\n"
+    )
+    (tmp_path / "pools.py").write_text(source)
+    reports = set()
+    for seed in ("1", "2", "3", "4"):
+        ran = subprocess.run(
+            [sys.executable, "-m", "portcheck", "scan", "pools.py", "-f", "json", "--no-cache", "--exit-zero"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        reports.add(json.dumps([(f["line"], f["message"]) for f in json.loads(ran.stdout)["findings"]]))
+    assert len(reports) == 1, reports

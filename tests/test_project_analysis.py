@@ -104,6 +104,70 @@ def test_an_import_that_loads_triton_or_a_cuda_extension_is_reported_with_its_ch
     assert both[("app.py", 2)] == {"tpu": Severity.ERROR, "rocm": Severity.WARNING}  # hipified: a build to make
 
 
+def test_a_package_with_no_build_for_the_target_fails_the_modules_that_import_it(tmp_path: Path) -> None:
+    """InternVL: `internvl.patch` re-exports packed-training patches that import flash-attn at the
+    top, so the fine-tuning script stops at `from internvl.patch import ...` on a TPU host (ROCm
+    has a build); a guarded import, or one of a package that installs anywhere, stops nothing."""
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/patch/__init__.py": "from .flash_patch import replace_attention\nfrom .collate import pad_collate\n",
+            "pkg/patch/flash_patch.py": "import torch\nfrom flash_attn.flash_attn_interface import flash_attn_varlen_func\n"
+            "def replace_attention():\n    torch.nn.functional.scaled_dot_product_attention = flash_attn_varlen_func\n",
+            "pkg/patch/collate.py": "import torch\ndef pad_collate(batch):\n    return torch.stack(batch)\n",
+            "pkg/guarded.py": "try:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n",
+            "pkg/sparse.py": "import torch\nimport xformers.ops\n",  # xFormers installs on any host
+            "train.py": "import torch\nimport pkg.guarded\nimport pkg.sparse\nfrom pkg.patch import pad_collate, replace_attention\n"
+            "def main(packed):\n    if packed:\n        replace_attention()\n    return pad_collate([torch.zeros(2)])\n",
+        },
+    )
+    findings = scan(tmp_path, targets=("tpu", "rocm")).findings
+    chains = {
+        (f.path, f.line): (dict(f.targets), f.message.split(": on a host")[0]) for f in findings if f.code == "PC610"
+    }
+    assert chains == {
+        ("pkg/patch/__init__.py", 1): (
+            {"tpu": Severity.ERROR},
+            "`pkg.patch.flash_patch` imports `flash_attn` when it is imported "
+            "(pkg.patch.flash_patch -> flash_attn.flash_attn_interface.flash_attn_varlen_func)",
+        ),
+        ("train.py", 4): (
+            {"tpu": Severity.ERROR},
+            "`pkg.patch` imports `flash_attn` when it is imported "
+            "(pkg.patch -> pkg.patch.flash_patch -> flash_attn.flash_attn_interface.flash_attn_varlen_func)",
+        ),
+    }
+    # what the failing module defines may or may not use flash-attn (the collate does not): its import is the finding
+    calls = {(f.line, f.severity) for f in findings if f.code == "PC707" and f.path == "train.py"}
+    assert calls == {(7, Severity.INFO), (8, Severity.INFO)}
+
+
+def test_a_failing_module_used_only_where_a_caller_turns_a_flag_on_is_the_callers_check(tmp_path: Path) -> None:
+    """InternViT: `Attention(use_flash_attn=False)` builds the FlashAttention module of a sibling
+    that imports flash-attn only `if use_flash_attn:`, a flag the model computes as
+    `use_flash_attn and has_flash_attn`; a flag that is on by default checks nothing."""
+    vit = (
+        "import torch\ntry:\n    from .flash_attention import FlashAttention\n    has_flash_attn = True\n"
+        "except ImportError:\n    has_flash_attn = False\n"
+        "class Attention(torch.nn.Module):\n    def __init__(self, dim, use_flash_attn=False):\n"
+        "        super().__init__()\n        if use_flash_attn:\n            self.inner = FlashAttention()\n"
+        "class Fused(torch.nn.Module):\n    def __init__(self, dim, use_flash_attn=True):\n"
+        "        super().__init__()\n        if use_flash_attn:\n            self.inner = FlashAttention()\n"
+    )
+    write(
+        tmp_path,
+        {
+            "models/__init__.py": "",
+            "models/flash_attention.py": "import torch\nfrom flash_attn.bert_padding import pad_input\n"
+            "class FlashAttention(torch.nn.Module):\n    def forward(self, x):\n        return pad_input(x)\n",
+            "models/vit.py": vit,
+        },
+    )
+    found = {f.line for f in scan(tmp_path).findings if f.code == "PC707" and f.path == "models/vit.py"}
+    assert found == {16}
+
+
 def test_a_top_level_extension_fails_its_importers_and_the_calls_behind_a_none_fallback(tmp_path: Path) -> None:
     """Swin's shape: an extension named by setup.py alone (no file of the tree), imported at the
     top of a kernels module; a model imports that module optionally, leaving None."""
@@ -258,6 +322,43 @@ def evaluate(model, loader):
     write(tmp_path, {"evaluate.py": "from typing import Optional\n" + optional})  # mistral-inference's cache
     found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC503"}
     assert found == {("utils.py", 11)}
+
+
+def test_a_call_leaving_out_a_length_another_module_fills_from_tensors_is_reported(tmp_path: Path) -> None:
+    """CosyVoice: `make_pad_mask` (utils/mask.py) fills `max_len` from `lengths.max().item()`; the
+    flow model's forward() (model/flow.py) calls it without one, as its inference does once."""
+    mask = """\
+import torch
+
+def make_pad_mask(lengths: torch.Tensor, max_len: int = 0) -> torch.Tensor:
+    max_len = max_len if max_len > 0 else lengths.max().item()
+    seq_range = torch.arange(0, max_len, dtype=torch.int64, device=lengths.device)
+    return seq_range.unsqueeze(0) >= lengths.unsqueeze(-1)
+"""
+    model = """\
+import torch
+from utils.mask import make_pad_mask as pad_mask
+
+class Flow(torch.nn.Module):
+    def forward(self, token, token_len):
+        mask = (~pad_mask(token_len)).float().unsqueeze(-1)
+        full = pad_mask(token_len, token.size(1))
+        return token * mask * full
+
+    @torch.inference_mode()
+    def inference(self, token, token_len):
+        return token * (~pad_mask(token_len)).unsqueeze(-1)
+"""
+    write(tmp_path, {"utils/__init__.py": "", "utils/mask.py": mask, "model/__init__.py": "", "model/flow.py": model})
+    found = {
+        (f.path, f.line): dict(f.targets)
+        for f in scan(tmp_path, targets=("tpu", "neuron")).findings
+        if f.code == "PC520"
+    }
+    assert found == {
+        ("model/flow.py", 6): {"tpu": Severity.WARNING, "neuron": Severity.ERROR},
+        ("model/flow.py", 12): {"tpu": Severity.INFO, "neuron": Severity.INFO},
+    }
 
 
 def test_steps_reach_methods_of_objects_held_by_self_and_what_those_call(tmp_path: Path) -> None:

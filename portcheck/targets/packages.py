@@ -33,9 +33,15 @@ class Package:
     instead: str
     severity: Severity
     per_target: dict[str, Severity] = field(default_factory=dict)
+    # The only targets with a build of the package, where one is known to fail elsewhere.
+    installs_on: frozenset[str] | None = None
 
     def severities(self) -> dict[str, Severity]:
         return {target: self.per_target.get(target, self.severity) for target in TARGET_ORDER}
+
+    def fails_to_import(self) -> bool:
+        """Whether importing the package fails on some target: no build there."""
+        return self.installs_on is not None and bool(set(TARGET_ORDER) - self.installs_on)
 
 
 def normalize(distribution: str) -> str:
@@ -51,7 +57,8 @@ def packages() -> tuple[Package, ...]:
     result = []
     for key, row in raw["package"].items():
         per_target = {t: Severity.parse(v["severity"]) for t, v in row.get("target", {}).items()}
-        if set(per_target) - set(TARGET_ORDER):
+        installs_on = frozenset(row["installs_on"]) if "installs_on" in row else None
+        if (set(per_target) | (installs_on or set())) - set(TARGET_ORDER):
             raise ValueError(f"packages.toml [{key}]: unknown target")
         result.append(
             Package(
@@ -62,6 +69,7 @@ def packages() -> tuple[Package, ...]:
                 instead=row["instead"],
                 severity=Severity.parse(row["severity"]),
                 per_target=per_target,
+                installs_on=installs_on,
             )
         )
     return tuple(result)

@@ -672,8 +672,9 @@ class CudaOnlyPackageCall(Rule):
         or a function or class of the very module that builds or imports the extension
         (stylegan2's `upfirdn2d` and `FusedLeakyReLU`, which run it on every device but the
         CPU), also as its package re-exports it; empty elsewhere. A function named as a
-        PyTorch reference (`selective_scan_ref`), and what a module further from the cause
-        defines (`conv2d_gradfix.conv2d`, failing only with its package), stay info."""
+        PyTorch reference (`selective_scan_ref`), what a module further from the cause defines
+        (`conv2d_gradfix.conv2d`, failing only with its package), and what a module importing
+        a package with no build defines (it may not use the package), stay info."""
         first, _, rest = self._unaliased(called).partition(".")
         known = self.ctx.project
         target = self._targets.get(first, "")
@@ -686,7 +687,9 @@ class CudaOnlyPackageCall(Rule):
             if chain is None or chain[0] != module or len(chain) != 2 or fallbacks.looks_like_reference(name):
                 return ""
         cause = chain[-1] if chain else ""
-        return "" if not cause or cause.split(".")[0] == project.TRITON else cause
+        if not cause or cause.split(".")[0] == project.TRITON or packages.by_import(cause) is not None:
+            return ""  # a package with no build: what the module defines may not use it (OpenSora's `rope`)
+        return cause
 
     def _asking(self, names: frozenset[str]) -> frozenset[str]:
         """The module's functions that read one of `names`: a call of one in a test checks them
@@ -774,9 +777,21 @@ def _bound_outside(module: cst.CSTNode, guarded: cst.Try, name: str) -> bool:
 def _checked(ancestors: Sequence[cst.CSTNode], names: frozenset[str]) -> bool:
     """Whether a test around the node, or an `if` of its function (an early `return`), reads
     one of `names` (`if FusedAdam is not None:`, `x if XFORMERS_AVAILABLE else y`, `use_apex
-    and amp`)."""
+    and amp`), or the node runs only where a caller turns on a flag of its function that is
+    off by default (InternViT's `if use_flash_attn:`, which the model builds from
+    `use_flash_attn and has_flash_attn`): the caller checks."""
     function = flow.enclosing_function(ancestors)
     checks = [node for node in descendants(function.body, _SCOPES) if type(node) is cst.If] if function else []
+    flags = frozenset(
+        param.name.value
+        for param in (function.params.params if function is not None else ())
+        if type(param.default) is cst.Name and param.default.value == "False"
+    )
+    if flags and any(
+        type(node) in (cst.If, cst.IfExp) and _reads_names(node.test, flags) and child is node.body
+        for node, child in zip(ancestors, ancestors[1:])
+    ):
+        return True
     for node in (*ancestors, *checks):
         test = (
             node.test
@@ -785,11 +800,13 @@ def _checked(ancestors: Sequence[cst.CSTNode], names: frozenset[str]) -> bool:
             if type(node) is cst.BooleanOperation
             else None
         )
-        if test is not None and any(
-            type(each) is cst.Name and each.value in names for each in (test, *descendants(test))
-        ):
+        if test is not None and _reads_names(test, names):
             return True
     return False
+
+
+def _reads_names(test: cst.BaseExpression, names: frozenset[str]) -> bool:
+    return any(type(each) is cst.Name and each.value in names for each in (test, *descendants(test)))
 
 
 def _raises_without(function: cst.FunctionDef | None, names: frozenset[str], resolver: Resolver) -> str | None:

@@ -7,8 +7,8 @@ import libcst as cst
 
 from portcheck import kernels, patterns, project
 from portcheck.project import Project
-from portcheck.rule import Invalid, Rule, SeverityMap, Valid, at_most_info
-from portcheck.targets import TARGET_ORDER
+from portcheck.rule import ERROR, OFF, Invalid, Rule, SeverityMap, Valid, at_most_info
+from portcheck.targets import TARGET_ORDER, packages
 
 _GUARDS = (cst.If, cst.Match)
 _DEFERRED = (cst.FunctionDef, cst.Lambda)
@@ -22,7 +22,9 @@ class UnguardedKernelImport(Rule):
     `try` whose `except ImportError` carries on, and that fail on a host without Triton or without one of the
     repository's CUDA extensions: `import triton` (also in a module that defines no kernel),
     and an import of one of the repository's own modules that itself imports Triton or a
-    CUDA extension that way, directly or through other modules. The finding names the chain
+    CUDA extension that way, directly or through other modules, or a package with no build
+    for the target (flash-attn, mamba-ssm, causal-conv1d: InternVL's `internvl.patch`, whose
+    packed-training patches import `flash_attn` at the top). The finding names the chain
     (`pkg.model -> pkg.kernels -> triton`); where the imported module (a package, through
     its own modules) does not import the cause itself (nor through its own package's
     re-exports), the statement is info: it loads once the module nearer the cause guards its
@@ -58,7 +60,9 @@ class UnguardedKernelImport(Rule):
     ## Targets
     For Triton, an error where it has no backend (tpu, neuron, xla, mps, hpu, cpu) and off
     where it runs (xpu, rocm, npu); for a CUDA extension, an error on every target but ROCm,
-    where it is hipified at build time. The chain is followed through the files the scan
+    where it is hipified at build time; for a package, an error on every target without a
+    build of it (the package table's `installs_on`: ROCm has flash-attn's and Mamba's),
+    whose own import is PC701's finding. The chain is followed through the files the scan
     parses: a module that mentions nothing portcheck looks for (an `__init__.py` of plain
     relative imports) joins a chain once a later pass finds it importing a failing module.
 
@@ -169,7 +173,7 @@ class UnguardedKernelImport(Rule):
         """The statement's first imported module that fails, with how (second pass)."""
         known = self.ctx.project
         for module in modules:
-            if project.is_failure_cause(module, known.cuda_extensions):
+            if project.is_failure_cause(module, known.cuda_extensions, known.local_packages):
                 continue  # the import itself is the cause: reported as such (here or by PC607)
             chain = known.failing_import(module, importer)
             if chain is not None:
@@ -211,15 +215,26 @@ def _is_triton(module: str) -> bool:
 
 
 def _chain_severity(chain: Sequence[str]) -> SeverityMap:
-    return _TRITON_SEVERITY if _is_triton(chain[-1]) else _EXTENSION_SEVERITY
+    if _is_triton(chain[-1]):
+        return _TRITON_SEVERITY
+    package = packages.by_import(chain[-1])
+    if package is not None and package.installs_on is not None:  # an error where it has no build
+        return {target: OFF if target in package.installs_on else ERROR for target in TARGET_ORDER}
+    return _EXTENSION_SEVERITY
 
 
 def _chain_fields(chain: Sequence[str]) -> dict[str, str]:
     cause, owner = chain[-1], chain[-2]
-    what = "Triton" if _is_triton(cause) else f"the CUDA extension `{cause}`"
+    package = None if _is_triton(cause) else packages.by_import(cause)
+    if _is_triton(cause):
+        what, missing = "Triton", "Triton"
+    elif package is not None:
+        what, missing = f"`{package.key}`", f"a build of `{package.key}`"
+    else:
+        what, missing = f"the CUDA extension `{cause}`", f"a CUDA build of `{cause}`"
     return {
         "subject": f"`{chain[0]}` imports {what} when it is imported ({' -> '.join(chain)})",
-        "missing": "Triton" if _is_triton(cause) else f"a CUDA build of `{cause}`",
+        "missing": missing,
         "advice": f"import `{chain[0]}` inside the code that needs it, or guard the import of `{cause}` in "
         f"`{owner}` (try/except ImportError) and keep a PyTorch path there",
     }

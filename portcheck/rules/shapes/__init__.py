@@ -465,6 +465,31 @@ def _is_property(function: cst.FunctionDef) -> bool:
     )
 
 
+def defined_names(ctx: FileContext, function: cst.FunctionDef) -> tuple[str, ...]:
+    """`pkg.mod.function` (`pkg.mod.Class.method` for a method), and, for a module of a
+    package, `pkg.function`, the name its package re-exports it by (`import distributed as
+    dist; dist.all_gather(...)` where `distributed/__init__.py` imports it from
+    `.distributed`), and so on up (yolact's `from layers import Detect`, which
+    `layers/functions/__init__.py` re-exports and `layers/__init__.py` star-imports):
+    another file's step loop calls it by any (a base class's loop that calls the method on
+    `self` calls it by its class's name too: `Project.subclasses`)."""
+    module_flow = ctx.flow
+    assert module_flow is not None
+    owner = module_flow.owner_class(function)
+    local = ".".join([*([owner] if owner else []), function.name.value])
+    parts = ctx.module.name.split(".")
+    packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
+    namespace = [f"{name}.{local}" for name in ctx.module.import_names[1:]]
+    names = (
+        f"{ctx.module.name}.{local}",
+        *(f"{package}.{local}" for package in packages),
+        *namespace,  # RIFE's `from model.pytorch_msssim import ssim_matlab`, `model/` without __init__.py
+    )
+    if owner is not None and _is_property(function):
+        names = (*names, *(name + project.PROPERTY_GETTER for name in names))  # read as `meter.avg`
+    return names
+
+
 def _is_own(receiver: cst.BaseExpression) -> bool:
     return type(receiver) is cst.Name and receiver.value in ("self", "cls")
 
@@ -1054,7 +1079,9 @@ def given_elsewhere(ctx: FileContext, function: cst.FunctionDef, name: str) -> b
     if owner is not None:  # a model's `forward`, run by calling the model: the arguments of that call
         position = _position_of(function, name)
         method = f"{owner}.{function.name.value}"
-        return (method, name) in known or (position is not None and (method, str(position - 1)) in known)
+        if position is not None and not flow.is_static(function):
+            position -= 1  # a call passes no `self`
+        return (method, name) in known or (position is not None and (method, str(position)) in known)
     if functions.get(function.name.value) is not function:
         return False  # a nested function: its callers are not looked up by name
     position = _position_of(function, name)
@@ -1875,7 +1902,7 @@ class StepRule(TensorRule):
         module_flow = self.ctx.flow
         assert module_flow is not None
         for function in (deferred.function, *module_flow.callers(deferred.function, past_steps=False)):
-            for name in self._qualified_names(function):
+            for name in defined_names(self.ctx, function):
                 if name not in self._pending:
                     self._pending.add(name)
                     self.record(project.STEP_PENDING, name, UNPLACED)
@@ -1895,7 +1922,7 @@ class StepRule(TensorRule):
                     None,
                     (
                         known.step_caller(name, tensor_only, self.every_n_steps)
-                        for name in self._qualified_names(function)
+                        for name in defined_names(self.ctx, function)
                     ),
                 ),
                 None,
@@ -1903,30 +1930,6 @@ class StepRule(TensorRule):
             if where is not None:
                 return where if function is deferred.function else f"`{function.name.value}()`, called from {where}"
         return None
-
-    def _qualified_names(self, function: cst.FunctionDef) -> tuple[str, ...]:
-        """`pkg.mod.function` (`pkg.mod.Class.method` for a method), and, for a module of a
-        package, `pkg.function`, the name its package re-exports it by (`import distributed as
-        dist; dist.all_gather(...)` where `distributed/__init__.py` imports it from
-        `.distributed`), and so on up (yolact's `from layers import Detect`, which
-        `layers/functions/__init__.py` re-exports and `layers/__init__.py` star-imports):
-        another file's step loop calls it by any (a base class's loop that calls the method on
-        `self` calls it by its class's name too: `Project.subclasses`)."""
-        module_flow = self.ctx.flow
-        assert module_flow is not None
-        owner = module_flow.owner_class(function)
-        local = ".".join([*([owner] if owner else []), function.name.value])
-        parts = self.ctx.module.name.split(".")
-        packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
-        namespace = [f"{name}.{local}" for name in self.ctx.module.import_names[1:]]
-        names = (
-            f"{self.ctx.module.name}.{local}",
-            *(f"{package}.{local}" for package in packages),
-            *namespace,  # RIFE's `from model.pytorch_msssim import ssim_matlab`, `model/` without __init__.py
-        )
-        if owner is not None and _is_property(function):
-            names = (*names, *(name + project.PROPERTY_GETTER for name in names))  # read as `meter.avg`
-        return names
 
     @classmethod
     def in_second_pass(cls, known: project.Project, path: str, module: str) -> bool:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from portcheck import flow, patterns, project
 from portcheck.rule import UNPLACED, Invalid, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, StepRule, advice
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, StepRule, advice, defined_names
 
 _MIXUPS = frozenset({"timm.data.Mixup", "timm.data.mixup.Mixup"})
 _OPTIONAL = frozenset({"typing.Optional", "typing.Union"})
@@ -183,7 +183,7 @@ class CutmixInStep(StepRule):
         items = [(str(i), e.value) for i, e in enumerate(value.elements)] if type(value) is cst.Tuple else [("", value)]
         for index, item in items:
             if self._makes_mixup(item) or (type(item) is cst.Name and self._bound_to_mixup(item)):
-                for name in self._qualified_names(function):  # also as its package re-exports it
+                for name in defined_names(self.ctx, function):  # also as its package re-exports it
                     self.record(project.MIXUP_RETURN, name, UNPLACED, index=index)
 
     @cached_property
