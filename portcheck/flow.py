@@ -236,6 +236,7 @@ _DEBUG_FLAG = re.compile(r"debug(?:ging)?(?:_[a-z]+)?|vis_debug|show_debug", re.
 _STEP_COUNTER = re.compile(r"n?i|it|iter|iteration|n_iter|step|global_step|batch_i|batch_idx|batch_index|batch_nb")
 _EPOCHS = frozenset({"a training loop", "a loop over a DataLoader"})  # a function holding one runs an epoch
 _CALL_DEPTH = 5  # how many calls away from a step loop a function still runs every step
+_PARAMETER: list[cst.BaseExpression | None] = [None]  # what a scope binds a parameter bound nowhere else to
 _FORWARD = "forward()"  # the step context of a module's forward, and of what it calls
 _BACKWARD = "backward()"  # an autograd Function's, which autograd runs every step
 TRACED = frozenset({_FORWARD, _BACKWARD})  # the step contexts that run traced, once per step
@@ -387,6 +388,9 @@ class DeviceFlow:
     _calls: dict[str, list[_Site]] = field(default_factory=dict)  # by callee name
     # calls given one of the module's functions as an argument (a callback), by its name
     _callbacks: dict[str, list[_Site]] = field(default_factory=dict)
+    # function id -> the calls it hands one of its parameters to (`train_step(forward_step_func, ...)`)
+    _handed_on: dict[int, list[tuple[str, _Site]]] = field(default_factory=dict)
+    _step_parameters: dict[int, dict[str, str]] = field(default_factory=dict)  # see `step_parameters`
     _spawned: set[str] = field(default_factory=set)
     _self_attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = field(default_factory=dict)
     _updated_attributes: set[str] = field(default_factory=set)  # `self.sum += v`: a number may become a tensor
@@ -1532,6 +1536,60 @@ class DeviceFlow:
                 if site.skipped == 0 and type(site.call.func) is cst.Name:
                     yield title, site.call, site.scope, site.ancestors
 
+    def step_parameters(self, function: cst.FunctionDef, depth: int = 0) -> dict[str, str]:
+        """The parameters of a module-level function that it calls or hands to a call made
+        every step, each with the step context: Megatron's `train(forward_step_func, ...)`
+        passes it to `train_step(...)` in its training loop, and `pretrain(...,
+        forward_step_func)` passes it on to `train`. What another module gives there runs
+        every step (a callback, as `called_every_step` takes one given in a step loop). Asked
+        after the walk."""
+        key = id(function)
+        if key in self._step_parameters:
+            return self._step_parameters[key]
+        self._step_parameters[key] = {}  # a recursion in progress hands on nothing
+        found: dict[str, str] = {}
+        for name, site in self._handed_on.get(key, ()):
+            if name in found or self.in_scope(site.scope, partial(self.off_the_step_path, site.ancestors)):
+                continue
+            where = self.in_scope(site.scope, partial(self.step_context, site.ancestors))
+            if where is None:
+                where = self._step_parameter_of(site, name, depth)
+            if where is not None:
+                found[name] = where
+        self._step_parameters[key] = found
+        return found
+
+    def _step_parameter_of(self, site: _Site, name: str, depth: int) -> str | None:
+        """The step context of the module-level function `site` calls, where the argument `name`
+        it passes lands on one of that function's step parameters."""
+        func = site.call.func
+        callee = self.module_functions().get(func.value) if type(func) is cst.Name else None
+        if callee is None or depth >= _CALL_DEPTH:
+            return None
+        handed = self.step_parameters(callee, depth + 1)
+        for position, arg in enumerate(site.call.args):  # not the call of the parameter itself: a callee's
+            if type(arg.value) is cst.Name and arg.value.value == name:
+                parameter = arg.keyword.value if arg.keyword is not None else _parameter_at(callee, position)
+                if any(each.star for each in site.call.args[:position]):
+                    return None  # `f(*args, fn)`: where it lands is unknown
+                return handed.get(parameter or "")
+        return None
+
+    def handed_functions(self) -> Iterator[tuple[cst.FunctionDef, cst.Call, Scope, int, str]]:
+        """The module-level functions the module hands to a call as an argument (`pretrain(...,
+        forward_step)`), each with the call, its scope, and the argument's position among the
+        positional ones (-1 for a keyword) and keyword."""
+        functions = self.module_functions()
+        for title, sites in self._callbacks.items():
+            function = functions.get(title)
+            for site in sites if function is not None else ():
+                for position, arg in enumerate(site.call.args):
+                    if arg.star:
+                        break  # what follows lands where `*args` ends
+                    if type(arg.value) is cst.Name and arg.value.value == title:
+                        keyword = arg.keyword.value if arg.keyword is not None else ""
+                        yield function, site.call, site.scope, -1 if keyword else position, keyword
+
     def every_step_at(self, scope: Scope, ancestors: tuple[cst.CSTNode, ...]) -> str | None:
         """The step context in which code the walk has left runs every step: forward() or a
         step loop around it, else one from which the module calls the function it is in.
@@ -2320,10 +2378,19 @@ class DeviceFlow:
         self._skip_decorators(node)
 
     def _note_call(self, node: cst.Call) -> None:
-        """Note a call of the module's own functions (by name or through `self.`), and the
-        function that `mp.spawn` starts."""
+        """Note a call of the module's own functions (by name or through `self.`), what is
+        handed to it (the module's functions, the parameters of the function making the
+        call), and the function that `mp.spawn` starts."""
         func = node.func
+        scope = self.resolver.scope
+        if scope.kind == "function" and scope.owner is not None:
+            if type(func) is cst.Name and scope.values.get(func.value) == _PARAMETER:
+                self._note_handed_on(func.value, node, scope)  # a parameter called
         for arg in node.args:
+            value = arg.value
+            if type(value) is cst.Name and scope.owner is not None and scope.values.get(value.value) == _PARAMETER:
+                if not arg.star and scope.kind == "function":
+                    self._note_handed_on(value.value, node, scope)  # a parameter handed on
             if self._names_function(arg):  # `gpu_timer(train_step)`
                 assert type(arg.value) is cst.Name
                 self._callbacks.setdefault(arg.value.value, []).append(
@@ -2367,6 +2434,11 @@ class DeviceFlow:
             spawned = node.args[0].value
             if type(spawned) is cst.Name and node.args[0].keyword is None:
                 self._spawned.add(spawned.value)
+
+    def _note_handed_on(self, name: str, call: cst.Call, scope: Scope) -> None:
+        """A parameter, bound nowhere else, that its function calls or hands to a call."""
+        assert scope.owner is not None
+        self._handed_on.setdefault(id(scope.owner), []).append((name, _Site(call, scope, tuple(self.ancestors))))
 
     def _picked(self, func: cst.Name) -> list[str]:
         """The functions a name bound to a pick may hold: from a table (`sample_fn = {"heun":

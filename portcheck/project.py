@@ -79,6 +79,15 @@ DEVICE_MODULE = "device-module"
 # and otherwise the CPU's (CodeFormer's `get_device()`); detail `picks`: the device types it may
 # return but the CPU, comma-separated ("cuda,mps")
 CPU_FALLBACK = "cpu-fallback"
+# name: a module-level function of the repository that hands a parameter to a call made every
+# step (Megatron's `train(forward_step_func, ...)`, which passes it to `train_step` in its
+# training loop); details `position` (among the positional parameters), `keyword` (its name),
+# `where`: the step context and its file
+STEP_PARAMETER = "step-parameter"
+# name: a module-level function of the repository that its module hands to another module's
+# function (`pretrain(..., forward_step)`); details `callee`, `position` (-1 for a keyword),
+# `keyword`
+HANDED_FUNCTION = "handed-function"
 # name: a module-level function of the repository that fills a length parameter from tensor
 # values where the call leaves it out (CosyVoice's `make_pad_mask(lengths, max_len=0)`: `max_len =
 # max_len if max_len > 0 else lengths.max().item()`); details `parameter`, `position` (its index
@@ -170,7 +179,8 @@ class Project:
                 (f.name, f.detail("where"), f.detail("tensors") == "yes", f.detail("periodic") == "yes")
                 for f in facts
                 if f.kind == STEP_CALL
-            ),
+            )
+            | handed_step_calls(facts),
             pending_steps=frozenset((f.name, f.path) for f in facts if f.kind == STEP_PENDING),
             declared_packages=frozenset(
                 f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
@@ -402,6 +412,27 @@ class Project:
     def is_local(self, module: str) -> bool:
         """Whether an import names one of the repository's own packages."""
         return module.split(".", 1)[0] in self.local_packages
+
+
+def handed_step_calls(facts: Iterable[Fact]) -> frozenset[tuple[str, str, bool, bool]]:
+    """Step calls (as `Project.step_calls` holds them) of the functions a module hands to another
+    module's parameter that runs every step: Megatron's `pretrain_gpt.forward_step`, given to
+    `pretrain`, runs in the training loop of `megatron/training/training.py`. What it is given
+    is unknown: tensors, maybe."""
+    facts = list(facts)
+    steps: dict[tuple[str, str], str] = {}
+    for fact in facts:
+        if fact.kind == STEP_PARAMETER:
+            steps[(fact.name, fact.detail("position"))] = fact.detail("where")
+            steps[(fact.name, fact.detail("keyword"))] = fact.detail("where")
+    found = set()
+    for fact in facts:
+        if fact.kind == HANDED_FUNCTION:
+            given = fact.detail("keyword") or fact.detail("position")
+            where = steps.get((fact.detail("callee"), given))
+            if where is not None:
+                found.add((fact.name, where, True, False))
+    return frozenset(found)
 
 
 def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:

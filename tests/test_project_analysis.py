@@ -361,6 +361,85 @@ class Flow(torch.nn.Module):
     }
 
 
+def test_a_function_handed_to_another_modules_training_loop_runs_every_step(tmp_path: Path) -> None:
+    """Megatron: `pretrain_gpt.py` hands `forward_step` to `pretrain()`, which passes it on to
+    `train()`, whose training loop hands it to `train_step()` every iteration; the model
+    provider it hands over too runs once."""
+    training = """\
+import torch
+
+def train_step(forward_step_func, data_iterator, model, optimizer):
+    loss = forward_step_func(data_iterator, model)
+    loss.backward()
+    optimizer.step()
+
+def train(forward_step_func, model, optimizer, data_iterator, iters):
+    iteration = 0
+    while iteration < iters:
+        train_step(forward_step_func, data_iterator, model, optimizer)
+        iteration += 1
+
+def pretrain(model_provider, forward_step_func, iters=10):
+    model = model_provider()
+    train(forward_step_func, model, torch.optim.AdamW(model.parameters()), iter([]), iters)
+"""
+    script = """\
+import torch
+from lib import pretrain
+
+def model_provider():
+    model = torch.nn.Linear(4, 4)
+    print(model.weight.sum().item())
+    return model
+
+def forward_step(data_iterator, model):
+    tokens, max_seqlen = next(data_iterator)
+    return model(tokens[:, : int(max_seqlen.item())]).sum()
+
+if __name__ == "__main__":
+    pretrain(model_provider, forward_step_func=forward_step)
+"""
+    write(
+        tmp_path,
+        {"lib/__init__.py": "from .training import pretrain\n", "lib/training.py": training, "pretrain_gpt.py": script},
+    )
+    found = {(f.code, f.line, f.severity) for f in scan(tmp_path).findings if f.path == "pretrain_gpt.py"}
+    assert found == {("PC505", 11, Severity.ERROR)}  # the model provider's read runs once
+
+
+def test_a_package_below_a_folder_without_init_re_exports_by_its_full_name(tmp_path: Path) -> None:
+    """Megatron-LM's layout: `megatron/` has no `__init__.py`, `megatron/training/__init__.py`
+    re-exports `pretrain` from `training.py`, and the scripts beside `megatron/` import
+    `from megatron.training import pretrain`."""
+    training = """\
+import torch
+
+def train(forward_step_func, model, optimizer, data_iterator, iters):
+    for _ in range(iters):
+        loss = forward_step_func(data_iterator, model)
+        loss.backward()
+        optimizer.step()
+
+def pretrain(model, optimizer, forward_step_func):
+    train(forward_step_func, model, optimizer, iter([]), 10)
+"""
+    script = (
+        "import torch\nfrom megatron.training import pretrain\n\ndef forward_step(data_iterator, model):\n"
+        "    tokens, lengths = next(data_iterator)\n    n = int(lengths.max().item())\n"
+        "    return model(tokens).sum() / n\n\npretrain(torch.nn.Linear(4, 4), None, forward_step)\n"
+    )
+    write(
+        tmp_path,
+        {
+            "megatron/training/__init__.py": "from .training import pretrain\n",
+            "megatron/training/training.py": training,
+            "pretrain_gpt.py": script,
+        },
+    )
+    found = {(f.line, f.message.split(",")[0]) for f in scan(tmp_path).findings if f.code == "PC503"}
+    assert found == {(6, "`.item()` in `forward_step()`")}
+
+
 def test_steps_reach_methods_of_objects_held_by_self_and_what_those_call(tmp_path: Path) -> None:
     """guided-diffusion: `self.mp_trainer.optimize()` every step runs `_norms()` through
     `_optimize()`; an `isinstance` check narrows `self.sampler` to the class whose method runs;

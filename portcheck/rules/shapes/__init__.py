@@ -470,24 +470,24 @@ def defined_names(ctx: FileContext, function: cst.FunctionDef) -> tuple[str, ...
     package, `pkg.function`, the name its package re-exports it by (`import distributed as
     dist; dist.all_gather(...)` where `distributed/__init__.py` imports it from
     `.distributed`), and so on up (yolact's `from layers import Detect`, which
-    `layers/functions/__init__.py` re-exports and `layers/__init__.py` star-imports):
-    another file's step loop calls it by any (a base class's loop that calls the method on
-    `self` calls it by its class's name too: `Project.subclasses`)."""
+    `layers/functions/__init__.py` re-exports and `layers/__init__.py` star-imports), from
+    each name imports may give the module: another file's step loop calls it by any (a base
+    class's loop that calls the method on `self` calls it by its class's name too:
+    `Project.subclasses`)."""
     module_flow = ctx.flow
     assert module_flow is not None
     owner = module_flow.owner_class(function)
     local = ".".join([*([owner] if owner else []), function.name.value])
-    parts = ctx.module.name.split(".")
-    packages = [".".join(parts[:end]) for end in range(len(parts) - 1, 0, -1)]
-    namespace = [f"{name}.{local}" for name in ctx.module.import_names[1:]]
-    names = (
-        f"{ctx.module.name}.{local}",
-        *(f"{package}.{local}" for package in packages),
-        *namespace,  # RIFE's `from model.pytorch_msssim import ssim_matlab`, `model/` without __init__.py
-    )
+    names: dict[str, None] = {}
+    # the module's names from the folder the scripts run from too (RIFE's `from model.pytorch_msssim
+    # import ssim_matlab`, `model/` without __init__.py; Megatron's `megatron.training`, re-exporting
+    # `pretrain` from `training.py`, below a `megatron/` without one)
+    for module in ctx.module.import_names:
+        parts = module.split(".")
+        names.update(dict.fromkeys(f"{'.'.join(parts[:end])}.{local}" for end in range(len(parts), 0, -1)))
     if owner is not None and _is_property(function):
-        names = (*names, *(name + project.PROPERTY_GETTER for name in names))  # read as `meter.avg`
-    return names
+        names.update(dict.fromkeys(name + project.PROPERTY_GETTER for name in list(names)))  # read as `meter.avg`
+    return tuple(names)
 
 
 def _is_own(receiver: cst.BaseExpression) -> bool:
@@ -1561,10 +1561,50 @@ class StepRule(TensorRule):
                     module_flow.in_scope(scope, partial(tensor_valued, self.ctx, value)) for value, scope in returned
                 ):
                     self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{defined.name.value}", UNPLACED)
+                self._record_step_parameters(defined)
             elif type(defined) is cst.ClassDef:
                 bases = (self.ctx.module.absolute(base) for base in module_flow.class_bases(defined.name.value))
                 for base in sorted(base for base in bases if "." in base and self.ctx.project.is_local(base)):
                     self.record(project.SUBCLASS, f"{self.ctx.module.name}.{defined.name.value}", UNPLACED, base=base)
+        self._record_handed_functions()
+
+    def _record_step_parameters(self, function: cst.FunctionDef) -> None:
+        """The parameters the function hands to a call made every step (`Flow.step_parameters`)."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        handed = module_flow.step_parameters(function)
+        positional = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
+        for parameter, where in sorted(handed.items()):
+            position = str(positional.index(parameter)) if parameter in positional else "-1"
+            for name in defined_names(self.ctx, function):
+                self.record(
+                    project.STEP_PARAMETER,
+                    name,
+                    UNPLACED,
+                    position=position,
+                    keyword=parameter,
+                    where=f"{where} in {self.ctx.path}",
+                )
+
+    def _record_handed_functions(self) -> None:
+        """The module's functions it hands to another module's function of the repository
+        (`pretrain(..., forward_step)`): where that one runs what it is given every step, so do
+        they (`project.handed_step_calls`)."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        own = self.ctx.module.name + "."
+        for function, call, scope, position, keyword in module_flow.handed_functions():
+            callees = module_flow.in_scope(scope, partial(self.ctx.qualified_names, call.func))
+            for callee in sorted(callees):
+                if self.ctx.project.is_local(callee) and not callee.startswith(own):
+                    self.record(
+                        project.HANDED_FUNCTION,
+                        f"{self.ctx.module.name}.{function.name.value}",
+                        UNPLACED,
+                        callee=callee,
+                        position=str(position),
+                        keyword=keyword,
+                    )
 
     def _passes_tensor(self, call: cst.CSTNode) -> bool:
         return type(call) is cst.Call and any(self._may_pass_tensor(arg) for arg in call.args)

@@ -118,7 +118,10 @@ class HostSyncInStep(StepRule):
       by a function of the module: tacotron2's `model = load_model(h)`, which returns
       `Tacotron2(h).cuda()`), and
       an object called (`compute_loss(pred, targets)` runs `ComputeLoss.__call__`); what runs
-      there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor.
+      there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor;
+    - a function handed to another module's function that calls it, or hands it on, every
+      step: Megatron's `forward_step`, given to `pretrain()`, which passes it to `train()`,
+      whose training loop hands it to `train_step()`.
 
     Left alone: calls on the error path (in a `raise` or an assertion's message, or an `if` body
     that ends raising or with `sys.exit()`, or that runs only once values have gone NaN or
