@@ -6,7 +6,7 @@ from functools import cached_property, partial
 
 import libcst as cst
 
-from portcheck import flow, patterns
+from portcheck import flow, patterns, resolve
 from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
@@ -74,7 +74,9 @@ class HostSyncInStep(StepRule):
     value, an item of the list `torch.tensor([t])` is made of, `torch.arange`'s and `range`'s
     bounds, `F.one_hot`'s `num_classes`, `torch.randint`'s bounds, `math.isnan(grad_norm)`; a
     length a function fills in from a tensor where a call leaves it out: glow-tts'
-    `sequence_mask(length)` with `if max_length is None: max_length = length.max()`),
+    `sequence_mask(length)` with `if max_length is None: max_length = length.max()`; a read
+    in such a fill-in counts only where a call of the module leaves the length out, or the
+    module makes none),
     and a GradScaler's scale read as a
     number (`scaler.get_scale()`, `scaler.state_dict()["scale"]`) where they run every step. That is step
     code:
@@ -487,6 +489,13 @@ class HostSyncInStep(StepRule):
             "        max_length = length.max()\n    x = torch.arange(max_length, device=length.device)\n"
             "    return x.unsqueeze(0) < length.unsqueeze(1)\nclass Encoder(torch.nn.Module):\n"
             "    def forward(self, x, x_lengths):\n        return x * sequence_mask(x_lengths, x.size(2))\n"
+        ),
+        Valid(  # CosyVoice's `make_pad_mask`, read back only where a call leaves the length out: none does
+            "import torch\ndef make_pad_mask(lengths, max_len=0):\n"
+            "    max_len = max_len if max_len > 0 else lengths.max().item()\n"
+            "    return torch.arange(0, max_len, device=lengths.device).unsqueeze(0) >= lengths.unsqueeze(-1)\n"
+            "class Flow(torch.nn.Module):\n    def forward(self, token, token_len):\n"
+            "        return token * ~make_pad_mask(token_len, max_len=token.size(1))\n"
         ),
         Valid(  # functions that call each other, never from a step
             "import torch\ndef f(x):\n    return g(x)\ndef g(x):\n    return f(x.item())\nfor i in range(3):\n    f(i)\n"
@@ -1033,6 +1042,16 @@ class HostSyncInStep(StepRule):
             lines=[5],
             message="a tensor as `torch.arange()`'s end in `sequence_mask()`, called from forward()",
         ),
+        Invalid(  # one call of the two leaves the length out: its fill-in reads the maximum back
+            "import torch\ndef make_pad_mask(lengths, max_len=0):\n"
+            "    max_len = max_len if max_len > 0 else lengths.max().item()\n"
+            "    return torch.arange(0, max_len, device=lengths.device).unsqueeze(0) >= lengths.unsqueeze(-1)\n"
+            "class Flow(torch.nn.Module):\n    def forward(self, token, token_len, feat, feat_len):\n"
+            "        mask = ~make_pad_mask(token_len, max_len=token.size(1))\n"
+            "        return token * mask + feat * ~make_pad_mask(feat_len)\n",
+            lines=[3],
+            message="`.item()` in `make_pad_mask()`, called from forward()",
+        ),
     ]
 
     hand_off_hint = (
@@ -1146,7 +1165,33 @@ class HostSyncInStep(StepRule):
         holds = off_host_at_end(self.ctx, copied)
         if converted is None and as_number is not None and self._filled_in(copied):
             holds = partial(self._number_at_end, holds, copied)  # the calls after the function say if they give it
+        filling = self._filling(ancestors)
+        if filling is not None:  # `max_len = max_len if max_len > 0 else lengths.max().item()`
+            holds = partial(self._left_out, holds, *filling)
         self.report_in_step(node, where, holds, call=call, written=written, round_trip=back, inference=inference)
+
+    def _filling(self, ancestors: Sequence[cst.CSTNode]) -> tuple[cst.FunctionDef, str] | None:
+        """The function and its parameter whose fill-in, where a call leaves the parameter out, the
+        node is part of (see `resolve.filled_when_left_out`): it runs only for such calls."""
+        function = flow.enclosing_function(ancestors)
+        body = function.body if function is not None else None
+        index = next((i for i, node in enumerate(ancestors) if node is body), len(ancestors))
+        if function is None or index + 1 >= len(ancestors):
+            return None
+        statement = ancestors[index + 1]  # of the function's own body
+        assign = next((node for node in ancestors[index + 2 :] if type(node) is cst.Assign), None)
+        target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+        if type(target) is not cst.Name:
+            return None
+        filled = resolve.filled_when_left_out(statement, target.value)
+        return (function, target.value) if filled is not None and filled[0] is assign else None
+
+    def _left_out(self, off_host: Callable[[], bool], function: cst.FunctionDef, parameter: str) -> bool:
+        """Whether the module's calls of the function leave the parameter out, or it makes none
+        (another module's calls may): only there does its fill-in run (asked at the end)."""
+        module_flow = self.ctx.flow
+        assert module_flow is not None
+        return off_host() and module_flow.passed_arguments(function, parameter) in (None, [])
 
     def _filled_in(self, node: cst.BaseExpression) -> bool:
         """A parameter its function fills in where the caller leaves it out (see `filled_parameter`)."""
