@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import PurePosixPath
 
 from portcheck.findings import Fact
-from portcheck.targets.packages import by_import
+from portcheck.targets.packages import Package, by_import
 
 OP_IMPL = "op-impl"  # name "ns::op"; detail `device`: the dispatch key it is implemented for
 CUDA_EXTENSION = "cuda-extension"  # name: the importable module a CUDA extension builds
@@ -79,8 +79,8 @@ DEVICE_MODULE = "device-module"
 # and otherwise the CPU's (CodeFormer's `get_device()`); detail `picks`: the device types it may
 # return but the CPU, comma-separated ("cuda,mps")
 CPU_FALLBACK = "cpu-fallback"
-# name: a module-level function of the repository that hands a parameter to a call made every
-# step (Megatron's `train(forward_step_func, ...)`, which passes it to `train_step` in its
+# name: a module-level function of the repository that calls a parameter, or hands it to a call,
+# every step (Megatron's `train(forward_step_func, ...)`, which passes it to `train_step` in its
 # training loop); details `position` (among the positional parameters), `keyword` (its name),
 # `where`: the step context and its file
 STEP_PARAMETER = "step-parameter"
@@ -447,8 +447,9 @@ def cuda_only_ops(facts: Iterable[Fact]) -> set[str]:
 def import_failures(
     facts: Iterable[Fact], extensions: frozenset[str], local: frozenset[str]
 ) -> dict[str, tuple[str, ...]]:
-    """The modules whose import fails where Triton or one of the CUDA extensions is missing,
-    each with the shortest chain of unguarded imports that leads there."""
+    """The modules whose import fails where Triton, one of the CUDA extensions or a package
+    with no build is missing (see `is_failure_cause`), each with the shortest chain of
+    unguarded imports that leads there."""
     edges: dict[str, set[str]] = {}
     for fact in facts:
         if fact.kind == IMPORT:
@@ -527,8 +528,16 @@ def is_failure_cause(module: str, extensions: frozenset[str], local: frozenset[s
     is that package (`local`: its top-level packages)."""
     if module == TRITON or module.startswith(TRITON + ".") or any(_within(module, e) for e in extensions):
         return True
+    return failing_package(module, extensions) is not None and module.split(".", 1)[0] not in local
+
+
+def failing_package(module: str, extensions: frozenset[str]) -> Package | None:
+    """The package with no build for some targets that an import names (flash-attn's
+    `flash_attn.bert_padding`), where no CUDA extension of the repository goes by that name."""
     package = by_import(module)
-    return package is not None and package.fails_to_import() and module.split(".", 1)[0] not in local
+    if package is None or not package.fails_to_import() or any(_within(module, e) for e in extensions):
+        return None
+    return package
 
 
 def failing_prefix(module: str, importer: str, chains: Mapping[str, tuple[str, ...]]) -> str:

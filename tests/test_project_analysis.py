@@ -141,6 +141,10 @@ def test_a_package_with_no_build_for_the_target_fails_the_modules_that_import_it
     # what the failing module defines may or may not use flash-attn (the collate does not): its import is the finding
     calls = {(f.line, f.severity) for f in findings if f.code == "PC707" and f.path == "train.py"}
     assert calls == {(7, Severity.INFO), (8, Severity.INFO)}
+    built = "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('rotary_emb', ['r.cu'])\n"
+    write(tmp_path, {"setup.py": built, "pkg/rope.py": "import torch\nimport rotary_emb\n", "app.py": "import pkg.rope\n"})
+    messages = {f.message.split(": on a host")[0] for f in scan(tmp_path).findings if f.path == "app.py"}
+    assert messages == {"`pkg.rope` imports the CUDA extension `rotary_emb` when it is imported (pkg.rope -> rotary_emb)"}
 
 
 def test_a_failing_module_used_only_where_a_caller_turns_a_flag_on_is_the_callers_check(tmp_path: Path) -> None:

@@ -687,7 +687,7 @@ class CudaOnlyPackageCall(Rule):
             if chain is None or chain[0] != module or len(chain) != 2 or fallbacks.looks_like_reference(name):
                 return ""
         cause = chain[-1] if chain else ""
-        if not cause or cause.split(".")[0] == project.TRITON or packages.by_import(cause) is not None:
+        if not cause or cause.split(".")[0] == project.TRITON or project.failing_package(cause, known.cuda_extensions):
             return ""  # a package with no build: what the module defines may not use it (OpenSora's `rope`)
         return cause
 

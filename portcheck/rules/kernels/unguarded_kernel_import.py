@@ -177,10 +177,11 @@ class UnguardedKernelImport(Rule):
                 continue  # the import itself is the cause: reported as such (here or by PC607)
             chain = known.failing_import(module, importer)
             if chain is not None:
-                severity = _chain_severity(chain)
+                package = None if _is_triton(chain[-1]) else project.failing_package(chain[-1], known.cuda_extensions)
+                severity = _chain_severity(chain, package)
                 if not imports_cause_itself(chain) or self._defines_kernels(importer):
                     severity = at_most_info(severity)
-                self.report(node, severity=severity, **_chain_fields(chain))
+                self.report(node, severity=severity, **_chain_fields(chain, package))
                 return
 
     def _defines_kernels(self, module: str) -> bool:
@@ -214,18 +215,17 @@ def _is_triton(module: str) -> bool:
     return module == project.TRITON or module.startswith(project.TRITON + ".")
 
 
-def _chain_severity(chain: Sequence[str]) -> SeverityMap:
+def _chain_severity(chain: Sequence[str], package: packages.Package | None) -> SeverityMap:
+    """Triton's, a CUDA extension's, or an error where the package (`failing_package`) has no build."""
     if _is_triton(chain[-1]):
         return _TRITON_SEVERITY
-    package = packages.by_import(chain[-1])
-    if package is not None and package.installs_on is not None:  # an error where it has no build
+    if package is not None and package.installs_on is not None:
         return {target: OFF if target in package.installs_on else ERROR for target in TARGET_ORDER}
     return _EXTENSION_SEVERITY
 
 
-def _chain_fields(chain: Sequence[str]) -> dict[str, str]:
+def _chain_fields(chain: Sequence[str], package: packages.Package | None) -> dict[str, str]:
     cause, owner = chain[-1], chain[-2]
-    package = None if _is_triton(cause) else packages.by_import(cause)
     if _is_triton(cause):
         what, missing = "Triton", "Triton"
     elif package is not None:
