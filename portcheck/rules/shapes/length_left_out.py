@@ -12,6 +12,7 @@ from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     TensorRule,
     advice,
+    builtin_call,
     defined_names,
     reads_tensor_value,
     shown,
@@ -27,11 +28,8 @@ _READ_BACK = frozenset({"item", "tolist"})
 
 def _read_back(ctx: FileContext, value: cst.BaseExpression) -> bool:
     """Whether a value is a number copied to the host: `t.item()`, `int(t.max())`."""
-    if type(value) is not cst.Call:
-        return False
-    func = value.func
-    builtin = type(func) is cst.Name and func.value in ("int", "float", "round") and not ctx.qualified_names(func)
-    return builtin or patterns.method_name(value) in _READ_BACK
+    numbered = builtin_call(ctx, value, ("int", "float", "round")) is not None
+    return numbered or (type(value) is cst.Call and patterns.method_name(value) in _READ_BACK)
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,8 @@ class LengthLeftOut(TensorRule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._pending: dict[int, tuple[cst.FunctionDef, str, int]] = {}  # id(assignment): what it fills
+        # id(assignment): the function, the parameter it fills, its position, the value filled in
+        self._pending: dict[int, tuple[cst.FunctionDef, str, int, cst.BaseExpression]] = {}
         self._filled: list[_Filled] = []  # the module's own functions that fill a length
 
     @classmethod
@@ -195,19 +194,18 @@ class LengthLeftOut(TensorRule):
             filled = next(filter(None, (resolve.filled_when_left_out(each, name) for each in statements)), None)
             if filled is not None:
                 position = positional.index(param) if param in positional else -1
-                self._pending[id(filled[0])] = (node, name, position)
+                self._pending[id(filled[0])] = (node, name, position, filled[1])
 
     def visit_Assign(self, node: cst.Assign) -> None:
         pending = self._pending.pop(id(node), None) if self._pending else None
         if pending is None:
             return
-        function, parameter, position = pending
-        filled = resolve.filled_when_left_out(self._statement_of(node), parameter)
-        if filled is None or not reads_tensor_value(self.ctx, filled[1]):
+        function, parameter, position, filled = pending
+        if not reads_tensor_value(self.ctx, filled):  # asked here, in the function's scope
             return
-        if not (_read_back(self.ctx, filled[1]) or self._used_as_size(function, parameter)):
+        if not (_read_back(self.ctx, filled) or self._used_as_size(function, parameter)):
             return  # `max_length = max_length or length.max()` compared with a range: a tensor, no wait
-        value = shown(filled[1])
+        value = shown(filled)
         self._filled.append(_Filled(function.name.value, parameter, position, value))
         for name in defined_names(self.ctx, function):  # as its package may re-export it too
             self.record(project.FILLED_LENGTH, name, UNPLACED, parameter=parameter, position=str(position), value=value)
@@ -227,12 +225,6 @@ class LengthLeftOut(TensorRule):
                     break
                 child = parent
         return False
-
-    def _statement_of(self, node: cst.Assign) -> cst.CSTNode:
-        """The statement of the function's body that holds the assignment: its line, or the `if`."""
-        ancestors = self.ctx.ancestors
-        line = ancestors[-1]
-        return ancestors[-3] if len(ancestors) > 2 and type(ancestors[-3]) is cst.If else line
 
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
