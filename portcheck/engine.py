@@ -454,7 +454,10 @@ def _results(
                 assert report.span is not None
                 span = report.span
             message, severity = report.message, report.severity
-            if rule.cuda_only and flow is not None and flow.only_under_cuda(placement):
+            if rule.cuda_only and flow is not None and flow.rewritten_with_check(placement):
+                message = f"{message} (in a test led by a CUDA check: a port that rewrites the check rewrites this too)"
+                severity = at_most_warning(severity)
+            elif rule.cuda_only and flow is not None and flow.only_under_cuda(placement):
                 message = f"{message} (reached only under a CUDA check: it runs only where CUDA is present)"
                 severity = at_most_warning(severity) if flow.on_a_device_path(placement) else at_most_info(severity)
             finding = _finding(type(rule), message, report.hint, severity, path, config, span, lines)

@@ -275,6 +275,10 @@ class Guard:
     # a condition (`is_available() and capability() >= (8, 0)`), a communication backend's need
     # (`if backend == "nccl":`) or one branch of a dispatch over devices (`elif device == "npu":`)
     picks_device: bool = True
+    # an `and` chain led by CUDA's own API, no device compared (`torch.cuda.is_available() and
+    # torch.cuda.is_bf16_supported()`): a port rewrites the whole test, so what follows the check
+    # in it changes with it (llama-recipes' bf16 test over `torch.version.cuda`, `nccl.version()`)
+    rewritten_whole: bool = False
     # the first check in the same top-level definition written the same way whose guarded code
     # shares a name with this one's (this one's own index where there is none): such checks
     # decide together, so a port rewrites all or none
@@ -555,7 +559,21 @@ class DeviceFlow:
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         if type(node.operator) is cst.And and self.cuda_check(node.left):
-            self._add(Guard(self._source(node.left), (node.right,), picks_device=False))
+            whole = all(self._asks_cuda(side) for side in _conjuncts(node.left) if self.cuda_check(side))
+            self._add(Guard(self._source(node.left), (node.right,), picks_device=False, rewritten_whole=whole))
+
+    def _asks_cuda(self, check: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether a check that holds only on CUDA asks CUDA itself (`torch.cuda.is_available()`,
+        `torch.version.cuda`, `torch.cuda.device_count() > 1`) rather than comparing a device,
+        which a port changes so that the check fails on the target as written."""
+        if type(check) is cst.Name and depth == 0:
+            bound = self._bound_value(check)
+            return bound is not None and self._asks_cuda(bound, depth + 1)
+        asked = check.left if type(check) is cst.Comparison else check
+        func = asked.func if type(asked) is cst.Call else asked
+        return type(func) in (cst.Name, cst.Attribute) and bool(
+            self.resolver.qualified_names(func) & (_AVAILABILITY | _BUILD_VERSIONS | {_COUNT})
+        )
 
     def visit_Assert(self, node: cst.Assert) -> None:
         if self.cuda_check(node.test):
@@ -627,6 +645,11 @@ class DeviceFlow:
         not an `assert`, which stops the program there, so that a port removes it and the
         code after it runs on the target."""
         return any(not self.guards[index].asserts for index in placement.protected_by)
+
+    def rewritten_with_check(self, placement: Placement) -> bool:
+        """Whether code at `placement` follows a CUDA check in a test that a port rewrites whole
+        (`Guard.rewritten_whole`)."""
+        return any(self.guards[index].rewritten_whole for index in placement.protected_by)
 
     def on_a_device_path(self, placement: Placement) -> bool:
         """Whether a CUDA check that keeps code at `placement` on CUDA is one a port opens to
@@ -2063,6 +2086,8 @@ class DeviceFlow:
             return "step"  # CogVideoX's DDIM inversion: `pipeline.transformer(hidden_states=..., timestep=...)`
         if method and _MODEL_RUN.match(method) and _MODEL_NAME.search(receiver):
             return "step"  # `model.forward_decoder(...)`, `self.model.decode(z)`
+        if method and _MODEL_NAME.search(receiver) and self._given_device_data(call):
+            return "step"  # DINO's `model.get_intermediate_layers(frame.unsqueeze(0).cuda(), n=1)`
         if BATCH_GETTER.search(named) and (depth == 0 or named != "next"):
             return "step"  # in a helper, `next(iter(model.parameters()))` fetches no batch
         if depth == 0 and self._runs_on_device_data(call):
@@ -2086,6 +2111,10 @@ class DeviceFlow:
             return False
         if func.value[:1].isupper() or func.value in _BUILTIN_CALLS:
             return False  # a class made, or Python's own
+        return self._given_device_data(call)
+
+    def _given_device_data(self, call: cst.Call) -> bool:
+        """Whether a call is given a tensor sent to a device (also in a list or tuple)."""
         given = [arg.value for arg in call.args if not arg.star]
         given = [e.value for g in given for e in (g.elements if type(g) in (cst.List, cst.Tuple) else [])] + given
         return any(

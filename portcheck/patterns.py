@@ -99,9 +99,14 @@ def value_literals(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> 
     """The literals an expression can evaluate to that `wanted` accepts: the expression
     itself, the branches of `a if c else b` and `a or b` (`args.device or "cuda"`), and the
     items of a list or tuple of them, also made by a comprehension (yolact's `devices =
-    ["cuda:" + str(x) for x in device_ids]`)."""
+    ["cuda:" + str(x) for x in device_ids]`), and the fallback of a lookup that has one
+    (open_clip's `getattr(args, "device", "cuda")`, `config.get("device", "cuda")`)."""
     if wanted(node):
         yield node
+    elif type(node) is cst.Call:
+        fallback = _lookup_fallback(node)
+        if fallback is not None:
+            yield from value_literals(fallback, wanted)
     elif type(node) is cst.IfExp:
         yield from value_literals(node.body, wanted)
         yield from value_literals(node.orelse, wanted)
@@ -113,6 +118,18 @@ def value_literals(node: cst.CSTNode, wanted: Callable[[cst.CSTNode], bool]) -> 
             yield from value_literals(element.value, wanted)
     elif type(node) in (cst.ListComp, cst.GeneratorExp):
         yield from value_literals(node.elt, wanted)
+
+
+def _lookup_fallback(call: cst.Call) -> cst.BaseExpression | None:
+    """The value `getattr(obj, name, fallback)`, `mapping.get(key, fallback)` and
+    `os.getenv(name, fallback)` give where the lookup finds nothing."""
+    given = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    func = call.func
+    if type(func) is cst.Name and func.value == "getattr" and len(given) == 3:
+        return given[2]
+    if type(func) is cst.Attribute and func.attr.value in ("get", "getenv") and len(given) == 2:
+        return given[1]
+    return None
 
 
 def cuda_device_literals(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

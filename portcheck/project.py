@@ -88,6 +88,11 @@ STEP_PARAMETER = "step-parameter"
 # function (`pretrain(..., forward_step)`); details `callee`, `position` (-1 for a keyword),
 # `keyword`
 HANDED_FUNCTION = "handed-function"
+# name: a member of a namespace a module builds of its functions (nanochat's `flash_attn =
+# SimpleNamespace(flash_attn_with_kvcache=flash_attn_with_kvcache, ...)`: `pkg.mod.flash_attn.
+# flash_attn_with_kvcache`); detail `target`, the function it holds. Step calls made through the
+# member are the function's.
+NAMESPACE_MEMBER = "namespace-member"
 # name: a module-level function of the repository that fills a length parameter from tensor
 # values where the call leaves it out (CosyVoice's `make_pad_mask(lengths, max_len=0)`: `max_len =
 # max_len if max_len > 0 else lengths.max().item()`); details `parameter`, `position` (its index
@@ -167,6 +172,7 @@ class Project:
         chains = import_failures(facts, extensions, self.local_packages)
         tensors_returned = {"", *(f.name for f in facts if f.kind == TENSOR_RETURN)}
         kernels = frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton")
+        members = {f.name: f.detail("target") for f in facts if f.kind == NAMESPACE_MEMBER}
         return replace(
             self,
             complete=True,
@@ -176,7 +182,12 @@ class Project:
             import_failures=frozenset(chains.values()),
             failing_imports_written=frozenset(failing_imports_written(facts, chains, extensions, self.local_packages)),
             step_calls=frozenset(
-                (f.name, f.detail("where"), f.detail("tensors") == "yes", f.detail("periodic") == "yes")
+                (
+                    members.get(f.name, f.name),
+                    f.detail("where"),
+                    f.detail("tensors") == "yes",
+                    f.detail("periodic") == "yes",
+                )
                 for f in facts
                 if f.kind == STEP_CALL
             )

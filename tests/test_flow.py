@@ -232,17 +232,27 @@ def test_an_early_exit_protects_what_follows() -> None:
     assert found[(3, "PC201")][0] is Severity.ERROR
 
 
-def test_what_an_and_runs_only_after_a_cuda_check_is_info_inside_a_check_too() -> None:
+def test_what_an_and_runs_after_cudas_own_check_is_rewritten_with_it() -> None:
+    """A test led by CUDA's API (`torch.cuda.is_available() and ...`) is one a port rewrites
+    whole: once the check becomes `torch.accelerator.is_available()`, what follows it in the
+    test runs on the target, so it is a line to change too (a warning, not info). Led by a
+    comparison of the device, the test fails on the target as written: what follows it is info."""
     source = """\
     import torch
     if torch.cuda.is_available() and torch.cuda.memory_allocated() > 0:
         model = model.cuda()
     FLASH = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
+    def pick(device, dtype):
+        if device.type == "cuda" and torch.cuda.get_device_capability()[0] < 8:
+            dtype = torch.float16
+        return dtype
     """
     found = findings(source)
-    assert found[(2, "PC204")][0] is Severity.INFO
-    assert found[(4, "PC206")][0] is Severity.INFO
+    assert found[(2, "PC204")][0] is Severity.WARNING
+    assert found[(4, "PC206")][0] is Severity.WARNING
+    assert "a port that rewrites the check rewrites this too" in found[(4, "PC206")][2]
     assert found[(2, "PC201")][0] is Severity.ERROR
+    assert found[(6, "PC206")][0] is Severity.INFO
 
 
 def test_a_build_of_torch_for_cuda_or_rocm_is_a_check() -> None:

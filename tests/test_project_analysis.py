@@ -142,9 +142,13 @@ def test_a_package_with_no_build_for_the_target_fails_the_modules_that_import_it
     calls = {(f.line, f.severity) for f in findings if f.code == "PC707" and f.path == "train.py"}
     assert calls == {(7, Severity.INFO), (8, Severity.INFO)}
     built = "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('rotary_emb', ['r.cu'])\n"
-    write(tmp_path, {"setup.py": built, "pkg/rope.py": "import torch\nimport rotary_emb\n", "app.py": "import pkg.rope\n"})
+    write(
+        tmp_path, {"setup.py": built, "pkg/rope.py": "import torch\nimport rotary_emb\n", "app.py": "import pkg.rope\n"}
+    )
     messages = {f.message.split(": on a host")[0] for f in scan(tmp_path).findings if f.path == "app.py"}
-    assert messages == {"`pkg.rope` imports the CUDA extension `rotary_emb` when it is imported (pkg.rope -> rotary_emb)"}
+    assert messages == {
+        "`pkg.rope` imports the CUDA extension `rotary_emb` when it is imported (pkg.rope -> rotary_emb)"
+    }
 
 
 def test_a_failing_module_used_only_where_a_caller_turns_a_flag_on_is_the_callers_check(tmp_path: Path) -> None:
@@ -409,6 +413,41 @@ if __name__ == "__main__":
     )
     found = {(f.code, f.line, f.severity) for f in scan(tmp_path).findings if f.path == "pretrain_gpt.py"}
     assert found == {("PC505", 11, Severity.ERROR)}  # the model provider's read runs once
+
+
+def test_a_function_called_through_a_namespace_of_its_module_runs_where_the_call_does(tmp_path: Path) -> None:
+    """nanochat: `flash_attention.py` exports its functions as `flash_attn = SimpleNamespace(...)`,
+    and the model's forward calls `flash_attn.flash_attn_with_kvcache(...)`: the SDPA fallback's
+    `.item()` and the cache slices it bounds run every step. A member bound to no function of
+    the module is no function to follow."""
+    attention = """\
+from types import SimpleNamespace
+import torch
+
+def flash_attn_with_kvcache(q, k_cache, cache_seqlens):
+    pos = cache_seqlens[0].item()
+    return q @ k_cache[:, :pos].transpose(-1, -2)
+
+def unused(q, cache_seqlens):
+    return q[:, : cache_seqlens[0].item()]
+
+flash_attn = SimpleNamespace(flash_attn_with_kvcache=flash_attn_with_kvcache, unused=print)
+"""
+    model = """\
+import torch
+from pkg.attention import flash_attn
+
+class Attention(torch.nn.Module):
+    def forward(self, q, k_cache, cache_seqlens):
+        return flash_attn.flash_attn_with_kvcache(q, k_cache, cache_seqlens)
+"""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/attention.py": attention, "pkg/model.py": model})
+    found = {(f.code, f.line, f.severity) for f in scan(tmp_path).findings if f.path == "pkg/attention.py"}
+    assert found == {
+        ("PC503", 5, Severity.ERROR),
+        ("PC505", 6, Severity.ERROR),
+        ("PC505", 9, Severity.INFO),
+    }
 
 
 def test_a_package_below_a_folder_without_init_re_exports_by_its_full_name(tmp_path: Path) -> None:

@@ -93,6 +93,13 @@ class CudaDeviceString(SettingValueRule):
         Valid("run:\n  device: cpu\n  backend: cuda\n  note: cuda:0\n", path="train_configs/stage1.yaml"),
     ]
     INVALID = [
+        Invalid(  # open_clip: the fallback of a lookup; and a config's
+            "import torch\ndef init(args, config):\n    device = getattr(args, 'device', 'cuda')\n"
+            "    return torch.device(device), run(device=config.get('device', 'cuda:0'))\n",
+            lines=[3, 4],
+            fixed="import torch\ndef init(args, config):\n    device = getattr(args, 'device', 'tpu')\n"
+            "    return torch.device(device), run(device=config.get('device', 'tpu'))\n",
+        ),
         Invalid(  # PixArt's interface.py: the device looked up in a table by image size
             "import torch\nt5_device = {512: 'cuda', 1024: 'cpu'}\nemb = T5Embedder(device=t5_device[size])\n",
             lines=[2],

@@ -34,6 +34,14 @@ _MAP_INDEX = {
     name: ERROR if not t.accelerator_api else WARNING if t.one_device_per_process else OFF
     for name, t in target_data.all_targets().items()
 }
+# device_map="auto" and the balanced and sequential maps are filled from accelerate's
+# `get_max_memory` (accelerate/utils/modeling.py), which measures the memory of CUDA, NPU, MLU,
+# MUSA and XPU devices (HPU and MPS in recent releases) and of the CPU: a device it does not know
+# gets no layer, so where the target is none of those every layer stays on the CPU.
+_AUTO_MAPS = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
+_AUTO = {
+    name: WARNING if t.device_type in ("tpu", "neuron", "xla") else OFF for name, t in target_data.all_targets().items()
+}
 _PIPELINE_INDEX = {
     name: OFF if t.device_type in _PIPELINE_INDEX_TYPES else WARNING if t.device_type == "cpu" else ERROR
     for name, t in target_data.all_targets().items()
@@ -58,6 +66,10 @@ def _is_placement(node: cst.CSTNode) -> bool:
     return _is_index(node) or patterns.is_cuda_device_literal(node) or _may_hold_index(node)
 
 
+def _is_auto_map(node: cst.CSTNode) -> bool:
+    return patterns.string_value(node) in _AUTO_MAPS
+
+
 def _may_hold_index(node: cst.CSTNode) -> bool:
     return isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.BinaryOperation, cst.UnaryOperation))
 
@@ -65,7 +77,7 @@ def _may_hold_index(node: cst.CSTNode) -> bool:
 class HfCudaDeviceMap(SettingValueRule):
     """## What it does
     Reports CUDA placements in Hugging Face loading calls: a `device_map` that is `"cuda"`,
-    `"cuda:N"` or a device index (`device_map=0`), dict values that are (`{"": "cuda:1"}`,
+    `"cuda:N"`, a device index (`device_map=0`) or, on tpu, neuron and xla, `"auto"`, dict values that are (`{"": "cuda:1"}`,
     `{"": 0}`, `{"": local_rank}`, `{"": Accelerator().process_index}`), and an int `device=` of
     `transformers.pipeline(...)` or a transformers `...Pipeline` class. A `device_map` is found
     as a keyword, a parameter default, a variable, attribute, subscript or dict key named
@@ -101,7 +113,10 @@ class HfCudaDeviceMap(SettingValueRule):
     xla and cpu, whose device torch.accelerator does not know, and a warning on tpu, where a
     process owns one device. A pipeline index is an error on tpu, neuron and xla, a warning on
     cpu, and off where transformers maps it (rocm, xpu, npu, hpu, mps). `device_map="auto"`
-    is left alone. Under a CUDA check (`{"": 0} if torch.cuda.is_available() else "cpu"`) the
+    (and `"balanced"`, `"balanced_low_0"`, `"sequential"`) is a warning on tpu, neuron and xla:
+    accelerate fills those maps from the memory of the devices it knows (CUDA, NPU, MLU, MUSA,
+    XPU, and the CPU), so there every layer stays on the CPU; not rewritten, since a map over
+    several GPUs may need a person's choice of one device or a sharding. Under a CUDA check (`{"": 0} if torch.cuda.is_available() else "cpu"`) the
     placement runs only on CUDA: info, the check is the finding.
 
     ## Fix safety
@@ -126,20 +141,20 @@ class HfCudaDeviceMap(SettingValueRule):
     message = "{subject} {problem}"
     hint = "{advice}"
     severity = {
-        name: max(_CUDA_STRING[name], _MAP_INDEX[name], _PIPELINE_INDEX[name]) for name in target_data.TARGET_ORDER
+        name: max(_CUDA_STRING[name], _MAP_INDEX[name], _PIPELINE_INDEX[name], _AUTO[name])
+        for name in target_data.TARGET_ORDER
     }
     fix_safety = FixSafety.SAFE
     triggers = (b"device_map", b"pipeline", b"Pipeline")
     cuda_only = True
 
     VALID = [
-        Valid('from transformers import AutoModel\nmodel = AutoModel.from_pretrained("bert", device_map="auto")\n'),
+        Valid(
+            'from transformers import AutoModel\nmodel = AutoModel.from_pretrained("bert", device_map="auto")\n',
+            options={"targets": ["cpu", "rocm", "xpu", "npu", "hpu", "mps"]},
+        ),
         Valid('from transformers import pipeline\nclf = pipeline("text-classification", device=-1)\n'),
         Valid('import torch\nfrom transformers import pipeline\nclf = pipeline("ner", device=torch.device("cpu"))\n'),
-        Valid(
-            "from diffusers import DiffusionPipeline\n"
-            'pipe = DiffusionPipeline.from_pretrained("sd", device_map="balanced")\n'
-        ),
         Valid('import torch\nm = AutoModel.from_pretrained("x", device_map={"": "cpu", "lm_head": "disk"})\n'),
         Valid("def load(torch, pipeline):\n    return pipeline('ner', device=0)\n"),
         Valid("import torch\nx = torch.zeros(3).to(0)\nmax_memory = {0: '10GiB', 'cpu': '30GiB'}\n"),
@@ -155,7 +170,7 @@ class HfCudaDeviceMap(SettingValueRule):
         # and a "cuda" bound to a device variable is cuda-device-string's (PC101)
         Valid(
             "import torch.cuda\nfrom transformers import AutoModelForCausalLM as LM\n"
-            'device_map = "auto"\nm = LM.from_pretrained("x", device_map=device_map)\n'
+            'device_map = {"": "cpu"}\nm = LM.from_pretrained("x", device_map=device_map)\n'
             'n = LM.from_pretrained("x", device_map=args.device_map)\n'
             'o = LM.from_pretrained("x", device_map={"": accelerator.device})\n'
             'device = "cuda" if torch.cuda.is_available() else "cpu"\np = LM.from_pretrained("x", device_map=device)\n',
@@ -165,6 +180,15 @@ class HfCudaDeviceMap(SettingValueRule):
         Valid('import torch\nm = AutoModel.from_pretrained("x", device_map={"": torch.cuda.current_device()})\n'),
     ]
     INVALID = [
+        # accelerate spreads the weights over the devices it measures: on tpu none, all on the CPU
+        Invalid(
+            "from diffusers import DiffusionPipeline\nfrom transformers import AutoModel\n"
+            'pipe = DiffusionPipeline.from_pretrained("sd", device_map="balanced")\n'
+            'kwargs = {}\nkwargs["device_map"] = "auto"\nmodel = AutoModel.from_pretrained("bert", **kwargs)\n',
+            lines=[3, 5],
+            message="every layer silently stays on the CPU",
+            options={"targets": ["tpu", "neuron"]},
+        ),
         Invalid(
             'import torch\nm = AutoModel.from_pretrained("x", device_map={"": 0})\n',
             lines=[2],
@@ -328,7 +352,7 @@ class HfCudaDeviceMap(SettingValueRule):
         elif isinstance(expression, cst.BooleanOperation):
             yield from self.literals(expression.left)
             yield from self.literals(expression.right)
-        elif _is_placement(expression):
+        elif _is_placement(expression) or _is_auto_map(expression):
             yield expression
 
     def check(self, expression: cst.BaseExpression) -> None:
@@ -354,6 +378,15 @@ class HfCudaDeviceMap(SettingValueRule):
                 "places the weights on a CUDA device",
                 "map to the target's device: device_map={devices}, or one device chosen once",
                 self._edit(literal, placement.device_spelling(self.ctx, literal, index_on_cpu=False)),
+            )
+        elif _is_auto_map(literal):
+            self._report(
+                literal,
+                _AUTO,
+                f"device_map={cst.Module([]).code_for_node(literal)}",
+                "has accelerate spread the weights over the devices whose memory it measures (CUDA, NPU, "
+                "MLU, MUSA, XPU), so on {targets} every layer silently stays on the CPU",
+                "name the device: device_map={devices}",
             )
         elif direct and isinstance(literal, cst.BaseExpression) and not self._selects_cuda(literal):
             self._check_rank(literal)

@@ -99,4 +99,13 @@ class CudaDeviceProperties(CudaApiRule):
             "from torch.cuda import get_device_properties as props\nsm = props(0).multi_processor_count\n", lines=[2]
         ),
         Invalid("import torch.cuda\nload = torch.cuda.utilization()\n", lines=[2]),
+        # llama-recipes' bf16 test: the port rewrites the whole test, this line with its check
+        Invalid(
+            "import torch\nimport torch.distributed as dist\nbf16_ready = (\n    torch.version.cuda\n"
+            "    and torch.cuda.is_bf16_supported()\n    and dist.is_nccl_available()\n)\n",
+            lines=[5],
+            message="a port that rewrites the check rewrites this too",
+            fixed="import torch\nimport torch.distributed as dist\nbf16_ready = (\n    torch.version.cuda\n"
+            "    and True\n    and dist.is_nccl_available()\n)\n",
+        ),
     ]

@@ -1350,6 +1350,7 @@ class StepRule(TensorRule):
         self._callees: dict[
             int, list[str]
         ] = {}  # call: see `_local_callees`, asked for step calls and tensor arguments
+        self._receivers: dict[int, set[str]] = {}  # receiver: see `_receiver_classes`
         self._pending: set[str] = set()  # what `_note_pending` recorded
 
     @classmethod
@@ -1566,7 +1567,27 @@ class StepRule(TensorRule):
                 bases = (self.ctx.module.absolute(base) for base in module_flow.class_bases(defined.name.value))
                 for base in sorted(base for base in bases if "." in base and self.ctx.project.is_local(base)):
                     self.record(project.SUBCLASS, f"{self.ctx.module.name}.{defined.name.value}", UNPLACED, base=base)
+            elif type(defined) is cst.SimpleStatementLine:
+                self._record_namespace_members(defined, module)
         self._record_handed_functions()
+
+    def _record_namespace_members(self, line: cst.SimpleStatementLine, module: cst.Module) -> None:
+        """`flash_attn = SimpleNamespace(flash_attn_with_kvcache=flash_attn_with_kvcache)`: each
+        member that holds one of the module's functions (NAMESPACE_MEMBER)."""
+        functions = {statement.name.value for statement in module.body if type(statement) is cst.FunctionDef}
+        for statement in line.body:
+            if not (type(statement) is cst.Assign and len(statement.targets) == 1):
+                continue
+            target, value = statement.targets[0].target, statement.value
+            if type(target) is not cst.Name or type(value) is not cst.Call:
+                continue
+            if "types.SimpleNamespace" not in self.ctx.qualified_names(value.func):
+                continue
+            own = f"{self.ctx.module.name}."
+            for arg in value.args:
+                if arg.keyword is not None and type(arg.value) is cst.Name and arg.value.value in functions:
+                    name = f"{own}{target.value}.{arg.keyword.value}"
+                    self.record(project.NAMESPACE_MEMBER, name, UNPLACED, target=f"{own}{arg.value.value}")
 
     def _record_step_parameters(self, function: cst.FunctionDef) -> None:
         """The parameters the function hands to a call made every step (`Flow.step_parameters`)."""
@@ -1693,7 +1714,16 @@ class StepRule(TensorRule):
         self, receiver: cst.BaseExpression, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
     ) -> set[str]:
         """The qualified names of the classes whose instance `receiver` may hold (for a name, as
-        any of its `=` values makes, whatever else binds it)."""
+        any of its `=` values makes, whatever else binds it); found once per receiver, which a
+        call's callees and its method's owner both ask about."""
+        found = self._receivers.get(id(receiver))
+        if found is None:
+            found = self._receivers[id(receiver)] = self._find_receiver_classes(receiver, function, ancestors)
+        return found
+
+    def _find_receiver_classes(
+        self, receiver: cst.BaseExpression, function: cst.FunctionDef | None, ancestors: Sequence[cst.CSTNode]
+    ) -> set[str]:
         module_flow = self.ctx.flow
         assert module_flow is not None
         found: set[str] = set()

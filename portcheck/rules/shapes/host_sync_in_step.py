@@ -786,6 +786,15 @@ class HostSyncInStep(StepRule):
             lines=[6, 7, 8, 9],
             message="logging `loss`",
         ),
+        Invalid(  # llama-recipes: the run wandb.init() made, handed to the training loop
+            "import torch\nimport wandb\ndef train(model, loader, optimizer, wandb_run=None):\n"
+            "    for step, batch in enumerate(loader):\n        loss = model(**batch).loss\n        loss.backward()\n"
+            "        optimizer.step()\n        if wandb_run:\n            wandb_run.log({'train/loss': loss.detach().float()})\n"
+            "run = wandb.init(project='p')\nfor x in loader:\n    loss = model(x)\n    loss.backward()\n"
+            "    run.log({'loss': loss})\n    logger.log({'loss': loss})\n",
+            lines=[9, 14],
+            message="logging",
+        ),
         Invalid(  # the error path: SAM 2's trainer logs the loss before it raises (the test itself reads it every step)
             "import math\nimport torch\nfor batch in loader:\n    loss = model(batch)\n"
             "    if not math.isfinite(loss.detach().float().sum()):\n        msg = f'Loss is {loss.item()}'\n"
@@ -1377,19 +1386,33 @@ class HostSyncInStep(StepRule):
     def _logged_tensor(self, node: cst.Call, method: str | None) -> cst.BaseExpression | None:
         """The tensor a logger writes as a number: TensorBoard's `writer.add_scalar(tag,
         loss, step)` (its value), `writer.add_scalars(tag, {"train": loss}, step)` and
-        `wandb.log({"loss": loss})` (a value of the dict, also `dict(loss=loss)`); each reads
-        it on the host."""
+        `wandb.log({"loss": loss})` (a value of the dict, also `dict(loss=loss)`), also through
+        a run object (llama-recipes' `wandb_run.log({...})`, the run `wandb.init()` made); each
+        reads it on the host."""
         if method in _SCALAR_LOGGERS:
             value = patterns.argument(node, 1, "scalar_value")
             return value.value if value is not None and tensor_valued(self.ctx, value.value) else None
         if method == "add_scalars":
             logged = patterns.argument(node, 1, "tag_scalar_dict")
-        elif self.ctx.qualified_names(node.func) & {"wandb.log"} and node.args:
+        elif node.args and (self.ctx.qualified_names(node.func) & {"wandb.log"} or self._logs_to_wandb_run(node)):
             logged = node.args[0]
         else:
             return None
         values = _dict_values(self.ctx, logged.value) if logged is not None else []
         return next((value for value in values if tensor_valued(self.ctx, value)), None)
+
+    def _logs_to_wandb_run(self, node: cst.Call) -> bool:
+        """`run.log(...)` on what `wandb.init()` returned, or on a name that says it is a wandb
+        run where nothing in the module says what it holds (a parameter: `wandb_run`)."""
+        func = node.func
+        if type(func) is not cst.Attribute or func.attr.value != "log" or type(func.value) is not cst.Name:
+            return False
+        values = self.ctx.assigned_values(func.value)
+        if values:
+            return any(
+                type(value) is cst.Call and "wandb.init" in self.ctx.qualified_names(value.func) for value in values
+            )
+        return "wandb" in func.value.value.lower()
 
     def _printed_tensor(self, node: cst.Call) -> cst.BaseExpression | None:
         """The first tensor `print(...)` is given (LoRA's `print(pre_norm)` every step): printing

@@ -35,8 +35,8 @@ class KvCacheGrownPerStep(TensorRule):
       function reads from it (DALLE-pytorch's `if offset > 0:`, the offset kept in the cache)
       (GPT-2's and minGPT's `key = torch.cat((past_key, key),
       dim=-2)` where `past_key, past_value = layer_past`; StreamingLLM's and Llama-1 ports'
-      `torch.cat([past_key_value[0], key_states], dim=2)`): reported once per cache, at its
-      first concatenation; also without a guard, the caches a function is given and grows
+      `torch.cat([past_key_value[0], key_states], dim=2)`): reported at each concatenation
+      after the cache (keys and values are each a line to change); also without a guard, the caches a function is given and grows
       onto themselves, then hands back (GPT-SoVITS's `k_cache = torch.cat([k_cache, k], dim=1)`
       and the same for `v_cache` in `decode_next_token`), where their names say cache;
     - in a loop, a model call given `past_key_values=` that the loop binds again (from the
@@ -245,7 +245,7 @@ class KvCacheGrownPerStep(TensorRule):
             "        if layer_past is not None:\n            past_key, past_value = layer_past\n"
             "            k = torch.cat((past_key, k), dim=-2)\n            v = torch.cat((past_value, v), dim=-2)\n"
             "        return self.attend(x, k, v), present\n",
-            lines=[8],
+            lines=[8, 9],
             message="`k` and `v` grow by `torch.cat` after the cache `layer_past`",
         ),
         # StreamingLLM's Llama attention
@@ -257,7 +257,7 @@ class KvCacheGrownPerStep(TensorRule):
             "        value_states = T.cat([past_key_value[1], value_states], dim=2)\n"
             "    past_key_value = (key_states, value_states) if use_cache else None\n"
             "    return key_states, past_key_value\n",
-            lines=[5],
+            lines=[5, 6],
             message="after the cache `past_key_value`",
         ),
         # StreamingLLM's GPT-NeoX attention: the test bound to a name first
@@ -266,7 +266,7 @@ class KvCacheGrownPerStep(TensorRule):
             "    has_layer_past = layer_past is not None\n    if has_layer_past:\n"
             "        key = torch.cat((layer_past[0], key), dim=-2)\n        value = torch.cat((layer_past[1], value), dim=-2)\n"
             "    return key, value\n",
-            lines=[5],
+            lines=[5, 6],
         ),
         # vit-pytorch's ViViT with MOSS: the cache tested by the module's own `exists()`
         Invalid(
@@ -274,7 +274,7 @@ class KvCacheGrownPerStep(TensorRule):
             "    def forward(self, x, cache=None):\n        q, k, v = self.to_qkv(x).chunk(3, dim=-1)\n"
             "        if exists(cache):\n            ck, cv = cache\n            k = torch.cat((ck, k), dim=-2)\n"
             "            v = torch.cat((cv, v), dim=-2)\n        return q @ k.transpose(-1, -2) @ v, (k, v)\n",
-            lines=[9],
+            lines=[9, 10],
         ),
         # DALLE-pytorch: the past kept in a dict the caller passes, under a test of an offset read from it
         Invalid(
@@ -285,7 +285,7 @@ class KvCacheGrownPerStep(TensorRule):
             "            k_top, v_top = cache[cache_key]\n            k = torch.cat([k_top, k], dim=-2)\n"
             "            v = torch.cat([v_top, v], dim=-2)\n        if cache is not None:\n"
             "            cache[cache_key] = k, v\n        return k @ v.transpose(-1, -2)\n",
-            lines=[8],
+            lines=[8, 9],
             message="after the cache `cache`",
         ),
         # StreamingLLM's decoding loop: a Hugging Face model's dynamic cache fed back
@@ -303,7 +303,7 @@ class KvCacheGrownPerStep(TensorRule):
             "    def decode_next_token(self, x, k_cache, v_cache):\n        q, k, v = self.qkv(x).chunk(3, dim=-1)\n"
             "        k_cache = torch.cat([k_cache, k], dim=1)\n        v_cache = torch.cat([v_cache, v], dim=1)\n"
             "        return F.scaled_dot_product_attention(q, k_cache, v_cache), k_cache, v_cache\n",
-            lines=[6],
+            lines=[6, 7],
             message="`k_cache` and `v_cache` grow by `torch.cat` onto the cache given, at every call",
         ),
         Invalid(  # FastChat: the dynamic cache fed back, unless a stop string interrupted the stream
@@ -374,8 +374,8 @@ class KvCacheGrownPerStep(TensorRule):
         test, cache = guard
         growths = self._growths(test.body, cache)
         grown = [target for assign in growths for target in self._targets(assign)]
-        if not growths or growths[0] is not node:
-            return  # not after the cache (`torch.cat([prefix, x])` under `if enc is not None:`); once per cache
+        if not any(each is node for each in growths):
+            return  # not after the cache (`torch.cat([prefix, x])` under `if enc is not None:`)
         if len(growths) < 2 and not _handed_back(function, grown):
             return  # one prefix joined (`torch.cat((embeddings, tokens), 1)`), not keys and values kept
         if all(_trimmed_again(function, name) for name in grown):
@@ -499,8 +499,8 @@ class KvCacheGrownPerStep(TensorRule):
         """Without a guard: the caches a function is given, each grown onto itself and handed
         back (GPT-SoVITS's `decode_next_token(x, k_cache, v_cache)`: `k_cache = torch.cat([k_cache,
         k], dim=1)`, the same for `v_cache`, both returned), where their names say they are caches
-        (not `input_ids` padded to a length); reported once, at the first. Not in a loop of the
-        function, which may start over."""
+        (not `input_ids` padded to a length); reported at each, a line to change. Not in a loop of
+        the function, which may start over."""
         parameters = {param.name.value for param in (*function.params.params, *function.params.kwonly_params)}
         grown = [
             (each, name)
@@ -513,7 +513,7 @@ class KvCacheGrownPerStep(TensorRule):
         names = list(dict.fromkeys(name for _, name in grown))
         if (
             not grown
-            or grown[0][0] is not node
+            or not any(each is node for each, _ in grown)
             or innermost_loop(self.ctx.ancestors) is not None
             or not _handed_back(function, names)
             or not all(name in _CACHES or "cache" in name for name in names)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import libcst as cst
@@ -246,7 +247,7 @@ class TensorBoundSlice(StepRule):
 
     def visit_Slice(self, node: cst.Slice) -> None:
         bounds = [bound for bound in (node.lower, node.upper, node.step) if bound is not None]
-        self._report_read(bounds, self._slices_host_data(), "slice bound")  # one per slice: one length to fix
+        self._report_read(bounds, "slice bound", self._slices_host_data)  # one per slice: one length to fix
 
     def visit_Call(self, node: cst.Call) -> None:
         """`torch.zeros(batch, max(lengths), vocab)`, `F.pad(x, (left, right))`: a size from tensor
@@ -257,7 +258,7 @@ class TensorBoundSlice(StepRule):
             bounds = [arg.value for arg in node.args[:3] if arg.keyword is None and not arg.star]
             bounds += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _RANGE]
             read = [value for value in bounds if self._python_number(value) and reads_tensor_scalar(self.ctx, value)]
-            self._report_read(read, True, "size")
+            self._report_read(read, "size")
             return
         if names & _FACTORIES:
             given = [arg for arg in node.args if arg.keyword is None or arg.keyword.value == "size"]
@@ -277,13 +278,17 @@ class TensorBoundSlice(StepRule):
                 return
             listed = arg.value.elements if type(arg.value) in (cst.Tuple, cst.List) else (arg,)
             sizes.extend(size.value for size in listed)
-        self._report_read(sizes, True, "size")  # a tensor given as a size is read too (its `__index__`)
+        self._report_read(sizes, "size")  # a tensor given as a size is read too (its `__index__`)
 
-    def _report_read(self, values: list[cst.BaseExpression], host_sliced: bool, what: str) -> None:
+    def _report_read(
+        self, values: list[cst.BaseExpression], what: str, host_sliced: Callable[[], bool] = lambda: True
+    ) -> None:
         """Report the first of `values` read from tensor values; or, where none is yet, the first
         that reads a parameter, asked again at the end of the module, once the calls that give
         it are known (DFDNet's `swap_feat(..., location)`, defined ahead of the `forward` that
-        passes it a tensor). One finding per slice or tensor made."""
+        passes it a tensor). One finding per slice or tensor made. Whether what is sliced is in
+        host memory (always, for a size) is asked only of a bound that reads a tensor: the
+        question is dear and most slices never raise it."""
         fields = {"what": what, "advice": advice(self.ctx.targets)}
         for value in values:
             if self._from_tensor_values(value, host_sliced):
@@ -293,11 +298,12 @@ class TensorBoundSlice(StepRule):
         given = {param.name.value for param in function.params.params} - {"self"} if function is not None else set()
         value = next((value for value in values if self._reads_given(value, given)), None)
         if value is not None and function is not None:
-            holds = partial(self._given_from_tensor_values, function, given, value, host_sliced)
+            sliced = host_sliced()  # where the walk is now, not at the end of the module
+            holds = partial(self._given_from_tensor_values, function, given, value, lambda: sliced)
             self.report_by_reach(value, holds=holds, bound=shown(value), **fields)
 
     def _given_from_tensor_values(
-        self, function: cst.FunctionDef, given: set[str], value: cst.BaseExpression, host_sliced: bool
+        self, function: cst.FunctionDef, given: set[str], value: cst.BaseExpression, host_sliced: Callable[[], bool]
     ) -> bool:
         """`_from_tensor_values`, where the module's own calls give the parameters it reads (not
         what other files may pass: those conventions say nothing of this function's sizes)."""
@@ -319,10 +325,10 @@ class TensorBoundSlice(StepRule):
             self._reads_given(bound, given, depth + 1) for name in names for bound in resolver.assigned_values(name)
         )
 
-    def _from_tensor_values(self, value: cst.BaseExpression, host_sliced: bool) -> bool:
+    def _from_tensor_values(self, value: cst.BaseExpression, host_sliced: Callable[[], bool]) -> bool:
         """Whether a number is read from a tensor on the device, unless what is sliced is in host
         memory (`host_sliced`; always, for a size) and so is the tensor it is read from."""
-        return reads_tensor_value(self.ctx, value) and not (host_sliced and read_in_host_memory(self.ctx, value))
+        return reads_tensor_value(self.ctx, value) and not (host_sliced() and read_in_host_memory(self.ctx, value))
 
     def _python_number(self, value: cst.BaseExpression) -> bool:
         """A number as Python holds it: a name, `int(...)`, `round(...)` (the builtins), arithmetic

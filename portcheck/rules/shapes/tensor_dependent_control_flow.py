@@ -254,6 +254,14 @@ class TensorDependentControlFlow(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # DINO's video segmentation: the model run by a method of its own, on a frame sent to the GPU
+            "import torch\ndef extract(model, frame):\n"
+            "    return model.get_intermediate_layers(frame.unsqueeze(0).cuda(), n=1)[0]\n"
+            "def track(model, frames):\n    for frame in frames:\n        feat = extract(model, frame)\n"
+            "        if feat.max() > 0:\n            feat = feat / feat.max()\n",
+            lines=[7],
+            message="in a step loop",
+        ),
         Invalid(  # StyleTTS2: a loss from another module's model, tested, then backpropagated
             "import torch\ndef train(model, loader, opt, slmadv):\n    for x, y in loader:\n"
             "        model(x, y).backward()\n        out = slmadv(x)\n        if out is None:\n            d_loss_slm = 0\n"
