@@ -10,6 +10,7 @@ from portcheck.rewrites.calls import with_keyword, without_arguments
 from portcheck.rewrites.edits import Edit
 from portcheck.rule import ERROR, INFO, OFF, WARNING, FileContext, Invalid, Rule, Valid
 from portcheck.rules.compile.compile_cuda_graph_mode import COMPILE, compiles, string_literals
+from portcheck.setting_rule import option_destination
 from portcheck.wording import verb
 
 
@@ -37,7 +38,10 @@ class CompileBackendForTarget(Rule):
     """## What it does
     Reports `torch.compile(..., backend="inductor")` and `backend="cudagraphs"` where the
     target compiles with another backend, and, as information, `torch.compile(m)` without a
-    backend on targets whose backend is never picked by default (xla, hpu).
+    backend on targets whose backend is never picked by default (xla, hpu). A backend given as
+    a command-line option (`backend=args.torchcompile`) is reported where the option's
+    `default=` or `const=` names it (timm's `add_argument('--torchcompile', nargs='?',
+    const='inductor')`).
 
     ## Why is this bad?
     Inductor generates Triton or C++ code for GPUs and CPUs. TorchTPU raises a RuntimeError
@@ -71,6 +75,9 @@ class CompileBackendForTarget(Rule):
     so nothing that worked changes. Unsafe elsewhere (neuron, xla): inductor may still compile
     what runs on the CPU there, and another compiler can change speed and results within
     floating-point tolerance.
+
+    An option's `default=` or `const=` inductor becomes the target's backend string, with the
+    same safety.
 
     `backend="cudagraphs"` is not fixed: it records CUDA graphs without compiling, and no
     other backend does just that.
@@ -162,19 +169,53 @@ class CompileBackendForTarget(Rule):
             lines=[2],
             fixed="import torch\n@torch.compile(fullgraph=True)\ndef f(x):\n    return x\n",
         ),
+        Invalid(  # timm: `--torchcompile` alone asks for inductor; any other option is not the backend's
+            "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+            "parser.add_argument('--torchcompile', nargs='?', type=str, default=None, const='inductor')\n"
+            "parser.add_argument('--mode', default='inductor')\nargs = parser.parse_args()\n"
+            "model = torch.compile(model, backend=args.torchcompile, mode=args.mode)\n",
+            lines=[4],
+            options={"targets": ["tpu"]},
+            fixed="import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+            "parser.add_argument('--torchcompile', nargs='?', type=str, default=None, const='tpu')\n"
+            "parser.add_argument('--mode', default='inductor')\nargs = parser.parse_args()\n"
+            "model = torch.compile(model, backend=args.torchcompile, mode=args.mode)\n",
+        ),
     ]
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._reported: set[int] = set()
+        self._options: dict[str, list[cst.CSTNode]] = {}  # an option's destination: its backend literals
+        self._optioned: set[str] = set()  # the destinations a compile call takes its backend from
 
     def visit_Call(self, node: cst.Call) -> None:
         backend = patterns.keyword(node, "backend")
         if backend is not None:
             if compiles(node, self.ctx):
                 self._check_backend(node, backend)
+                if type(backend.value) is cst.Attribute:  # `backend=args.torchcompile`
+                    self._optioned.add(backend.value.attr.value)
         elif self.ctx.qualified_names(node.func) & COMPILE and not any(arg.star == "**" for arg in node.args):
             self._report_default(node)
+        if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
+            destination = option_destination(node)
+            given = [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in _GIVEN]
+            if destination is not None:
+                literals = [literal for value in given for literal in patterns.value_literals(value, _named_backend)]
+                self._options.setdefault(destination, []).extend(literals)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """The backends the command line's options give the compile calls that read them."""
+        for destination in sorted(self._optioned & self._options.keys()):
+            for literal in self._options[destination]:
+                if id(literal) not in self._reported:
+                    self._reported.add(id(literal))
+                    value = patterns.string_value(literal)
+                    assert value is not None
+                    self._report_backend(
+                        literal, value, self._to_target_backend(literal) if value == "inductor" else None
+                    )
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         if not isinstance(node.decorator, cst.Call) and self.ctx.qualified_names(node.decorator) & COMPILE:
@@ -184,19 +225,32 @@ class CompileBackendForTarget(Rule):
         for literal, value in string_literals(backend.value, self.ctx):
             if value in _SEVERITY and id(literal) not in self._reported:
                 self._reported.add(id(literal))
-                severity = _SEVERITY[value]
-                affected = self._affected(severity)
-                if value == "cudagraphs":
-                    effect = f"captures CUDA graphs, which {'/'.join(affected)} {verb(affected, 'does', 'do')} not have"
-                else:
-                    failing = [t for t in affected if severity[t] >= ERROR]
-                    bypassed = [t for t in affected if severity[t] < ERROR]
-                    parts = [f"fails on {'/'.join(failing)}"] if failing else []
-                    parts += [f"bypasses the {'/'.join(bypassed)} backend"] if bypassed else []
-                    effect = " and ".join(parts)
-                what = f'with backend="{value}" {effect}'
                 edit = self._inductor_edit(call, backend, literal) if value == "inductor" else None
-                self.report(literal, severity=severity, what=what, advice=_advice(affected), edit=edit)
+                self._report_backend(literal, value, edit)
+
+    def _report_backend(self, literal: cst.CSTNode, value: str, edit: Edit | None) -> None:
+        severity = _SEVERITY[value]
+        affected = self._affected(severity)
+        if value == "cudagraphs":
+            effect = f"captures CUDA graphs, which {'/'.join(affected)} {verb(affected, 'does', 'do')} not have"
+        else:
+            failing = [t for t in affected if severity[t] >= ERROR]
+            bypassed = [t for t in affected if severity[t] < ERROR]
+            parts = [f"fails on {'/'.join(failing)}"] if failing else []
+            parts += [f"bypasses the {'/'.join(bypassed)} backend"] if bypassed else []
+            effect = " and ".join(parts)
+        what = f'with backend="{value}" {effect}'
+        self.report(literal, severity=severity, what=what, advice=_advice(affected), edit=edit)
+
+    def _to_target_backend(self, literal: cst.CSTNode) -> Edit | None:
+        """The inductor string becomes the target's backend: in an option's default, in a name or
+        a conditional (whatever passes it on to the call)."""
+        target = self.ctx.fix_target
+        if not target.compile_backend or target.keeps_cuda_api:
+            return None
+        safety = FixSafety.SAFE if target.compile_rejects_inductor else FixSafety.UNSAFE
+        replacement = edits.string_like(literal, target.compile_backend)
+        return Edit(literal, replacement, safety, f'backend "inductor" -> "{target.compile_backend}"')
 
     def _report_default(self, node: cst.CSTNode) -> None:
         affected = self._affected(_DEFAULT_SEVERITY)
@@ -213,8 +267,7 @@ class CompileBackendForTarget(Rule):
         safety = FixSafety.SAFE if target.compile_rejects_inductor else FixSafety.UNSAFE
         if target.compile_picks_backend and backend.value is literal:
             return Edit(call, without_arguments(call, [backend]), safety, 'backend="inductor" dropped')
-        replacement = edits.string_like(literal, target.compile_backend)
-        return Edit(literal, replacement, safety, f'backend "inductor" -> "{target.compile_backend}"')
+        return self._to_target_backend(literal)
 
     def _default_edit(self, node: cst.CSTNode) -> Edit | None:
         """`backend="<target's>"` where torch.compile would not pick it by itself."""
@@ -233,6 +286,15 @@ class CompileBackendForTarget(Rule):
 
     def _affected(self, severity: dict[str, Severity]) -> list[str]:
         return [t for t in self.ctx.targets if severity[t] > OFF] or list(self.ctx.targets)
+
+
+# The options of `add_argument` whose value an option holds: its default, and what a flag given
+# without a value stores (`nargs='?'`).
+_GIVEN = frozenset({"default", "const"})
+
+
+def _named_backend(node: cst.CSTNode) -> bool:
+    return patterns.string_value(node) in _SEVERITY
 
 
 def _advice(affected: list[str]) -> str:

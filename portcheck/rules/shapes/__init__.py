@@ -1214,7 +1214,23 @@ def _mask_before(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozense
             ctx.flow.in_scope(scope, partial(is_bool_mask, ctx, value, depth + 1, seen))  # type: ignore[union-attr]
             for value, scope in passed
         )
+    iterated = _iterated_for(ctx, node)
+    if iterated is not None:  # an element of what the loop walks: masks where that holds masks
+        return is_bool_mask(ctx, iterated, depth + 1, seen) or _named_mask(iterated)
     return _named_mask(node) or _tested_as_bool(ctx, node)
+
+
+def _iterated_for(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """What the innermost loop around the walk that binds the name `node` as its target walks
+    over: segment-anything's `for i_mask in keep_by_nms:` takes indices from what NMS kept."""
+    if type(node) is not cst.Name:
+        return None
+    for ancestor in reversed(ctx.ancestors):
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return None
+        if type(ancestor) is cst.For and type(ancestor.target) is cst.Name and ancestor.target.value == node.value:
+            return ancestor.iter
+    return None
 
 
 def _passed_for(ctx: FileContext, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, Scope]]:
@@ -1781,13 +1797,14 @@ class StepRule(TensorRule):
 
     def _narrowed(self, receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> set[str]:
         """The classes an enclosing `if isinstance(receiver, C):` narrows the receiver to."""
-        spelled = get_full_name_for_node(receiver)
+        spelled = None  # asked only under an `isinstance` test: most calls have none around them
         found: set[str] = set()
         for node, child in zip(ancestors, ancestors[1:]):
             test = node.test if type(node) is cst.If and child is node.body else None
             if not (type(test) is cst.Call and type(test.func) is cst.Name and test.func.value == "isinstance"):
                 continue
             subject, kind = patterns.positional(test, 0), patterns.positional(test, 1)
+            spelled = spelled or get_full_name_for_node(receiver)
             if subject is not None and kind is not None and get_full_name_for_node(subject.value) == spelled:
                 found |= self.ctx.qualified_names(kind.value)
         return found

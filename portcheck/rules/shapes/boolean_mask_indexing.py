@@ -112,6 +112,11 @@ class BooleanMaskIndexing(StepRule):
     triggers = (b"torch",)
 
     VALID = [
+        Valid(  # segment-anything: a loop over the indices NMS kept, whatever the loop's name for each
+            "import torch\nfrom torchvision.ops import batched_nms\ndef refine(masks, scores, boxes, idxs):\n"
+            "    keep = batched_nms(boxes, scores, idxs, 0.7)\n    for i_mask in keep:\n"
+            "        boxes[i_mask] = masks[i_mask].sum()\n"
+        ),
         Valid(  # an index rebound from itself: still the index it was given
             "import torch\nclass Gather(torch.nn.Module):\n    def forward(self, x, idx, perm):\n"
             "        idx = idx[perm]\n        return x[idx]\n"
@@ -185,6 +190,11 @@ class BooleanMaskIndexing(StepRule):
         ),
     ]
     INVALID = [
+        Invalid(  # the rows of a stack of masks are masks
+            "import torch\ndef split(x):\n    masks = torch.stack([x > 0, x < 1])\n    for mask in masks:\n"
+            "        print(x[mask])\n",
+            lines=[5],
+        ),
         Invalid(  # vector-quantize-pytorch: the mask given, laid out per head by einops where there are heads
             "import torch\nimport torch.nn.functional as F\nfrom einops import repeat\n"
             "class VQ(torch.nn.Module):\n    def forward(self, x, q, mask, heads=1):\n"
