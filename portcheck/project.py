@@ -93,6 +93,12 @@ HANDED_FUNCTION = "handed-function"
 # flash_attn_with_kvcache`); detail `target`, the function it holds. Step calls made through the
 # member are the function's.
 NAMESPACE_MEMBER = "namespace-member"
+# name: a module-level function of the repository that pads the tensors it is given to the
+# longest of them (trl's `pad(tensors, ..., pad_to_multiple_of=None)`, whose `np.max([t.shape for t
+# in tensors], 0)` sizes a `torch.full`); detail `multiple`, its parameter that rounds the length
+# up ("" where it has none). A batch function of another module that calls it pads each batch to
+# its longest item.
+LONGEST_PADDER = "longest-padder"
 # name: a module-level function of the repository that fills a length parameter from tensor
 # values where the call leaves it out (CosyVoice's `make_pad_mask(lengths, max_len=0)`: `max_len =
 # max_len if max_len > 0 else lengths.max().item()`); details `parameter`, `position` (its index
@@ -165,6 +171,9 @@ class Project:
     # The repository's functions that fill a length from tensor values where a call leaves it
     # out (FILLED_LENGTH): (qualified name, parameter, position, what fills it).
     filled_lengths: frozenset[tuple[str, str, int, str]] = frozenset()
+    # The repository's functions that pad what they are given to its longest (LONGEST_PADDER):
+    # (qualified name, the parameter that rounds the length up, or "").
+    longest_padders: frozenset[tuple[str, str]] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -225,6 +234,7 @@ class Project:
                 for f in facts
                 if f.kind == FILLED_LENGTH
             ),
+            longest_padders=frozenset((f.name, f.detail("multiple")) for f in facts if f.kind == LONGEST_PADDER),
         )
 
     @property
@@ -245,6 +255,7 @@ class Project:
             or self.device_modules
             or self.cpu_fallbacks
             or self.filled_lengths
+            or self.longest_padders
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False, every_n_steps: bool = False) -> str | None:
@@ -314,6 +325,12 @@ class Project:
         """The names of the functions that fill a length from tensor values (FILLED_LENGTH):
         what a file that calls one of them mentions."""
         return tuple(sorted({name.rpartition(".")[2].encode() for name, *_ in self.filled_lengths}))
+
+    @cached_property
+    def longest_padder_triggers(self) -> tuple[bytes, ...]:
+        """The names of the functions that pad to the longest (LONGEST_PADDER): what a file that
+        calls one of them mentions."""
+        return tuple(sorted({name.rpartition(".")[2].encode() for name, _ in self.longest_padders}))
 
     @cached_property
     def pending_step_files(self) -> frozenset[str]:

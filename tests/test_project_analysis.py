@@ -450,6 +450,49 @@ class Attention(torch.nn.Module):
     }
 
 
+def test_a_collator_that_calls_another_modules_padding_helper_pads_to_the_longest(tmp_path: Path) -> None:
+    """trl: `trainer/utils.py`'s `pad()` sizes its batch by the largest shape of the tensors it is
+    given, and the trainers' collators call it for every batch, with a `pad_to_multiple_of` that
+    defaults to None: each batch has its longest length. Given a multiple that leaves few
+    lengths, the call is left alone, and so is a call outside a batch function."""
+    utils = """\
+import numpy as np
+import torch
+
+def pad(tensors, padding_value=0, pad_to_multiple_of=None):
+    output_shape = np.max([t.shape for t in tensors], 0).tolist()
+    if pad_to_multiple_of is not None:
+        output_shape[0] += (-output_shape[0]) % pad_to_multiple_of
+    output = torch.full((len(tensors), *output_shape), padding_value)
+    for i, t in enumerate(tensors):
+        output[i, : t.shape[0]] = t
+    return output
+"""
+    collator = """\
+from dataclasses import dataclass
+import torch
+from pkg.utils import pad
+
+@dataclass
+class DataCollatorForPreference:
+    pad_token_id: int
+    pad_to_multiple_of: int | None = None
+
+    def __call__(self, examples):
+        ids = [torch.tensor(e["input_ids"]) for e in examples]
+        return {
+            "input_ids": pad(ids, self.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of),
+            "bucketed": pad(ids, self.pad_token_id, pad_to_multiple_of=128),
+        }
+
+def preview(examples):
+    return pad([torch.tensor(e) for e in examples])
+"""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": utils, "pkg/collate.py": collator})
+    found = {(f.code, f.line) for f in scan(tmp_path).findings if f.path == "pkg/collate.py" and f.code == "PC507"}
+    assert found == {("PC507", 13)}
+
+
 def test_a_package_below_a_folder_without_init_re_exports_by_its_full_name(tmp_path: Path) -> None:
     """Megatron-LM's layout: `megatron/` has no `__init__.py`, `megatron/training/__init__.py`
     re-exports `pretrain` from `training.py`, and the scripts beside `megatron/` import

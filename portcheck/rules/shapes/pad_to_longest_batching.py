@@ -5,10 +5,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from portcheck import flow, patterns
+from portcheck import flow, patterns, project
 from portcheck.flow import BATCH_GETTER, COLLATE_NAME, enclosing_function
-from portcheck.rule import FileContext, Invalid, Rule, Valid
-from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, resolved_call
+from portcheck.project import Project
+from portcheck.rule import UNPLACED, FileContext, Invalid, Rule, Valid
+from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, defined_names, resolved_call
 from portcheck.walk import descendants
 
 _PAD_SEQUENCE = frozenset({"torch.nn.utils.rnn.pad_sequence"})
@@ -31,6 +32,10 @@ _SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "full"
 _SORT = frozenset({"torch.sort"})
 _LENGTH_TENSORS = frozenset({"torch.tensor", "torch.as_tensor"})
 _PAD_NAME = re.compile(r"^pad(\d?d|_\w+)?$", re.IGNORECASE)  # pad, pad1d, pad_to_length; not padding
+# An array's largest value along an axis: `np.max([t.shape for t in tensors], 0)` is the longest shape.
+_ARRAY_MAX = frozenset({"numpy.max", "numpy.amax", "torch.max", "torch.amax"})
+# A padding helper's parameter that rounds the longest length up (trl's `pad_to_multiple_of`).
+_MULTIPLE = re.compile(r"multiple", re.IGNORECASE)
 _BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
 
 
@@ -43,7 +48,10 @@ class PadToLongestBatching(Rule):
     (`torch.zeros(len(caps), max(lengths)).long()`, also through a name bound to `max(...)`
     or to a function of the module that returns what it keeps the `max(...)` of, such as
     DETR's `_max_by_axis`; reported at the `max(...)`, or that call), also in a function of
-    the module that a collate function calls (DETR's `nested_tensor_from_tensor_list`); the
+    the module that a collate function calls (DETR's `nested_tensor_from_tensor_list`), and at
+    a batch function's call of another module's function that pads what it is given to its
+    longest (trl's collators calling `trainer/utils.py`'s `pad()`, sized by `np.max([t.shape for
+    t in tensors], 0)`) unless the call passes a multiple that leaves few lengths; the
     same sizes, and a list padded to the longest (`ids + [bos] * (longest - len(ids))`), where
     they run every step: in a step loop (nanochat's evaluation and RL rollouts), a model's
     forward (MiniGPT-4) or a function one of those calls; calls with `padding=True` or
@@ -156,6 +164,16 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # trl's `pad`: NumPy's largest shape of the items sizes the batch
+            "import numpy as np\nimport torch\ndef pad(tensors, padding_value=0):\n"
+            "    shape = np.max([t.shape for t in tensors], 0).tolist()\n"
+            "    out = torch.full((len(tensors), *shape), padding_value)\n"
+            "    for i, t in enumerate(tensors):\n        out[i, : t.shape[0]] = t\n    return out\n"
+            "class PreferenceCollator:\n    def __call__(self, examples):\n"
+            "        return pad([torch.tensor(e['ids']) for e in examples])\n",
+            lines=[4],
+            message="`np.max(...)` sizing `torch.full(...)` in a batch function",
+        ),
         Invalid(  # Matcha-TTS: the longest rounded up by a function of another module, then the size
             "import torch\nfrom matcha.utils.model import fix_len_compatibility\nclass TextMelBatchCollate:\n"
             "    def __call__(self, batch):\n        y_max_length = max([item['y'].shape[-1] for item in batch])\n"
@@ -333,6 +351,11 @@ class PadToLongestBatching(Rule):
         self._done: list[tuple[_Scope, cst.FunctionDef]] = []  # functions that pad to the longest, judged at the end
         self._at: set[int] = set()  # the padding choices reported: a class default read by several calls, once
 
+    @classmethod
+    def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
+        """The names of other modules' functions that pad to the longest."""
+        return known.longest_padder_triggers
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(_Scope())
 
@@ -344,6 +367,10 @@ class PadToLongestBatching(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value in self._module_functions():
             self._called.append((node.func.value, self._enclosing_names()))
+        padder = self._padder_elsewhere(node)
+        if padder is not None:
+            self._in_collate(node, f"`{_code(node.func)}(...)` ({padder}, which pads to the longest item)")
+            return
         collate_fn = patterns.keyword(node, "collate_fn")
         if collate_fn is not None:
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
@@ -373,6 +400,21 @@ class PadToLongestBatching(Rule):
                 self.report(node, what="`DataCollatorWithPadding`", advice=advice(self.ctx.targets))
         else:
             self._tokenizer_call(node)
+
+    def _padder_elsewhere(self, call: cst.Call) -> str | None:
+        """In the second pass, another module's function that pads to the longest (trl's
+        `pad(...)`), called without a multiple that leaves few lengths."""
+        known = self.ctx.project
+        if not known.complete or not known.longest_padders:
+            return None
+        own = self.ctx.module.name + "."
+        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(call.func)}
+        for name, multiple in sorted(known.longest_padders):
+            if name in names and not name.startswith(own):
+                given = patterns.keyword(call, multiple) if multiple else None
+                if given is None or not _few_buckets(given.value) or self._none_by_default(given.value):
+                    return name
+        return None
 
     def _tokenizer_call(self, node: cst.Call) -> None:
         keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
@@ -469,6 +511,13 @@ class PadToLongestBatching(Rule):
         if isinstance(size, cst.Call):
             if isinstance(size.func, cst.Attribute) and size.func.attr.value == "size":
                 return self._longest_item(size.func.value, depth)  # `longest.size(1)`
+            if isinstance(size.func, cst.Attribute) and size.func.attr.value == "tolist" and not size.args:
+                return self._longest(size.func.value, depth)  # `np.max([...], 0).tolist()`: the same sizes
+            if resolved_call(self.ctx, size, _ARRAY_MAX):  # trl's `np.max([t.shape for t in tensors], 0)`
+                first = patterns.positional(size, 0)
+                listed = first.value if first is not None else None
+                over = isinstance(listed, (cst.ListComp, cst.GeneratorExp)) and self._item_size(listed.elt)
+                return size if over else None
             if isinstance(size.func, cst.Attribute) and size.func.attr.value in ("max", "amax") and not size.args:
                 return size if self._item_lengths(size.func.value) else None  # `lengths.max()`
             if not isinstance(size.func, cst.Name) or self.ctx.qualified_names(size.func):
@@ -519,6 +568,14 @@ class PadToLongestBatching(Rule):
             and isinstance(node.value, cst.Attribute)
             and node.value.attr.value == "shape"
         )
+
+    def _item_size(self, node: cst.BaseExpression) -> bool:
+        """An item's length (`_item_length`) or its whole shape (`t.shape`, `t.size()`)."""
+        if isinstance(node, cst.Attribute):
+            return node.attr.value == "shape"
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not node.args:
+            return node.func.attr.value == "size"
+        return self._item_length(node)
 
     def _first_of_descending_sort(self, size: cst.Subscript) -> cst.Subscript | None:
         """`lengths[0]` after `lengths, order = torch.sort(torch.LongTensor([len(x[0]) for x in
@@ -593,14 +650,7 @@ class PadToLongestBatching(Rule):
         forward (MiniGPT-4) or a function one of those calls."""
         flow, ancestors = self.ctx.flow, self.ctx.ancestors
         step, function = None, None
-        # `max(lengths)`, not `max(k - n, 0)`: in a batch function both size the batch; elsewhere a
-        # bound on one size is not the longest of a batch
-        over_items = (
-            type(node) is not cst.Call
-            or patterns.dotted(node.func) != "max"
-            or sum(arg.keyword is None for arg in node.args) == 1
-        )
-        if flow is not None and over_items and not flow.off_the_step_path(ancestors):
+        if flow is not None and _over_items(node) and not flow.off_the_step_path(ancestors):
             step = flow.step_context(ancestors)
             function = enclosing_function(ancestors)
         self._pads.append((node, self._enclosing_names(), what, step, function))
@@ -640,6 +690,7 @@ class PadToLongestBatching(Rule):
                 self.report(argument, what=what, advice=advice(self.ctx.targets))
 
     def leave_Module(self, node: cst.Module) -> None:
+        self._record_padders()
         self._flush(self._scopes.pop())
         for scope, function in self._done:
             if not self._per_item(function):
@@ -660,6 +711,24 @@ class PadToLongestBatching(Rule):
         for call in self._buckets if not self._fixed_fields else ():
             self.report(call, what="torchtext's `BucketIterator`", advice=advice(self.ctx.targets))
 
+    def _record_padders(self) -> None:
+        """In the first pass, the module-level functions that pad to the longest of what they
+        are given (LONGEST_PADDER), for the batch functions of other modules that call them."""
+        if self.ctx.project.complete or not self.ctx.project.local_packages:
+            return
+        functions = self._module_functions()
+        padders = {
+            names[0]
+            for node, names, *_ in self._pads
+            if len(names) == 1 and names[0] in functions and _over_items(node)
+        }
+        for title in sorted(padders):
+            function = functions[title]
+            params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+            multiple = next((param.name.value for param in params if _MULTIPLE.search(param.name.value)), "")
+            for name in defined_names(self.ctx, function):
+                self.record(project.LONGEST_PADDER, name, UNPLACED, multiple=multiple)
+
     def _per_item(self, function: cst.FunctionDef) -> bool:
         """Whether a function is a dataset's `__getitem__` or one the module calls from there
         (LLaVA's `preprocess_v1()`): it encodes one item, which padding to the longest leaves
@@ -674,6 +743,16 @@ class PadToLongestBatching(Rule):
         return any(
             COLLATE_NAME.search(name) or BATCH_GETTER.search(name) or name in self._collate_fns for name in names
         )
+
+
+def _over_items(node: cst.Call | cst.Subscript) -> bool:
+    """`max(lengths)`, not `max(k - n, 0)`: in a batch function both size the batch; elsewhere a
+    bound on one size is not the longest of a batch."""
+    return (
+        type(node) is not cst.Call
+        or patterns.dotted(node.func) != "max"
+        or sum(arg.keyword is None for arg in node.args) == 1
+    )
 
 
 def _calls_max(value: cst.BaseExpression) -> bool:
