@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 import libcst as cst
 
 _CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
+# The device types torch and its backends name (`torch.device(...).type`), targets or not.
+DEVICE_TYPE_NAMES = frozenset({"cuda", "cpu", "mps", "xpu", "npu", "hpu", "mlu", "musa", "xla", "tpu", "neuron"})
 _DEVICE_NAME = re.compile(r"(^|_)(device|devices|dev|device_str|device_name)($|_)|^location$", re.IGNORECASE)
 _BACKEND_NAME = re.compile(r"(^|_)(backend|dist_backend|process_group_backend)($|_)", re.IGNORECASE)
 _DEVICE_MAP_NAME = re.compile(r"(^|_)device_map$", re.IGNORECASE)

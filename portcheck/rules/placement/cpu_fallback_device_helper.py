@@ -12,8 +12,6 @@ from portcheck.rule import OFF, UNPLACED, WARNING, FileContext, Invalid, Rule, V
 
 _DEVICE = frozenset({"torch.device"})
 _DEPTH = 3  # names and calls looked through for what a return holds
-# The device types a helper may choose among (as strings name them).
-_DEVICE_TYPES = frozenset({"cuda", "cpu", "mps", "xpu", "npu", "hpu", "mlu", "musa", "xla", "tpu", "neuron"})
 
 
 class CpuFallbackDeviceHelper(Rule):
@@ -221,7 +219,7 @@ class CpuFallbackDeviceHelper(Rule):
             return None if not found or None in found else frozenset().union(*found)  # type: ignore[arg-type]
         text = patterns.string_value(node) if type(node) is not cst.FormattedString else _leading_text(node)
         kind = (text or "").partition(":")[0]
-        return frozenset({kind}) if kind in _DEVICE_TYPES else None
+        return frozenset({kind}) if kind in patterns.DEVICE_TYPE_NAMES else None
 
 
 def _leading_text(node: cst.FormattedString) -> str:

@@ -7,9 +7,6 @@ from portcheck import targets as target_data
 from portcheck.findings import Severity
 from portcheck.rule import ERROR, OFF, WARNING, Invalid, Rule, Valid
 
-# The device types a table may be keyed by, as `torch.device(...).type` spells them.
-_DEVICE_TYPES = frozenset({"cuda", "cpu", "mps", "xpu", "npu", "hpu", "mlu", "musa", "xla", "tpu", "neuron"})
-
 
 class DeviceTableWithoutTarget(Rule):
     """## What it does
@@ -142,7 +139,7 @@ def _device_keys(table: cst.BaseExpression) -> tuple[str, ...] | None:
     keys = []
     for element in table.elements:
         key = patterns.string_value(element.key) if type(element) is cst.DictElement else None
-        if key not in _DEVICE_TYPES:
+        if key not in patterns.DEVICE_TYPE_NAMES:
             return None
         keys.append(key)
     return tuple(keys) if len(keys) >= 2 else None

@@ -1226,7 +1226,7 @@ def _iterated_for(ctx: FileContext, node: cst.CSTNode) -> cst.BaseExpression | N
     if type(node) is not cst.Name:
         return None
     for ancestor in reversed(ctx.ancestors):
-        if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+        if type(ancestor) in flow.NESTED_SCOPES:
             return None
         if type(ancestor) is cst.For and type(ancestor.target) is cst.Name and ancestor.target.value == node.value:
             return ancestor.iter
