@@ -3043,8 +3043,13 @@ def _step_parameter(name: str, ancestors: Sequence[cst.CSTNode]) -> bool:
     function = next((node for node in reversed(ancestors) if type(node) is cst.FunctionDef), None)
     if function is None or not _STEP_COUNTER.fullmatch(name):
         return False
+    return name in parameter_names(function)
+
+
+def parameter_names(function: cst.FunctionDef) -> frozenset[str]:
+    """The names of a function's parameters, not `*args` or `**kwargs`."""
     params = function.params
-    return any(param.name.value == name for param in (*params.posonly_params, *params.params, *params.kwonly_params))
+    return frozenset(param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def _counter(loop: cst.For, resolver: Resolver | None) -> str | None:

@@ -191,8 +191,9 @@ class Rule:
     # makes): such a rule walks every file that is parsed.
     walks_every_file: ClassVar[bool] = False
     # Qualified-name prefixes (e.g. "torch.cuda") whose uses this rule wants: the walker resolves
-    # each whole dotted reference once and calls visit_watched_name for the matching ones.
-    watched_names: ClassVar[tuple[str, ...]] = ()
+    # each whole dotted reference once and calls visit_watched_name for the matching ones. A
+    # rule may set its own in `__init__`, from what the project pass learned.
+    watched_names: tuple[str, ...] = ()
     # The kinds of file the rule reads (portcheck.filekinds); text kinds use check_text.
     file_kinds: ClassVar[tuple[str, ...]] = (filekinds.PYTHON,)
     # Tool rules are reported by the engine itself, never by visiting.

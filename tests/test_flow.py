@@ -940,7 +940,9 @@ def test_a_loader_whose_iter_a_training_loop_draws_from_runs_every_step() -> Non
     (source,) = [each.code for each in BooleanMaskIndexing.INVALID if "class GpuLoader" in str(each.code)]  # airbench
     assert findings(source, "neuron")[(6, "PC502")][0] is Severity.ERROR
     alone = source.replace("for x in train:\n    model(x).sum().backward()\n", "")
-    assert findings(alone, "neuron")[(6, "PC502")][0] is Severity.INFO  # nothing draws from it
+    assert findings(alone, "tpu")[(6, "PC502")][0] is Severity.INFO  # nothing draws from it
+    # the images are on the device, where Trainium's compiler takes no dynamic shape, however seldom
+    assert findings(alone, "neuron")[(6, "PC502")][0] is Severity.WARNING
 
 
 @pytest.mark.parametrize(("first", "found"), [("torch.zeros(3)", True), ("unknown(b)", False)])

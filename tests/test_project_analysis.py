@@ -332,6 +332,29 @@ def evaluate(model, loader):
     assert found == {("utils.py", 11)}
 
 
+def test_a_class_built_on_a_declared_optional_packages_class_is_reported(tmp_path: Path) -> None:
+    """lit-llama declares bitsandbytes; its 8-bit layer subclasses bitsandbytes' under `if bnb is
+    not None:`, a check the import passes on the target, so the class is defined there."""
+    quantization = """\
+import torch
+try:
+    import bitsandbytes as bnb
+except ImportError:
+    bnb = None
+
+if bnb is not None:
+    class Linear8bitLt(bnb.nn.Linear8bitLt):
+        def quantize(self, weight):
+            return bnb.functional.double_quant(weight)
+"""
+    write(tmp_path, {"requirements.txt": "torch\nbitsandbytes\n", "quantization.py": quantization})
+    found = {(f.line, f.message.split(", ")[0]) for f in scan(tmp_path).findings if f.code == "PC707"}
+    assert found == {
+        (8, "subclasses `bnb.nn.Linear8bitLt` of bitsandbytes"),
+        (10, "calls `bnb.functional.double_quant` of bitsandbytes"),
+    }
+
+
 def test_a_call_leaving_out_a_length_another_module_fills_from_tensors_is_reported(tmp_path: Path) -> None:
     """CosyVoice: `make_pad_mask` (utils/mask.py) fills `max_len` from `lengths.max().item()`; the
     flow model's forward() (model/flow.py) calls it without one, as its inference does once."""
@@ -367,6 +390,34 @@ class Flow(torch.nn.Module):
         ("model/flow.py", 6): {"tpu": Severity.WARNING, "neuron": Severity.ERROR},
         ("model/flow.py", 12): {"tpu": Severity.INFO, "neuron": Severity.INFO},
     }
+
+
+def test_a_call_through_the_module_giving_none_for_a_length_it_fills_is_reported(tmp_path: Path) -> None:
+    """OpenVoice (a vits): `commons.sequence_mask(y_lengths, None)` in the generator's forward();
+    `commons.py` fills `max_length` from `length.max()` when it is None. A length given is fine."""
+    commons = """\
+import torch
+
+def sequence_mask(length, max_length=None):
+    if max_length is None:
+        max_length = length.max()
+    x = torch.arange(max_length, dtype=length.dtype, device=length.device)
+    return x.unsqueeze(0) < length.unsqueeze(1)
+"""
+    models = """\
+import torch
+from voice import commons
+
+class Generator(torch.nn.Module):
+    def forward(self, x, w):
+        y_lengths = torch.clamp_min(torch.sum(w, [1, 2]), 1).long()
+        y_mask = commons.sequence_mask(y_lengths, None)
+        x_mask = commons.sequence_mask(y_lengths, x.size(2))
+        return x * y_mask * x_mask * commons.sequence_mask(y_lengths)
+"""
+    write(tmp_path, {"voice/__init__.py": "", "voice/commons.py": commons, "voice/models.py": models})
+    found = {(f.path, f.line, f.message.split("`")[2]) for f in scan(tmp_path).findings if f.code == "PC520"}
+    assert found == {("voice/models.py", 7, " gives "), ("voice/models.py", 9, " leaves out ")}
 
 
 def test_a_function_handed_to_another_modules_training_loop_runs_every_step(tmp_path: Path) -> None:
@@ -1706,7 +1757,7 @@ def test_a_method_a_base_class_loop_calls_on_self_runs_every_step_where_a_subcla
 ) -> None:
     """audiocraft: StandardSolver's loop over `lp = self.log_progress(stage, loader)` calls
     `self.run_step(...)`; MusicGenSolver, in another module, overrides it with a host sync, and
-    so does MagnetSolver, which derives from MusicGenSolver."""
+    so do MagnetSolver, which derives from MusicGenSolver, and a class beside it derived from it."""
     write(
         tmp_path,
         {
@@ -1727,12 +1778,16 @@ def test_a_method_a_base_class_loop_calls_on_self_runs_every_step_where_a_subcla
                 "    def run_step(self, idx, batch, metrics):\n        loss = self.model(batch).sum()\n"
                 "        if not loss.isfinite().all():\n            raise RuntimeError('diverged')\n        return metrics\n"
                 "class Unrelated:\n    def run_step(self, loss):\n        return loss.item()\n"
+                # LAVIS' `GQATask(VQATask)`: a subclass of a class of the same module
+                "class MagnetLMSolver(MagnetSolver):\n    def run_step(self, idx, batch, metrics):\n"
+                "        return {'loss': self.model(batch).mean().item()}\n"
             ),
         },
     )
     found = [f for f in scan(tmp_path, targets=("neuron",)).findings if f.code in ("PC503", "PC504")]
     assert [(f.path, f.line, f.severity) for f in found] == [
         ("solvers/magnet.py", 6, Severity.ERROR),
+        ("solvers/magnet.py", 14, Severity.ERROR),
         ("solvers/musicgen.py", 6, Severity.ERROR),
     ]
     assert all("called from a loop over a DataLoader in solvers/base.py" in f.message for f in found)

@@ -29,6 +29,10 @@ _DECLARED = (
     "whose import is guarded, but the project declares {package}: installed on the target, the import "
     "succeeds and this call runs there without CUDA"
 )
+_DECLARED_BASE = (
+    "whose import is guarded, but the project declares {package}: installed on the target, the import "
+    "succeeds and this class is built on it there, without CUDA"
+)
 _UNDECLARED = (
     "behind a guarded import; the project does not declare {package}, so the target takes the other path, "
     "without what this call does"
@@ -82,7 +86,10 @@ class CudaOnlyPackageCall(Rule):
     function defined above an import under `if __name__ == "__main__":`), and so does each
     use of the package as a value (`restore(ckp, amp=apex.amp)`, `norm_layer=FusedLayerNorm`);
     once per function that imports the package itself, which is replaced whole (arcface's
-    DALI pipeline in `dali_data_iter()`).
+    DALI pipeline in `dali_data_iter()`). A class built on one of an optional import's classes
+    (lit-llama's `class Linear8bitLt(bnb.nn.Linear8bitLt)` under `if bnb is not None:`) counts
+    where the project declares the package, or where nothing checks what the handler left: it
+    is then defined on the target, and its instances run the package's kernels.
     The repository's own modules that fail to import without Triton or one of its CUDA extensions
     (unguarded-kernel-import's chains, PC610) count as such packages where an optional import
     of one leaves None and a call does not check it (`WindowProcess.apply(...)` after
@@ -190,6 +197,10 @@ class CudaOnlyPackageCall(Rule):
             "try:\n    import xformers.ops as xops\nexcept ImportError:\n    xops = None\n"
             "def attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"
         ),
+        Valid(  # defined only where the import succeeded, and the project does not declare bitsandbytes
+            "import torch\ntry:\n    import bitsandbytes as bnb\nexcept ImportError:\n    bnb = None\n"
+            "if bnb is not None:\n    class Linear8bitLt(bnb.nn.Linear8bitLt):\n        pass\n"
+        ),
     ]
     INVALID = [
         Invalid(  # tacotron2: the import fails first (PC701's error); each call needs its replacement too
@@ -257,6 +268,13 @@ class CudaOnlyPackageCall(Rule):
             lines=[10],
             message="uses `apex.optimizers.FusedAdam` of apex, behind a guarded import, but this function raises "
             "without it (`if is_apex_available: ... else: raise`)",
+        ),
+        Invalid(  # lit-llama's 8-bit layer, built on bitsandbytes' class where the import left None
+            "import torch\ntry:\n    import bitsandbytes as bnb\nexcept ImportError:\n    bnb = None\n"
+            "class Linear8bitLt(bnb.nn.Linear8bitLt):\n    pass\n",
+            lines=[6],
+            message="subclasses `bnb.nn.Linear8bitLt` of bitsandbytes, behind a guarded import whose handler sets "
+            "`bnb = None`, and nothing here checks it: where this runs, the target raises AttributeError",
         ),
         Invalid(  # the flag the handler sets picks the portable path, and a fallback is bound after the `try`: info
             "import torch\ntry:\n    from apex.optimizers import FusedAdam\n    from apex.normalization import FusedLayerNorm\n"
@@ -502,7 +520,8 @@ class CudaOnlyPackageCall(Rule):
         elif verb == "uses":
             return  # a value the portable path may never use; where it is declared, its calls tell
         elif declared:
-            severity, saying = package.severities(), _DECLARED.format(package=self._shown.get(name, package.key))
+            declaring = _DECLARED_BASE if verb == "subclasses" else _DECLARED
+            severity, saying = package.severities(), declaring.format(package=self._shown.get(name, package.key))
         elif local and self._launched(called) and "triton" in self.ctx.project.declared_packages:
             severity, saying = package.severities(), _DECLARED_TRITON.format(kernel=self._launched(called))
         elif stand_in is not None and not _checked(self.ctx.ancestors, checks | self._asking(checks)):
@@ -513,7 +532,7 @@ class CudaOnlyPackageCall(Rule):
                 leaves = f"sets `{name} = None`"
                 error = _NO_ATTRIBUTE.format(attribute=attribute) if attribute else _NOT_CALLABLE
             severity, saying = package.severities(), _STAND_IN.format(leaves=leaves, error=error)
-        elif local:
+        elif local or verb == "subclasses":
             return  # the target takes the other path: PC610 tells of the module, if it must
         else:
             most = at_most_info if self._by_choice.get(self._key(name)) else at_most_warning  # an export, a pick
@@ -561,7 +580,7 @@ class CudaOnlyPackageCall(Rule):
         unaliased = self._unaliased(used)
         optional = self._optional.get(self._key(unaliased.split(".")[0]))
         if optional is not None and "__" not in used and self.ctx.qualified_names(node):
-            self._optional_use(node, unaliased, optional, "uses")
+            self._optional_use(node, unaliased, optional, "subclasses" if self._class_base() else "uses")
             return
         imported = self._imported.get(first)
         if imported is None or self._key(first) in self._optional or first in self._local or "__" in used:
@@ -569,6 +588,15 @@ class CudaOnlyPackageCall(Rule):
         if self.ctx.project.complete or not self.ctx.qualified_names(node):
             return
         self._imported_call(node, used, imported, self.ctx.chain(node), "uses")
+
+    def _class_base(self) -> bool:
+        """Whether the name the walk is at is a base of the class being defined (lit-llama's
+        `class Linear8bitLt(bnb.nn.Linear8bitLt)`): the definition runs where the import
+        succeeds, and what it builds runs the package's kernels."""
+        ancestors = self.ctx.ancestors
+        if len(ancestors) < 2 or type(ancestors[-2]) is not cst.ClassDef:
+            return False
+        return any(base is ancestors[-1] for base in ancestors[-2].bases)
 
     def _type_test(self) -> bool:
         """Whether the name the walk is at is a class an `isinstance` or `issubclass` test is

@@ -51,7 +51,8 @@ class CudaMapLocation(Rule):
     one saved to or names a checkpoint (`args.resume`, `"best_model.pth"`); as a warning, where
     a module that puts its model on CUDA loads a checkpoint it does not write (a released
     model's `last.ckpt`, another script's `pytorch_model.bin`, or a file an option or a
-    configuration's entry names, `args.tune_from`, `config["params_path"]`, whose value goes
+    configuration's entry names, `args.tune_from`, `config["params_path"]`, or a name bound to
+    a checkpoint's file (`controlnet_dir / f"{name}.pt"`), whose value goes
     into `.load_state_dict(...)` or is read at `["state_dict"]`):
     such files are mostly saved
     from the GPU, and `map_location="cpu"` costs nothing where they were not. So is a load of
@@ -265,6 +266,21 @@ class CudaMapLocation(Rule):
             fixed='import torch\nsd = torch.load("models/ldm/inpainting_big/last.ckpt", map_location="tpu")["state_dict"]\n'
             "model.load_state_dict(sd)\nmodel = model.cuda()\n",
             unsafe=True,
+        ),
+        # HunyuanDiT's ControlNet weights: a checkpoint by the name its path is bound to
+        Invalid(
+            "import torch\nclass Runner:\n    def __init__(self, args, controlnet_dir):\n"
+            '        self.device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+            '        controlnet_path = controlnet_dir / f"{args.control_type}.pt"\n'
+            "        self.controlnet = Net().half().to(self.device)\n"
+            "        self.controlnet.load_state_dict(torch.load(controlnet_path), strict=False)\n",
+            lines=[7],
+            message="if it was saved from one",
+            fixed="import torch\nclass Runner:\n    def __init__(self, args, controlnet_dir):\n"
+            '        self.device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+            '        controlnet_path = controlnet_dir / f"{args.control_type}.pt"\n'
+            "        self.controlnet = Net().half().to(self.device)\n"
+            '        self.controlnet.load_state_dict(torch.load(controlnet_path, map_location="tpu"), strict=False)\n',
         ),
         # a checkpoint this module writes from CUDA, loaded without map_location
         Invalid(
@@ -515,6 +531,13 @@ def _loaded_path(ctx: FileContext, load: cst.Call) -> str:
     return _path_code(load, 0)
 
 
+def _bound_path(ctx: FileContext, load: cst.Call) -> str:
+    """The value a load's path name is bound to once, as written; '' for anything else."""
+    arg = patterns.argument(load, 0, "f")
+    bound = ctx.assigned_value(arg.value) if arg is not None and type(arg.value) is cst.Name else None
+    return cst.Module([]).code_for_node(bound) if bound is not None else ""
+
+
 def _path_code(call: cst.Call, index: int) -> str:
     """How a save or load call names its file (`f`), as written; '' when it cannot tell."""
     arg = patterns.argument(call, index, "f")
@@ -537,10 +560,12 @@ def _restores_model(ctx: FileContext, load: cst.Call) -> bool:
     is a model's by its use, whatever the option is called (TSM's `sd =
     torch.load(args.tune_from); sd = sd['state_dict']`; also `str(...)` or `Path(...)` of one):
     its value goes into `.load_state_dict(...)` or is read (or popped) at a model's key,
-    directly or through the name bound to it. Not a file the program names itself (min-DALL·E's
-    `self.encoder_params_path`, weights it downloads and converts on the host)."""
+    directly or through the name bound to it. So does a checkpoint's file a name is bound to
+    (HunyuanDiT's `controlnet_path = controlnet_dir / f"{control_type}.pt"`). Not another
+    file the program names itself (min-DALL·E's `self.encoder_params_path`, weights it
+    downloads and converts on the host)."""
     path = patterns.argument(load, 0, "f")
-    if path is None or not _names_option(ctx, path.value):
+    if path is None or not (_names_option(ctx, path.value) or _names_checkpoint(_bound_path(ctx, load))):
         return False
     ancestors = ctx.ancestors
     parent = ancestors[-1] if ancestors else None

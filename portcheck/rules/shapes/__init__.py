@@ -50,6 +50,9 @@ ONE_MORE_SHAPE_SEVERITY = _by_dynamic_shapes({"unsupported": INFO, "recompile": 
 
 # Why a finding of a step rule is info: the code runs on no step path the analysis follows.
 _OFF_STEP = " (info: no step loop or forward() that portcheck follows reaches it)"
+_OFF_STEP_STATIC = (
+    " (no step loop or forward() that portcheck follows reaches it: info, a warning where only static shapes compile)"
+)
 
 
 def advice(targets: Sequence[str]) -> str:
@@ -801,7 +804,10 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
     if type(node) is cst.Attribute and not ctx.qualified_names(node):
         if node.attr.value == "grad":
             return True  # a parameter's gradient: `p.grad.data.norm(2)`
-        if node.attr.value in _TENSOR_VIEWS:
+        assigned = (
+            flow.is_self_attribute(node) and ctx.flow is not None and ctx.flow.self_attribute_values(node.attr.value)
+        )
+        if node.attr.value in _TENSOR_VIEWS and not assigned:  # GPTQ's `self.H` is its own, no view of `self`
             return tensor_valued(ctx, node.value, depth + 1, seen)
     if flow.is_self_attribute(node) and ctx.flow is not None:  # a buffer: `self.register_buffer("ptr", ...)`
         assert type(node) is cst.Attribute
@@ -1567,10 +1573,11 @@ class StepRule(TensorRule):
         what another module passes on of their results), and the repository's classes each
         class derives from (audiocraft's MagnetSolver from MusicGenSolver, itself from
         base.StandardSolver: a base's step loop that calls `self.run_step(...)` runs the
-        override of every subclass)."""
+        override of every subclass), the module's own too."""
         module_flow = self.ctx.flow
         if self.ctx.project.complete or not self.ctx.project.local_packages or module_flow is None:
             return
+        own = {defined.name.value for defined in module.body if type(defined) is cst.ClassDef}
         for defined in module.body:
             if type(defined) is cst.FunctionDef:
                 returned = module_flow.returns_of(defined)
@@ -1580,7 +1587,12 @@ class StepRule(TensorRule):
                     self.record(project.TENSOR_RETURN, f"{self.ctx.module.name}.{defined.name.value}", UNPLACED)
                 self._record_step_parameters(defined)
             elif type(defined) is cst.ClassDef:
-                bases = (self.ctx.module.absolute(base) for base in module_flow.class_bases(defined.name.value))
+                bases = {self.ctx.module.absolute(base) for base in module_flow.class_bases(defined.name.value)}
+                bases |= {  # one of the module's own (LAVIS' `AOKVQATask(VQATask)`), by its module's name
+                    f"{self.ctx.module.name}.{base.value.value}"
+                    for base in defined.bases
+                    if type(base.value) is cst.Name and base.value.value in own
+                }
                 for base in sorted(base for base in bases if "." in base and self.ctx.project.is_local(base)):
                     self.record(project.SUBCLASS, f"{self.ctx.module.name}.{defined.name.value}", UNPLACED, base=base)
             elif type(defined) is cst.SimpleStatementLine:
@@ -1839,13 +1851,17 @@ class StepRule(TensorRule):
         node: cst.CSTNode,
         severity: dict[str, Severity] | None = None,
         holds: Callable[[], bool] | None = None,
+        static_off_step: bool = False,
         **fields: object,
     ) -> None:
         """Report `node` at the rule's severity where it runs every step (see `report_in_step`),
         and as info elsewhere: what no step reaches (plots, metrics, data preparation,
         exports) runs on host data or once, where a dynamic shape costs one compilation at
         most. The message's `{reach}` says which. `severity`: the report's own, if not the
-        rule's; `holds`: a test asked at the end of the module (in a function only)."""
+        rule's; `holds`: a test asked at the end of the module (in a function only);
+        `static_off_step`: for a tensor known to be on the device, a warning where no step
+        reaches it on the targets that compile only static shapes, as Trainium's compiler
+        rejects a dynamic dimension however seldom the code runs."""
         module_flow = self.ctx.flow
         ancestors = self.ctx.ancestors
         if module_flow is None:
@@ -1862,13 +1878,16 @@ class StepRule(TensorRule):
                 in_branch = self._severity_in_branch(self.ctx.chain(node), node, severity)
                 self.report(node, severity=in_branch or severity, reach="", **fields)
             else:
-                self.report(node, severity=self._off_step_severity(severity), reach=_OFF_STEP, **fields)
+                off_step, reach = self._off_step(severity, static_off_step)
+                self.report(node, severity=off_step, reach=reach, **fields)
             return
         chain = self.ctx.chain(node)
         gates = () if local is not None else flow.parameter_gates(chain, function)
         fields = {**fields, "reach": ""}
         self._in_functions.append(
-            _InFunction(function, gates, node, chain, fields, holds, module_flow.scope, True, severity, local)
+            _InFunction(
+                function, gates, node, chain, fields, holds, module_flow.scope, True, severity, local, static_off_step
+            )
         )
 
     def handed_off(self, root: str, fields: Mapping[str, object]) -> bool:
@@ -1892,6 +1911,17 @@ class StepRule(TensorRule):
     def _off_step_severity(self, severity: dict[str, Severity] | None = None) -> dict[str, Severity]:
         assert isinstance(self.severity, dict)
         return at_most_info(severity or self.severity)
+
+    def _off_step(self, severity: dict[str, Severity] | None, static: bool) -> tuple[dict[str, Severity], str]:
+        """The severity and the message's `{reach}` of a report no step reaches (see
+        `report_by_reach`)."""
+        levels = self._off_step_severity(severity)
+        if not static:
+            return levels, _OFF_STEP
+        static_only = {name for name, each in target_data.all_targets().items() if each.dynamic_shapes == "unsupported"}
+        return {
+            name: WARNING if level is not OFF and name in static_only else level for name, level in levels.items()
+        }, _OFF_STEP_STATIC
 
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
@@ -1959,8 +1989,8 @@ class StepRule(TensorRule):
                 )
                 self.reports.append(report)
             else:
-                fields = {**deferred.fields, "reach": _OFF_STEP}
-                severity = self._off_step_severity(deferred.severity)
+                severity, reach = self._off_step(deferred.severity, deferred.static_off_step)
+                fields = {**deferred.fields, "reach": reach}
                 report = self.report_here(deferred.node, severity=severity, chain=deferred.chain, **fields)
                 self.reports.append(report)
         self._in_functions.clear()  # their tests hold the rule: let the file's tree go with it
@@ -2162,6 +2192,7 @@ class _InFunction:
     info_off_step: bool = False  # reported as info where no step reaches it (`report_by_reach`)
     severity: dict[str, Severity] | None = None  # the report's own, if not the rule's
     local: str | None = None  # the step context the node is in, where only `holds` was left to ask
+    static_off_step: bool = False  # a warning off the step path where only static shapes compile
 
 
 _INT_ANNOTATIONS = frozenset({"int", "Optional[int]", "int | None", "typing.Optional[int]"})
@@ -2187,6 +2218,35 @@ def integer_positions(function: cst.FunctionDef, *, by_default: bool = True) -> 
         if type(part.slice) is cst.Slice and type(part.slice.lower) is cst.Name
     }
     return found | (written & {param.name.value for param in params})
+
+
+# What makes a tensor of a size it is given (or pads by one), and what a size may sit in on the way there.
+_SIZE_TAKERS = frozenset(f"torch.{name}" for name in ("arange", "zeros", "ones", "empty", "full", "rand", "randn")) | {
+    "torch.nn.functional.pad",
+    "torch.nn.functional.interpolate",
+}
+_RESIZES = frozenset({"expand", "view", "reshape", "repeat", "new_zeros", "new_ones", "new_empty", "new_full"})
+_WITHIN_A_SIZE = (cst.Arg, cst.Tuple, cst.List, cst.Element, cst.BinaryOperation, cst.Index, cst.SubscriptElement)
+
+
+def used_as_size(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool:
+    """Whether the function sizes something by the name: a range, a new tensor, a padding, a
+    view or an expansion (`torch.arange(0, max_len)`, `F.pad(y, (0, y_len - n))`,
+    `.expand(batch_size, max_len)`), a slice."""
+    for reference, path in flow.references(function, name) or ():
+        child: cst.CSTNode = reference
+        for parent in reversed(path):
+            if type(parent) is cst.Slice:
+                return True
+            if type(parent) is cst.Call and child is not parent.func:
+                names = ctx.qualified_names(parent.func)
+                if names & _SIZE_TAKERS or (not names and patterns.method_name(parent) in _RESIZES):
+                    return True
+                break  # given to another call: that one's use
+            if not isinstance(parent, _WITHIN_A_SIZE):
+                break
+            child = parent
+    return False
 
 
 def reads_names(node: cst.BaseExpression, names: set[str]) -> bool:

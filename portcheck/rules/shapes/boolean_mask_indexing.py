@@ -16,6 +16,7 @@ from portcheck.rules.shapes import (
     is_bool_mask,
     numpy_valued,
     tensor_method,
+    tensor_valued,
     tests_tensor_value,
 )
 from portcheck.walk import descendants
@@ -93,7 +94,10 @@ class BooleanMaskIndexing(StepRule):
     repository, and also under `if step % N == 0:` (a new shape every N steps compiles a new
     graph each time; gaussian-splatting's densification resizes the model for every step
     after); elsewhere (plots, metrics, data preparation, export) it is info: that code runs
-    once or on host data, where a dynamic shape costs one compilation at most.
+    once or on host data, where a dynamic shape costs one compilation at most. On neuron it
+    stays a warning there for a tensor known to be one (not an unknown value that may be a
+    NumPy array): Trainium's compiler rejects a dynamic dimension however seldom it runs
+    (GPTQ's `H[dead, dead] = 1`, with `H` made by `torch.zeros(..., device=dev)`).
 
     ## Fix safety
     No automatic fix: the masked form changes what later code receives (a full-size tensor),
@@ -275,6 +279,14 @@ class BooleanMaskIndexing(StepRule):
             lines=[3],
             message="(info: no step loop",
         ),
+        # GPTQ's dead columns, once per layer: a tensor on the device, which Trainium cannot compile
+        Invalid(
+            "import torch\nclass GPTQ:\n    def __init__(self, columns, dev):\n"
+            "        self.H = torch.zeros((columns, columns), device=dev)\n"
+            "    def quantize(self):\n        H = self.H\n        dead = torch.diag(H) == 0\n        H[dead, dead] = 1\n",
+            lines=[8],
+            message="info, a warning where only static shapes compile",
+        ),
         Invalid(  # TRL's PPO: a list of device scores concatenated along a dimension
             "import torch\nscores = []\nfor batch in batches:\n    scores.append(reward_model(batch))\n"
             "scores = torch.cat(scores, 0)\nhas_eos = torch.any(responses == eos_id, dim=-1)\n"
@@ -393,14 +405,20 @@ class BooleanMaskIndexing(StepRule):
         if isinstance(parent, cst.AssignTarget) and len(ancestors) > 1 and isinstance(ancestors[-2], cst.Assign):
             if not self._is_tensor(ancestors[-2].value):
                 instead = "x = x.masked_fill(mask, v), the mask shaped as x (it broadcasts from the right)"
-                self.report_by_reach(node, FILL_SEVERITY, holds, problem=_FILL, instead=instead, advice="")
+                static = tensor_valued(self.ctx, node.value)
+                self.report_by_reach(
+                    node, FILL_SEVERITY, holds, static_off_step=static, problem=_FILL, instead=instead, advice=""
+                )
                 return
             problem, instead = _WRITE, "x = torch.where(mask, y, x)"
         elif self._in_masked_store([*ancestors, node]):
             return  # x[m] = f(y[m]): one finding, on the assignment
         else:
             problem, instead = _READ, "torch.where(mask, x, 0) or x.masked_fill(~mask, 0), then masked reductions"
-        self.report_by_reach(node, holds=holds, problem=problem, instead=instead, advice=advice(self.ctx.targets))
+        static = tensor_valued(self.ctx, node.value)  # on the device: Trainium compiles no dynamic shape, ever
+        self.report_by_reach(
+            node, holds=holds, static_off_step=static, problem=problem, instead=instead, advice=advice(self.ctx.targets)
+        )
 
     def _parameter_index(self, node: cst.Subscript) -> bool:
         """Whether an index is a parameter of the function, bound nowhere in it."""

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from portcheck import flow, patterns, project, resolve
+from portcheck import patterns, project, resolve
 from portcheck.project import Project
 from portcheck.resolve import Scope
 from portcheck.rule import UNPLACED, FileContext, Invalid, Valid, at_most_info
@@ -16,13 +16,10 @@ from portcheck.rules.shapes import (
     defined_names,
     reads_tensor_value,
     shown,
+    used_as_size,
 )
 
 _OFF_STEP = " (info: no step loop or forward() that portcheck follows makes the call)"
-# What makes a tensor of a size it is given, and what a size may sit in on the way there.
-_SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("arange", "zeros", "ones", "empty", "full", "rand", "randn"))
-_RESIZES = frozenset({"expand", "view", "reshape", "repeat", "new_zeros", "new_ones", "new_empty", "new_full"})
-_WITHIN_A_SIZE = (cst.Arg, cst.Tuple, cst.List, cst.Element, cst.BinaryOperation, cst.Index, cst.SubscriptElement)
 _READ_BACK = frozenset({"item", "tolist"})
 
 
@@ -44,8 +41,8 @@ class _Filled:
 
 class LengthLeftOut(TensorRule):
     """## What it does
-    Reports calls that leave out a length which the function they call then takes from tensor
-    values: speech models' `make_pad_mask(lengths, max_len=0)` (CosyVoice, WeNet) fills
+    Reports calls that leave out a length (or give `None` for it) which the function they call
+    then takes from tensor values: speech models' `make_pad_mask(lengths, max_len=0)` (CosyVoice, WeNet) fills
     `max_len` with `lengths.max().item()`, and glow-tts' and Matcha-TTS' `sequence_mask(length,
     max_length=None)` fills `max_length` with `length.max()`, so `make_pad_mask(token_len)` in
     forward() or in a step loop reads the longest length back every step. The function is
@@ -85,7 +82,7 @@ class LengthLeftOut(TensorRule):
     code = "PC520"
     name = "length-left-out"
     message = (
-        "`{call}` leaves out `{parameter}`, so `{function}()` takes it from `{value}`, "
+        "`{call}` {how} `{parameter}`, so `{function}()` takes it from `{value}`, "
         "read on the host: a data-dependent shape{reach}"
     )
     hint = "pass the padded length the call has at hand (`{parameter}=x.size(1)`){advice}"
@@ -158,6 +155,16 @@ class LengthLeftOut(TensorRule):
             lines=[9],
             message="takes it from `length.max()`",
         ),
+        Invalid(  # OpenVoice's posterior: `None` given for the length is filled the same way
+            "import torch\ndef sequence_mask(length, max_length=None):\n    if max_length is None:\n"
+            "        max_length = length.max()\n    x = torch.arange(max_length, device=length.device)\n"
+            "    return x.unsqueeze(0) < length.unsqueeze(1)\n"
+            "class Encoder(torch.nn.Module):\n    def forward(self, x, y_lengths):\n"
+            "        y_mask = sequence_mask(y_lengths, None).unsqueeze(1)\n"
+            "        also = sequence_mask(y_lengths, max_length=None)\n        return x * y_mask * also\n",
+            lines=[9, 10],
+            message="gives `None` for `max_length`, so `sequence_mask()` takes it from `length.max()`",
+        ),
         Invalid(  # outside any step: info
             "import torch.nn\nfrom torch.nn import functional as F\ndef sequence_mask(length, max_length=None):\n"
             "    max_length = max_length or length.max()\n"
@@ -173,6 +180,11 @@ class LengthLeftOut(TensorRule):
         # id(assignment): the function, the parameter it fills, its position, the value filled in
         self._pending: dict[int, tuple[cst.FunctionDef, str, int, cst.BaseExpression]] = {}
         self._filled: list[_Filled] = []  # the module's own functions that fill a length
+        self._elsewhere = self._filled_elsewhere()
+        # Calls through the module that defines the function (`commons.sequence_mask(...)`): the
+        # flow lists calls by a plain name only.
+        self.watched_names = tuple(self._elsewhere)
+        self._through_modules: list[tuple[cst.Call, Scope, tuple[cst.CSTNode, ...], _Filled]] = []
 
     @classmethod
     def project_triggers(cls, known: Project) -> tuple[bytes, ...]:
@@ -203,38 +215,32 @@ class LengthLeftOut(TensorRule):
         function, parameter, position, filled = pending
         if not reads_tensor_value(self.ctx, filled):  # asked here, in the function's scope
             return
-        if not (_read_back(self.ctx, filled) or self._used_as_size(function, parameter)):
+        if not (_read_back(self.ctx, filled) or used_as_size(self.ctx, function, parameter)):
             return  # `max_length = max_length or length.max()` compared with a range: a tensor, no wait
         value = shown(filled)
         self._filled.append(_Filled(function.name.value, parameter, position, value))
         for name in defined_names(self.ctx, function):  # as its package may re-export it too
             self.record(project.FILLED_LENGTH, name, UNPLACED, parameter=parameter, position=str(position), value=value)
 
-    def _used_as_size(self, function: cst.FunctionDef, name: str) -> bool:
-        """Whether the function sizes something by the parameter: a range, a new tensor, a view
-        or an expansion (`torch.arange(0, max_len)`, `.expand(batch_size, max_len)`), a slice."""
-        for reference, path in flow.references(function, name) or ():
-            child: cst.CSTNode = reference
-            for parent in reversed(path):
-                if type(parent) is cst.Slice:
-                    return True
-                if type(parent) is cst.Call and child is not parent.func:
-                    names = self.ctx.qualified_names(parent.func)
-                    return bool(names & _SIZE_FACTORIES) or (not names and patterns.method_name(parent) in _RESIZES)
-                if not isinstance(parent, _WITHIN_A_SIZE):
-                    break
-                child = parent
-        return False
+    def visit_watched_name(self, node: cst.Name | cst.Attribute, qualified_name: str) -> None:
+        ancestors = tuple(self.ctx.ancestors)
+        call = ancestors[-1] if ancestors else None
+        filled = self._elsewhere.get(qualified_name)
+        if type(node) is cst.Attribute and type(call) is cst.Call and call.func is node and filled is not None:
+            self._through_modules.append((call, self.ctx.resolver.scope, ancestors[:-1], filled))
 
     def leave_Module(self, node: cst.Module) -> None:
         module_flow = self.ctx.flow
         wanted = {each.function: each for each in self._filled} if not self.ctx.project.complete else {}
-        elsewhere = self._filled_elsewhere()
-        if module_flow is not None and (wanted or elsewhere):
-            for title, call, scope, ancestors in module_flow.calls_by_name():
-                filled = wanted.get(title) or self._resolved(call, scope, elsewhere)
-                if filled is not None and self._leaves_out(call, filled):
-                    self._report_call(call, scope, ancestors, filled)
+        if module_flow is not None and (wanted or self._elsewhere):
+            calls = [
+                (call, scope, ancestors, wanted.get(title) or self._resolved(call, scope))
+                for title, call, scope, ancestors in module_flow.calls_by_name()
+            ]
+            for call, scope, ancestors, filled in [*calls, *self._through_modules]:
+                how = self._left_out(call, filled) if filled is not None else None
+                if how is not None:
+                    self._report_call(call, scope, ancestors, filled, how)
         super().leave_Module(node)
 
     def _filled_elsewhere(self) -> dict[str, _Filled]:
@@ -247,21 +253,29 @@ class LengthLeftOut(TensorRule):
             if known.complete and not name.startswith(own)
         }
 
-    def _resolved(self, call: cst.Call, scope: Scope, elsewhere: dict[str, _Filled]) -> _Filled | None:
-        module_flow = self.ctx.flow
+    def _resolved(self, call: cst.Call, scope: Scope) -> _Filled | None:
+        module_flow, elsewhere = self.ctx.flow, self._elsewhere
         if not elsewhere or module_flow is None:
             return None
         names = module_flow.in_scope(scope, lambda: self.ctx.qualified_names(call.func))
         return next((elsewhere[name] for name in sorted(names) if name in elsewhere), None)
 
     @staticmethod
-    def _leaves_out(call: cst.Call, filled: _Filled) -> bool:
+    def _left_out(call: cst.Call, filled: _Filled) -> str | None:
+        """How the call leaves the length out, if it does: it gives none, or gives `None`
+        (OpenVoice's `commons.sequence_mask(y_lengths, None)`), which every test that fills a
+        parameter fills too (`is None`, `not n`, `n or`) or raises on (`n > 0`)."""
         if any(arg.star for arg in call.args):
-            return False  # `*args` or `**kwargs` may hold it
+            return None  # `*args` or `**kwargs` may hold it
         given = patterns.positional(call, filled.position) if filled.position >= 0 else None
-        return given is None and patterns.keyword(call, filled.parameter) is None
+        given = given if given is not None else patterns.keyword(call, filled.parameter)
+        if given is None:
+            return "leaves out"
+        return "gives `None` for" if type(given.value) is cst.Name and given.value.value == "None" else None
 
-    def _report_call(self, call: cst.Call, scope: Scope, ancestors: tuple[cst.CSTNode, ...], filled: _Filled) -> None:
+    def _report_call(
+        self, call: cst.Call, scope: Scope, ancestors: tuple[cst.CSTNode, ...], filled: _Filled, how: str
+    ) -> None:
         module_flow = self.ctx.flow
         assert module_flow is not None
         where = module_flow.every_step_at(scope, ancestors)
@@ -272,6 +286,7 @@ class LengthLeftOut(TensorRule):
             severity=severity,
             chain=ancestors,
             call=shown(call),
+            how=how,
             parameter=filled.parameter,
             function=filled.function,
             value=filled.value,

@@ -6,7 +6,7 @@ from functools import partial
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import enclosing_function
+from portcheck.flow import enclosing_function, parameter_names
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
@@ -19,6 +19,7 @@ from portcheck.rules.shapes import (
     reads_tensor_value,
     shown,
     tensor_valued,
+    used_as_size,
 )
 from portcheck.walk import descendants
 
@@ -26,6 +27,9 @@ from portcheck.walk import descendants
 _FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn"))
 _RANGE = frozenset({"start", "end", "step"})  # torch.arange's bounds, as keywords
 _NUMBER_BUILTINS = frozenset({"int", "round", "len", "max", "min"})  # what gives a Python number
+# A tensor's reductions that make a length of it (`x_lens.max()`, `mask.sum()`), as methods or torch's functions.
+_LENGTHS = frozenset({"max", "min", "sum", "amax", "amin"})
+_TORCH_LENGTHS = frozenset(f"torch.{name}" for name in _LENGTHS)
 # Functions that take sizes as one argument, by its position and keyword: the padding, the output size.
 _SIZED = {
     "torch.nn.functional.pad": (1, "pad"),
@@ -44,7 +48,8 @@ class TensorBoundSlice(StepRule):
     slicing calls its `__index__`), or a name bound to one of those; and the sizes that
     `torch.zeros`, `ones`, `empty`, `rand` and `randn` take from such numbers
     (`torch.zeros(batch, max(decode_lengths), vocab)`, or `torch.zeros(*shape)` where `shape` is
-    a tensor on the device), the bounds `torch.arange` takes from numbers read back
+    a tensor on the device), the lengths such sizes and bounds are bound to (vall-e's `x_len =
+    x_lens.max()`, where a fixed size would go; not a parameter's fill-in), the bounds `torch.arange` takes from numbers read back
     (StyleTTS2's `l = int(x.sum().item())`, then `torch.arange(0, l)`; a tensor given itself is
     host-sync-in-step's), and the padding `F.pad`, the output size `F.interpolate` and the
     count `torch.topk` (and the tensor method `.topk`) take from them (stylegan2's augmentation pads by amounts unpacked from a
@@ -113,6 +118,11 @@ class TensorBoundSlice(StepRule):
         Valid(  # a name rebound from itself says no more than before: `k` may be any number
             "import torch\ndef crop(x, ks):\n    for k in ks:\n        k = round(k) if k > 1 else k\n"
             "        y = x[:, :k]\n"
+        ),
+        Valid(  # a reduction that sizes nothing, and a parameter's fill-in (PC520 names the calls leaving it out)
+            "import torch\ndef sequence_mask(length, max_length=None):\n    if max_length is None:\n"
+            "        max_length = length.max()\n    total = length.sum()\n"
+            "    return (torch.arange(max_length, device=length.device) < length[:, None]) / total\n"
         ),
         Valid("import torch\ny = x[:, : x.size(1) // 2]\nz = x[: len(x) - 1, ::2]\nw = x[: max(a, b)]\n"),
         Valid("import torch\nn = x.shape[0]\ny = x[:n]\nk = cfg.max_len\nz = x[:k]\n"),
@@ -203,6 +213,13 @@ class TensorBoundSlice(StepRule):
             lines=[6],
             message="size `l` comes from tensor values",
         ),
+        Invalid(  # vall-e: the longest lengths, where a fixed size would go, and each of their uses
+            "import torch\nimport torch.nn.functional as F\nclass VALLE(torch.nn.Module):\n"
+            "    def forward(self, x, x_lens, y, y_lens):\n        x_len = x_lens.max()\n"
+            "        y_len = torch.amax(y_lens)\n        y = F.pad(y, (0, y_len - y.shape[1]))\n"
+            "        return self.decoder(x[:, :x_len], y)\n",
+            lines=[5, 6, 7, 8],
+        ),
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
         Invalid("import torch as T\nn = int(mask.sum())\nz = x[:, :n]\n", lines=[3]),
         Invalid("from torch import amax\ny = x[amax(lengths) - 1 :]\n", lines=[2]),
@@ -244,6 +261,24 @@ class TensorBoundSlice(StepRule):
             lines=[5],
         ),
     ]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """vall-e's `x_len = x_lens.max()`, then `x[:, :x_len]` and `F.pad(y, (0, x_len - n))`:
+        the length is taken from the tensor here, where a fixed size replaces it; reported as
+        well as each use, once. Not a parameter's fill-in (`if max_length is None: max_length =
+        length.max()`): it runs only for the calls that leave it out, which length-left-out
+        (PC520) names."""
+        value, target = node.value, node.targets[0].target if len(node.targets) == 1 else None
+        if type(value) is not cst.Call or type(target) is not cst.Name:
+            return
+        names = self.ctx.qualified_names(value.func)
+        if not (names & _TORCH_LENGTHS or (not names and patterns.method_name(value) in _LENGTHS)):
+            return
+        function = enclosing_function(self.ctx.ancestors)
+        if function is None or target.value in parameter_names(function):
+            return
+        if used_as_size(self.ctx, function, target.value):
+            self._report_read([value], "length")
 
     def visit_Slice(self, node: cst.Slice) -> None:
         bounds = [bound for bound in (node.lower, node.upper, node.step) if bound is not None]
