@@ -567,6 +567,35 @@ def test_a_round_trip_through_numpy_in_the_step_is_no_hand_off() -> None:
     assert found == {5: Severity.WARNING}
 
 
+def test_features_kept_on_the_host_to_go_back_to_the_device_are_no_hand_off() -> None:
+    """BLIP's retrieval evaluation copies each batch's image features to the host, then sends
+    the ones it ranks back to the device: a sync per batch, not an output. Features only
+    returned (an extraction) leave torch: info."""
+    source = """\
+    import torch
+
+    @torch.no_grad()
+    def evaluation(model, data_loader, text_ids, device):
+        image_feats = []
+        for image, img_id in data_loader:
+            image_feat = model.visual_encoder(image.to(device))
+            image_feats.append(image_feat.cpu())
+        image_feats = torch.cat(image_feats, dim=0)
+        for i in range(len(text_ids)):
+            encoder_output = image_feats[i].repeat(4, 1, 1).to(device)
+            model.text_encoder(text_ids[i], encoder_hidden_states=encoder_output)
+
+    @torch.no_grad()
+    def extract(model, data_loader, device):
+        feats = []
+        for image, _ in data_loader:
+            feats.append(model(image.to(device)).cpu())
+        return torch.cat(feats)
+    """
+    found = {line: severity for (line, code), (severity, _, _) in findings(source).items() if code == "PC503"}
+    assert found == {8: Severity.WARNING, 18: Severity.INFO}
+
+
 def test_a_host_copy_written_out_is_its_outputs_cost() -> None:
     """A copy given to a writer, directly or through the name it is bound to, is an output: info
     in any step loop. A copy the loop keeps computing with is not."""

@@ -43,6 +43,43 @@ def test_an_extension_built_in_setup_py_is_reported_where_it_is_imported(tmp_pat
     assert found == {("pkg/layers.py", 1), ("pkg/other.py", 1)}
 
 
+def test_extensions_a_setup_helper_names_from_its_parameters_are_known_by_those_names(tmp_path: Path) -> None:
+    """BasicSR's (and mmcv's) `make_cuda_ext(name, module, ...)` builds `f"{module}.{name}"`;
+    each of setup.py's calls gives one module, whose import is then a kernel's."""
+    setup = """\
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+def make_cuda_ext(name, module, sources, sources_cuda=None):
+    if torch.cuda.is_available():
+        extension = CUDAExtension
+        sources += sources_cuda
+    else:
+        extension = CppExtension
+    return extension(name=f'{module}.{name}', sources=sources)
+
+setup(ext_modules=[
+    make_cuda_ext(name='deform_conv_ext', module='pkg.ops.dcn', sources=['a.cpp'], sources_cuda=['k.cu']),
+    make_cuda_ext('fused_act_ext', 'pkg.ops.fused_act', ['b.cpp'], ['f.cu']),
+], cmdclass={'build_ext': BuildExtension})
+"""
+    write(
+        tmp_path,
+        {
+            "setup.py": setup,
+            "pkg/__init__.py": "",
+            "pkg/ops/__init__.py": "",
+            "pkg/ops/dcn/__init__.py": "",
+            "pkg/ops/dcn/deform_conv.py": "try:\n    from . import deform_conv_ext\nexcept ImportError:\n    pass\n",
+            "pkg/ops/fused_act/__init__.py": "",
+            "pkg/ops/fused_act/fused_act.py": "from pkg.ops.fused_act import fused_act_ext\n",
+        },
+    )
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code == "PC607"}
+    assert found == {("pkg/ops/dcn/deform_conv.py", 2), ("pkg/ops/fused_act/fused_act.py", 1)}
+
+
 def test_a_cuda_only_op_registered_in_cpp_is_reported_where_python_calls_it(tmp_path: Path) -> None:
     write(
         tmp_path,

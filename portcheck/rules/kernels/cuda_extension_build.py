@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portcheck import kernels, patterns, project, walk
+from portcheck import flow, kernels, patterns, project, walk
 from portcheck.rule import FileContext, Invalid, Rule, Valid
 from portcheck.rules.kernels import built_module
 from portcheck.rules.kernels.unguarded_kernel_import import runs_unguarded_on_import
@@ -25,7 +25,10 @@ class CudaExtensionBuild(Rule):
     sources=sources)`), and torch 0.4's `torch.utils.ffi.create_extension(..., with_cuda=...)`
     (CenterNet's DCNv2; the module, beside the build script where it is `relative_to=__file__`).
     It records the module each one builds, so that
-    imports of that module (PC607) and `portcheck kernels` can find it. `BuildExtension` itself
+    imports of that module (PC607) and `portcheck kernels` can find it; where a helper names
+    the module from its parameters (BasicSR's and mmcv's `make_cuda_ext(name, module, ...)`,
+    building `f"{module}.{name}"`), each of the module's calls of it that gives them as
+    strings names one. `BuildExtension` itself
     is not reported: it builds whatever extensions it is given, and the CUDA ones are reported
     where they are declared.
 
@@ -128,6 +131,8 @@ class CudaExtensionBuild(Rule):
         super().__init__(ctx)
         # `extension = CUDAExtension`: each value written so, with its chain (`_chosen_extension`)
         self._choices: dict[int, tuple[cst.CSTNode, ...]] = {}
+        # builds in a helper that names the module from its parameters, with the kind and sources
+        self._by_helper: list[tuple[cst.FunctionDef, cst.FormattedString, tuple[cst.CSTNode, ...], str, str]] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.ctx.qualified_names(node.value) & _EXTENSION:
@@ -161,6 +166,22 @@ class CudaExtensionBuild(Rule):
             if any(s.endswith(_CUDA_SUFFIXES) for s in sources) or patterns.keyword(node, "extra_cuda_cflags"):
                 # the repository's own build helper (stylegan2-ada's `custom_ops.get_plugin`)
                 self._extension(node, f"{patterns.dotted(node.func)}()", kernels.EXTENSION, sources)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        """Record the modules the module's calls of a build helper name (`make_cuda_ext(name=
+        "deform_conv_ext", module="basicsr.ops.dcn", ...)`), where each gives its parameters as
+        strings."""
+        module_flow = self.ctx.flow
+        for helper, named, chain, kind, sources in self._by_helper if module_flow is not None else ():
+            shown = [part for part in named.parts if type(part) is cst.FormattedStringExpression]
+            passed = [module_flow.passed_arguments(helper, part.expression.value) for part in shown]  # type: ignore[attr-defined]
+            for call in zip(*passed) if all(passed) else ():  # type: ignore[arg-type]
+                given = iter(patterns.string_value(value) for value, _ in call)
+                parts = [part.value if type(part) is cst.FormattedStringText else next(given) for part in named.parts]
+                if all(part is not None for part in parts):
+                    module = "".join(parts)  # type: ignore[arg-type]
+                    self.record(project.CUDA_EXTENSION, module, chain[-1], chain=chain, sources=sources)
+                    self.record(project.KERNEL, module, chain[-1], chain=chain, kind=kind, sources=sources)
 
     def _named_sources(self, call: cst.Call) -> list[str]:
         """The files given as `sources=`, also through a name the scope binds to a list of
@@ -196,7 +217,13 @@ class CudaExtensionBuild(Rule):
         chosen: tuple[cst.CSTNode, tuple[cst.CSTNode, ...]] | None = None,
         module: str | None = None,
     ) -> None:
-        module = module or built_module(node)
+        named = patterns.argument(node, 0, "name")
+        helper = flow.enclosing_function(self.ctx.ancestors)
+        if module is None and helper is not None and named is not None and _formats_parameters(named.value, helper):
+            # BasicSR's and mmcv's `make_cuda_ext(name, module, ...)`: its calls name the modules
+            self._by_helper.append((helper, named.value, self.ctx.chain(node), kind, ",".join(sources)))  # type: ignore[arg-type]
+            module = ""
+        module = built_module(node) if module is None else module
         if module:
             self.record(project.CUDA_EXTENSION, module, node, sources=",".join(sources))
             self.record(project.KERNEL, module, node, kind=kind, sources=",".join(sources))
@@ -209,6 +236,16 @@ class CudaExtensionBuild(Rule):
             self.report(node, **fields)
         else:
             self.reports.append(self.report_here(chosen[0], chain=chosen[1], **fields))
+
+
+def _formats_parameters(value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+    """`f"{module}.{name}"` in `make_cuda_ext(name, module, ...)`: a name formatted of the
+    function's parameters only."""
+    if type(value) is not cst.FormattedString:
+        return False
+    given = flow.parameter_names(function)
+    shown = [part.expression for part in value.parts if type(part) is cst.FormattedStringExpression]
+    return bool(shown) and all(type(each) is cst.Name and each.value in given for each in shown)
 
 
 def _with_cuda(call: cst.Call) -> bool:

@@ -42,6 +42,10 @@ def _with_a_device(levels: Mapping[str, Severity]) -> dict[str, Severity]:
 # Data-dependent ops that also read tensor values on the host: still a sync where shapes are
 # free, if there is a device to sync with.
 SYNC_SEVERITY = _with_a_device(_by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": INFO}))
+# The targets whose compiler takes only static shapes (Trainium's).
+_STATIC_ONLY = frozenset(
+    name for name, target in target_data.all_targets().items() if target.dynamic_shapes == "unsupported"
+)
 # Pure recompilation hazards (varying batch shapes): harmless where shapes are free.
 RECOMPILE_SEVERITY = _by_dynamic_shapes({"unsupported": ERROR, "recompile": WARNING, "free": OFF})
 # One more shape per run (the last, smaller batch): one extra compilation, cached after.
@@ -1918,9 +1922,8 @@ class StepRule(TensorRule):
         levels = self._off_step_severity(severity)
         if not static:
             return levels, _OFF_STEP
-        static_only = {name for name, each in target_data.all_targets().items() if each.dynamic_shapes == "unsupported"}
         return {
-            name: WARNING if level is not OFF and name in static_only else level for name, level in levels.items()
+            name: WARNING if level is not OFF and name in _STATIC_ONLY else level for name, level in levels.items()
         }, _OFF_STEP_STATIC
 
     def leave_Module(self, node: cst.Module) -> None:

@@ -153,8 +153,10 @@ class HostSyncInStep(StepRule):
     (BasicSR's `get_current_visuals()`): the tensor leaves torch there, mostly as an output
     (an image, a file, another runtime's input, predictions kept) whose copy is its cost; not
     where the same function makes a tensor of NumPy data on a device again (vits' monotonic
-    alignment: `.numpy()`, a Cython search, `torch.from_numpy(path).to(device)`), a
-    round trip every step.
+    alignment: `.numpy()`, a Cython search, `torch.from_numpy(path).to(device)`), nor where
+    it keeps the copies in a list that it sends back to a device (BLIP's retrieval
+    evaluation: `image_feats.append(image_feat.cpu())`, later `image_feats[idx].to(device)`),
+    a round trip every step.
 
     ## Why is this bad?
     Each call copies a value to the host and waits for the device to finish everything queued
@@ -1078,7 +1080,7 @@ class HostSyncInStep(StepRule):
         backends); and a whole tensor copied to the host (`.cpu()`, `.to("cpu")`, `.numpy()`)
         with autograd off in such a loop or in a loop over a DataLoader (an evaluation, an
         extraction), also in a function only such loops call: the tensor leaves torch there as
-        an output, unless the function brings NumPy data back to a device (`round_trip`)."""
+        an output, unless the function brings it back to a device (`round_trip`)."""
         if fields.get("written"):
             return True
         if fields.get("round_trip") or fields.get("call") not in _WHOLE_COPIES:
@@ -1169,7 +1171,9 @@ class HostSyncInStep(StepRule):
         if where is None or self._owned_elsewhere(ancestors, node) or in_host_memory(self.ctx, copied):
             return
         written = self._written_out(node)
-        back = method == "numpy" and self._sends_numpy_back(node)
+        back = (
+            self._sends_numpy_back(node) if method == "numpy" else call in _WHOLE_COPIES and self._kept_to_send_back()
+        )
         inference = self._inference(ancestors) if call in _WHOLE_COPIES else False
         holds = off_host_at_end(self.ctx, copied)
         if converted is None and as_number is not None and self._filled_in(copied):
@@ -1289,6 +1293,26 @@ class HostSyncInStep(StepRule):
                 return True
             if after and any(self._torch_computes_with(each, name) for name in bound):
                 return True
+        return False
+
+    def _kept_to_send_back(self) -> bool:
+        """Whether a whole copy to the host is appended to a list that the function sends back
+        to a device later (BLIP's retrieval evaluation: `image_feats.append(image_feat.cpu())`,
+        then `image_feats = torch.cat(image_feats)` and `image_feats[topk_idx].to(device)`): a
+        round trip, kept in host memory between, not an output."""
+        ancestors = self.ctx.ancestors
+        appending = ancestors[-2] if len(ancestors) >= 2 and type(ancestors[-1]) is cst.Arg else None
+        func = appending.func if type(appending) is cst.Call else None
+        if type(func) is not cst.Attribute or func.attr.value != "append" or type(func.value) is not cst.Name:
+            return False
+        kept, function = func.value.value, flow.enclosing_function(ancestors)
+        for each in descendants(function.body) if function is not None else ():
+            if type(each) is cst.Call and patterns.method_name(each) in ("to", "cuda"):
+                moved = each.func.value  # type: ignore[attr-defined]
+                while type(moved) in (cst.Subscript, cst.Call, cst.Attribute):  # `kept[i].repeat(k, 1)`
+                    moved = moved.value if type(moved) is not cst.Call else moved.func
+                if type(moved) is cst.Name and moved.value == kept:
+                    return True
         return False
 
     def _processed(self, func: cst.BaseExpression, copy: cst.Call, bound: set[str]) -> bool:

@@ -269,10 +269,10 @@ class TensorBoundSlice(StepRule):
         length.max()`): it runs only for the calls that leave it out, which length-left-out
         (PC520) names."""
         value, target = node.value, node.targets[0].target if len(node.targets) == 1 else None
-        if type(value) is not cst.Call or type(target) is not cst.Name:
-            return
+        if type(value) is not cst.Call or type(target) is not cst.Name or patterns.method_name(value) not in _LENGTHS:
+            return  # `torch.max(lengths)` ends in a length's name too
         names = self.ctx.qualified_names(value.func)
-        if not (names & _TORCH_LENGTHS or (not names and patterns.method_name(value) in _LENGTHS)):
+        if not (names & _TORCH_LENGTHS or not names):
             return
         function = enclosing_function(self.ctx.ancestors)
         if function is None or target.value in parameter_names(function):
