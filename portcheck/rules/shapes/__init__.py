@@ -19,7 +19,7 @@ from typing import ClassVar, NamedTuple
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from portcheck import flow, patterns, project
+from portcheck import flow, patterns, project, resolve
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
 from portcheck.rule import ERROR, INFO, OFF, UNPLACED, WARNING, FileContext, Rule, Severity, at_most_info
@@ -2250,6 +2250,24 @@ def used_as_size(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool
                 break
             child = parent
     return False
+
+
+def filling_in(ancestors: Sequence[cst.CSTNode]) -> tuple[cst.FunctionDef, str] | None:
+    """The function and its parameter whose fill-in, where a call leaves the parameter out, the
+    node at the end of `ancestors` is part of (see `resolve.filled_when_left_out`): it runs
+    only for such calls."""
+    function = flow.enclosing_function(ancestors)
+    body = function.body if function is not None else None
+    index = next((i for i, node in enumerate(ancestors) if node is body), len(ancestors))
+    if function is None or index + 1 >= len(ancestors):
+        return None
+    statement = ancestors[index + 1]  # of the function's own body
+    assign = next((node for node in ancestors[index + 2 :] if type(node) is cst.Assign), None)
+    target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+    if type(target) is not cst.Name:
+        return None
+    filled = resolve.filled_when_left_out(statement, target.value)
+    return (function, target.value) if filled is not None and filled[0] is assign else None
 
 
 def reads_names(node: cst.BaseExpression, names: set[str]) -> bool:

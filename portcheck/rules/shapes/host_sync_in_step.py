@@ -6,13 +6,14 @@ from functools import cached_property, partial
 
 import libcst as cst
 
-from portcheck import flow, patterns, resolve
+from portcheck import flow, patterns
 from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
     builtin_call,
     controlling_part,
+    filling_in,
     in_host_memory,
     makes_instance,
     off_host_at_end,
@@ -1178,26 +1179,10 @@ class HostSyncInStep(StepRule):
         holds = off_host_at_end(self.ctx, copied)
         if converted is None and as_number is not None and self._filled_in(copied):
             holds = partial(self._number_at_end, holds, copied)  # the calls after the function say if they give it
-        filling = self._filling(ancestors)
+        filling = filling_in(ancestors)
         if filling is not None:  # `max_len = max_len if max_len > 0 else lengths.max().item()`
             holds = partial(self._left_out, holds, *filling)
         self.report_in_step(node, where, holds, call=call, written=written, round_trip=back, inference=inference)
-
-    def _filling(self, ancestors: Sequence[cst.CSTNode]) -> tuple[cst.FunctionDef, str] | None:
-        """The function and its parameter whose fill-in, where a call leaves the parameter out, the
-        node is part of (see `resolve.filled_when_left_out`): it runs only for such calls."""
-        function = flow.enclosing_function(ancestors)
-        body = function.body if function is not None else None
-        index = next((i for i, node in enumerate(ancestors) if node is body), len(ancestors))
-        if function is None or index + 1 >= len(ancestors):
-            return None
-        statement = ancestors[index + 1]  # of the function's own body
-        assign = next((node for node in ancestors[index + 2 :] if type(node) is cst.Assign), None)
-        target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
-        if type(target) is not cst.Name:
-            return None
-        filled = resolve.filled_when_left_out(statement, target.value)
-        return (function, target.value) if filled is not None and filled[0] is assign else None
 
     def _left_out(self, off_host: Callable[[], bool], function: cst.FunctionDef, parameter: str) -> bool:
         """Whether the module's calls of the function leave the parameter out, or it makes none

@@ -6,12 +6,13 @@ from functools import partial
 import libcst as cst
 
 from portcheck import patterns
-from portcheck.flow import enclosing_function, parameter_names
+from portcheck.flow import enclosing_function
 from portcheck.rule import Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
     StepRule,
     advice,
+    filling_in,
     in_host_memory,
     read_in_host_memory,
     reads_names,
@@ -49,7 +50,8 @@ class TensorBoundSlice(StepRule):
     `torch.zeros`, `ones`, `empty`, `rand` and `randn` take from such numbers
     (`torch.zeros(batch, max(decode_lengths), vocab)`, or `torch.zeros(*shape)` where `shape` is
     a tensor on the device), the lengths such sizes and bounds are bound to (vall-e's `x_len =
-    x_lens.max()`, where a fixed size would go; not a parameter's fill-in), the bounds `torch.arange` takes from numbers read back
+    x_lens.max()`, where a fixed size would go; not a parameter's fill-in where a call leaves
+    it out, which PC520 names at the calls), the bounds `torch.arange` takes from numbers read back
     (StyleTTS2's `l = int(x.sum().item())`, then `torch.arange(0, l)`; a tensor given itself is
     host-sync-in-step's), and the padding `F.pad`, the output size `F.interpolate` and the
     count `torch.topk` (and the tensor method `.topk`) take from them (stylegan2's augmentation pads by amounts unpacked from a
@@ -220,6 +222,13 @@ class TensorBoundSlice(StepRule):
             "        return self.decoder(x[:, :x_len], y)\n",
             lines=[5, 6, 7, 8],
         ),
+        Invalid(  # F5-TTS' sampler: a parameter rebound to the longest duration (not filled in where left out)
+            "import torch\nimport torch.nn.functional as F\nclass CFM(torch.nn.Module):\n"
+            "    def forward(self, cond, duration, max_duration=4096):\n"
+            "        duration = duration.clamp(max=max_duration)\n        max_duration = duration.amax()\n"
+            "        return F.pad(cond, (0, 0, 0, max_duration - cond.shape[1]))\n",
+            lines=[6, 7],
+        ),
         Invalid("import torch\ny = x[: t.item()]\n", lines=[2], message="`t.item()`"),
         Invalid("import torch as T\nn = int(mask.sum())\nz = x[:, :n]\n", lines=[3]),
         Invalid("from torch import amax\ny = x[amax(lengths) - 1 :]\n", lines=[2]),
@@ -275,7 +284,7 @@ class TensorBoundSlice(StepRule):
         if not (names & _TORCH_LENGTHS or not names):
             return
         function = enclosing_function(self.ctx.ancestors)
-        if function is None or target.value in parameter_names(function):
+        if function is None or filling_in([*self.ctx.ancestors, node]) is not None:
             return
         if used_as_size(self.ctx, function, target.value):
             self._report_read([value], "length")
