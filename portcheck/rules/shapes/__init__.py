@@ -2223,11 +2223,10 @@ def integer_positions(function: cst.FunctionDef, *, by_default: bool = True) -> 
     return found | (written & {param.name.value for param in params})
 
 
-# What makes a tensor of a size it is given (or pads by one), and what a size may sit in on the way there.
-_SIZE_TAKERS = frozenset(f"torch.{name}" for name in ("arange", "zeros", "ones", "empty", "full", "rand", "randn")) | {
-    "torch.nn.functional.pad",
-    "torch.nn.functional.interpolate",
-}
+# What makes a tensor of a size it is given (or pads or resizes one by it, given first), and
+# what a size may sit in on the way there.
+_RESIZED = frozenset({"torch.nn.functional.pad", "torch.nn.functional.interpolate"})
+_SIZE_TAKERS = _RESIZED | {f"torch.{name}" for name in ("arange", "zeros", "ones", "empty", "full", "rand", "randn")}
 _RESIZES = frozenset({"expand", "view", "reshape", "repeat", "new_zeros", "new_ones", "new_empty", "new_full"})
 _WITHIN_A_SIZE = (cst.Arg, cst.Tuple, cst.List, cst.Element, cst.BinaryOperation, cst.Index, cst.SubscriptElement)
 
@@ -2243,7 +2242,8 @@ def used_as_size(ctx: FileContext, function: cst.FunctionDef, name: str) -> bool
                 return True
             if type(parent) is cst.Call and child is not parent.func:
                 names = ctx.qualified_names(parent.func)
-                if names & _SIZE_TAKERS or (not names and patterns.method_name(parent) in _RESIZES):
+                resized = bool(names & _RESIZED) and bool(parent.args) and child is parent.args[0]  # the tensor
+                if (names & _SIZE_TAKERS and not resized) or (not names and patterns.method_name(parent) in _RESIZES):
                     return True
                 break  # given to another call: that one's use
             if not isinstance(parent, _WITHIN_A_SIZE):

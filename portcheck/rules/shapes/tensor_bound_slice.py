@@ -121,6 +121,10 @@ class TensorBoundSlice(StepRule):
             "import torch\ndef crop(x, ks):\n    for k in ks:\n        k = round(k) if k > 1 else k\n"
             "        y = x[:, :k]\n"
         ),
+        Valid(  # a reduction along a dim is a tensor, padded as one
+            "import torch\nimport torch.nn.functional as F\nclass Head(torch.nn.Module):\n"
+            "    def forward(self, logits):\n        scores = logits.amax(-1)\n        return F.pad(scores, (0, 2))\n"
+        ),
         Valid(  # a reduction that sizes nothing, and a parameter's fill-in (PC520 names the calls leaving it out)
             "import torch\ndef sequence_mask(length, max_length=None):\n    if max_length is None:\n"
             "        max_length = length.max()\n    total = length.sum()\n"
@@ -218,7 +222,7 @@ class TensorBoundSlice(StepRule):
         Invalid(  # vall-e: the longest lengths, where a fixed size would go, and each of their uses
             "import torch\nimport torch.nn.functional as F\nclass VALLE(torch.nn.Module):\n"
             "    def forward(self, x, x_lens, y, y_lens):\n        x_len = x_lens.max()\n"
-            "        y_len = torch.amax(y_lens)\n        y = F.pad(y, (0, y_len - y.shape[1]))\n"
+            "        y_len = torch.amax(y_lens) + int(self.prepend_bos)\n        y = F.pad(y, (0, y_len - y.shape[1]))\n"
             "        return self.decoder(x[:, :x_len], y)\n",
             lines=[5, 6, 7, 8],
         ),
@@ -278,10 +282,13 @@ class TensorBoundSlice(StepRule):
         length.max()`): it runs only for the calls that leave it out, which length-left-out
         (PC520) names."""
         value, target = node.value, node.targets[0].target if len(node.targets) == 1 else None
-        if type(value) is not cst.Call or type(target) is not cst.Name or patterns.method_name(value) not in _LENGTHS:
+        # vall-e's `y_len = y_lens.max() + int(self.ar_audio_prepend_bos)`: the reduction, then the arithmetic
+        call = value.left if type(value) is cst.BinaryOperation else value
+        if type(call) is not cst.Call or type(target) is not cst.Name or patterns.method_name(call) not in _LENGTHS:
             return  # `torch.max(lengths)` ends in a length's name too
-        names = self.ctx.qualified_names(value.func)
-        if not (names & _TORCH_LENGTHS or not names):
+        names = self.ctx.qualified_names(call.func)
+        whole = len(call.args) == (1 if names else 0)  # of every element: a number, not a tensor along a dim
+        if not whole or not (names & _TORCH_LENGTHS or not names):
             return
         function = enclosing_function(self.ctx.ancestors)
         if function is None or filling_in([*self.ctx.ancestors, node]) is not None:
