@@ -533,7 +533,9 @@ class CudaOnlyPackageCall(Rule):
                 error = _NO_ATTRIBUTE.format(attribute=attribute) if attribute else _NOT_CALLABLE
             severity, saying = package.severities(), _STAND_IN.format(leaves=leaves, error=error)
         elif local or verb == "subclasses":
-            return  # the target takes the other path: PC610 tells of the module, if it must
+            # the target takes the other path (PC610 tells of a local module, if it must); an
+            # undeclared package's class is defined only where the checked import succeeded
+            return
         else:
             most = at_most_info if self._by_choice.get(self._key(name)) else at_most_warning  # an export, a pick
             severity, saying = (

@@ -1890,7 +1890,17 @@ class StepRule(TensorRule):
         fields = {**fields, "reach": ""}
         self._in_functions.append(
             _InFunction(
-                function, gates, node, chain, fields, holds, module_flow.scope, True, severity, local, static_off_step
+                function,
+                gates,
+                node,
+                chain,
+                fields,
+                holds,
+                module_flow.scope,
+                info_off_step=True,
+                severity=severity,
+                local=local,
+                static_off_step=static_off_step,
             )
         )
 
