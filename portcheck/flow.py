@@ -2377,13 +2377,16 @@ class DeviceFlow:
     def _iterates_loader(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`loader`, `self.loader_train`, a name bound to `DataLoader(...)`, and those wrapped in
         `enumerate(...)`, `tqdm(...)`, `zip(...)`, also through a name (`pbar = tqdm(loader)`,
-        audiocraft's `enumerate(lp)` after `lp = self.log_progress(stage, loader, ...)`)."""
+        audiocraft's `enumerate(lp)` after `lp = self.log_progress(stage, loader, ...)`), and a
+        choice between two of those."""
         if type(node) in (cst.Name, cst.Attribute):
             name = patterns.target_name(node) or ""
             if _LOADER_NAME.search(name) and not _LOADER_SETTING.search(name):
                 return True
             bound = self.resolver.assigned_value(node) if type(node) is cst.Name else None
-            return type(bound) is cst.Call and depth < 3 and self._iterates_loader(bound, depth + 1)
+            return type(bound) in (cst.Call, cst.IfExp) and depth < 3 and self._iterates_loader(bound, depth + 1)
+        if type(node) is cst.IfExp:  # ZoeDepth's `pbar = tqdm(enumerate(loader)) if rank0 else enumerate(loader)`
+            return self._iterates_loader(node.body, depth) and self._iterates_loader(node.orelse, depth)
         if type(node) is cst.Call:
             if self.resolver.qualified_names(node.func) & DATALOADERS:
                 return True
@@ -2578,6 +2581,8 @@ class DeviceFlow:
         if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
             return self.holds_index(node.expression, scope, depth + 1)
         if type(node) is cst.BinaryOperation and type(node.operator) in _INT_OPERATORS:
+            if type(node.operator) is cst.Modulo and self._counts_devices(node.right, scope, depth + 1):
+                return True  # Real-ESRGAN's `torch.device(i % num_gpus)`: whatever `i` is, one of the devices
             return self.holds_index(node.left, scope, depth + 1) and not _is_string(node.right)
         if type(node) is cst.Call:
             func = node.func
@@ -2603,6 +2608,21 @@ class DeviceFlow:
         if type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
             return self._holds_indexes(node.value, scope, depth + 1)  # `gpu_ids[0]`
         return False
+
+    def _counts_devices(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """Whether `node` is a device runtime's count (`torch.cuda.device_count()`), also through
+        a name bound to one alone."""
+        if depth > _DEPTH:
+            return False
+        if type(node) is cst.Call:
+            return any(name.endswith(".device_count") for name in self.resolver.qualified_names(node.func))
+        if type(node) is not cst.Name:
+            return False
+        owner = self._binder(node.value, scope)
+        values = owner.values.get(node.value, ()) if owner is not None and node.value not in owner.imports else ()
+        return bool(values) and all(
+            value is not None and self._counts_devices(value, owner, depth + 1) for value in values
+        )
 
     def _holds_indexes(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
         """Whether `node` is a list of device indexes: `[0, 1]`, `list(range(n))`, a name or

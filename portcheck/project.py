@@ -35,6 +35,11 @@ TRITON = "triton"
 # `tensors`: "yes" when the call passes a tensor, `host`: the positions and keywords of the
 # arguments that are host data (numbers read back, tensors in host memory, containers of those)
 STEP_CALL = "step-call"
+# name: the qualified name of a function or method of the repository that reads back on the
+# host what its caller gives it where that is a tensor (MetricLogger.update's `if isinstance(v,
+# torch.Tensor): v = v.item()`), and that no step of its own module runs; placed at the read;
+# detail `read`: how it reads, as the report says it (`.item()`)
+TENSOR_READER = "tensor-reader"
 # A step call's name where the receiver's class is unknown: `*.detect_objects` stands for the
 # repository's one method of that name that waits for a caller (STEP_PENDING)
 ANY_CLASS = "*"
@@ -136,6 +141,10 @@ class Project:
     # The functions whose step hazards wait for a caller in another file (STEP_PENDING), each
     # with the file it is in.
     pending_steps: frozenset[tuple[str, str]] = frozenset()
+    # The functions that read back the tensors their callers give (TENSOR_READER): (qualified
+    # name, where it reads, how); and the files whose step loops pass them tensors.
+    tensor_readers: frozenset[tuple[str, str, str]] = frozenset()
+    tensor_reader_callers: frozenset[str] = frozenset()
     # The CUDA-bound packages (targets/packages.toml keys) the project declares as dependencies.
     declared_packages: frozenset[str] = frozenset()
     # What the repository's modules bind by importing other packages' APIs: (name, target).
@@ -182,6 +191,8 @@ class Project:
         tensors_returned = {"", *(f.name for f in facts if f.kind == TENSOR_RETURN)}
         kernels = frozenset(f.name for f in facts if f.kind == KERNEL and f.detail("kind") == "triton")
         members = {f.name: f.detail("target") for f in facts if f.kind == NAMESPACE_MEMBER}
+        readers = frozenset((f.name, f.place, f.detail("read")) for f in facts if f.kind == TENSOR_READER)
+        read_by = {name for name, *_ in readers}
         return replace(
             self,
             complete=True,
@@ -202,6 +213,12 @@ class Project:
             )
             | handed_step_calls(facts),
             pending_steps=frozenset((f.name, f.path) for f in facts if f.kind == STEP_PENDING),
+            tensor_readers=readers,
+            tensor_reader_callers=frozenset(
+                f.path
+                for f in facts
+                if f.kind == STEP_CALL and f.detail("tensors") == "yes" and members.get(f.name, f.name) in read_by
+            ),
             declared_packages=frozenset(
                 f.name for f in facts if f.kind == DEPENDENCY and f.detail("declared") == "yes"
             ),
@@ -256,6 +273,7 @@ class Project:
             or self.cpu_fallbacks
             or self.filled_lengths
             or self.longest_padders
+            or self.tensor_reader_callers
         )
 
     def step_caller(self, qualified: str, passing_tensors: bool = False, every_n_steps: bool = False) -> str | None:
@@ -319,6 +337,24 @@ class Project:
         names = pending | {name for name, _ in self.tensor_parameters}
         defined = {name.removesuffix(PROPERTY_GETTER).rpartition(".")[2] for name in names}
         return tuple(sorted({b"def " + name.encode() for name in defined}))
+
+    def tensor_reader(self, qualified: str) -> tuple[str, str] | None:
+        """Where and how the function or method `qualified` reads back a tensor its caller
+        gives it (TENSOR_READER): ("utils.py:97", "`.item()`"); None where it reads none."""
+        return self._readers.get(qualified)
+
+    @cached_property
+    def _readers(self) -> dict[str, tuple[str, str]]:
+        found: dict[str, tuple[str, str]] = {}
+        for name, place, read in sorted(self.tensor_readers):
+            found.setdefault(name, (place, read))
+        return found
+
+    @cached_property
+    def tensor_reader_triggers(self) -> tuple[bytes, ...]:
+        """The names the readers of given tensors are called by (`update`): what a file whose
+        step loop calls one mentions."""
+        return tuple(sorted({name.rpartition(".")[2].encode() for name, *_ in self.tensor_readers}))
 
     @cached_property
     def filled_length_triggers(self) -> tuple[bytes, ...]:

@@ -492,6 +492,24 @@ def test_step_loops_are_found_by_what_they_run(loop: str, where: str) -> None:
     assert any(where in text for (_, code), (_, _, text) in findings(source).items() if code == "PC503")
 
 
+def test_a_loader_wrapped_one_way_or_another_by_a_choice_is_still_a_loader() -> None:
+    source = """\
+    import torch
+    from tqdm import tqdm
+    class Trainer:
+        def raise_if_nan(self, losses):
+            for key, value in losses.items():
+                if torch.isnan(value):
+                    raise ValueError(key)
+        def train(self, rank0):
+            pbar = tqdm(enumerate(self.train_loader)) if rank0 else enumerate(self.train_loader)
+            for i, batch in pbar:
+                self.raise_if_nan(self.train_on_batch(batch, i))
+    """
+    found = findings(source)
+    assert "called from a loop over a DataLoader" in found[(6, "PC504")][2]  # ZoeDepth's trainer
+
+
 def test_an_epoch_loop_around_a_step_loop_is_no_step_loop() -> None:
     source = """\
     import torch

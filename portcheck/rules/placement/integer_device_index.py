@@ -34,6 +34,7 @@ _FSDP = frozenset(
     }
 )
 _FUNCTOOLS_PARTIAL = frozenset({"functools.partial"})
+_DEVICE = frozenset({"torch.device"})
 _AGAIN = (
     "the same integer as this function's first placement with `{name}`: decide the device once, where `{name}` is set"
 )
@@ -42,8 +43,8 @@ _AGAIN = (
 class IntegerDeviceIndex(Rule):
     """## What it does
     Reports an integer given where a device goes: `.to(0)`, `.to(rank)`,
-    `torch.zeros(3, device=local_rank)`, `model.to(self.gpu_id)`, FSDP's
-    `device_id=local_rank` (also through `functools.partial(FSDP, ...)`). The integer is followed
+    `torch.zeros(3, device=local_rank)`, `model.to(self.gpu_id)`, `torch.device(i % n_gpus)`,
+    FSDP's `device_id=local_rank` (also through `functools.partial(FSDP, ...)`). The integer is followed
     through the module: `device = 0`, the `rank` that `mp.spawn` passes to its function,
     `int(os.environ["LOCAL_RANK"])`, what a function of the module returns where it returns
     one (AnimateDiff's `local_rank = init_dist(...)`), a parameter every caller passes an index
@@ -106,6 +107,7 @@ class IntegerDeviceIndex(Rule):
         Valid('import torch\nx = torch.ones(2).to("cpu")\n'),
         Valid("import torch\nx = torch.ones(2).to(torch.float16)\n"),
         Valid("import torch\ndef f(x, dtype):\n    return x.to(dtype)\n"),
+        Valid("import torch\ndef f(name, n):\n    return torch.device(name), torch.device(f'cuda:{n % 2}')\n"),
         Valid("import torch\ndef f(x, device):\n    return x.to(device)\n\nf(torch.ones(1), torch.device('cpu'))\n"),
         Valid('import torch\ndevice = "cpu"\nx = torch.ones(2).to(device)\n'),
         Valid("import torch\nx = torch.ones(2).to(0)\n", options={"targets": ["rocm"]}),
@@ -182,6 +184,13 @@ class IntegerDeviceIndex(Rule):
             lines=[3],
             fixed='import torch as T\ndef place(x, local_rank):\n    return x.to("tpu", non_blocking=True)\n',
         ),
+        Invalid(  # Real-ESRGAN's video workers: a remainder by the device count is one of the devices
+            "import torch\ndef run(device):\n    return torch.ones(1, device=device)\ndef main(jobs):\n"
+            "    gpus = torch.cuda.device_count()\n    for i in range(jobs):\n        run(torch.device(i % gpus))\n",
+            lines=[7],
+            fixed="import torch\ndef run(device):\n    return torch.ones(1, device=device)\ndef main(jobs):\n"
+            '    gpus = torch.cuda.device_count()\n    for i in range(jobs):\n        run(torch.device("tpu"))\n',
+        ),
         Invalid(
             "from torch import nn\nfrom torch.distributed import get_rank as rank_of\n"
             "net = nn.Linear(2, 2).to(rank_of() % 8)\n",
@@ -204,6 +213,8 @@ class IntegerDeviceIndex(Rule):
             device = patterns.positional(node, 0)
         if device is None and self._wraps_fsdp(node):
             device = patterns.keyword(node, "device_id")  # FSDP's CUDA device, by index
+        if device is None and len(node.args) == 1 and self.ctx.qualified_names(node.func) & _DEVICE:
+            device = patterns.positional(node, 0)  # `torch.device(rank)`: the index alone
         if device is None or not _may_be_index(device.value):
             return
         names = self.ctx.qualified_names(node.func)

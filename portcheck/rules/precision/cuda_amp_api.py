@@ -65,8 +65,9 @@ class CudaAmpApi(CudaApiRule):
     Reports the CUDA-only mixed-precision API: `torch.cuda.amp.autocast`,
     `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd` / `custom_bwd` (decorators
     included), the `torch.cuda.amp` module itself and imports from it (`from torch.cuda.amp
-    import autocast`, `from torch.cuda import amp`: a line the port changes with its uses; not
-    under an `if` or `try`, where it is an old torch's fallback), and the legacy autocast state that means
+    import autocast`, `from torch.cuda import amp`, `import torch.cuda.amp as amp`: a line
+    the port changes with its uses; not under an `if` or `try`, where it is an old torch's
+    fallback), and the legacy autocast state that means
     CUDA's: `torch.get_autocast_gpu_dtype()`, `torch.set_autocast_gpu_dtype(...)`, and
     `torch.is_autocast_enabled()` / `torch.set_autocast_enabled(flag)` called without a
     device type.
@@ -114,7 +115,8 @@ class CudaAmpApi(CudaApiRule):
 
     Names come out bound: `T.cuda.amp.autocast()` becomes `T.amp.autocast(...)` after
     `import torch as T`. For `from torch.cuda.amp import autocast, GradScaler` (or
-    `from torch.cuda import amp`), the import becomes `from torch.amp import ...` together with
+    `from torch.cuda import amp`, `import torch.cuda.amp as amp`), the import becomes `from
+    torch.amp import ...` (`import torch.amp as amp`) together with
     every use, when every name it binds is used in the file and only in calls this rule
     rewrites (and the file is not a package's `__init__.py`, which may re-export them);
     otherwise each use is written `torch.amp.<name>(...)` and the import is left alone.
@@ -270,6 +272,13 @@ class CudaAmpApi(CudaApiRule):
             lines=[1, 2],
             fixed='from torch import amp\nimport torch\nwith amp.autocast("tpu", dtype=torch.bfloat16):\n    pass\n',
         ),
+        Invalid(  # ZoeDepth's trainers
+            "import torch\nimport torch.cuda.amp as amp\nscaler = amp.GradScaler(enabled=True)\n"
+            "with amp.autocast(enabled=True):\n    pass\n",
+            lines=[2, 3, 4],
+            fixed='import torch\nimport torch.amp as amp\nscaler = amp.GradScaler("tpu", enabled=True)\n'
+            'with amp.autocast("tpu", dtype=torch.bfloat16, enabled=True):\n    pass\n',
+        ),
         Invalid(
             "from torch.cuda import amp\n\nwith amp.autocast():\n    pass\n",
             lines=[1, 3],
@@ -357,17 +366,30 @@ class CudaAmpApi(CudaApiRule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._uses: list[_Use] = []
-        self._imports: list[cst.ImportFrom] = []
+        self._imports: list[cst.Import | cst.ImportFrom] = []
         self._import_reports: dict[int, int] = {}  # import statement id -> its report's index
 
+    def visit_Import(self, node: cst.Import) -> None:
+        """`import torch.cuda.amp as amp` (ZoeDepth, Swin's SimMIM): as `from torch.cuda import amp`."""
+        if _import_rename(node) is not None:
+            assert not isinstance(node.names, cst.ImportStar)
+            self._note_import(node, node.names[0].name)
+
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        rename = _import_rename(node)
+        if rename is not None:
+            assert node.module is not None and not isinstance(node.names, cst.ImportStar)
+            self._note_import(node, node.module if rename == "torch.amp" else node.names[0].name)
+        elif not any(isinstance(ancestor, _SCOPES) for ancestor in self.ctx.ancestors):
+            self._imports.append(node)
+
+    def _note_import(self, node: cst.Import | cst.ImportFrom, subject: cst.BaseExpression) -> None:
+        """Report a CUDA AMP import at `subject`, a line the port changes with the uses it binds;
+        not under `if`/`try`, old torch's fallback."""
         if not any(isinstance(ancestor, _SCOPES) for ancestor in self.ctx.ancestors):
             self._imports.append(node)
-        rename = _import_rename(node)
-        if rename is not None and not any(isinstance(a, (cst.If, cst.Try)) for a in self.ctx.ancestors):
-            # a line the port changes (with the uses it binds); under `if`/`try`, old torch's fallback
-            assert node.module is not None and not isinstance(node.names, cst.ImportStar)
-            subject = node.module if rename == "torch.amp" else node.names[0].name
+        if not any(isinstance(a, (cst.If, cst.Try)) for a in self.ctx.ancestors):
+            assert isinstance(subject, (cst.Name, cst.Attribute))
             count = len(self.reports)
             super().visit_watched_name(subject, "torch.cuda.amp")
             if len(self.reports) > count:
@@ -553,6 +575,8 @@ def _build_kept(build: Callable[[cst.CSTNode, bool], cst.CSTNode], keep: bool, n
 
 
 def _rename_module(module: str, node: cst.CSTNode) -> cst.CSTNode:
+    if isinstance(node, cst.Import):  # `import torch.cuda.amp as amp` -> `import torch.amp as amp`
+        return node.with_changes(names=[node.names[0].with_changes(name=edits.dotted(module))])
     assert isinstance(node, cst.ImportFrom)
     return node.with_changes(module=edits.dotted(module))
 
@@ -583,9 +607,14 @@ def _mentioned_names(module: cst.Module) -> set[str]:
     return mentioned
 
 
-def _import_rename(statement: cst.ImportFrom) -> str | None:
+def _import_rename(statement: cst.Import | cst.ImportFrom) -> str | None:
     """The module a CUDA AMP import can come from instead: `from torch.cuda.amp import
-    autocast, GradScaler` from torch.amp, `from torch.cuda import amp` from torch."""
+    autocast, GradScaler` from torch.amp, `from torch.cuda import amp` from torch; and the
+    module `import torch.cuda.amp as amp` can import instead, torch.amp."""
+    if isinstance(statement, cst.Import):
+        aliases = statement.names
+        named = len(aliases) == 1 and aliases[0].asname is not None
+        return "torch.amp" if named and patterns.dotted(aliases[0].name) == "torch.cuda.amp" else None
     if statement.relative or statement.module is None or isinstance(statement.names, cst.ImportStar):
         return None
     module = patterns.dotted(statement.module)
@@ -598,14 +627,14 @@ def _import_rename(statement: cst.ImportFrom) -> str | None:
 
 
 def _rewritable_imports(
-    module: cst.Module, imports: list[cst.ImportFrom], uses: list[_Use], path: str
-) -> dict[str, tuple[cst.ImportFrom, str]]:
+    module: cst.Module, imports: list[cst.Import | cst.ImportFrom], uses: list[_Use], path: str
+) -> dict[str, tuple[cst.Import | cst.ImportFrom, str]]:
     """The module-level CUDA AMP imports that can be rewritten with their uses, by the names
     they bind: every name is used in this file, and every mention of it anywhere (a binding,
     a use, even a string such as `__all__` lists) is the start of a use this rule rewrites."""
     if path.replace("\\", "/").rsplit("/", 1)[-1] == "__init__.py":
         return {}  # a package's __init__ may re-export the CUDA names
-    candidates: dict[str, tuple[cst.ImportFrom, str]] = {}
+    candidates: dict[str, tuple[cst.Import | cst.ImportFrom, str]] = {}
     for statement in imports:
         renamed = _import_rename(statement)
         if renamed is None:

@@ -1365,6 +1365,10 @@ class StepRule(TensorRule):
     after."""
 
     every_n_steps: ClassVar[bool] = False
+    # Whether a function that reads back what its caller gives where it is a tensor (`if
+    # isinstance(v, torch.Tensor): v = v.item()`) is recorded (TENSOR_READER), and the calls of
+    # another module's step loops that give it a tensor are reported in the second pass.
+    reads_given_tensors: ClassVar[bool] = False
     # a helper's hazard waits for the step loops of other files, whatever words its file holds
     walks_every_file = True
 
@@ -1381,8 +1385,9 @@ class StepRule(TensorRule):
 
     @classmethod
     def project_triggers(cls, known: project.Project) -> tuple[bytes, ...]:
-        """The functions another file's step loop calls, and those another file passes tensors."""
-        return known.step_callee_triggers
+        """The functions another file's step loop calls, and those another file passes tensors;
+        and the names of those that read back a given tensor (`reads_given_tensors`)."""
+        return known.step_callee_triggers + (known.tensor_reader_triggers if cls.reads_given_tensors else ())
 
     @cached_property
     def _retyped(self) -> bool:
@@ -2036,6 +2041,16 @@ class StepRule(TensorRule):
                 if name not in self._pending:
                     self._pending.add(name)
                     self.record(project.STEP_PENDING, name, UNPLACED)
+        if self.reads_given_tensors and self.reads_given(deferred.fields) and self._tensor_only(deferred.chain):
+            for name in defined_names(self.ctx, deferred.function):
+                self.record(
+                    project.TENSOR_READER, name, deferred.node, chain=deferred.chain, read=str(deferred.fields["call"])
+                )
+
+    def reads_given(self, fields: Mapping[str, object]) -> bool:
+        """Whether a waiting report (its fields) reads a value back (`reads_given_tensors`): its
+        rule says."""
+        return False
 
     def _called_elsewhere(self, deferred: _InFunction) -> str | None:
         """The step loop of another file that calls the function every step (second pass),
@@ -2072,6 +2087,7 @@ class StepRule(TensorRule):
             path in known.pending_step_files
             or known.passes_asked_tensors(module)
             or module.rpartition(".")[0] in owners
+            or (cls.reads_given_tensors and path in known.tensor_reader_callers)
         )
 
     def _tensor_only(self, chain: Sequence[cst.CSTNode]) -> bool:

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property, partial
 
 import libcst as cst
 
 from portcheck import flow, patterns
+from portcheck.resolve import Scope
 from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import (
     SYNC_SEVERITY,
@@ -121,7 +123,9 @@ class HostSyncInStep(StepRule):
       by a function of the module: tacotron2's `model = load_model(h)`, which returns
       `Tacotron2(h).cuda()`), and
       an object called (`compute_loss(pred, targets)` runs `ComputeLoss.__call__`); what runs
-      there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor;
+      there only `if isinstance(v, torch.Tensor):` counts where a call passes a tensor, and a
+      number read so is reported at such a call too (ConvNeXt's `metric_logger.update(
+      class_acc=class_acc)`), where a port keeps the value on the device;
     - a function handed to another module's function that calls it, or hands it on, every
       step: Megatron's `forward_step`, given to `pretrain()`, which passes it to `train()`,
       whose training loop hands it to `train_step()`.
@@ -1071,9 +1075,16 @@ class HostSyncInStep(StepRule):
         " per item is its cost; keep what the loop computes with on the device"
     )
 
+    reads_given_tensors = True
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._writers_read: dict[int, frozenset[str]] = {}  # by function: see `_written_names`
+        self._reader_calls: list[_ReaderCall] = []  # see `_note_reader_call`
+
+    def reads_given(self, fields: Mapping[str, object]) -> bool:
+        """A number read back (`.item()`, `float()`), not a whole copy, which may be an output."""
+        return fields.get("call") not in _WHOLE_COPIES and not fields.get("written")
 
     def handed_off(self, root: str, fields: Mapping[str, object]) -> bool:
         """A copy written out (an image, a file) anywhere; `.numpy()` in forward() or in a loop
@@ -1096,7 +1107,40 @@ class HostSyncInStep(StepRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         self.record_module_facts(node)  # once for the step rules, here
+        self._report_reader_calls()
         super().leave_Module(node)
+
+    def _note_reader_call(self, call: cst.Call) -> None:
+        """In the second pass, a call of another module's function that reads back the tensors
+        it is given (ConvNeXt's `metric_logger.update(class_acc=class_acc)`, whose `v.item()`
+        runs `if isinstance(v, torch.Tensor):`), made with a tensor: where it runs every step,
+        the call is where the port keeps the value on the device, or reads it every N steps."""
+        known, module_flow = self.ctx.project, self.ctx.flow
+        if not known.complete or module_flow is None or self.ctx.path not in known.tensor_reader_callers:
+            return
+        ancestors = self.ctx.ancestors
+        function = flow.enclosing_function(ancestors)
+        own = self.ctx.module.name + "."
+        callees = [name for name in self._local_callees(call, function, ancestors) if not name.startswith(own)]
+        read = next(filter(None, map(known.tensor_reader, callees)), None)
+        if read is None or not self._passes_tensor(call) or module_flow.off_the_step_path(ancestors):
+            return
+        chain = self.ctx.chain(call)
+        self._reader_calls.append(_ReaderCall(call, read, function, tuple(ancestors), chain, module_flow.scope))
+
+    def _report_reader_calls(self) -> None:
+        module_flow = self.ctx.flow
+        for site in self._reader_calls if module_flow is not None else ():
+            where = module_flow.in_scope(site.scope, partial(module_flow.step_context, site.ancestors))
+            if where is None and site.function is not None:
+                caller = module_flow.called_every_step(site.function)
+                where = f"`{site.function.name.value}()`, called from {caller}," if caller else None
+            if where is None:
+                continue
+            place, read = site.read
+            called = cst.Module([]).code_for_node(site.call.func)
+            shown = f"`{called}(...)`, whose {read} at {place} reads back the tensor given here,"
+            self.reports.append(self.report_here(site.call, chain=site.chain, call=shown, where=where))
 
     def _to_named_cpu(self, node: cst.Call) -> bool:
         """`.to(cpu_device)` where `cpu_device = torch.device("cpu")` (torchvision's detection
@@ -1138,6 +1182,7 @@ class HostSyncInStep(StepRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         self.note_step_call(node)
+        self._note_reader_call(node)
         self.note_tensor_arguments(node)  # once for the step rules, here
         method = patterns.method_name(node)
         if method == "format" and _is_text(node.func.value):  # type: ignore[attr-defined]
@@ -1586,6 +1631,18 @@ def _dict_values(ctx: FileContext, logged: cst.BaseExpression) -> list[cst.BaseE
         if not ctx.qualified_names(logged.func):
             return [arg.value for arg in logged.args if arg.keyword is not None]
     return []
+
+
+@dataclass(frozen=True)
+class _ReaderCall:
+    """A call that gives a tensor to another module's function that reads it back."""
+
+    call: cst.Call
+    read: tuple[str, str]  # where and how the callee reads it (`Project.tensor_reader`)
+    function: cst.FunctionDef | None  # the function the call is made in
+    ancestors: tuple[cst.CSTNode, ...]
+    chain: tuple[cst.CSTNode, ...]
+    scope: Scope
 
 
 def _is_text(node: cst.BaseExpression) -> bool:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -36,6 +37,8 @@ _PAD_NAME = re.compile(r"^pad(\d?d|_\w+)?$", re.IGNORECASE)  # pad, pad1d, pad_t
 _ARRAY_MAX = frozenset({"numpy.max", "numpy.amax", "torch.max", "torch.amax"})
 # A padding helper's parameter that rounds the longest length up (trl's `pad_to_multiple_of`).
 _MULTIPLE = re.compile(r"multiple", re.IGNORECASE)
+# The loops whose function runs once per epoch or evaluation (not per request, as decoding does).
+_EPOCHS = frozenset({"a loop over a DataLoader", "a training loop", "a step loop"})
 _BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
 
 
@@ -66,7 +69,8 @@ class PadToLongestBatching(Rule):
     multiple under 64, such as the 8 that aligns to tensor cores, nor a field that defaults
     to None), and so is a
     tokenizer given one item of a loop or comprehension (`[tok(t, padding="longest") for t in
-    texts]`), which has nothing to pad against.
+    texts]`), which has nothing to pad against, and a call before the loop of a function that
+    runs an epoch or an evaluation (ALBEF's answer list, padded once for every step).
 
     ## Why is this bad?
     Every batch gets the length of its longest member, so the input shape changes from step to
@@ -103,6 +107,11 @@ class PadToLongestBatching(Rule):
     )  # fmt: skip
 
     VALID = [
+        Valid(  # ALBEF's evaluation: the answer list, padded once before the loop, has one length
+            "import torch\ndef evaluation(model, loader, tokenizer, answers):\n"
+            "    answer_input = tokenizer(answers, padding='longest', return_tensors='pt')\n"
+            "    for image, question in loader:\n        model(image, question, answer_input)\n"
+        ),
         Valid(  # a field of the class read as padding, with no default or a fixed one
             "import torch\nclass TextCollator:\n    mode = 'max_length'\n    def __init__(self, tok, padding):\n"
             "        self.tok, self.padding = tok, padding\n    def __call__(self, features):\n"
@@ -361,6 +370,10 @@ class PadToLongestBatching(Rule):
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         scope = self._scopes.pop()
+        if scope.before_loops and self.ctx.flow is not None and self.ctx.flow.runs_steps(node, _EPOCHS):
+            # ALBEF's evaluation pads its answer list once, before its loop over the DataLoader: one
+            # length for every step (not a request's prompts, padded before it is decoded)
+            scope.longest = [each for each in scope.longest if id(each[0]) not in scope.before_loops]
         if scope.longest:  # asked of its callers at the end: only where there is something to report
             self._done.append((scope, node))
 
@@ -432,6 +445,9 @@ class PadToLongestBatching(Rule):
             argument = next(arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "padding")
             at = argument if written[0] is padding else written[0]  # where the choice is written
             self._scopes[-1].longest.append((at, written[1], self._bound_name() if side_check else None))
+            pads_now = not (patterns.target_name(node.func) or "")[:1].isupper()  # not a collator made
+            if pads_now and not _in_loop(self.ctx.ancestors):
+                self._scopes[-1].before_loops.add(id(at))
 
     def _pads_to_longest(self, node: cst.BaseExpression) -> bool:
         return self._longest_written(node) is not None
@@ -774,6 +790,18 @@ class _Scope:
     model_inputs: set[str] = field(default_factory=set)
     # the `padding=` argument, its label, and the name its call is bound to where it may be a side check
     longest: list[tuple[cst.Arg, str, str | None]] = field(default_factory=list)
+    # those of `longest` made outside any loop of the function: once per call of it
+    before_loops: set[int] = field(default_factory=set)
+
+
+def _in_loop(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether the walk is in a loop's body (or a comprehension) within its function."""
+    for ancestor in reversed(ancestors):
+        if type(ancestor) in (cst.For, cst.While, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp):
+            return True
+        if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            return False
+    return False
 
 
 def _shown_longest(node: cst.Call | cst.Subscript) -> str:
