@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -66,8 +66,8 @@ class CudaAmpApi(CudaApiRule):
     `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd` / `custom_bwd` (decorators
     included), the `torch.cuda.amp` module itself and imports from it (`from torch.cuda.amp
     import autocast`, `from torch.cuda import amp`, `import torch.cuda.amp as amp`: a line
-    the port changes with its uses; not under an `if` or `try`, where it is an old torch's
-    fallback), and the legacy autocast state that means
+    the port changes with its uses; not under a `try`, or an `if` that imports from torch.amp
+    in another branch, where it is an old torch's fallback), and the legacy autocast state that means
     CUDA's: `torch.get_autocast_gpu_dtype()`, `torch.set_autocast_gpu_dtype(...)`, and
     `torch.is_autocast_enabled()` / `torch.set_autocast_enabled(flag)` called without a
     device type.
@@ -272,6 +272,15 @@ class CudaAmpApi(CudaApiRule):
             lines=[1, 2],
             fixed='from torch import amp\nimport torch\nwith amp.autocast("tpu", dtype=torch.bfloat16):\n    pass\n',
         ),
+        Invalid(  # detectron2's AMPTrainer: a branch with no other import is no old torch's fallback
+            "import torch\nclass AMPTrainer:\n    def __init__(self, grad_scaler=None):\n"
+            "        if grad_scaler is None:\n            from torch.cuda.amp import GradScaler\n"
+            "            grad_scaler = GradScaler()\n",
+            lines=[5, 6],
+            fixed="import torch\nclass AMPTrainer:\n    def __init__(self, grad_scaler=None):\n"
+            "        if grad_scaler is None:\n            from torch.cuda.amp import GradScaler\n"
+            '            grad_scaler = torch.amp.GradScaler("tpu")\n',
+        ),
         Invalid(  # ZoeDepth's trainers
             "import torch\nimport torch.cuda.amp as amp\nscaler = amp.GradScaler(enabled=True)\n"
             "with amp.autocast(enabled=True):\n    pass\n",
@@ -385,10 +394,10 @@ class CudaAmpApi(CudaApiRule):
 
     def _note_import(self, node: cst.Import | cst.ImportFrom, subject: cst.BaseExpression) -> None:
         """Report a CUDA AMP import at `subject`, a line the port changes with the uses it binds;
-        not under `if`/`try`, old torch's fallback."""
+        not where it is an old torch's fallback (`_in_fallback`)."""
         if not any(isinstance(ancestor, _SCOPES) for ancestor in self.ctx.ancestors):
             self._imports.append(node)
-        if not any(isinstance(a, (cst.If, cst.Try)) for a in self.ctx.ancestors):
+        if not _in_fallback(self.ctx.ancestors):
             assert isinstance(subject, (cst.Name, cst.Attribute))
             count = len(self.reports)
             super().visit_watched_name(subject, "torch.cuda.amp")
@@ -605,6 +614,30 @@ def _mentioned_names(module: cst.Module) -> set[str]:
         elif type(node) is cst.SimpleString:
             mentioned.add(node.raw_value)
     return mentioned
+
+
+def _in_fallback(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether an import is an old torch's fallback: under `try`, or in a branch of an `if`
+    whose other branch imports from torch.amp (`if hasattr(torch.amp, "custom_fwd"): ...
+    else: from torch.cuda.amp import custom_fwd`); not detectron2's `if grad_scaler is None:
+    from torch.cuda.amp import GradScaler`, the one way it has."""
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, cst.Try):
+            return True
+        if isinstance(ancestor, cst.If):
+            return any(isinstance(node, cst.ImportFrom) and _from_torch_amp(node) for node in descendants(ancestor))
+        if isinstance(ancestor, _SCOPES):
+            return False
+    return False
+
+
+def _from_torch_amp(statement: cst.ImportFrom) -> bool:
+    """`from torch.amp import ...`, `from torch import amp`."""
+    module = patterns.dotted(statement.module) if statement.module is not None and not statement.relative else ""
+    if module == "torch.amp":
+        return True
+    names = [] if isinstance(statement.names, cst.ImportStar) else statement.names
+    return module == "torch" and any(patterns.dotted(alias.name) == "amp" for alias in names)
 
 
 def _import_rename(statement: cst.Import | cst.ImportFrom) -> str | None:

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import partial
 
 import libcst as cst
 
 from portcheck import kwargs, patterns
 from portcheck import targets as target_data
-from portcheck.flow import ANYWHERE, Home, Reach
+from portcheck.flow import ANYWHERE, Home, Reach, is_self_attribute
 from portcheck.rule import OFF, WARNING, FileContext, Invalid, Rule, Valid, at_most_info
 from portcheck.rules.placement.hf_cuda_device_map import is_hf_pipeline
 from portcheck.rules.precision import FLOAT16, chooses_float16, tests_equal, under_test
@@ -59,7 +60,8 @@ class Float16OnBf16Target(Rule):
     where `self.images` was loaded with `torch.load(path, map_location=device)`) or cast in step
     code (forward(), a step loop: yolov5's `im = im.half() if half else im.float()` for each
     batch) unless in host memory, and autocast to float16 (`torch.autocast(device_type,
-    dtype=torch.float16)`, also a parameter's float16 default given as the dtype, unless it
+    dtype=torch.float16)`, also a parameter's float16 default given as the dtype, directly or
+    through the attribute it is set to once (detectron2's `self.precision`), unless it
     names a device that is neither CUDA nor a bfloat16 target's), when a selected target
     computes natively in bfloat16.
 
@@ -346,6 +348,13 @@ class Float16OnBf16Target(Rule):
             lines=[4],
             message="autocast to `torch.float16` runs the region in float16",
         ),
+        Invalid(  # detectron2's AMPTrainer: the attribute is set once, from a parameter that defaults to float16
+            "import torch\nclass AMPTrainer:\n    def __init__(self, precision: torch.dtype = torch.float16):\n"
+            "        self.precision = precision\n    def run_step(self, model, x):\n"
+            "        with torch.autocast('cuda', dtype=self.precision):\n            return model(x)\n",
+            lines=[3],
+            message="autocast to `torch.float16` runs the region in float16",
+        ),
         Invalid(  # AutoGPTQ's loader: the parameter's default is the dtype every caller gets
             "import torch\ndef from_quantized(path, device=None, torch_dtype: torch.dtype = torch.float16):\n"
             "    return load(path, torch_dtype=torch_dtype)\n",
@@ -518,7 +527,23 @@ class Float16OnBf16Target(Rule):
             resolver = self.ctx.resolver
             default = resolver.parameter_default(given) if type(given) is cst.Name and resolver else None
             # MiniGPT-4's `def maybe_autocast(self, dtype=torch.float16)`: what callers get unless they say
-            self._report_float16(default or given, node, "autocast to `{}`", "runs the region")
+            self._report_float16(
+                default or self._attribute_default(given) or given, node, "autocast to `{}`", "runs the region"
+            )
+
+    def _attribute_default(self, given: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The default of the parameter that `self.<name>` is set from, where the module sets it
+        once (detectron2's AMPTrainer: `def __init__(..., precision=torch.float16)`, then
+        `self.precision = precision`): what every trainer made without it gets."""
+        module_flow = self.ctx.flow
+        if module_flow is None or not is_self_attribute(given):
+            return None
+        assert type(given) is cst.Attribute
+        values = module_flow.self_attribute_values(given.attr.value)
+        if len(values) != 1 or type(values[0][0]) is not cst.Name:
+            return None
+        value, scope = values[0]
+        return module_flow.in_scope(scope, partial(module_flow.resolver.parameter_default, value))
 
     def _check_factory(self, node: cst.Call) -> None:
         """`torch.empty(shape, dtype=torch.half if fp16 else torch.float, device=self.device)`:

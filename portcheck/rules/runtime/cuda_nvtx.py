@@ -6,10 +6,12 @@ from portcheck.rule import Invalid, Valid
 class CudaNvtx(CudaApiRule):
     """## What it does
     Reports NVTX profiling annotations: `torch.cuda.nvtx.range_push/range_pop`,
-    `torch.cuda.nvtx.range(...)` and `torch.cuda.nvtx.mark(...)`.
+    `torch.cuda.nvtx.range(...)` and `torch.cuda.nvtx.mark(...)`, and autograd's NVTX
+    profiler, `torch.autograd.profiler.emit_nvtx()` (fairseq's `--profile`).
 
     ## Why is this bad?
-    Without CUDA every NVTX call raises `RuntimeError: NVTX functions not installed`, so
+    Without CUDA every NVTX call raises `RuntimeError: NVTX functions not installed`, and
+    `emit_nvtx()` raises `AssertionError: Torch not compiled with CUDA enabled`, so
     profiling annotations left in training code crash it.
 
     ## Example
@@ -41,6 +43,7 @@ class CudaNvtx(CudaApiRule):
 
     code = "PC209"
     name = "cuda-nvtx"
+    triggers = (b"cuda", b"nvtx")  # `emit_nvtx` says no "cuda"
     fix_safety = FixSafety.SAFE
     table_fixes = True
 
@@ -78,6 +81,9 @@ class CudaNvtx(CudaApiRule):
         Invalid("from torch import cuda\ncuda.nvtx.mark('epoch')\n", lines=[2]),
         Invalid("from torch.cuda.nvtx import range_push as push\npush('x')\n", lines=[2]),
         Invalid("import torch.cuda.nvtx as nvtx\nnvtx.range_pop()\n", lines=[2]),
+        Invalid(  # fairseq's --profile
+            "import torch\ndef run(main):\n    with torch.autograd.profiler.emit_nvtx():\n        main()\n", lines=[3]
+        ),
         # Not fixed: format arguments.
         Invalid("import torch\nwith torch.cuda.nvtx.range('step {}', i):\n    pass\n", lines=[2]),
     ]

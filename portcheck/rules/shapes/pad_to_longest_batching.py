@@ -37,8 +37,9 @@ _PAD_NAME = re.compile(r"^pad(\d?d|_\w+)?$", re.IGNORECASE)  # pad, pad1d, pad_t
 _ARRAY_MAX = frozenset({"numpy.max", "numpy.amax", "torch.max", "torch.amax"})
 # A padding helper's parameter that rounds the longest length up (trl's `pad_to_multiple_of`).
 _MULTIPLE = re.compile(r"multiple", re.IGNORECASE)
-# The loops whose function runs once per epoch or evaluation (not per request, as decoding does).
-_EPOCHS = frozenset({"a loop over a DataLoader", "a training loop", "a step loop"})
+# The loops whose function runs once per epoch or evaluation over a DataLoader (not per request,
+# whose loops decode or go over chunks and frames).
+_EPOCHS = frozenset({"a loop over a DataLoader", "a training loop"})
 _BATCHING_CLASS = re.compile(r"collat|token|processor", re.IGNORECASE)  # classes whose `padding=` pads batches
 
 
