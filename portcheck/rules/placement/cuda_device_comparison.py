@@ -19,6 +19,7 @@ _FALSE_ELSEWHERE = "which is false on every other device"
 _ASSERTED = "and this assert stops the program on every other device"
 _GUARDS_MESSAGE = "so every other device skips the message (or freeing of cached memory) it guards"
 _GUARDS_LIBRARY = f"so every other device {LOSES_EXTRAS}"
+_ELSE_PLACES = "so every other device takes the `else`, which places on `{subject}` itself: nothing to port"
 _PICKS_KERNEL = (
     "which here picks a fused kernel, so every other device takes the optimizer's unfused path (its `fused=`)"
 )
@@ -77,7 +78,10 @@ class CudaDeviceComparison(Rule):
     switches (`torch.backends.cudnn.benchmark = True`), CUDA's own tuning or debugging
     switches that the CUDA API table drops elsewhere (`torch.cuda.set_sync_debug_mode(...)`,
     `torch.backends.cuda.preferred_linalg_library(...)`), or an assertion that CUDA is there
-    (`assert torch.cuda.is_available()`): the target skips nothing it needs.
+    (`assert torch.cuda.is_available()`): the target skips nothing it needs. Info, with no
+    fix, where the `if` has an `else` that places on the very device it tests (pytorch/examples'
+    ImageNet: `if device.type == "cuda": images = images.cuda(gpu)` / `else: images =
+    images.to(device)`): every other device takes that portable path.
 
     ## Fix safety
     Unsafe: `"cuda"` becomes the target's device type (`x.device.type == "tpu"`,
@@ -140,6 +144,14 @@ class CudaDeviceComparison(Rule):
             "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
             lines=[3, 6],
             message="so every other device",
+        ),
+        # the else places on the device tested (pytorch/examples' ImageNet): info, nothing to port
+        Invalid(
+            "import torch\ndef step(images, device, gpu):\n    if device.type == 'cuda':\n"
+            "        images = images.cuda(gpu, non_blocking=True)\n    else:\n        images = images.to(device)\n"
+            "    return images\n",
+            lines=[3],
+            message="takes the `else`, which places on `device` itself",
         ),
         # guards only cuDNN's harmless switches (Wav2Lip's face detector): info, nothing to port
         Invalid(
@@ -454,8 +466,29 @@ class CudaDeviceComparison(Rule):
             self.report(node, edit=None, severity=SKIPS_EXTRAS, literal="cuda", consequence=consequence)
         elif self._picks_kernel_only(node):
             self.report(node, edit=None, severity=SKIPS_EXTRAS, literal="cuda", consequence=_PICKS_KERNEL)
+        elif isinstance(node, cst.Comparison) and (subject := self._placed_by_else(node)) is not None:
+            consequence = _ELSE_PLACES.format(subject=subject)
+            self.report(node, edit=None, severity=per_target(INFO, rocm=OFF), literal="cuda", consequence=consequence)
         else:
             self.report(node, edit=edit, literal="cuda", consequence=_FALSE_ELSEWHERE)
+
+    def _placed_by_else(self, node: cst.Comparison) -> str | None:
+        """The device an `if` tests whose `else` places on that device itself (pytorch/examples'
+        ImageNet: `if device.type == 'cuda': images = images.cuda(args.gpu) ... else: images =
+        images.to(device)`): every other device takes the portable path. None elsewhere."""
+        ancestors = self.ctx.ancestors
+        statement = next((each for each in reversed(ancestors) if type(each) is cst.If), None)
+        if statement is None or statement.orelse is None:
+            return None
+        if statement.test is not node and not any(each is node for each in descendants(statement.test)):
+            return None  # in the body, not the test
+        roots = {_root(subject) for subject in _subjects(node)} - {None}
+        for call in descendants(statement.orelse):
+            if type(call) is cst.Call and patterns.method_name(call) == "to":
+                given = patterns.argument(call, 0, "device")
+                if given is not None and _root(given.value) in roots:
+                    return _root(given.value)
+        return None
 
     def _picks_kernel_only(self, node: cst.CSTNode) -> bool:
         """`use_fused = fused_available and device_type == "cuda"` (nanoGPT, llm.c), read only
@@ -579,6 +612,17 @@ def _subjects(node: cst.Comparison) -> list[cst.BaseExpression]:
     """The device-like operands of a comparison chain."""
     operands = [node.left, *(link.comparator for link in node.comparisons)]
     return [operand for operand in operands if patterns.is_device_like(operand)]
+
+
+def _root(node: cst.BaseExpression) -> str | None:
+    """The name a device value is read from: `device` in `device.type`, `str(device)`, `device`."""
+    while True:
+        if type(node) is cst.Attribute:
+            node = node.value
+        elif type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "str" and node.args:
+            node = node.args[0].value
+        else:
+            return node.value if type(node) is cst.Name else None
 
 
 def _cuda_device_call(node: cst.BaseExpression) -> bool:
