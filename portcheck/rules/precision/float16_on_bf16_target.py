@@ -92,7 +92,9 @@ class Float16OnBf16Target(Rule):
     hpu, cpu); off on float16 targets. Code in a branch that only other devices take
     (`if device.type == "cuda":`, `elif device == "mps":`, the CUDA guards of portcheck.flow,
     `torch.float16 if device.type == "cuda" else ...`) is not reported for the targets whose
-    device type never takes it: float16 is the right choice there. Float16 that the user's
+    device type never takes it: float16 is the right choice there; but code after an `assert
+    torch.cuda.is_available()` is, since the assert stops the target until a port drops it
+    (detectron2's AMPTrainer). Float16 that the user's
     option chooses (`if args.fp16:`, `torch.float16 if use_fp16 else torch.float32`, `elif
     precision == "fp16":`) is reported with the option named: on these targets the
     half-precision option should mean bfloat16; as info where the same choice gives bfloat16
@@ -348,9 +350,11 @@ class Float16OnBf16Target(Rule):
             lines=[4],
             message="autocast to `torch.float16` runs the region in float16",
         ),
-        Invalid(  # detectron2's AMPTrainer: the attribute is set once, from a parameter that defaults to float16
+        Invalid(  # detectron2's AMPTrainer: the attribute is set once, from a parameter that defaults to
+            # float16; the assert that CUDA is there stops the target until a port drops it
             "import torch\nclass AMPTrainer:\n    def __init__(self, precision: torch.dtype = torch.float16):\n"
             "        self.precision = precision\n    def run_step(self, model, x):\n"
+            "        assert torch.cuda.is_available()\n"
             "        with torch.autocast('cuda', dtype=self.precision):\n            return model(x)\n",
             lines=[3],
             message="autocast to `torch.float16` runs the region in float16",
@@ -637,9 +641,18 @@ class Float16OnBf16Target(Rule):
         )
 
     def _reach(self, node: cst.CSTNode, narrowed: Reach = ANYWHERE) -> Reach:
-        """The device types the node the walk is at can run on (portcheck.flow), within `narrowed`."""
+        """The device types the node the walk is at can run on (portcheck.flow), within `narrowed`;
+        every device where only asserts that CUDA is there keep it on CUDA (detectron2's
+        AMPTrainer: `assert torch.cuda.is_available()`): they stop the program on the target,
+        so a port drops them, and the target runs what follows."""
         flow = self.ctx.flow
-        return narrowed if flow is None else flow.reach(self.ctx.ancestors, node) & narrowed
+        if flow is None:
+            return narrowed
+        placement = flow.placement(self.ctx.ancestors, node)
+        guards = [flow.guards[index] for index in placement.protected_by]
+        if guards and not placement.checks and all(guard.asserts for guard in guards):
+            return narrowed
+        return flow.reach(self.ctx.ancestors, node) & narrowed
 
     def _check_dtype(self, holder: cst.CSTNode, keyword: str, expression: cst.BaseExpression) -> None:
         """The float16 values a dtype setting (in `holder`, where the walk is) can take,
