@@ -16,13 +16,30 @@ class StepHazard:
     qualified: str  # as imported: "basicsr.utils.DiffJPEG"
     what: str
     subclasses: tuple[str, ...]  # for a method: the classes that inherit it
+    made_by: tuple[str, ...] = ()  # for a method: the package's functions that make its objects
 
 
 @cache
 def table() -> dict[str, StepHazard]:
     return {
-        name: StepHazard(qualified=name, what=row["what"], subclasses=tuple(row.get("subclasses", ())))
+        name: StepHazard(
+            qualified=name,
+            what=row["what"],
+            subclasses=tuple(row.get("subclasses", ())),
+            made_by=tuple(row.get("made_by", ())),
+        )
         for name, row in api_table("library_step_hazards.toml").items()
+    }
+
+
+@cache
+def made_methods() -> dict[tuple[str, str], StepHazard]:
+    """The methods by (the function that makes their object, method name): `metric.add_batch`
+    after `metric = evaluate.load(...)`."""
+    return {
+        (factory, hazard.qualified.rpartition(".")[2]): hazard
+        for hazard in table().values()
+        for factory in hazard.made_by
     }
 
 

@@ -17,7 +17,8 @@ class LibrarySyncInStep(StepRule):
     portcheck/targets/library_step_hazards.toml): BasicSR's `random_add_gaussian_noise_pt`
     and `random_add_poisson_noise_pt`, its `DiffJPEG` and its models' `reduce_loss_dict`,
     which Real-ESRGAN's degradation and training step call; icefall's `make_pad_mask`, which
-    VALL-E's forward() calls.
+    VALL-E's forward() calls; the `add_batch` of a Hugging Face `evaluate.load(...)` metric,
+    which the accelerate examples call in their evaluation loops.
 
     ## Why is this bad?
     Nothing in the call says so, but the library compares a tensor in Python or calls
@@ -98,6 +99,13 @@ class LibrarySyncInStep(StepRule):
             "for x in loader:\n    y = jpeger(F.relu(x), quality=T.rand(4) * 65 + 30)\n    model(y).sum().backward()\n",
             lines=[7],
         ),
+        Invalid(  # the accelerate examples' evaluation
+            "import torch\nimport evaluate\ndef evaluate_model(model, loader):\n    metric = evaluate.load('glue', 'mrpc')\n"
+            "    for batch in loader:\n        predictions = model(**batch).logits.argmax(dim=-1)\n"
+            "        metric.add_batch(predictions=predictions, references=batch['labels'])\n"
+            "    return metric.compute()\n",
+            lines=[7],
+        ),
         Invalid(
             "import torch\nimport basicsr.data.degradations as deg\nfor x in loader:\n"
             "    y = deg.random_add_poisson_noise_pt(x.cuda(), scale_range=(0.05, 3))\n    model(y).sum().backward()\n",
@@ -138,6 +146,12 @@ class LibrarySyncInStep(StepRule):
         for name in self.ctx.qualified_names(func):
             if name in table and not _names_class(name):
                 return table[name]
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:
+            for value in self.ctx.assigned_values(func.value):  # `metric.add_batch(...)`, `metric = evaluate.load(...)`
+                for name in self._class_made(value):
+                    made_method = library_step_hazards.made_methods().get((name, func.attr.value))
+                    if made_method is not None:
+                        return made_method
         if type(func) is cst.Name:
             made = self.ctx.assigned_values(func)
         elif flow.is_self_attribute(func) and self.ctx.flow is not None:

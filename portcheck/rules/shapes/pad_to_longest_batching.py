@@ -68,7 +68,9 @@ class PadToLongestBatching(Rule):
     `fix_length=`. Calls that
     also pass `pad_to_multiple_of=` already bucket lengths and are left alone (not a literal
     multiple under 64, such as the 8 that aligns to tensor cores, nor a field that defaults
-    to None), and so is a
+    to None, nor a name bound to either: the accelerate examples' `pad_to_multiple_of = 8`
+    else `None`; and `max_length=` bounds only a call that can truncate, not `tok.pad(...,
+    padding="longest")`, which pads to the longest whatever it says), and so is a
     tokenizer given one item of a loop or comprehension (`[tok(t, padding="longest") for t in
     texts]`), which has nothing to pad against, and a call before the loop of a function that
     runs an epoch or an evaluation (ALBEF's answer list, padded once for every step).
@@ -174,6 +176,14 @@ class PadToLongestBatching(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # the accelerate examples: `.pad()` ignores max_length when padding to the longest, and
+            # the multiple is 8 or None
+            "import torch\ndef collate_fn(examples, on_xla, mixed):\n    max_length = 128 if on_xla else None\n"
+            "    if mixed:\n        pad_to_multiple_of = 8\n    else:\n        pad_to_multiple_of = None\n"
+            "    return tokenizer.pad(examples, padding='longest', max_length=max_length,\n"
+            "                         pad_to_multiple_of=pad_to_multiple_of, return_tensors='pt')\n",
+            lines=[8],
+        ),
         Invalid(  # trl's `pad`: NumPy's largest shape of the items sizes the batch
             "import numpy as np\nimport torch\ndef pad(tensors, padding_value=0):\n"
             "    shape = np.max([t.shape for t in tensors], 0).tolist()\n"
@@ -434,9 +444,12 @@ class PadToLongestBatching(Rule):
         keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
         if not keywords.keys() & _TOKENIZER_KEYWORDS or self._is_torch(node) or _builds_other_class(node):
             return
-        bounded = "max_length" in keywords or "truncation" in keywords
+        # `tok.pad(...)` truncates nothing and, padding to the longest, ignores `max_length=` (the
+        # accelerate examples' `tokenizer.pad(examples, padding="longest", max_length=128, ...)`)
+        pads_given = patterns.method_name(node) == "pad"
+        bounded = ("max_length" in keywords and not pads_given) or "truncation" in keywords
         multiple = keywords.get("pad_to_multiple_of")
-        bucketed = multiple is not None and _few_buckets(multiple) and not self._none_by_default(multiple)
+        bucketed = multiple is not None and self._leaves_few_lengths(multiple) and not self._none_by_default(multiple)
         padding = keywords.get("padding")
         if bounded or bucketed or (padding is not None and patterns.string_value(padding) == "max_length"):
             self._scopes[-1].model_inputs.add(self._bound_name())
@@ -473,6 +486,13 @@ class PadToLongestBatching(Rule):
                 return None
             return written, f"the default `{node.attr.value} = {_code(written)}` of `padding=self.{node.attr.value}`"
         return (node, f"`padding={_code(node)}`") if _pads_to_longest(node) else None
+
+    def _leaves_few_lengths(self, multiple: cst.BaseExpression) -> bool:
+        """`_few_buckets` for what `pad_to_multiple_of=` is given, also through a name: each value
+        it is bound to (the accelerate examples' `pad_to_multiple_of = 8` for mixed precision,
+        else None: no multiple at all)."""
+        values = (self.ctx.assigned_values(multiple) if type(multiple) is cst.Name else []) or [multiple]
+        return all(not _is_none(value) and _few_buckets(value) for value in values)
 
     def _none_by_default(self, node: cst.BaseExpression) -> bool:
         """`self.pad_to_multiple_of` where the class's default is None: no multiple unless given."""
@@ -844,6 +864,10 @@ def _bucketed(call: cst.Call) -> bool:
     """`pad_to_multiple_of=` already limits lengths to a few buckets."""
     multiple = patterns.keyword(call, "pad_to_multiple_of")
     return multiple is not None and _few_buckets(multiple.value)
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Name and node.value == "None"
 
 
 def _few_buckets(multiple: cst.BaseExpression) -> bool:
