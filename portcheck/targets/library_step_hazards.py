@@ -17,6 +17,7 @@ class StepHazard:
     what: str
     subclasses: tuple[str, ...]  # for a method: the classes that inherit it
     made_by: tuple[str, ...] = ()  # for a method: the package's functions that make its objects
+    given_tensors: bool = False  # it reads back only the tensors a call gives it (none given: no sync)
 
 
 @cache
@@ -27,6 +28,7 @@ def table() -> dict[str, StepHazard]:
             what=row["what"],
             subclasses=tuple(row.get("subclasses", ())),
             made_by=tuple(row.get("made_by", ())),
+            given_tensors=bool(row.get("given_tensors", False)),
         )
         for name, row in api_table("library_step_hazards.toml").items()
     }

@@ -7,6 +7,7 @@ from portcheck.rule import FileContext, Invalid, Valid
 from portcheck.rules.shapes import SYNC_SEVERITY, StepRule
 from portcheck.targets import library_step_hazards
 from portcheck.targets.library_step_hazards import StepHazard
+from portcheck.walk import descendants
 
 
 class LibrarySyncInStep(StepRule):
@@ -18,7 +19,8 @@ class LibrarySyncInStep(StepRule):
     and `random_add_poisson_noise_pt`, its `DiffJPEG` and its models' `reduce_loss_dict`,
     which Real-ESRGAN's degradation and training step call; icefall's `make_pad_mask`, which
     VALL-E's forward() calls; the `add_batch` of a Hugging Face `evaluate.load(...)` metric,
-    which the accelerate examples call in their evaluation loops.
+    which the accelerate examples call in their evaluation loops with tensors (not with the
+    decoded strings nanoT5 gives it).
 
     ## Why is this bad?
     Nothing in the call says so, but the library compares a tensor in Python or calls
@@ -54,6 +56,11 @@ class LibrarySyncInStep(StepRule):
     triggers = tuple(package.encode() for package in sorted(library_step_hazards.packages()))
 
     VALID = [
+        Valid(  # nanoT5: the metric is given decoded strings, which it reads nothing of on the device
+            "import torch\nimport evaluate\ndef evaluate_model(model, loader, tok):\n    metric = evaluate.load('rouge')\n"
+            "    for batch in loader:\n        predictions = tok.batch_decode(model.generate(**batch))\n"
+            "        metric.add_batch(predictions=predictions, references=batch['text'])\n"
+        ),
         # once, outside any step
         Valid(
             "import torch\nfrom basicsr.data.degradations import random_add_gaussian_noise_pt\n"
@@ -102,9 +109,10 @@ class LibrarySyncInStep(StepRule):
         Invalid(  # the accelerate examples' evaluation
             "import torch\nimport evaluate\ndef evaluate_model(model, loader):\n    metric = evaluate.load('glue', 'mrpc')\n"
             "    for batch in loader:\n        predictions = model(**batch).logits.argmax(dim=-1)\n"
-            "        metric.add_batch(predictions=predictions, references=batch['labels'])\n"
+            "        predictions, references = accelerator.gather_for_metrics((predictions, batch['labels']))\n"
+            "        metric.add_batch(predictions=predictions, references=references)\n"
             "    return metric.compute()\n",
-            lines=[7],
+            lines=[8],
         ),
         Invalid(
             "import torch\nimport basicsr.data.degradations as deg\nfor x in loader:\n"
@@ -129,11 +137,49 @@ class LibrarySyncInStep(StepRule):
         if not self._imports_a_library:
             return
         hazard = self._hazard(node)
-        if hazard is None:
-            return
+        if hazard is None or (hazard.given_tensors and not self._given_tensor(node)):
+            return  # nanoT5's `metric.add_batch(predictions=decode(...))`: strings, read nowhere
         where = self.step_context(self.ctx.ancestors)
         if where is not None:
             self.report_in_step(node, where, call=patterns.dotted(node.func) or "call", what=hazard.what)
+
+    def _given_tensor(self, call: cst.Call) -> bool:
+        """Whether a call may give a tensor: an argument that may be one, or a name unpacked
+        from a call given tensors (the accelerate examples' `predictions, references =
+        accelerator.gather_for_metrics((predictions, batch["labels"]))`, which hands them back
+        gathered)."""
+        if self._passes_tensor(call):
+            return True
+        names = {arg.value.value for arg in call.args if type(arg.value) is cst.Name}
+        function = flow.enclosing_function(self.ctx.ancestors)
+        if not names or function is None:
+            return False
+        return any(
+            self._unpacks_tensors(statement, names)
+            for statement in descendants(function.body)
+            if type(statement) is cst.Assign and type(statement.value) is cst.Call
+        )
+
+    def _unpacks_tensors(self, statement: cst.Assign, names: set[str]) -> bool:
+        """`a, b = gather((a, b))`: one of `names` unpacked from a call given tensors (in a tuple too)."""
+        unpacked = {
+            element.value.value
+            for target in statement.targets
+            if type(target.target) in (cst.Tuple, cst.List)
+            for element in target.target.elements  # type: ignore[attr-defined]
+            if type(element.value) is cst.Name
+        }
+        if not unpacked & names:
+            return False
+        assert type(statement.value) is cst.Call
+        given = [arg.value for arg in statement.value.args if not arg.star]
+        items = [element.value for each in given if type(each) in (cst.Tuple, cst.List) for element in each.elements]  # type: ignore[attr-defined]
+        explicit = self.ctx.resolver.explicit_values if self.ctx.resolver is not None else None
+        return any(
+            self._may_be_tensor(item)
+            or (type(item) is cst.Name and explicit is not None and any(map(self._may_be_tensor, explicit(item))))
+            for item in (*given, *items)
+        )  # `predictions` is also what `=` gave it before: `outputs.logits.argmax(dim=-1)`
 
     def _of_table(self, module: str) -> bool:
         """A module of one of the packages the table knows (`basicsr.utils`), installed: in the
