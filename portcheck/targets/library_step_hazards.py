@@ -35,14 +35,14 @@ def table() -> dict[str, StepHazard]:
 
 
 @cache
-def made_methods() -> dict[tuple[str, str], StepHazard]:
-    """The methods by (the function that makes their object, method name): `metric.add_batch`
-    after `metric = evaluate.load(...)`."""
-    return {
-        (factory, hazard.qualified.rpartition(".")[2]): hazard
-        for hazard in table().values()
-        for factory in hazard.made_by
-    }
+def made_methods() -> dict[str, dict[str, StepHazard]]:
+    """The methods whose objects a function of their package makes, by method name, then by
+    that function: `add_batch` on `metric = evaluate.load(...)`."""
+    found: dict[str, dict[str, StepHazard]] = {}
+    for hazard in table().values():
+        for factory in hazard.made_by:
+            found.setdefault(hazard.qualified.rpartition(".")[2], {})[factory] = hazard
+    return found
 
 
 @cache

@@ -173,7 +173,12 @@ class LibrarySyncInStep(StepRule):
             return False
         assert type(statement.value) is cst.Call
         given = [arg.value for arg in statement.value.args if not arg.star]
-        items = [element.value for each in given if type(each) in (cst.Tuple, cst.List) for element in each.elements]  # type: ignore[attr-defined]
+        items = [
+            element.value
+            for each in given
+            if type(each) in (cst.Tuple, cst.List)
+            for element in each.elements  # type: ignore[attr-defined]
+        ]
         explicit = self.ctx.resolver.explicit_values if self.ctx.resolver is not None else None
         return any(
             self._may_be_tensor(item)
@@ -192,12 +197,12 @@ class LibrarySyncInStep(StepRule):
         for name in self.ctx.qualified_names(func):
             if name in table and not _names_class(name):
                 return table[name]
-        if type(func) is cst.Attribute and type(func.value) is cst.Name:
-            for value in self.ctx.assigned_values(func.value):  # `metric.add_batch(...)`, `metric = evaluate.load(...)`
-                for name in self._class_made(value):
-                    made_method = library_step_hazards.made_methods().get((name, func.attr.value))
-                    if made_method is not None:
-                        return made_method
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:  # `metric.add_batch(...)`
+            by_maker = library_step_hazards.made_methods().get(func.attr.value, {})  # the method's name first
+            for value in self.ctx.assigned_values(func.value) if by_maker else ():  # `metric = evaluate.load(...)`
+                found = next((by_maker[name] for name in self._class_made(value) if name in by_maker), None)
+                if found is not None:
+                    return found
         if type(func) is cst.Name:
             made = self.ctx.assigned_values(func)
         elif flow.is_self_attribute(func) and self.ctx.flow is not None:

@@ -9,6 +9,7 @@ import libcst as cst
 from portcheck import flow, patterns, project
 from portcheck.flow import BATCH_GETTER, COLLATE_NAME, enclosing_function
 from portcheck.project import Project
+from portcheck.rewrites.calls import is_none
 from portcheck.rule import UNPLACED, FileContext, Invalid, Rule, Valid
 from portcheck.rules.shapes import RECOMPILE_SEVERITY, advice, defined_names, resolved_call
 from portcheck.walk import descendants
@@ -492,7 +493,7 @@ class PadToLongestBatching(Rule):
         it is bound to (the accelerate examples' `pad_to_multiple_of = 8` for mixed precision,
         else None: no multiple at all)."""
         values = (self.ctx.assigned_values(multiple) if type(multiple) is cst.Name else []) or [multiple]
-        return all(not _is_none(value) and _few_buckets(value) for value in values)
+        return all(not is_none(value) and _few_buckets(value) for value in values)
 
     def _none_by_default(self, node: cst.BaseExpression) -> bool:
         """`self.pad_to_multiple_of` where the class's default is None: no multiple unless given."""
@@ -864,10 +865,6 @@ def _bucketed(call: cst.Call) -> bool:
     """`pad_to_multiple_of=` already limits lengths to a few buckets."""
     multiple = patterns.keyword(call, "pad_to_multiple_of")
     return multiple is not None and _few_buckets(multiple.value)
-
-
-def _is_none(node: cst.BaseExpression) -> bool:
-    return type(node) is cst.Name and node.value == "None"
 
 
 def _few_buckets(multiple: cst.BaseExpression) -> bool:
