@@ -2107,7 +2107,12 @@ class DeviceFlow:
         `torch.randn(n, 512, device=device)`, also in a list): a loop making it runs the model
         on device data every iteration (stylegan2's feature extraction)."""
         func = call.func
-        if type(func) is not cst.Name or self.resolver.qualified_names(func) or func.value in self._functions:
+        if (
+            type(func) is not cst.Name
+            or self.resolver.qualified_names(func)
+            or func.value in self._functions
+            or func.value in self.module_functions()
+        ):
             return False
         if func.value[:1].isupper() or func.value in _BUILTIN_CALLS:
             return False  # a class made, or Python's own
@@ -3378,13 +3383,29 @@ def _is_modulo(node: cst.BaseExpression, resolver: Resolver | None, ancestors: S
 
 
 def _set_per_item(divisor: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Whether the divisor reads a name that an enclosing `for` loop binds."""
-    items = {each.value for loop in ancestors if type(loop) is cst.For for each in _names_in(loop.target)}
-    return bool(items) and any(each.value in items for each in _names_in(divisor))
+    """Whether the divisor reads what an enclosing `for` loop binds: a name, or an attribute
+    (nanotron's `for self.iteration_step in range(...)` binds `self.iteration_step`, not the
+    `self` of `self.config.checkpoint_interval`)."""
+    items = {bound for loop in ancestors if type(loop) is cst.For for bound in _loop_binds(loop.target)}
+    return bool(items) and not items.isdisjoint(_read_paths(divisor))
 
 
-def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
-    return (each for each in (node, *descendants(node)) if type(each) is cst.Name)
+def _loop_binds(target: cst.BaseExpression) -> Iterator[str]:
+    """What a loop target binds: its names, or the dotted attribute it assigns."""
+    if type(target) in (cst.Tuple, cst.List):
+        for element in target.elements:  # type: ignore[attr-defined]
+            yield from _loop_binds(element.value)
+    elif type(target) is cst.StarredElement:
+        yield from _loop_binds(target.value)
+    elif dotted := patterns.dotted(target):
+        yield dotted
+
+
+def _read_paths(node: cst.CSTNode) -> set[str]:
+    """The names and dotted attribute chains an expression reads (`phase.interval` and `phase`)."""
+    if type(node) in (cst.Name, cst.Attribute) and (path := patterns.dotted(node)):
+        return {path} | (_read_paths(node.value) if type(node) is cst.Attribute else set())
+    return set().union(*(_read_paths(child) for child in node.children))
 
 
 def _a_size(node: cst.BaseExpression) -> bool:

@@ -22,6 +22,7 @@ from libcst.helpers import get_full_name_for_node
 from portcheck import flow, patterns, project, resolve
 from portcheck import targets as target_data
 from portcheck.resolve import Scope
+from portcheck.rewrites.calls import is_none
 from portcheck.rule import ERROR, INFO, OFF, UNPLACED, WARNING, FileContext, Rule, Severity, at_most_info
 from portcheck.walk import descendants
 from portcheck.wording import verb
@@ -869,7 +870,7 @@ def _tensor_valued(ctx: FileContext, node: cst.CSTNode, depth: int, seen: frozen
                 return tensor_valued(ctx, filled, depth + 1, seen | {given})
             return _passed_tensors(ctx, node, depth) or _used_as_tensor(ctx, node)
         # `class_acc = None` on the other path: where the name holds the tensor, reading it waits
-        values = [value for value in values if not _is_none(value)] or values
+        values = [value for value in values if not is_none(value)] or values
         if len(values) > 1:  # BasicSR's `cal_gray_noise = gray_noise > 0` where the noise is a number
             values = [value for value in values if not _bound_as_number(ctx, node, value)] or values
         others = [value for value in values if not flow.is_number(value)]
@@ -1110,15 +1111,11 @@ def _position_of(function: cst.FunctionDef, name: str) -> int | None:
     return next((index for index, param in enumerate(params) if param.name.value == name), None)
 
 
-def _is_none(node: cst.BaseExpression) -> bool:
-    return type(node) is cst.Name and node.value == "None"
-
-
 def _open(node: cst.BaseExpression) -> bool:
     """The other value of a tensor-or-something choice that leaves the name a tensor on one
     path: None (`acc = ... if mixup is None else None`), or an attribute or call whose value
     portcheck cannot tell (`self.model.alphas`)."""
-    return _is_none(node) or type(node) in (cst.Attribute, cst.Call, cst.Subscript)
+    return is_none(node) or type(node) in (cst.Attribute, cst.Call, cst.Subscript)
 
 
 def _annotated_classes(ctx: FileContext, annotation: cst.BaseExpression) -> set[str]:

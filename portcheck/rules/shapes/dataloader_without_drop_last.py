@@ -6,6 +6,7 @@ import libcst as cst
 
 from portcheck import kwargs, patterns
 from portcheck.kwargs import Options
+from portcheck.rewrites.calls import is_none
 from portcheck.rule import Invalid, Rule, Valid
 from portcheck.rules.shapes import DATALOADERS, ONE_MORE_SHAPE_SEVERITY, advice, resolved_call
 
@@ -134,7 +135,7 @@ class DataloaderWithoutDropLast(Rule):
         if not options.complete:
             return  # a `**kwargs` that cannot be read may set anything
         sizes = _option(node, options, _BATCH_SIZE, "batch_size")
-        if any(_is_none(value) for value in sizes):
+        if any(is_none(value) for value in sizes):
             return  # no automatic batching
         if sizes and all(isinstance(value, cst.Integer) and value.evaluated_value == 1 for value in sizes):
             return  # batches of one: the last is as full as the others
@@ -174,10 +175,6 @@ def _option(node: cst.Call, options: Options, index: int, name: str) -> list[cst
     """The values an option may have: the positional argument, else every keyword setting."""
     positional = patterns.positional(node, index)
     return [positional.value] if positional is not None else options.values(name)
-
-
-def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _is_false(node: cst.BaseExpression) -> bool:

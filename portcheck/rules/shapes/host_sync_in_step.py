@@ -223,6 +223,19 @@ class HostSyncInStep(StepRule):
     )
 
     VALID = [
+        Valid(  # nanotron: the loop binds `self.iteration_step`; the interval read through `self` is no item of it
+            "import torch\nclass Trainer:\n    def train(self, loader):\n        for self.step in range(100):\n"
+            "            loss = self.model(next(loader)).sum()\n            loss.backward()\n            self.optimizer.step()\n"
+            "            if self.step % self.config.log_interval == 0:\n                print(loss.item())\n"
+        ),
+        Valid(  # DeepSpeed's ViT example: an epoch loop handing a device module to epoch functions defined below it
+            "import torch\ndef main(train_loader, model, optimizer):\n    criterion = torch.nn.CrossEntropyLoss().cuda()\n"
+            "    for epoch in range(10):\n        acc = train(train_loader, model, criterion, optimizer)\n"
+            "        print(acc.item())\n"
+            "def train(loader, model, criterion, optimizer):\n    for images, target in loader:\n"
+            "        loss = criterion(model(images), target)\n        loss.backward()\n        optimizer.step()\n"
+            "    return loss\n"
+        ),
         Valid(  # OLMo's trainer: the best so far, kept from itself and a number
             "import time\nimport torch\nclass Trainer:\n    def fit(self, loader):\n        for batch in loader:\n"
             "            start = time.time()\n            self.model(batch).sum().backward()\n            self.optim.step()\n"
