@@ -107,10 +107,12 @@ class CudaOnlyPackageCall(Rule):
     builds or imports the extension itself defines, also as its package re-exports it
     (stylegan2's `upfirdn2d` and `FusedLeakyReLU`, whose one portable path is for the CPU);
     not a function named as a PyTorch reference (`selective_scan_ref`). Not in a module that writes
-    kernels (a function decorated with TileLang's `@T.prim_func`, CuTe's `@cute.jit` or
-    `@triton.jit`): its every line is kernel code (the language's calls, helpers of other
-    kernel packages, the launchers of the repository's other kernel modules), the source is
-    rewritten whole, and PC701 and PC610 report its imports. Where the project
+    kernels (a function decorated with TileLang's `@T.prim_func` or CuTe's `@cute.jit`): its
+    every line is kernel code (the language's calls, helpers of other kernel packages), the
+    source is rewritten whole, and PC701 and PC610 report its imports; in one that writes
+    Triton kernels (`@triton.jit`), not the launchers of the repository's other kernel
+    modules, but still the calls of a listed package (nanotron's ring attention calls
+    flash-attn's varlen kernels beside its Triton helpers). Where the project
     declares triton, an optional import of such a module succeeds on the target (Triton
     installs without a GPU), so its checked calls launch there: an error.
 
@@ -203,6 +205,14 @@ class CudaOnlyPackageCall(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # nanotron's ring attention: flash-attn's varlen kernels called beside the module's own Triton helpers
+            "import torch\nimport triton\nimport triton.language as tl\n"
+            "from flash_attn.flash_attn_interface import _flash_attn_varlen_forward\n"
+            "def ring_forward(q, k, v, params):\n    return _flash_attn_varlen_forward(q, k, v, **params)\n"
+            "@triton.jit\ndef flatten_kernel(OUT, LSE):\n    tl.store(OUT, tl.load(LSE))\n",
+            lines=[6],
+            message="calls `_flash_attn_varlen_forward` of flash_attn",
+        ),
         Invalid(  # tacotron2: the import fails first (PC701's error); each call needs its replacement too
             "import torch\ndef train(model, optimizer, fp16):\n    if fp16:\n        from apex import amp\n"
             "        model, optimizer = amp.initialize(model, optimizer, opt_level='O2')\n",
@@ -357,9 +367,10 @@ class CudaOnlyPackageCall(Rule):
         self._shown: dict[str, str] = {}  # how a listed package is named in messages, by the name bound
         # calls in functions of names no import had bound yet: judged at the end of the module
         self._ahead: list[tuple[cst.BaseExpression, str, tuple[cst.CSTNode, ...]]] = []
-        # uses of what unguarded imports bind: kept at the end unless the module writes kernels
-        self._uses: list[Report] = []
-        self._writes_kernels = False
+        # uses of what unguarded imports bind, each with whether it is of the repository's own
+        # modules: kept at the end as the kernels the module writes allow (`leave_Module`)
+        self._uses: list[tuple[Report, bool]] = []
+        self._kernels_written = ""  # the language of the module's kernels: "triton", "other" or none
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -625,25 +636,29 @@ class CudaOnlyPackageCall(Rule):
             func = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
             imported = self._imported.get(patterns.dotted(func).split(".")[0])
             names = self.ctx.qualified_names(func)
-            if (imported is not None and names) or names & _TRITON_JIT:
-                self._writes_kernels = True
+            if imported is not None and names and not names & _TRITON_JIT:
+                self._kernels_written = "other"
+            elif names & _TRITON_JIT and not self._kernels_written:
+                self._kernels_written = "triton"
 
     def leave_Module(self, node: cst.Module) -> None:
         """Calls in functions of what an unguarded import further down binds (LoRA's
         `amp.scale_loss(...)` in `optimizer_step`, with `from apex import amp` under `if
         __name__ == "__main__":`): by the time the function runs, the import has failed.
-        Then the uses of unguarded imports, but none where the module writes kernels (mamba's
-        TileLang and CuTe kernels, whose every line calls `T.` or `cute.` and helpers of other
-        kernel packages; its Triton kernels, whose wrappers chain the launchers of its other
+        Then the uses of unguarded imports, but none where the module writes kernels in a
+        package's language (mamba's TileLang and CuTe kernels, whose every line calls `T.` or
+        `cute.` and helpers of other kernel packages), and where it writes Triton kernels, none
+        of the repository's own modules (mamba's wrappers chain the launchers of its other
         kernel modules): the kernel source is rewritten whole, and PC701 and PC610 report its
-        imports."""
+        imports. A Triton module's calls of a listed package stay (nanotron's ring attention
+        calls flash-attn's varlen kernels beside its own Triton helpers)."""
         for func, called, chain in self._ahead if not self.ctx.project.complete else ():
             first = called.split(".")[0]
             imported = self._imported.get(first)
             if imported is not None and self._key(first) not in self._optional:  # the module's binding, here
                 self._imported_call(func, called, imported, chain)
-        if not self._writes_kernels:
-            self.reports.extend(self._uses)
+        if self._kernels_written != "other":
+            self.reports.extend(report for report, local in self._uses if not (local and self._kernels_written))
 
     def _imported_call(
         self,
@@ -685,7 +700,7 @@ class CudaOnlyPackageCall(Rule):
             instead=imported.instead,
             hint=f"{imported.what}: use instead: {imported.instead}",
         )
-        self._uses.append(report)
+        self._uses.append((report, local))
 
     def _launched(self, called: str) -> str:
         """The Triton kernel a call of one of the repository's functions always launches (the
