@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
 from portcheck import targets as target_data
@@ -23,6 +23,7 @@ from portcheck.findings import Fact, Finding, with_fingerprints
 from portcheck.project import Project
 from portcheck.results import FileResult, Source, one_line, read_source
 from portcheck.sources import display_path, module_path, regular_file
+from portcheck.targets import packages
 from portcheck.writeback import write_back
 
 if TYPE_CHECKING:
@@ -194,13 +195,28 @@ def _layout(files: Sequence[Path], root: str) -> Project:
     """What is known before any file is read: where imports start, and the top-level packages
     and modules of the scanned tree (`pkg`, a script's `utils`), so that its own imports are
     not taken for third-party ones."""
-    found = set()
+    found, shadowing = set(), set()
+    third_party = packages.import_roots()
     for path in files:
         if path.suffix == ".py":
             module = module_path(path, root)
             for name in filter(None, module.import_names):  # `model.pytorch_msssim` too
                 found.add(name.split(".", 1)[0])
-    return Project(local_packages=frozenset(found), import_root=root)
+            shadowing.update(shadowing_names(PurePosixPath(display_path(path, root)), third_party))
+    return Project(local_packages=frozenset(found), shadowing_modules=frozenset(shadowing), import_root=root)
+
+
+def shadowing_names(path: PurePosixPath, third_party: frozenset[str]) -> Iterator[str]:
+    """The names a module has from the parent of each folder of its path named like a
+    third-party package, and those of the packages between (`triton.deployment_toolkit` and
+    `triton.deployment_toolkit.core` for `TFT/triton/deployment_toolkit/core.py`); not the
+    folder's own name, which stays the package's (a vendored copy of Triton is Triton)."""
+    parts = path.with_suffix("").parts
+    parts = parts[:-1] if parts and parts[-1] == "__init__" else parts
+    for start, folder in enumerate(parts[:-1]):
+        if folder in third_party:
+            for end in range(start + 2, len(parts) + 1):
+                yield ".".join(parts[start:end])
 
 
 def _scan_all(

@@ -123,6 +123,10 @@ class Project:
     the first pass found, and rules that need it run again in a second pass."""
 
     local_packages: frozenset[str] = frozenset()  # top-level packages that live in the repository
+    # The repository's modules in a folder named like a third-party package, by the names an
+    # import from that folder's parent gives them (DeepLearningExamples' Triton Inference Server
+    # scripts: `triton.deployment_toolkit.core`, not the Triton compiler), with their packages.
+    shadowing_modules: frozenset[str] = frozenset()
     import_root: str = ""  # the folder the repository's scripts run from (portcheck.anchor.import_root)
     complete: bool = False
     cuda_only_ops: frozenset[str] = frozenset()  # "ns::op"
@@ -474,8 +478,14 @@ class Project:
         return min(self.on_cuda, key=distance, default=None)
 
     def is_local(self, module: str) -> bool:
-        """Whether an import names one of the repository's own packages."""
-        return module.split(".", 1)[0] in self.local_packages
+        """Whether an import names one of the repository's own packages or modules."""
+        first, dot, _ = module.partition(".")
+        if first in self.local_packages:
+            return True
+        if not dot or not self.shadowing_modules:
+            return False
+        parts = module.split(".")
+        return any(".".join(parts[:end]) in self.shadowing_modules for end in range(2, len(parts) + 1))
 
 
 def handed_step_calls(facts: Iterable[Fact]) -> frozenset[tuple[str, str, bool, bool]]:

@@ -28,6 +28,22 @@ def scan(root: Path, **overrides: object):
 # --- the second pass: facts from one file, findings in another ---------------------------------
 
 
+def test_a_folder_named_like_a_package_holds_the_repository_s_own_modules(tmp_path: Path) -> None:
+    """DeepLearningExamples' TFT: `triton/` holds Triton Inference Server scripts, run from the
+    folder above; `from triton.deployment_toolkit.core import ...` is no import of Triton."""
+    write(
+        tmp_path,
+        {
+            "TFT/triton/deployment_toolkit/__init__.py": "",
+            "TFT/triton/deployment_toolkit/core.py": "import torch\n",
+            "TFT/triton/metrics.py": "import torch\nfrom triton.deployment_toolkit.core import BaseMetrics\n",
+            "TFT/kernels.py": "import torch\nimport triton.language as tl\n",
+        },
+    )
+    found = {(f.path, f.line) for f in scan(tmp_path).findings if f.code in ("PC610", "PC701")}
+    assert found == {("TFT/kernels.py", 2)}
+
+
 def test_an_extension_built_in_setup_py_is_reported_where_it_is_imported(tmp_path: Path) -> None:
     write(
         tmp_path,
@@ -581,6 +597,50 @@ def preview(examples):
     write(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": utils, "pkg/collate.py": collator})
     found = {(f.code, f.line) for f in scan(tmp_path).findings if f.path == "pkg/collate.py" and f.code == "PC507"}
     assert found == {("PC507", 13)}
+
+
+def test_a_collate_function_of_another_module_that_pads_to_the_longest_is_reported_where_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """torchtune's recipes hand the library's `padded_collate_sft` to their DataLoaders by
+    name, through `functools.partial`, and as a configured default string."""
+    collate = """\
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+def padded_collate_sft(batch, padding_idx=0):
+    return pad_sequence([torch.tensor(x["tokens"]) for x in batch], batch_first=True, padding_value=padding_idx)
+"""
+    recipe = """\
+from functools import partial
+from torch.utils.data import DataLoader
+from pkg.data import padded_collate_sft
+
+def setup(cfg, ds, packed):
+    name = cfg.get("collate_fn", "pkg.data.padded_collate_sft")
+    loader = DataLoader(ds, collate_fn=partial(padded_collate_sft, padding_idx=0) if not packed else None)
+    plain = DataLoader(ds, collate_fn=padded_collate_sft)
+    return name, loader, plain
+"""
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/data/__init__.py": "from pkg.data._collate import padded_collate_sft\n",
+            "pkg/data/_collate.py": collate,
+            "recipes/train.py": recipe,
+        },
+    )
+    found = {
+        (f.line, f.message.split(" pads ")[0])
+        for f in scan(tmp_path).findings
+        if f.code == "PC507" and f.path == "recipes/train.py"
+    }
+    assert found == {
+        (6, "the collate function `pkg.data.padded_collate_sft`"),
+        (7, "`collate_fn=padded_collate_sft` (pkg.data.padded_collate_sft)"),
+        (8, "`collate_fn=padded_collate_sft` (pkg.data.padded_collate_sft)"),
+    }
 
 
 def test_a_package_below_a_folder_without_init_re_exports_by_its_full_name(tmp_path: Path) -> None:

@@ -75,6 +75,12 @@ def packages() -> tuple[Package, ...]:
     return tuple(result)
 
 
+@cache
+def import_roots() -> frozenset[str]:
+    """The top-level names of Triton and the listed packages (`flash_attn`, `deepspeed`)."""
+    return frozenset({"triton", *(name.split(".", 1)[0] for package in packages() for name in package.imports)})
+
+
 def by_key(key: str) -> Package:
     return next(package for package in packages() if package.key == key)
 

@@ -38,6 +38,7 @@ _PAD_NAME = re.compile(r"^pad(\d?d|_\w+)?$", re.IGNORECASE)  # pad, pad1d, pad_t
 _ARRAY_MAX = frozenset({"numpy.max", "numpy.amax", "torch.max", "torch.amax"})
 # A padding helper's parameter that rounds the longest length up (trl's `pad_to_multiple_of`).
 _MULTIPLE = re.compile(r"multiple", re.IGNORECASE)
+_PARTIAL = frozenset({"functools.partial"})
 # The loops whose function runs once per epoch or evaluation over a DataLoader (not per request,
 # whose loops decode or go over chunks and frames).
 _EPOCHS = frozenset({"a loop over a DataLoader", "a training loop"})
@@ -56,7 +57,10 @@ class PadToLongestBatching(Rule):
     the module that a collate function calls (DETR's `nested_tensor_from_tensor_list`), and at
     a batch function's call of another module's function that pads what it is given to its
     longest (trl's collators calling `trainer/utils.py`'s `pad()`, sized by `np.max([t.shape for
-    t in tensors], 0)`) unless the call passes a multiple that leaves few lengths; the
+    t in tensors], 0)`) unless the call passes a multiple that leaves few lengths, and where
+    such a function of another module is given as `collate_fn=` (also through
+    `functools.partial`) or named by a string (torchtune's configured default
+    `"torchtune.data.padded_collate_sft"`); the
     same sizes, and a list padded to the longest (`ids + [bos] * (longest - len(ids))`), where
     they run every step: in a step loop (nanochat's evaluation and RL rollouts), a model's
     forward (MiniGPT-4) or a function one of those calls; calls with `padding=True` or
@@ -399,6 +403,7 @@ class PadToLongestBatching(Rule):
         collate_fn = patterns.keyword(node, "collate_fn")
         if collate_fn is not None:
             self._collate_fns.add(patterns.target_name(collate_fn.value) or "")
+            self._given_padder(collate_fn.value)
         if resolved_call(self.ctx, node, _PAD_SEQUENCE):
             self._in_collate(node, "`pad_sequence`")
         elif (pads := _pads(node)) or resolved_call(self.ctx, node, _SIZE_FACTORIES):
@@ -429,14 +434,49 @@ class PadToLongestBatching(Rule):
     def _padder_elsewhere(self, call: cst.Call) -> str | None:
         """In the second pass, another module's function that pads to the longest (trl's
         `pad(...)`), called without a multiple that leaves few lengths."""
+        if not self.ctx.project.longest_padders:
+            return None
+        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(call.func)}
+        return self._padder_named(names, call)
+
+    def _given_padder(self, value: cst.BaseExpression) -> None:
+        """In the second pass, another module's function that pads to the longest given as a
+        `collate_fn=`, also through `functools.partial` or in a choice (torchtune's recipes:
+        `collate_fn=partial(padded_collate_sft, padding_idx=...) if not packed else ...`)."""
+        if type(value) is cst.IfExp:
+            self._given_padder(value.body)
+            self._given_padder(value.orelse)
+            return
+        partial = type(value) is cst.Call and bool(self.ctx.qualified_names(value.func) & _PARTIAL)
+        given = patterns.positional(value, 0) if partial else None  # type: ignore[arg-type]
+        function = given.value if given is not None else value
+        if type(function) not in (cst.Name, cst.Attribute):
+            return
+        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(function)}
+        padder = self._padder_named(names, value if partial else None)  # type: ignore[arg-type]
+        if padder is not None:
+            shown = f"`collate_fn={_code(function)}` ({padder})"
+            self.report(function, what=shown, advice=advice(self.ctx.targets))
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        """A string naming another module's function that pads to the longest: a configured
+        collate function (torchtune's `cfg.get("collate_fn", "torchtune.data.padded_collate_sft")`)."""
+        value = patterns.string_value(node)
+        if value and "." in value and value.rpartition(".")[2].encode() in self.ctx.project.longest_padder_triggers:
+            padder = self._padder_named({value}, None)
+            if padder is not None:
+                self.report(node, what=f"the collate function `{padder}`", advice=advice(self.ctx.targets))
+
+    def _padder_named(self, names: set[str], call: cst.Call | None) -> str | None:
+        """The function of another module among `names` that pads to the longest (second
+        pass), unless `call` gives it a multiple that leaves few lengths."""
         known = self.ctx.project
         if not known.complete or not known.longest_padders:
             return None
         own = self.ctx.module.name + "."
-        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(call.func)}
         for name, multiple in sorted(known.longest_padders):
             if name in names and not name.startswith(own):
-                given = patterns.keyword(call, multiple) if multiple else None
+                given = patterns.keyword(call, multiple) if multiple and call is not None else None
                 if given is None or not _few_buckets(given.value) or self._none_by_default(given.value):
                     return name
         return None
