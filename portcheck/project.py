@@ -104,6 +104,7 @@ NAMESPACE_MEMBER = "namespace-member"
 # up ("" where it has none). A batch function of another module that calls it pads each batch to
 # its longest item.
 LONGEST_PADDER = "longest-padder"
+LONGEST_PADDER_FACTORY = "longest-padder-factory"
 # name: a module-level function of the repository that fills a length parameter from tensor
 # values where the call leaves it out (CosyVoice's `make_pad_mask(lengths, max_len=0)`: `max_len =
 # max_len if max_len > 0 else lengths.max().item()`); details `parameter`, `position` (its index
@@ -187,6 +188,9 @@ class Project:
     # The repository's functions that pad what they are given to its longest (LONGEST_PADDER):
     # (qualified name, the parameter that rounds the length up, or "").
     longest_padders: frozenset[tuple[str, str]] = frozenset()
+    # The repository's functions that return such a function (LONGEST_PADDER_FACTORY): litgpt's
+    # `get_sft_collate_fn(...)`, which returns `partial(_sft_collate_fn, ...)`.
+    longest_padder_factories: frozenset[str] = frozenset()
 
     def with_facts(self, facts: Iterable[Fact]) -> Project:
         facts = list(facts)
@@ -256,6 +260,7 @@ class Project:
                 if f.kind == FILLED_LENGTH
             ),
             longest_padders=frozenset((f.name, f.detail("multiple")) for f in facts if f.kind == LONGEST_PADDER),
+            longest_padder_factories=frozenset(f.name for f in facts if f.kind == LONGEST_PADDER_FACTORY),
         )
 
     @property
@@ -277,6 +282,7 @@ class Project:
             or self.cpu_fallbacks
             or self.filled_lengths
             or self.longest_padders
+            or self.longest_padder_factories
             or self.tensor_reader_callers
         )
 
@@ -368,9 +374,10 @@ class Project:
 
     @cached_property
     def longest_padder_triggers(self) -> tuple[bytes, ...]:
-        """The names of the functions that pad to the longest (LONGEST_PADDER): what a file that
-        calls one of them mentions."""
-        return tuple(sorted({name.rpartition(".")[2].encode() for name, _ in self.longest_padders}))
+        """The names of the functions that pad to the longest (LONGEST_PADDER), and of those that
+        return one: what a file that calls or passes one of them mentions."""
+        names = {name for name, _ in self.longest_padders} | self.longest_padder_factories
+        return tuple(sorted({name.rpartition(".")[2].encode() for name in names}))
 
     @cached_property
     def pending_step_files(self) -> frozenset[str]:

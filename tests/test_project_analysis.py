@@ -643,6 +643,42 @@ def setup(cfg, ds, packed):
     }
 
 
+def test_a_function_of_another_module_returning_a_pad_to_longest_collate_function_is_reported_where_called(
+    tmp_path: Path,
+) -> None:
+    """litgpt's data modules: `collate_fn=get_sft_collate_fn(max_seq_length=...)`, which returns
+    `partial(_sft_collate_fn, ...)`; a factory that may return something else is left alone."""
+    base = """\
+from functools import partial
+import torch
+
+def get_sft_collate_fn(max_seq_length=-1):
+    return partial(_sft_collate_fn, max_seq_length=max_seq_length)
+
+def get_other(kind):
+    if kind == "sft":
+        return _sft_collate_fn
+    return None
+
+def _sft_collate_fn(samples, max_seq_length=-1):
+    return torch.nn.utils.rnn.pad_sequence([s["input_ids"] for s in samples], batch_first=True)
+"""
+    module = """\
+from torch.utils.data import DataLoader
+from pkg.base import get_other, get_sft_collate_fn
+
+def loaders(ds):
+    return DataLoader(ds, collate_fn=get_sft_collate_fn(max_seq_length=512)), DataLoader(ds, collate_fn=get_other("x"))
+"""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/base.py": base, "pkg/alpaca.py": module})
+    found = {
+        (f.line, f.message.split(" pads ")[0])
+        for f in scan(tmp_path).findings
+        if f.code == "PC507" and f.path == "pkg/alpaca.py"
+    }
+    assert found == {(5, "`collate_fn=get_sft_collate_fn(...)` (made by pkg.base.get_sft_collate_fn)")}
+
+
 def test_a_package_below_a_folder_without_init_re_exports_by_its_full_name(tmp_path: Path) -> None:
     """Megatron-LM's layout: `megatron/` has no `__init__.py`, `megatron/training/__init__.py`
     re-exports `pretrain` from `training.py`, and the scripts beside `megatron/` import

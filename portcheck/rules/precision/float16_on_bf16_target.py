@@ -27,6 +27,7 @@ _AUTOCASTS = frozenset(
 _HF_DTYPE = "torch_dtype"  # Hugging Face's own name: a setting for a loader wherever it is written
 _DTYPE_NAME = re.compile(r"(^|_)(dtype|data_type)$")  # `dtype`, `inputs_dtype`, `self.data_type`: what casts read
 _FLOAT16_STRINGS = frozenset({"float16", "half"})
+_TO_FP16 = "convert_to_fp16"  # guided-diffusion's UNet method that halves its weights
 _WIDENING = frozenset({"float", "double", "bfloat16"})  # casts that leave float16
 _RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
 _MODULE_ITERATORS = frozenset({"modules", "children"})  # what `for m in model.modules():` iterates
@@ -53,7 +54,8 @@ class Float16OnBf16Target(Rule):
     `dict(torch_dtype=...)`) and a `torch_dtype` parameter's default, a float16 dtype bound to a
     name that casts read (`self.dtype = torch.float16`, `inputs_dtype = torch.half`, `self.data_type`), `.half()`
     and `.to(torch.float16)` on models (also what a loading function returns:
-    `attempt_load(w, device).half()`, and each of `for m in self.modules(): m.half()`) and on
+    `attempt_load(w, device).half()`, and each of `for m in self.modules(): m.half()`), and
+    guided-diffusion's `model.convert_to_fp16()`, and on
     their parameters' data (`l.weight.data.half()`), and tensors on the device in float16
     (`x.to(device, dtype=torch.float16)`, `x.half().cuda()`, `im.half()` after `im =
     im.to(device)`, `torch.empty(n, dtype=torch.half, device=device)`, `self.images.half()`
@@ -115,7 +117,7 @@ class Float16OnBf16Target(Rule):
     message = "{what} {runs} in float16, but {targets} {compute} natively in bfloat16"
     hint = "use torch.bfloat16 on {targets}: the same memory as float16, with float32's range"
     severity = {name: WARNING if t.amp_dtype == "bfloat16" else OFF for name, t in target_data.all_targets().items()}
-    triggers = (b"float16", b"half", b"clip", b".float()")
+    triggers = (b"float16", b"half", b"clip", b".float()", b"fp16")
 
     VALID = [
         Valid(  # the other devices get a choice of their own
@@ -207,6 +209,13 @@ class Float16OnBf16Target(Rule):
         ),
     ]
     INVALID = [
+        Invalid(  # consistency_models (guided-diffusion's descendants): the UNet halves its own weights
+            "import torch\ndef main(args):\n    model = create_model(args)\n    model.to(dist_util.dev())\n"
+            "    if args.use_fp16:\n        model.convert_to_fp16()\n    target_model.convert_to_fp16()\n"
+            "    table.convert_to_fp16()\n",
+            lines=[6, 7],
+            message="`.convert_to_fp16()`",
+        ),
         Invalid(  # YOLOX's trainer: the batch cast to the dtype it keeps as `data_type`
             "import torch\nclass Trainer:\n    def __init__(self, args):\n"
             "        self.data_type = torch.float16 if args.fp16 else torch.float32\n"
@@ -498,6 +507,8 @@ class Float16OnBf16Target(Rule):
                 self._check_dtype(node, _HF_DTYPE, arg.value)
         elif patterns.method_name(node) in ("half", "to") and isinstance(node.func, cst.Attribute):
             self._check_cast(node, node.func)
+        elif patterns.method_name(node) == _TO_FP16 and not node.args and isinstance(node.func, cst.Attribute):
+            self._check_to_fp16(node, node.func)
         elif self.ctx.qualified_names(node.func) & _FACTORIES:
             self._check_factory(node)
         elif self.ctx.qualified_names(node.func) & _AUTOCASTS:
@@ -561,6 +572,13 @@ class Float16OnBf16Target(Rule):
         for literal, where in self._float16_values(dtype, ANYWHERE):
             shown = patterns.string_value(literal) or min(self.ctx.qualified_names(literal))
             self._report(literal, what.format(shown), self._reach(call, where), runs)
+
+    def _check_to_fp16(self, node: cst.Call, method: cst.Attribute) -> None:
+        """guided-diffusion's `model.convert_to_fp16()` (copied by its many descendants), which
+        halves the model's convolution and linear weights: `.half()` by another name."""
+        if self._is_model(method.value) and not self._expects_error():
+            if not under_test([*self.ctx.ancestors, node], self._keeps_float16):
+                self._report(node, f"`.{_TO_FP16}()`", self._reach(node), "runs the model")
 
     def _check_cast(self, node: cst.Call, method: cst.Attribute) -> None:
         """`.half()` or `.to(torch.float16)` on a model, and a tensor moved to the device in

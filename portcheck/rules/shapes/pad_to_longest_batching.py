@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from portcheck import flow, patterns, project
-from portcheck.flow import BATCH_GETTER, COLLATE_NAME, enclosing_function
+from portcheck.flow import BATCH_GETTER, COLLATE_NAME, NESTED_SCOPES, enclosing_function
 from portcheck.project import Project
 from portcheck.rewrites.calls import is_none
 from portcheck.rule import UNPLACED, FileContext, Invalid, Rule, Valid
@@ -59,7 +59,8 @@ class PadToLongestBatching(Rule):
     longest (trl's collators calling `trainer/utils.py`'s `pad()`, sized by `np.max([t.shape for
     t in tensors], 0)`) unless the call passes a multiple that leaves few lengths, and where
     such a function of another module is given as `collate_fn=` (also through
-    `functools.partial`) or named by a string (torchtune's configured default
+    `functools.partial`, or made by another module's function that returns it: litgpt's
+    `get_sft_collate_fn(...)`) or named by a string (torchtune's configured default
     `"torchtune.data.padded_collate_sft"`); the
     same sizes, and a list padded to the longest (`ids + [bos] * (longest - len(ids))`), where
     they run every step: in a step loop (nanochat's evaluation and RL rollouts), a model's
@@ -447,6 +448,11 @@ class PadToLongestBatching(Rule):
             self._given_padder(value.body)
             self._given_padder(value.orelse)
             return
+        factory = self._padder_factory(value)
+        if factory is not None:
+            shown = f"`collate_fn={_code(value.func)}(...)` (made by {factory})"  # type: ignore[attr-defined]
+            self.report(value, what=shown, advice=advice(self.ctx.targets))
+            return
         partial = type(value) is cst.Call and bool(self.ctx.qualified_names(value.func) & _PARTIAL)
         given = patterns.positional(value, 0) if partial else None  # type: ignore[arg-type]
         function = given.value if given is not None else value
@@ -466,6 +472,16 @@ class PadToLongestBatching(Rule):
             padder = self._padder_named({value}, None)
             if padder is not None:
                 self.report(node, what=f"the collate function `{padder}`", advice=advice(self.ctx.targets))
+
+    def _padder_factory(self, value: cst.BaseExpression) -> str | None:
+        """Another module's function that returns a collate function padding to the longest,
+        called here (second pass)."""
+        known = self.ctx.project
+        if type(value) is not cst.Call or not known.complete or not known.longest_padder_factories:
+            return None
+        own = self.ctx.module.name + "."
+        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(value.func)}
+        return next((name for name in sorted(names & known.longest_padder_factories) if not name.startswith(own)), None)
 
     def _padder_named(self, names: set[str], call: cst.Call | None) -> str | None:
         """The function of another module among `names` that pads to the longest (second
@@ -806,6 +822,23 @@ class PadToLongestBatching(Rule):
             multiple = next((param.name.value for param in params if _MULTIPLE.search(param.name.value)), "")
             for name in defined_names(self.ctx, function):
                 self.record(project.LONGEST_PADDER, name, UNPLACED, multiple=multiple)
+        for title, function in sorted(functions.items()):
+            if title not in padders and self._returns_padder(function, padders):
+                for name in defined_names(self.ctx, function):
+                    self.record(project.LONGEST_PADDER_FACTORY, name, UNPLACED)
+
+    def _returns_padder(self, function: cst.FunctionDef, padders: set[str]) -> bool:
+        """Whether every `return` of a function hands back one of the module's `padders`, as it
+        is or through `functools.partial` (litgpt's `get_sft_collate_fn`)."""
+        returned = [node.value for node in descendants(function.body, NESTED_SCOPES) if type(node) is cst.Return]
+        return bool(returned) and all(value is not None and self._handed(value) in padders for value in returned)
+
+    def _handed(self, value: cst.BaseExpression) -> str:
+        """The module function a value is, or that `functools.partial` wraps; empty otherwise."""
+        if type(value) is cst.Call and self.ctx.qualified_names(value.func) & _PARTIAL:
+            first = patterns.positional(value, 0)
+            value = first.value if first is not None else value
+        return value.value if type(value) is cst.Name else ""
 
     def _per_item(self, function: cst.FunctionDef) -> bool:
         """Whether a function is a dataset's `__getitem__` or one the module calls from there
