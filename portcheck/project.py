@@ -74,6 +74,12 @@ TENSOR_RETURN = "tensor-return"
 # and classes, with no PyTorch path beside; detail `kernels`: the launched names, comma-separated
 # (those the project knows as Triton kernels count)
 LAUNCHER = "launcher"
+# name: a module-level function of the repository, `Class.apply` or `Class` of a class, or a
+# module-level name bound to one, that calls a CUDA-only package with no build for the target
+# whenever it is called, itself or through the module's other functions and classes (TinyLlama's
+# `apply_rotary_emb_func = ApplyRotaryEmb.apply`, whose forward calls flash-attn's `rotary_emb`);
+# detail `runs`: the first such call, as written
+PACKAGE_RUNNER = "package-runner"
 # name: a top-level class of the repository (`pkg.magnet.MagnetSolver`); detail `base`: one of
 # its bases that is the repository's too (`pkg.musicgen.MusicGenSolver`)
 SUBCLASS = "subclass"
@@ -167,6 +173,7 @@ class Project:
     # The repository's functions (and `Class.apply`) that launch one of its Triton kernels
     # whenever they are called: (qualified name, the kernel's qualified name).
     launchers: frozenset[tuple[str, str]] = frozenset()
+    package_runners: frozenset[tuple[str, str]] = frozenset()  # (qualified name, the call it runs)
     # The repository's functions that return timm's Mixup with CutMix possibly on, each with
     # its place in the returned tuple ("" for the value itself).
     mixup_returns: frozenset[tuple[str, str]] = frozenset()
@@ -246,6 +253,7 @@ class Project:
                 for kernel in f.detail("kernels").split(",")
                 if kernel in kernels
             ),
+            package_runners=frozenset((f.name, f.detail("runs")) for f in facts if f.kind == PACKAGE_RUNNER),
             mixup_returns=frozenset((f.name, f.detail("index")) for f in facts if f.kind == MIXUP_RETURN),
             reexports=frozenset(failing_reexports(facts, chains)),
             subclasses=frozenset((f.name, f.detail("base")) for f in facts if f.kind == SUBCLASS),
@@ -440,6 +448,16 @@ class Project:
         for function, kernel in sorted(self.launchers):
             launched.setdefault(function, kernel)
         return launched
+
+    def package_run(self, qualified: str) -> str | None:
+        """The call of a CUDA-only package a call of the repository's function (or `Class.apply`,
+        `Class`) always makes (PACKAGE_RUNNER), also where a package re-exports it; None elsewhere."""
+        runners = self._package_runs
+        return runners.get(qualified) or runners.get(self.defined_as(qualified))
+
+    @cached_property
+    def _package_runs(self) -> dict[str, str]:
+        return dict(sorted(self.package_runners, reverse=True))
 
     def defined_as(self, qualified: str) -> str:
         """The name a repository package's re-export stands for (`op.upfirdn2d` ->

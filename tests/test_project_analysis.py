@@ -1699,6 +1699,72 @@ def test_calls_of_a_wrapper_that_always_launches_a_kernel_are_warnings(tmp_path:
     assert "launches Triton kernel `_fwd_kernel` whenever it is called" in calls[1][2]
 
 
+def test_calls_of_a_wrapper_that_always_calls_a_cuda_only_package_are_warnings(tmp_path: Path) -> None:
+    """TinyLlama's `apply_rotary_emb_func = ApplyRotaryEmb.apply`, whose forward calls flash-attn's
+    `rotary_emb` extension, and `FusedCrossEntropyLoss`, re-exported by its package: each call
+    needs a replacement (a warning); `scale`, which the module defines beside them without the
+    package, stays info."""
+    rotary = """\
+import rotary_emb
+import torch
+
+class ApplyRotaryEmb(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        out = torch.empty_like(x)
+        rotary_emb.apply_rotary(x, cos, sin, out)
+        return out
+
+apply_rotary_emb_func = ApplyRotaryEmb.apply
+
+def scale(x):
+    return x * 2
+"""
+    xentropy = """\
+import torch
+import xentropy_cuda_lib
+
+class SoftmaxCrossEntropyLossFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, labels):
+        return xentropy_cuda_lib.forward(logits, labels, 0.0)
+
+class FusedCrossEntropyLoss(torch.nn.Module):
+    def forward(self, logits, labels):
+        return SoftmaxCrossEntropyLossFn.apply(logits, labels)
+"""
+    model = """\
+import torch
+from pkg import FusedCrossEntropyLoss
+from pkg.rotary import apply_rotary_emb_func, scale
+
+def forward(q, cos, sin):
+    loss = FusedCrossEntropyLoss()
+    return apply_rotary_emb_func(scale(q), cos, sin), loss
+"""
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.xentropy import FusedCrossEntropyLoss\n",
+            "pkg/rotary.py": rotary,
+            "pkg/xentropy.py": xentropy,
+            "model.py": model,
+        },
+    )
+    calls = {
+        (f.line, f.message.split(" ")[1]): (f.severity, f.message)
+        for f in scan(tmp_path, targets=("tpu",)).findings
+        if f.code == "PC707" and f.path == "model.py"
+    }
+    assert {key: severity for key, (severity, _) in calls.items()} == {
+        (6, "`FusedCrossEntropyLoss`"): Severity.WARNING,
+        (7, "`apply_rotary_emb_func`"): Severity.WARNING,
+        (7, "`scale`"): Severity.INFO,
+    }
+    assert "which calls `rotary_emb.apply_rotary` whenever it is called" in calls[(7, "`apply_rotary_emb_func`")][1]
+    assert "which calls `xentropy_cuda_lib.forward` whenever" in calls[(6, "`FusedCrossEntropyLoss`")][1]
+
+
 def test_a_module_that_writes_kernels_chains_other_kernel_modules_without_a_finding_per_call(tmp_path: Path) -> None:
     """mamba's `ssd_combined.py` defines a Triton kernel of its own and chains the launchers of
     its other kernel modules: rewritten whole with its kernels (its imports are reported), so

@@ -10,6 +10,7 @@ from portcheck.resolve import Resolver
 from portcheck.rule import (
     ERROR,
     INFO,
+    UNPLACED,
     WARNING,
     FileContext,
     Invalid,
@@ -21,6 +22,7 @@ from portcheck.rule import (
     per_target,
 )
 from portcheck.rules.dependencies import by_choice, optional_import
+from portcheck.rules.kernels.triton_kernel import reachable
 from portcheck.rules.kernels.unguarded_kernel_import import imports_cause_itself
 from portcheck.targets import packages
 from portcheck.walk import descendants
@@ -56,6 +58,10 @@ _LAUNCHING = (
 _APPLYING = (
     "whose module fails to import on the target first (PC610), and which runs kernels of the repository's CUDA "
     "extension `{extension}`: each call needs a replacement"
+)
+_RUNNING = (
+    "whose module fails to import on the target first (PC610), and which calls `{runs}` whenever it is called, "
+    "with no PyTorch path: each call needs a replacement"
 )
 _DECLARED_TRITON = (
     "whose import is guarded, but the project declares triton: installed on the target, the import succeeds "
@@ -103,7 +109,11 @@ class CudaOnlyPackageCall(Rule):
     has no portable path to take: its calls are warnings, also through a module-level name
     bound to it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`), and so are those of an
     autograd Function's `apply` from a module that imports one of the repository's CUDA
-    extensions (Deformable-DETR's `MSDeformAttnFunction.apply`), and of what the module that
+    extensions (Deformable-DETR's `MSDeformAttnFunction.apply`), and of what a module importing
+    a CUDA-only package defines that calls it whenever it runs, itself or through the module's
+    other functions and classes, also as a module-level name or a package's re-export
+    (TinyLlama's `apply_rotary_emb_func = ApplyRotaryEmb.apply` over flash-attn's `rotary_emb`,
+    and `FusedCrossEntropyLoss`), and of what the module that
     builds or imports the extension itself defines, also as its package re-exports it
     (stylegan2's `upfirdn2d` and `FusedLeakyReLU`, whose one portable path is for the CPU);
     not a function named as a PyTorch reference (`selective_scan_ref`). Not in a module that writes
@@ -371,6 +381,16 @@ class CudaOnlyPackageCall(Rule):
         # modules: kept at the end as the kernels the module writes allow (`leave_Module`)
         self._uses: list[tuple[Report, bool]] = []
         self._kernels_written = ""  # the language of the module's kernels: "triton", "other" or none
+        # first pass: the module's functions and classes, the CUDA-only package calls each makes,
+        # the others each uses, and module-level names bound to them (`_record_runners`)
+        self._top: dict[str, cst.FunctionDef | cst.ClassDef] = {}
+        self._runs: dict[str, dict[str, int]] = {}  # owner -> call -> its place in the walk
+        self._uses_top: dict[str, set[str]] = {}
+        self._top_aliases: dict[str, str] = {}
+
+    def visit_Module(self, node: cst.Module) -> None:
+        if not self.ctx.project.complete:
+            self._top = {s.name.value: s for s in node.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -469,8 +489,17 @@ class CudaOnlyPackageCall(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """A module-level name bound to what an unguarded import of a failing module binds, or
-        an attribute of it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`)."""
+        an attribute of it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`); in the first
+        pass, also one bound to the module's own function or class (`_record_runners`)."""
         value = patterns.dotted(node.value)
+        if (
+            self._top
+            and len(self.ctx.ancestors) == 2
+            and len(node.targets) == 1
+            and type(node.targets[0].target) is cst.Name
+            and value.split(".")[0] in self._top
+        ):
+            self._top_aliases[node.targets[0].target.value] = value
         if (
             len(self.ctx.ancestors) == 2
             and len(node.targets) == 1
@@ -496,6 +525,8 @@ class CudaOnlyPackageCall(Rule):
         if "__" in called or called.rpartition(".")[2].startswith(("has_", "is_")):
             return  # `trt.__version__.split(".")`, `natten.has_fused_na()`: questions, no work
         imported = self._imported.get(called.split(".")[0])
+        if imported is not None and self._top and called.split(".")[0] not in self._local:
+            self._note_run(called, imported)
         if called != written and imported is not None and self.ctx.project.complete:
             self._imported_call(node.func, written, imported, self.ctx.chain(node.func))
             return
@@ -565,7 +596,46 @@ class CudaOnlyPackageCall(Rule):
         )
 
     def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self._top and self._imported:
+            owner = self._owner()
+            if owner and owner != node.value:
+                self._uses_top.setdefault(owner, set()).add(node.value)
         self._referenced(node)
+
+    def _owner(self) -> str:
+        """The module-level function or class the walk is in; empty at module level."""
+        ancestors = self.ctx.ancestors
+        top = ancestors[1] if len(ancestors) > 1 else None
+        if not isinstance(top, (cst.FunctionDef, cst.ClassDef)) or self._top.get(top.name.value) is not top:
+            return ""
+        return top.name.value
+
+    def _note_run(self, called: str, package: packages.Package) -> None:
+        """A call of a package with no build for some target, in one of the module's functions
+        or classes, on no fallback's path (first pass)."""
+        owner = self._owner()
+        if owner and package.fails_to_import() and not fallbacks.fallback_evidence(self.ctx.ancestors):
+            runs = self._runs.setdefault(owner, {})
+            runs.setdefault(called, sum(map(len, self._runs.values())))
+
+    def _record_runners(self) -> None:
+        """Record the module's functions, `apply` and construction of its classes, and the
+        module-level names bound to either, that reach a call of a CUDA-only package through
+        the module's own functions and classes (PACKAGE_RUNNER): TinyLlama's
+        `apply_rotary_emb_func = ApplyRotaryEmb.apply`, whose forward calls `rotary_emb`."""
+        module = self.ctx.module.name
+        found: dict[str, str] = {}
+        for name, defined in self._top.items():
+            runs = [run for used in reachable(name, self._uses_top) for run in self._runs.get(used, {}).items()]
+            if runs:
+                found[name] = min(runs, key=lambda run: (run[1], run[0]))[0]  # the first in the source
+                if isinstance(defined, cst.ClassDef):
+                    found[f"{name}.apply"] = found[name]
+        for alias, value in self._top_aliases.items():
+            if value in found:
+                found[alias] = found[value]
+        for name, runs in sorted(found.items()):
+            self.record(project.PACKAGE_RUNNER, f"{module}.{name}" if module else name, UNPLACED, runs=runs)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._referenced(node)
@@ -659,6 +729,8 @@ class CudaOnlyPackageCall(Rule):
                 self._imported_call(func, called, imported, chain)
         if self._kernels_written != "other":
             self.reports.extend(report for report, local in self._uses if not (local and self._kernels_written))
+        if self._top and not self.ctx.project.complete:
+            self._record_runners()
 
     def _imported_call(
         self,
@@ -683,9 +755,12 @@ class CudaOnlyPackageCall(Rule):
         local = self._unaliased(called).split(".")[0] in self._local
         kernel = self._launched(called) if local else ""
         extension = self._applied_extension(called) if local and not kernel else ""
-        ceiling = INFO if local and not kernel and not extension else WARNING
+        runs = self._package_run(called) if local and not kernel and not extension else ""
+        ceiling = INFO if local and not kernel and not extension and not runs else WARNING
         if kernel or extension:
             declared = _LAUNCHING.format(kernel=kernel) if kernel else _APPLYING.format(extension=extension)
+        elif runs:
+            declared = _RUNNING.format(runs=runs)
         else:
             declared = _IMPORTED_LOCAL if local else _IMPORTED
         report = self.report_here(
@@ -709,6 +784,14 @@ class CudaOnlyPackageCall(Rule):
         target = self._targets.get(first)
         kernel = self.ctx.project.launched_by(f"{target}.{rest}" if rest else target) if target else None
         return kernel.rpartition(".")[2] if kernel else ""
+
+    def _package_run(self, called: str) -> str:
+        """The call of a CUDA-only package a call of one of the repository's functions always
+        makes (empty if none): `apply_rotary_emb_func(...)`, `FusedCrossEntropyLoss()`."""
+        first, _, rest = self._unaliased(called).partition(".")
+        target = self._targets.get(first)
+        runs = self.ctx.project.package_run(f"{target}.{rest}" if rest else target) if target else None
+        return runs or ""
 
     def _applied_extension(self, called: str) -> str:
         """The CUDA extension a call runs, where what it calls comes from a module that fails

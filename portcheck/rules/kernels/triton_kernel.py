@@ -168,7 +168,7 @@ class TritonKernel(Rule):
         for name, defined in self._top.items():
             launched = sorted(
                 kernel
-                for used in _reachable(name, self._uses)
+                for used in reachable(name, self._uses)
                 for kernel in self._launches.get(used, ())
                 if kernel.rpartition(".")[0] != self._module or kernel.rpartition(".")[2] in self._kernels
             )
@@ -213,7 +213,7 @@ def _marking(node: cst.FunctionDef, names_of: Callable[[cst.CSTNode], frozenset[
     return (jit or marks or [node.name])[0]
 
 
-def _reachable(start: str, uses: dict[str, set[str]]) -> set[str]:
+def reachable(start: str, uses: dict[str, set[str]]) -> set[str]:
     """`start` and what it uses, directly or through what those use."""
     seen, stack = {start}, [start]
     while stack:
