@@ -287,6 +287,7 @@ DEVICE_MESH_CALLS = frozenset(
     }
 )  # fmt: skip
 TENSOR_METHOD_NAMES = frozenset({"torch.Tensor", "torch.nn.Module", "torch.nn.modules.module.Module"})
+AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 
 
 def resolves_outside_torch_classes(names: frozenset[str]) -> bool:

@@ -1703,7 +1703,7 @@ def test_calls_of_a_wrapper_that_always_calls_a_cuda_only_package_are_warnings(t
     """TinyLlama's `apply_rotary_emb_func = ApplyRotaryEmb.apply`, whose forward calls flash-attn's
     `rotary_emb` extension, and `FusedCrossEntropyLoss`, re-exported by its package: each call
     needs a replacement (a warning); `scale`, which the module defines beside them without the
-    package, stays info."""
+    package, stays info, and so does `Net`, a model built of such a layer."""
     rotary = """\
 import rotary_emb
 import torch
@@ -1732,15 +1732,21 @@ class SoftmaxCrossEntropyLossFn(torch.autograd.Function):
 class FusedCrossEntropyLoss(torch.nn.Module):
     def forward(self, logits, labels):
         return SoftmaxCrossEntropyLossFn.apply(logits, labels)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loss = FusedCrossEntropyLoss()
 """
     model = """\
 import torch
 from pkg import FusedCrossEntropyLoss
 from pkg.rotary import apply_rotary_emb_func, scale
+from pkg.xentropy import Net
 
 def forward(q, cos, sin):
     loss = FusedCrossEntropyLoss()
-    return apply_rotary_emb_func(scale(q), cos, sin), loss
+    return apply_rotary_emb_func(scale(q), cos, sin), loss, Net()
 """
     write(
         tmp_path,
@@ -1757,12 +1763,13 @@ def forward(q, cos, sin):
         if f.code == "PC707" and f.path == "model.py"
     }
     assert {key: severity for key, (severity, _) in calls.items()} == {
-        (6, "`FusedCrossEntropyLoss`"): Severity.WARNING,
-        (7, "`apply_rotary_emb_func`"): Severity.WARNING,
-        (7, "`scale`"): Severity.INFO,
+        (7, "`FusedCrossEntropyLoss`"): Severity.WARNING,
+        (8, "`apply_rotary_emb_func`"): Severity.WARNING,
+        (8, "`scale`"): Severity.INFO,
+        (8, "`Net`"): Severity.INFO,  # built of a layer that calls the package: fixed in the layer
     }
-    assert "which calls `rotary_emb.apply_rotary` whenever it is called" in calls[(7, "`apply_rotary_emb_func`")][1]
-    assert "which calls `xentropy_cuda_lib.forward` whenever" in calls[(6, "`FusedCrossEntropyLoss`")][1]
+    assert "which calls `rotary_emb.apply_rotary` whenever it is called" in calls[(8, "`apply_rotary_emb_func`")][1]
+    assert "which calls `xentropy_cuda_lib.forward` whenever" in calls[(7, "`FusedCrossEntropyLoss`")][1]
 
 
 def test_a_module_that_writes_kernels_chains_other_kernel_modules_without_a_finding_per_call(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from portcheck.rule import (
     per_target,
 )
 from portcheck.rules.dependencies import by_choice, optional_import
-from portcheck.rules.kernels.triton_kernel import reachable
+from portcheck.rules.kernels.triton_kernel import reachable, top_owner
 from portcheck.rules.kernels.unguarded_kernel_import import imports_cause_itself
 from portcheck.targets import packages
 from portcheck.walk import descendants
@@ -111,9 +111,10 @@ class CudaOnlyPackageCall(Rule):
     autograd Function's `apply` from a module that imports one of the repository's CUDA
     extensions (Deformable-DETR's `MSDeformAttnFunction.apply`), and of what a module importing
     a CUDA-only package defines that calls it whenever it runs, itself or through the module's
-    other functions and classes, also as a module-level name or a package's re-export
+    other functions and autograd Functions, also as a module-level name or a package's re-export
     (TinyLlama's `apply_rotary_emb_func = ApplyRotaryEmb.apply` over flash-attn's `rotary_emb`,
-    and `FusedCrossEntropyLoss`), and of what the module that
+    and `FusedCrossEntropyLoss`; not a model built of such layers, nor a function named as a
+    PyTorch reference), and of what the module that
     builds or imports the extension itself defines, also as its package re-exports it
     (stylegan2's `upfirdn2d` and `FusedLeakyReLU`, whose one portable path is for the CPU);
     not a function named as a PyTorch reference (`selective_scan_ref`). Not in a module that writes
@@ -603,12 +604,7 @@ class CudaOnlyPackageCall(Rule):
         self._referenced(node)
 
     def _owner(self) -> str:
-        """The module-level function or class the walk is in; empty at module level."""
-        ancestors = self.ctx.ancestors
-        top = ancestors[1] if len(ancestors) > 1 else None
-        if not isinstance(top, (cst.FunctionDef, cst.ClassDef)) or self._top.get(top.name.value) is not top:
-            return ""
-        return top.name.value
+        return top_owner(self.ctx.ancestors, self._top)
 
     def _note_run(self, called: str, package: packages.Package) -> None:
         """A call of a package with no build for some target, in one of the module's functions
@@ -621,13 +617,22 @@ class CudaOnlyPackageCall(Rule):
     def _record_runners(self) -> None:
         """Record the module's functions, `apply` and construction of its classes, and the
         module-level names bound to either, that reach a call of a CUDA-only package through
-        the module's own functions and classes (PACKAGE_RUNNER): TinyLlama's
-        `apply_rotary_emb_func = ApplyRotaryEmb.apply`, whose forward calls `rotary_emb`."""
+        the module's own functions and autograd Functions (PACKAGE_RUNNER): TinyLlama's
+        `apply_rotary_emb_func = ApplyRotaryEmb.apply`, whose forward calls `rotary_emb`. Not
+        through its other classes: a model built of layers that call the package (nanotron's
+        `LlamaModel`) is fixed in the layer, not at each construction."""
         module = self.ctx.module.name
+        wrappers = {
+            name
+            for name, defined in self._top.items()
+            if isinstance(defined, cst.FunctionDef)
+            or any(self.ctx.qualified_names(base.value) & patterns.AUTOGRAD_FUNCTIONS for base in defined.bases)
+        }
+        through = {owner: used & wrappers for owner, used in self._uses_top.items()}
         found: dict[str, str] = {}
         for name, defined in self._top.items():
-            runs = [run for used in reachable(name, self._uses_top) for run in self._runs.get(used, {}).items()]
-            if runs:
+            runs = [run for used in reachable(name, through) for run in self._runs.get(used, {}).items()]
+            if runs and not fallbacks.looks_like_reference(name):  # `mamba_inner_ref`: named as the PyTorch path
                 found[name] = min(runs, key=lambda run: (run[1], run[0]))[0]  # the first in the source
                 if isinstance(defined, cst.ClassDef):
                     found[f"{name}.apply"] = found[name]

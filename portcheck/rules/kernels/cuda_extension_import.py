@@ -10,8 +10,6 @@ from portcheck.rule import FileContext, Invalid, Report, Rule, Valid, at_most_wa
 from portcheck.rules.kernels import built_module
 from portcheck.walk import descendants
 
-_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
-
 
 class CudaExtensionImport(Rule):
     """## What it does
@@ -304,7 +302,7 @@ class CudaExtensionImport(Rule):
         return tested or _on_device(ancestors) or bool(fallbacks.fallback_evidence(ancestors))
 
     def _is_autograd_function(self, node: cst.ClassDef) -> bool:
-        return any(self.ctx.qualified_names(base.value) & _FUNCTIONS for base in node.bases)
+        return any(self.ctx.qualified_names(base.value) & patterns.AUTOGRAD_FUNCTIONS for base in node.bases)
 
     def _wrapper_calls(self) -> list[Report]:
         """The model's calls of the module's wrappers of the kernels (RWKV-7's `forward` calling

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import libcst as cst
 
@@ -151,12 +151,7 @@ class TritonKernel(Rule):
             self._uses.setdefault(owner, set()).add(node.value)
 
     def _owner(self) -> str:
-        """The module-level function or class the walk is in; empty at module level."""
-        ancestors = self.ctx.ancestors
-        top = ancestors[1] if len(ancestors) > 1 else None
-        if not isinstance(top, (cst.FunctionDef, cst.ClassDef)) or self._top.get(top.name.value) is not top:
-            return ""
-        return top.name.value
+        return top_owner(self.ctx.ancestors, self._top)
 
     def leave_Module(self, node: cst.Module) -> None:
         """Record the module's launchers: the functions, and `apply` of the classes, that reach
@@ -211,6 +206,15 @@ def _marking(node: cst.FunctionDef, names_of: Callable[[cst.CSTNode], frozenset[
     ]
     jit = [d for d in marks if names_of(d.func if isinstance(d, cst.Call) else d) & _JIT]
     return (jit or marks or [node.name])[0]
+
+
+def top_owner(ancestors: Sequence[cst.CSTNode], top: Mapping[str, cst.FunctionDef | cst.ClassDef]) -> str:
+    """The name of the module-level function or class (one of `top`) the walk is in; empty
+    at module level."""
+    owner = ancestors[1] if len(ancestors) > 1 else None
+    if not isinstance(owner, (cst.FunctionDef, cst.ClassDef)) or top.get(owner.name.value) is not owner:
+        return ""
+    return owner.name.value
 
 
 def reachable(start: str, uses: dict[str, set[str]]) -> set[str]:
