@@ -492,23 +492,15 @@ class CudaOnlyPackageCall(Rule):
         """A module-level name bound to what an unguarded import of a failing module binds, or
         an attribute of it (`ReLUSqrdMLP = FusedLinearReLUSquareFunction.apply`); in the first
         pass, also one bound to the module's own function or class (`_record_runners`)."""
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if len(self.ctx.ancestors) != 2 or type(target) is not cst.Name:
+            return
         value = patterns.dotted(node.value)
-        if (
-            self._top
-            and len(self.ctx.ancestors) == 2
-            and len(node.targets) == 1
-            and type(node.targets[0].target) is cst.Name
-            and value.split(".")[0] in self._top
-        ):
-            self._top_aliases[node.targets[0].target.value] = value
-        if (
-            len(self.ctx.ancestors) == 2
-            and len(node.targets) == 1
-            and type(node.targets[0].target) is cst.Name
-            and value.split(".")[0] in self._local.intersection(self._imported)
-            and self.ctx.qualified_names(node.value)
-        ):
-            self._aliases[node.targets[0].target.value] = value
+        first = value.split(".")[0]
+        if first in self._top:
+            self._top_aliases[target.value] = value
+        if first in self._local.intersection(self._imported) and self.ctx.qualified_names(node.value):
+            self._aliases[target.value] = value
 
     def _unaliased(self, called: str) -> str:
         """`called` with a module-level alias (`_aliases`) replaced by what it stands for,

@@ -437,8 +437,7 @@ class PadToLongestBatching(Rule):
         `pad(...)`), called without a multiple that leaves few lengths."""
         if not self.ctx.project.longest_padders:
             return None
-        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(call.func)}
-        return self._padder_named(names, call)
+        return self._padder_named(self._absolute_names(call.func), call)
 
     def _given_padder(self, value: cst.BaseExpression) -> None:
         """In the second pass, another module's function that pads to the longest given as a
@@ -453,13 +452,11 @@ class PadToLongestBatching(Rule):
             shown = f"`collate_fn={_code(value.func)}(...)` (made by {factory})"  # type: ignore[attr-defined]
             self.report(value, what=shown, advice=advice(self.ctx.targets))
             return
-        partial = type(value) is cst.Call and bool(self.ctx.qualified_names(value.func) & _PARTIAL)
-        given = patterns.positional(value, 0) if partial else None  # type: ignore[arg-type]
-        function = given.value if given is not None else value
+        function = self._wrapped(value)
         if type(function) not in (cst.Name, cst.Attribute):
             return
-        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(function)}
-        padder = self._padder_named(names, value if partial else None)  # type: ignore[arg-type]
+        partial = value if function is not value else None  # its keywords may give the multiple
+        padder = self._padder_named(self._absolute_names(function), partial)  # type: ignore[arg-type]
         if padder is not None:
             shown = f"`collate_fn={_code(function)}` ({padder})"
             self.report(function, what=shown, advice=advice(self.ctx.targets))
@@ -467,6 +464,8 @@ class PadToLongestBatching(Rule):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         """A string naming another module's function that pads to the longest: a configured
         collate function (torchtune's `cfg.get("collate_fn", "torchtune.data.padded_collate_sft")`)."""
+        if not self.ctx.project.longest_padders:
+            return  # the first pass, or no such function: most files
         value = patterns.string_value(node)
         if value and "." in value and value.rpartition(".")[2].encode() in self.ctx.project.longest_padder_triggers:
             padder = self._padder_named({value}, None)
@@ -480,8 +479,12 @@ class PadToLongestBatching(Rule):
         if type(value) is not cst.Call or not known.complete or not known.longest_padder_factories:
             return None
         own = self.ctx.module.name + "."
-        names = {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(value.func)}
-        return next((name for name in sorted(names & known.longest_padder_factories) if not name.startswith(own)), None)
+        names = self._absolute_names(value.func) & known.longest_padder_factories
+        return next((name for name in sorted(names) if not name.startswith(own)), None)
+
+    def _absolute_names(self, node: cst.BaseExpression) -> set[str]:
+        """What a name or attribute may stand for, relative imports resolved."""
+        return {self.ctx.module.absolute(name) for name in self.ctx.qualified_names(node)}
 
     def _padder_named(self, names: set[str], call: cst.Call | None) -> str | None:
         """The function of another module among `names` that pads to the longest (second
@@ -835,10 +838,15 @@ class PadToLongestBatching(Rule):
 
     def _handed(self, value: cst.BaseExpression) -> str:
         """The module function a value is, or that `functools.partial` wraps; empty otherwise."""
+        value = self._wrapped(value)
+        return value.value if type(value) is cst.Name else ""
+
+    def _wrapped(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """What `functools.partial(f, ...)` wraps (`f`); the value itself otherwise."""
         if type(value) is cst.Call and self.ctx.qualified_names(value.func) & _PARTIAL:
             first = patterns.positional(value, 0)
-            value = first.value if first is not None else value
-        return value.value if type(value) is cst.Name else ""
+            return first.value if first is not None else value
+        return value
 
     def _per_item(self, function: cst.FunctionDef) -> bool:
         """Whether a function is a dataset's `__getitem__` or one the module calls from there
